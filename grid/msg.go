@@ -1,0 +1,127 @@
+// Package grid is esgrid's distributed runtime: the wire protocol, the
+// connections, gossip membership and the master that drives a sched.Policy
+// over real workers.
+package grid
+
+// ProtocolVersion is checked in the handshake; peers of different versions
+// refuse each other with a clear error.
+const ProtocolVersion = 1
+
+// MsgType is the one byte that follows a frame's length and says which
+// concrete message the msgpack body holds. Bodies are always decoded into
+// that concrete type, never into interface{}.
+type MsgType uint8
+
+// The messages of the protocol.
+const (
+	MsgChallenge MsgType = iota + 1 // master → worker, first frame on a connection
+	MsgHello                        // worker → master, answers the challenge
+	MsgWelcome                      // master → worker, handshake done
+	MsgReject                       // either way, then the sender closes
+	MsgTasks                        // master → worker
+	MsgCancel                       // master → worker
+	MsgResults                      // worker → master
+	MsgHeartbeat                    // either way, keeps an idle link alive
+	MsgDrain                        // worker → master: draining, held tasks given back
+	MsgShutdown                     // master → worker: the run is over
+)
+
+// Challenge opens the handshake: the master's nonce for the worker to sign.
+type Challenge struct {
+	Version int    `msgpack:"v"`
+	Nonce   []byte `msgpack:"n"`
+}
+
+// Hello is the worker's answer: who it is and a MAC over both nonces that
+// proves it holds the cluster key.
+type Hello struct {
+	Version  int      `msgpack:"v"`
+	Name     string   `msgpack:"name"`
+	Slots    int      `msgpack:"slots"`
+	Problems []string `msgpack:"problems,omitempty"`
+	Nonce    []byte   `msgpack:"n"`
+	MAC      []byte   `msgpack:"mac"`
+}
+
+// ProblemSpec names the problem a run evaluates. It is data only: a master
+// names a problem, never a command.
+type ProblemSpec struct {
+	Name string `msgpack:"name"`
+	Dim  int    `msgpack:"dim"`
+	// LoadN, when > 0, adds an LoadN×LoadN LU decomposition to every
+	// evaluation (the paper's extra load).
+	LoadN int `msgpack:"load_n,omitempty"`
+}
+
+// Welcome ends the handshake: the master's MAC (so the worker knows the
+// master holds the key too), the worker's id and the run's problem.
+type Welcome struct {
+	Version int         `msgpack:"v"`
+	Worker  int32       `msgpack:"w"`
+	Problem ProblemSpec `msgpack:"p"`
+	MAC     []byte      `msgpack:"mac"`
+}
+
+// Reject refuses a peer (wrong key, wrong version, bad frame); the sender
+// closes the connection after it.
+type Reject struct {
+	Reason string `msgpack:"r"`
+}
+
+// Task is one fitness evaluation: task ID of generation Gen.
+type Task struct {
+	ID int32     `msgpack:"id"`
+	X  []float64 `msgpack:"x"`
+}
+
+// Tasks carries one or more tasks of one generation into the worker's
+// remote queue; the worker runs them in the order sent.
+type Tasks struct {
+	Gen   int32  `msgpack:"g"`
+	Items []Task `msgpack:"t"`
+}
+
+// Cancel removes tasks of generation Gen from a worker: a held task is
+// dropped from the remote queue, a running one has its context cancelled.
+type Cancel struct {
+	Gen int32   `msgpack:"g"`
+	IDs []int32 `msgpack:"ids"`
+}
+
+// Result is the outcome of one task on a worker.
+type Result struct {
+	Gen int32   `msgpack:"g"`
+	ID  int32   `msgpack:"id"`
+	F   float64 `msgpack:"f"`
+	// Err is set when the evaluation failed; F is then meaningless.
+	Err string `msgpack:"err,omitempty"`
+	// Cancelled is set when a running instance was cancelled; Exec is then
+	// compute spent for nothing.
+	Cancelled bool `msgpack:"c,omitempty"`
+	// Exec is the time the task spent executing, in nanoseconds.
+	Exec int64 `msgpack:"e"`
+}
+
+// Results carries one or more results, and the worker's status right after
+// them (Clop's server-status table, kept fresh for free).
+type Results struct {
+	Items   []Result `msgpack:"r"`
+	Queued  int32    `msgpack:"q"` // tasks held in the remote queue
+	Running int32    `msgpack:"run"`
+}
+
+// Heartbeat keeps an otherwise idle connection alive within the peer's read
+// deadline.
+type Heartbeat struct{}
+
+// Drain says the worker is going away gracefully: it gives back the tasks it
+// held, finishes the ones running and sends their results, then leaves.
+type Drain struct {
+	Gen      int32   `msgpack:"g"`
+	Returned []int32 `msgpack:"ids"`
+}
+
+// Shutdown tells a worker that the run is over.
+type Shutdown struct {
+	Reason string `msgpack:"r"`
+}

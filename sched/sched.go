@@ -1,0 +1,78 @@
+// Package sched holds esgrid's scheduling policies (WQ, RR, RWQ, R3Q and the
+// cyclic baseline) as pure state machines, and the time ledger that turns a
+// run's timestamped events into the paper's time accounting.
+//
+// A Policy never reads a clock, starts a goroutine or does I/O: events go in
+// through Step and actions come out. The real master (package grid) and the
+// simulator (package sched/sim) drive the very same code.
+package sched
+
+// TaskID names one task (one fitness evaluation) within a batch; a batch of
+// n tasks uses the ids 0..n-1.
+type TaskID int32
+
+// WorkerID names one worker as its driver knows it. Ids are never reused
+// within a run.
+type WorkerID int32
+
+// EventKind says what happened.
+type EventKind uint8
+
+// The events a policy reacts to.
+const (
+	// BatchStarted: a new batch of Event.N tasks (ids 0..N-1) is ready;
+	// every earlier batch is finished.
+	BatchStarted EventKind = iota + 1
+	// WorkerJoined: worker Event.Worker has Event.Slots execution slots.
+	WorkerJoined
+	// WorkerLeft: worker Event.Worker is gone; its instances are lost.
+	WorkerLeft
+	// ResultArrived: worker Event.Worker returned the result of Event.Task.
+	ResultArrived
+)
+
+// Event is one input to a policy.
+type Event struct {
+	Kind   EventKind
+	Worker WorkerID // WorkerJoined, WorkerLeft, ResultArrived
+	Slots  int      // WorkerJoined
+	Task   TaskID   // ResultArrived
+	N      int      // BatchStarted
+}
+
+// ActionKind says what the driver must do.
+type ActionKind uint8
+
+// The actions a policy asks for.
+const (
+	// Send task Action.Task to worker Action.Worker (Replica: a further
+	// instance of a task already sent elsewhere).
+	Send ActionKind = iota + 1
+	// Cancel the instance of Action.Task on Action.Worker. Held says the
+	// policy believes the instance is still held in the worker's remote
+	// queue (not yet running).
+	Cancel
+	// Accept the result of Action.Task from Action.Worker: it is the first
+	// for that task in this batch. A result with no Accept is a duplicate.
+	Accept
+)
+
+// Action is one output of a policy.
+type Action struct {
+	Kind    ActionKind
+	Worker  WorkerID
+	Task    TaskID
+	Replica bool // Send: this instance is a replica
+	Held    bool // Cancel: the instance is held, not running
+}
+
+// Policy is a scheduling policy as a deterministic state machine.
+type Policy interface {
+	// Name is the policy's short name ("wq", "rr", "rwq", "r3q", "cyclic").
+	Name() string
+	// Step applies ev and appends the actions it causes to out.
+	Step(ev Event, out []Action) []Action
+	// Done reports whether every task of the current batch has an accepted
+	// result.
+	Done() bool
+}
