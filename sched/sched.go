@@ -76,3 +76,15 @@ type Policy interface {
 	// result.
 	Done() bool
 }
+
+// Config parameterises a policy.
+type Config struct {
+	// Depth is how many instances a worker may hold per slot, running plus
+	// held in its remote queue. 0 means the policy's default: 1 for wq and
+	// rr, 2 for rwq and r3q (one running and one held task per CPU);
+	// cyclic sends its whole static share at once and ignores Depth.
+	Depth int
+}
+
+// Names lists the policies New knows, in the order the paper presents them.
+var Names = []string{"wq", "rr", "rwq", "r3q", "cyclic"}
