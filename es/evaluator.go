@@ -10,6 +10,11 @@ import "context"
 // xs[i] is task i of that batch. The result must have len(xs) values, where
 // the value at i is f(xs[i]); the order in which tasks are evaluated must not
 // matter. An Evaluator must not modify xs.
+//
+// A failed evaluation is returned as an error that names the task, e.g.
+// "task 17: ..."; Run adds the generation. When ctx is cancelled, Evaluate
+// should return promptly with an error; the batch is then asked again, and
+// evaluated afresh, when the run continues.
 type Evaluator interface {
 	Evaluate(ctx context.Context, gen int, xs [][]float64) ([]float64, error)
 }

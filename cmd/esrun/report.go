@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/esgrid/esgrid/es"
+)
+
+// number is a float64 that JSON writes as null when it is NaN or infinite,
+// which encoding/json cannot represent.
+type number float64
+
+func (n number) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
+}
+
+// report is the -report file.
+type report struct {
+	Config      reportConfig `json:"config"`
+	Generations []genRecord  `json:"generations"`
+	// Stop is why the run ended; empty when it failed or was interrupted,
+	// and Error says why.
+	Stop        string     `json:"stop"`
+	Error       string     `json:"error,omitempty"`
+	Best        bestRecord `json:"best"`
+	Evals       int        `json:"evals"`
+	NaNs        int        `json:"nans"`
+	WallSeconds float64    `json:"wall_seconds"`
+}
+
+// reportConfig is the ES configuration plus how the run was evaluated.
+type reportConfig struct {
+	es.Config
+	LoadN  int     `json:"load_n"`            // LU size added per evaluation, 0 = none
+	LoadMS float64 `json:"load_ms,omitempty"` // the -load-ms the size was calibrated for
+	Slots  int     `json:"slots"`
+	// ResumedFrom is the checkpoint the run continued, and StartGen the
+	// first generation this process ran.
+	ResumedFrom string `json:"resumed_from,omitempty"`
+	StartGen    int    `json:"start_gen"`
+}
+
+// genRecord is one generation: the parents after selection.
+type genRecord struct {
+	Gen         int     `json:"gen"`
+	Evals       int     `json:"evals"`
+	Best        number  `json:"best"`
+	Mean        number  `json:"mean"`
+	BestEver    number  `json:"best_ever"`
+	NaNs        int     `json:"nans"`
+	WallSeconds float64 `json:"wall_seconds"` // ask, evaluate, tell and checkpoint
+}
+
+type bestRecord struct {
+	F number    `json:"f"`
+	X []float64 `json:"x"`
+}
+
+// recorder follows a run: it prints a line per generation and collects the
+// report.
+type recorder struct {
+	progress io.Writer // nil: no progress lines
+	start    time.Time
+	last     time.Time
+	rep      report
+}
+
+func newRecorder(eng *es.Engine, o *options, loadN, slots int) *recorder {
+	now := time.Now()
+	return &recorder{start: now, last: now, rep: report{
+		Config: reportConfig{
+			Config: eng.Config(), LoadN: loadN, LoadMS: o.loadMS, Slots: slots,
+			ResumedFrom: o.resume, StartGen: eng.Gen(),
+		},
+		Generations: []genRecord{},
+	}}
+}
+
+// header describes the run in one line.
+func (r *recorder) header() string {
+	c := r.rep.Config
+	sel := "+"
+	if c.Comma {
+		sel = ","
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "(%d%s%d)-ES on %s, %d-D in [%g, %g], seed %d", c.Mu, sel, c.Lambda, c.Problem, c.Dim, c.Lower, c.Upper, c.Seed)
+	if c.Stop.Generations > 0 {
+		fmt.Fprintf(&b, ", generations %d..%d", c.StartGen, c.Stop.Generations)
+	}
+	if c.Stop.Target != nil {
+		fmt.Fprintf(&b, ", target %g", *c.Stop.Target)
+	}
+	if c.Stop.MaxEvals > 0 {
+		fmt.Fprintf(&b, ", at most %d evaluations", c.Stop.MaxEvals)
+	}
+	fmt.Fprintf(&b, ", %d slots", c.Slots)
+	switch {
+	case c.LoadN > 0 && c.LoadMS > 0:
+		fmt.Fprintf(&b, ", load LU %d×%d (calibrated for %g ms)", c.LoadN, c.LoadN, c.LoadMS)
+	case c.LoadN > 0:
+		fmt.Fprintf(&b, ", load LU %d×%d", c.LoadN, c.LoadN)
+	default:
+		b.WriteString(", no load")
+	}
+	if c.ResumedFrom != "" {
+		fmt.Fprintf(&b, ", resumed from %s", c.ResumedFrom)
+	}
+	return b.String()
+}
+
+// generation is the engine's per-generation callback.
+func (r *recorder) generation(s es.Stats) error {
+	now, start := time.Now(), r.last
+	g := genRecord{
+		Gen: s.Gen, Evals: s.Evals, Best: number(s.Best), Mean: number(s.Mean),
+		BestEver: number(s.BestEver), NaNs: s.NaNs, WallSeconds: now.Sub(r.last).Seconds(),
+	}
+	r.last = now
+	r.rep.Generations = append(r.rep.Generations, g)
+	if r.progress != nil {
+		fmt.Fprintf(r.progress, "gen %4d  evals %7d  best %.6e  mean %.6e  %v\n", g.Gen, g.Evals, s.Best, s.Mean, roundDuration(now.Sub(start)))
+	}
+	return nil
+}
+
+// roundDuration keeps three or four significant digits.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// finish completes the report from the engine's final state.
+func (r *recorder) finish(eng *es.Engine, reason es.StopReason, runErr error) *report {
+	best := eng.Best()
+	r.rep.Stop = string(reason)
+	if runErr != nil {
+		r.rep.Error = runErr.Error()
+	}
+	r.rep.Best = bestRecord{F: number(best.F), X: best.X}
+	r.rep.Evals, r.rep.NaNs = eng.Evals(), eng.NaNs()
+	r.rep.WallSeconds = time.Since(r.start).Seconds()
+	return &r.rep
+}
+
+// summary is the final line of a run.
+func summary(rep *report) string {
+	last := rep.Config.StartGen - 1
+	if n := len(rep.Generations); n > 0 {
+		last = rep.Generations[n-1].Gen
+	}
+	return fmt.Sprintf("best %.6e after generation %d (%d evaluations, %d NaN, stop: %s, %v)",
+		float64(rep.Best.F), last, rep.Evals, rep.NaNs, rep.Stop, roundDuration(time.Duration(rep.WallSeconds*float64(time.Second))))
+}
+
+// writeReport writes rep as indented JSON.
+func writeReport(path string, rep *report) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package es
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func validConfig() Config {
+	return Config{Mu: 3, Lambda: 7, Dim: 4, Lower: -1, Upper: 1, Stop: Stop{Generations: 5}}
+}
+
+func TestConfigValidate(t *testing.T) {
+	target := func(v float64) *float64 { return &v }
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		field string // "" = valid
+	}{
+		{"valid", func(c *Config) {}, ""},
+		{"valid comma", func(c *Config) { c.Comma = true }, ""},
+		{"valid target only", func(c *Config) { c.Stop = Stop{Target: target(0)} }, ""},
+		{"valid budget only", func(c *Config) { c.Stop = Stop{MaxEvals: 3} }, ""},
+		{"mu zero", func(c *Config) { c.Mu = 0 }, "Mu"},
+		{"lambda negative", func(c *Config) { c.Lambda = -1 }, "Lambda"},
+		{"dim zero", func(c *Config) { c.Dim = 0 }, "Dim"},
+		{"lower NaN", func(c *Config) { c.Lower = math.NaN() }, "Lower"},
+		{"upper inf", func(c *Config) { c.Upper = math.Inf(1) }, "Upper"},
+		{"empty box", func(c *Config) { c.Upper = c.Lower }, "Upper"},
+		{"box overflows", func(c *Config) { c.Lower, c.Upper = -math.MaxFloat64, math.MaxFloat64 }, "Upper"},
+		{"sigma negative", func(c *Config) { c.InitSigma = -1 }, "InitSigma"},
+		{"sigma wider than box", func(c *Config) { c.InitSigma = 3 }, "InitSigma"},
+		{"comma needs lambda ≥ mu", func(c *Config) { c.Comma, c.Lambda = true, 2 }, "Lambda"},
+		{"generations negative", func(c *Config) { c.Stop.Generations = -1 }, "Stop.Generations"},
+		{"target NaN", func(c *Config) { c.Stop.Target = target(math.NaN()) }, "Stop.Target"},
+		{"budget negative", func(c *Config) { c.Stop.MaxEvals = -5 }, "Stop.MaxEvals"},
+		{"budget below mu", func(c *Config) { c.Stop.MaxEvals = 2 }, "Stop.MaxEvals"},
+		{"never stops", func(c *Config) { c.Stop = Stop{} }, "Stop.Generations"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Validate = %v, want a *ConfigError", err)
+			}
+			if ce.Field != tt.field {
+				t.Errorf("error names %q (%v), want %q", ce.Field, err, tt.field)
+			}
+			if _, err := New(c); err == nil {
+				t.Errorf("New accepted an invalid config")
+			}
+		})
+	}
+}
+
+func TestStepSizeConstants(t *testing.T) {
+	e, err := New(Config{Mu: 1, Lambda: 1, Dim: 16, Lower: 0, Upper: 1, Stop: Stop{Generations: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// τ = 1/√(2√n) = 1/√8, τ' = 1/√(2n) = 1/√32 for n = 16.
+	if want := 1 / math.Sqrt(8); e.tau != want {
+		t.Errorf("tau = %v, want %v", e.tau, want)
+	}
+	if want := 1 / math.Sqrt(32); e.tauPrime != want {
+		t.Errorf("tauPrime = %v, want %v", e.tauPrime, want)
+	}
+}
+
+func TestBound(t *testing.T) {
+	e, err := New(Config{Mu: 1, Lambda: 1, Dim: 1, Lower: -1, Upper: 3, Stop: Stop{Generations: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ in, want float64 }{
+		{0, 0},
+		{-1, -1},
+		{3, 3},
+		{-1.5, -0.5}, // reflected at the lower bound
+		{4, 2},       // reflected at the upper bound
+		{-6, 3},      // reflects past the upper bound: clamped
+		{9, -1},      // reflects past the lower bound: clamped
+		{math.Inf(1), -1},
+		{math.Inf(-1), 3},
+	}
+	for _, tt := range tests {
+		if got := e.bound(tt.in); got != tt.want {
+			t.Errorf("bound(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestCompareFitness(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	ordered := []float64{math.Inf(-1), -1, 0, 2, inf, nan}
+	for i, a := range ordered {
+		for j, b := range ordered {
+			want := 0
+			if i < j {
+				want = -1
+			} else if i > j {
+				want = 1
+			}
+			if got := compareFitness(a, b); got != want {
+				t.Errorf("compareFitness(%v, %v) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
