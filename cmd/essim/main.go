@@ -1,0 +1,545 @@
+// Command essim simulates esgrid's scheduling policies on a machine set and
+// prints where the time goes: the R3Q paper's sweep by default, any single
+// setting with a few flags.
+//
+// By default it runs granularity 100/500/1000 ms × added delay 10/30/50 ms ×
+// {wq, rr, rwq, r3q, cyclic} on the paper's LAN set, a (30+70)-ES for 100
+// generations, 10 seeded trials each, and prints the mean total, sync wait,
+// comm and compute times, the efficiency against LB and against the barrier
+// bound, and the replication and cancel counts. -csv writes the table, -png
+// draws it as stacked bars like the paper's Fig. 5.
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+	"github.com/esgrid/esgrid/sched/sim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError is a bad flag or flag value: one line on stderr, exit 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+
+func badf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// options are the parsed flags.
+type options struct {
+	policies   []string
+	grains     []time.Duration
+	delays     []time.Duration
+	machines   string
+	set        *sim.Set
+	trials     int
+	gens       int
+	lambda, mu int
+	seed       uint64
+	workload   string
+	tasks      int
+	shape      string
+	noise      float64
+	depth      int
+	engineCost time.Duration
+	slowdowns  []sim.Slowdown
+	masterCost time.Duration
+	sendCost   time.Duration
+	recvCost   time.Duration
+	parallel   int
+	csvPath    string
+	pngPath    string
+	showSet    bool
+	quiet      bool
+}
+
+const usageHead = `essim simulates esgrid's scheduling policies on a virtual clock.
+
+With no flags it runs the R3Q paper's sweep: granularity 100/500/1000 ms ×
+added delay 10/30/50 ms × {wq, rr, rwq, r3q, cyclic} on the paper's LAN set
+(M1 master and worker, L1-L6), a (30+70)-ES for 100 generations, 10 seeded
+trials per setting, and prints the mean times and efficiencies.
+
+Usage:
+  essim [flags]
+
+Examples:
+  essim -policy r3q -gran 500 -delay 50             one setting
+  essim -machines wan -delay 0 -png wan.png         the WAN set, no added delay
+  essim -workload bag -tasks 480 -shape mandelbrot  Clop's Mandelbrot strips
+  essim -machines my.txt -show-machines             check a machine file
+
+Lists take commas (-gran 100,500); a bare number is milliseconds.
+
+Flags:
+`
+
+func parseFlags(args []string, stdout io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("essim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	policy := fs.String("policy", strings.Join(sched.Names, ","), "policies to compare: `list` of "+strings.Join(sched.Names, ", "))
+	gran := fs.String("gran", "100,500,1000", "task grain(s): time of one task on the reference machine (M1), `list`")
+	delay := fs.String("delay", "10,30,50", "added one-way delay(s) on every link from the master (not to M1), `list`")
+	fs.StringVar(&o.machines, "machines", "lan", "machine set: lan, wan, or a set `file` (format: -show-machines)")
+	fs.IntVar(&o.trials, "trials", 10, "seeded trials per setting (averaged)")
+	fs.IntVar(&o.gens, "gens", 100, "ES generations (workload es)")
+	fs.IntVar(&o.lambda, "lambda", 70, "offspring per generation: tasks per batch (workload es)")
+	fs.IntVar(&o.mu, "mu", 30, "parents: size of the initial batch, generation 0 (workload es; 0: none)")
+	seed := fs.String("seed", "1", "base `seed` of the trials")
+	fs.StringVar(&o.workload, "workload", "es", "workload: es (generations behind a barrier) or bag (one batch)")
+	fs.IntVar(&o.tasks, "tasks", 1000, "tasks in the bag (workload bag)")
+	fs.StringVar(&o.shape, "shape", "uniform", "task grains of the bag: uniform, or mandelbrot (Clop's strips, mean = -gran)")
+	fs.Float64Var(&o.noise, "noise", 0.1, "`sigma` of log-normal noise on each task's time (0: none)")
+	fs.IntVar(&o.depth, "depth", 0, "instances per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q)")
+	engine := fs.String("engine-cost", "0", "master's own `time` between generations (selection, mutation)")
+	var slow slowFlag
+	fs.Var(&slow, "slowdown", "`M@T*F`: machine M runs F times slower from time T on (repeatable, e.g. L1@60s*4)")
+	master := fs.String("master-cost", "", "override the set's master `time` per message")
+	send := fs.String("send-cost", "", "override every machine's `time` to send a message")
+	recv := fs.String("recv-cost", "", "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
+	fs.IntVar(&o.parallel, "parallel", 0, "simulations run at once (0: GOMAXPROCS)")
+	fs.StringVar(&o.csvPath, "csv", "", "write the table as CSV to `file`")
+	fs.StringVar(&o.pngPath, "png", "", "draw stacked bars of compute/sync/comm to PNG `file`")
+	fs.BoolVar(&o.showSet, "show-machines", false, "print the machine set (built-in text, or a summary of a file) and exit")
+	fs.BoolVar(&o.quiet, "q", false, "print only the table")
+	fs.Usage = func() {} // parse errors are one line; -h prints the help below
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageHead)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			fmt.Fprint(stdout, "\nMachine set files:\n"+machineFormat)
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, badf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if o.policies, err = parsePolicies(*policy); err != nil {
+		return nil, err
+	}
+	if o.grains, err = parseDurations("-gran", *gran, false); err != nil {
+		return nil, err
+	}
+	if o.delays, err = parseDurations("-delay", *delay, true); err != nil {
+		return nil, err
+	}
+	if o.seed, err = strconv.ParseUint(*seed, 0, 64); err != nil {
+		return nil, badf("-seed: %q is not an unsigned integer", *seed)
+	}
+	if o.engineCost, err = parseDuration(*engine); err != nil {
+		return nil, badf("-engine-cost: %v", err)
+	}
+	switch {
+	case o.trials < 1:
+		return nil, badf("-trials must be at least 1")
+	case o.gens < 1:
+		return nil, badf("-gens must be at least 1")
+	case o.lambda < 1:
+		return nil, badf("-lambda must be at least 1")
+	case o.mu < 0:
+		return nil, badf("-mu must not be negative")
+	case o.tasks < 1:
+		return nil, badf("-tasks must be at least 1")
+	case o.noise < 0 || o.noise > 2:
+		return nil, badf("-noise must be between 0 and 2")
+	case o.depth < 0:
+		return nil, badf("-depth must not be negative")
+	case o.parallel < 0:
+		return nil, badf("-parallel must not be negative")
+	case o.workload != "es" && o.workload != "bag":
+		return nil, badf("-workload must be es or bag, not %q", o.workload)
+	case o.shape != "uniform" && o.shape != "mandelbrot":
+		return nil, badf("-shape must be uniform or mandelbrot, not %q", o.shape)
+	}
+	o.slowdowns = slow
+	if o.set, err = sim.LoadSet(o.machines); err != nil {
+		return nil, usageError{fmt.Errorf("-machines: %w", err)}
+	}
+	for _, s := range o.slowdowns {
+		if o.set.Index(s.Machine) < 0 {
+			return nil, badf("-slowdown: no machine %q in set %s", s.Machine, o.set.Name)
+		}
+	}
+	for _, c := range []struct {
+		name, v string
+		apply   func(time.Duration)
+	}{
+		{"-master-cost", *master, func(d time.Duration) { o.set.MasterCost = d }},
+		{"-send-cost", *send, func(d time.Duration) {
+			for i := range o.set.Machines {
+				o.set.Machines[i].SendCost = d
+			}
+		}},
+		{"-recv-cost", *recv, func(d time.Duration) {
+			for i := range o.set.Machines {
+				o.set.Machines[i].RecvCost = d
+			}
+		}},
+	} {
+		if c.v == "" {
+			continue
+		}
+		d, err := parseDuration(c.v)
+		if err != nil {
+			return nil, badf("%s: %v", c.name, err)
+		}
+		c.apply(d)
+	}
+	return o, nil
+}
+
+const machineFormat = `  # comment
+  master cost=10us                   time the master spends per message
+  machine NAME [fields]              one line per machine, in worker order
+    cpus=N        execution slots (default 1)
+    speed=F       speed ratio to the reference machine, or
+    tG=D          task time D for tasks of grain G (t100ms=42ms; several allowed)
+    delay=D       one-way delay of its own link (to the master, or to its relay)
+    via=NAME      reached through relay machine NAME
+    local         the master's own host (no delay; -delay does not apply)
+    send=D recv=D time to send / receive one message
+    relay=D       time to forward one message when acting as a relay
+  essim -show-machines -machines lan prints the built-in LAN set.
+`
+
+func parsePolicies(v string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.ToLower(strings.TrimSpace(p))
+		if !slices.Contains(sched.Names, p) {
+			return nil, badf("-policy: unknown policy %q (known: %s)", p, strings.Join(sched.Names, ", "))
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// parseDuration reads a Go duration or a bare number of milliseconds.
+func parseDuration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	var d time.Duration
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		d = time.Duration(f * float64(time.Millisecond))
+	} else if d, err = time.ParseDuration(v); err != nil {
+		return 0, fmt.Errorf("%q is not a duration", v)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", v)
+	}
+	return d, nil
+}
+
+func parseDurations(name, v string, zeroOK bool) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, s := range strings.Split(v, ",") {
+		d, err := parseDuration(s)
+		if err != nil {
+			return nil, badf("%s: %v", name, err)
+		}
+		if d == 0 && !zeroOK {
+			return nil, badf("%s: must be positive", name)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// slowFlag collects -slowdown M@T*F values.
+type slowFlag []sim.Slowdown
+
+func (s *slowFlag) String() string { return "" }
+
+func (s *slowFlag) Set(v string) error {
+	for _, one := range strings.Split(v, ",") {
+		name, rest, ok1 := strings.Cut(one, "@")
+		at, factor, ok2 := strings.Cut(rest, "*")
+		if !ok1 || !ok2 || name == "" {
+			return fmt.Errorf("want MACHINE@TIME*FACTOR, got %q", one)
+		}
+		d, err := parseDuration(at)
+		if err != nil {
+			return err
+		}
+		f, err := strconv.ParseFloat(factor, 64)
+		if err != nil || !(f > 0) {
+			return fmt.Errorf("factor %q must be a positive number", factor)
+		}
+		*s = append(*s, sim.Slowdown{Machine: name, At: d, Factor: f})
+	}
+	return nil
+}
+
+// setting is one point of the sweep: a grain and an added delay.
+type setting struct {
+	grain, delay time.Duration
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "essim: %v (essim -h for help)\n", err)
+		return 2
+	}
+	if o.showSet {
+		showSet(stdout, o)
+		return 0
+	}
+	if err := sweep(ctx, o, stdout); err != nil {
+		fmt.Fprintf(stderr, "essim: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// workloadFor builds the workload of one grain.
+func workloadFor(o *options, grain time.Duration) sim.Workload {
+	var w sim.Workload
+	switch {
+	case o.workload == "bag" && o.shape == "mandelbrot":
+		w = sim.Bag(sim.MandelbrotGrains(o.tasks, grain))
+		w.Name = fmt.Sprintf("bag of %d Mandelbrot strips, mean %v", o.tasks, grain)
+	case o.workload == "bag":
+		w = sim.BagUniform(o.tasks, grain)
+	default:
+		w = sim.ES(o.mu, o.lambda, o.gens, grain)
+	}
+	w.EngineCost = o.engineCost
+	return w
+}
+
+func sweep(ctx context.Context, o *options, stdout io.Writer) error {
+	var settings []setting
+	var cfgs []sim.Config
+	for _, g := range o.grains {
+		wl := workloadFor(o, g)
+		for _, d := range o.delays {
+			settings = append(settings, setting{g, d})
+			for _, p := range o.policies {
+				cfgs = append(cfgs, sim.Config{
+					Set:          o.set,
+					Policy:       p,
+					PolicyConfig: sched.Config{Depth: o.depth},
+					Workload:     wl,
+					AddedDelay:   d,
+					Noise:        o.noise,
+					Slowdowns:    o.slowdowns,
+					Seed:         o.seed,
+				})
+			}
+		}
+	}
+	if !o.quiet {
+		describe(stdout, o)
+	}
+	start := time.Now()
+	sums, err := sim.RunTrials(ctx, cfgs, o.trials, o.parallel)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	printTable(stdout, o, settings, sums)
+	if !o.quiet {
+		printShape(stdout, o, settings, sums)
+	}
+	if o.csvPath != "" {
+		if err := writeCSV(o.csvPath, o, settings, sums); err != nil {
+			return err
+		}
+	}
+	if o.pngPath != "" {
+		if err := drawChart(o.pngPath, o, settings, sums); err != nil {
+			return err
+		}
+	}
+	var tasks, inst, events int
+	for _, s := range sums {
+		tasks += s.Tasks
+		inst += s.Instances
+		events += s.Events
+	}
+	sec := elapsed.Seconds()
+	fmt.Fprintf(stdout, "\nsimulated %d runs, %d tasks (%d instances, %d events) in %.2f s real: %.0f tasks/s, %.0f events/s\n",
+		len(cfgs)*o.trials, tasks, inst, events, sec, float64(tasks)/sec, float64(events)/sec)
+	return nil
+}
+
+func describe(w io.Writer, o *options) {
+	s := o.set
+	fmt.Fprintf(w, "machines %s: %d machines, %d slots, master cost %v/msg; speed sum",
+		s.Name, len(s.Machines), slots(s), s.MasterCost)
+	for _, g := range o.grains {
+		fmt.Fprintf(w, " %.2f@%v", s.SpeedSum(g), g)
+	}
+	fmt.Fprintln(w)
+	wl := workloadFor(o, o.grains[0])
+	name := wl.Name
+	if len(o.grains) > 1 {
+		name = strings.Replace(name, o.grains[0].String(), "{grain}", 1)
+	}
+	fmt.Fprintf(w, "workload %s, %d tasks; %d trials, noise sigma %.2f, seed %d", name, wl.Tasks(), o.trials, o.noise, o.seed)
+	if o.depth > 0 {
+		fmt.Fprintf(w, ", depth %d", o.depth)
+	}
+	for _, sd := range o.slowdowns {
+		fmt.Fprintf(w, ", %s x%g from %v", sd.Machine, sd.Factor, sd.At)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "times are means over trials; eff = LB/total and barrier-bound/total; counts are per run")
+	fmt.Fprintln(w)
+}
+
+func slots(s *sim.Set) int {
+	n := 0
+	for _, m := range s.Machines {
+		n += m.CPUs
+	}
+	return n
+}
+
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) }
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
+}
+
+func printTable(w io.Writer, o *options, settings []setting, sums []sim.Summary) {
+	fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %6s %6s %7s %6s %6s %6s\n",
+		"grain", "delay", "policy", "total s", "sync s", "comm s", "compute s", "effLB", "effBar", "replica", "c.held", "c.run", "stop")
+	i := 0
+	for si, st := range settings {
+		if si > 0 {
+			fmt.Fprintln(w)
+		}
+		for range o.policies {
+			s := sums[i]
+			i++
+			fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %5.1f%% %5.1f%% %7.0f %6.0f %6.0f %6.0f\n",
+				ms(st.grain), ms(st.delay), s.Config.Policy, secs(s.Total), secs(s.SyncWait), secs(s.Comm), secs(s.Compute),
+				100*s.EfficiencyLB, 100*s.EfficiencyBarrier, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.Aborted)
+		}
+	}
+	fmt.Fprintln(w, "\nreplica: replicas sent; c.held/c.run: cancels of instances the master believed held/running; stop: instances actually stopped while running")
+}
+
+// printShape checks the paper's qualitative results setting by setting.
+func printShape(w io.Writer, o *options, settings []setting, sums []sim.Summary) {
+	idx := func(p string) int { return slices.Index(o.policies, p) }
+	if idx("wq") < 0 || idx("rr") < 0 || idx("rwq") < 0 || idx("r3q") < 0 {
+		return
+	}
+	n := len(o.policies)
+	var r3qBest, rwqComm, rrSync int
+	for si := range settings {
+		row := sums[si*n : (si+1)*n]
+		best, comm := 0, 0
+		for j, s := range row {
+			if s.Config.Policy == "cyclic" {
+				continue
+			}
+			if s.Total < row[best].Total {
+				best = j
+			}
+			if s.Comm < row[comm].Comm {
+				comm = j
+			}
+		}
+		if row[best].Config.Policy == "r3q" {
+			r3qBest++
+		}
+		if row[comm].Config.Policy == "rwq" {
+			rwqComm++
+		}
+		if row[idx("rr")].SyncWait < row[idx("wq")].SyncWait {
+			rrSync++
+		}
+	}
+	fmt.Fprintf(w, "\npaper's shape (among wq, rr, rwq, r3q), settings where it holds out of %d:\n", len(settings))
+	fmt.Fprintf(w, "  r3q lowest total %d, rwq lowest comm %d, rr less sync wait than wq %d\n", r3qBest, rwqComm, rrSync)
+	for _, g := range o.grains {
+		fmt.Fprintf(w, "  total vs delay at %v:", g)
+		for _, p := range []string{"wq", "rr", "rwq", "r3q"} {
+			fmt.Fprintf(w, "  %s", p)
+			for si, st := range settings {
+				if st.grain == g {
+					fmt.Fprintf(w, " %s", secs(sums[si*n+idx(p)].Total))
+				}
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func writeCSV(path string, o *options, settings []setting, sums []sim.Summary) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("csv: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("csv: %w", cerr)
+		}
+	}()
+	cw := csv.NewWriter(f)
+	_ = cw.Write([]string{"machines", "workload", "grain_ms", "delay_ms", "policy", "trials",
+		"total_s", "sync_s", "comm_s", "compute_s", "busy_s", "lb_s", "barrier_s", "eff_lb", "eff_barrier",
+		"originals", "replicas", "cancels_held", "cancels_running", "stopped_running", "wasted_s",
+		"duplicates", "held_dropped", "late_cancels", "noise", "seed"})
+	n := len(o.policies)
+	f64 := func(x float64, p int) string { return strconv.FormatFloat(x, 'f', p, 64) }
+	sec := func(d time.Duration) string { return f64(d.Seconds(), 4) }
+	for i, s := range sums {
+		st := settings[i/n]
+		_ = cw.Write([]string{o.set.Name, o.workload, ms(st.grain), ms(st.delay), s.Config.Policy, strconv.Itoa(s.Trials),
+			sec(s.Total), sec(s.SyncWait), sec(s.Comm), sec(s.Compute), sec(s.Busy), sec(s.LB), sec(s.BarrierBound),
+			f64(s.EfficiencyLB, 4), f64(s.EfficiencyBarrier, 4),
+			f64(s.Originals, 1), f64(s.Replicas, 1), f64(s.CancelsHeld, 1), f64(s.CancelsRunning, 1), f64(s.Aborted, 1),
+			sec(s.Wasted), f64(s.Duplicates, 1), f64(s.HeldDropped, 1), f64(s.LateCancels, 1),
+			f64(o.noise, 3), strconv.FormatUint(o.seed, 10)})
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("csv: %w", err)
+	}
+	return nil
+}
+
+func showSet(w io.Writer, o *options) {
+	if b, err := sim.BuiltinText(o.machines); err == nil {
+		w.Write(b)
+		return
+	}
+	s := o.set
+	fmt.Fprintf(w, "# %s: %d machines, master cost %v per message\n", s.Name, len(s.Machines), s.MasterCost)
+	for k, m := range s.Machines {
+		fmt.Fprintf(w, "%-8s cpus=%d path=%v roundtrip=%v", m.Name, m.CPUs, s.PathDelay(k, 0), s.RoundTrip(k, 0))
+		for _, g := range o.grains {
+			fmt.Fprintf(w, " t%v=%v", g, s.TaskTime(k, g))
+		}
+		fmt.Fprintln(w)
+	}
+}

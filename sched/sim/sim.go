@@ -1,0 +1,464 @@
+// Package sim is a discrete-event simulator of a master and its workers on a
+// virtual clock. It drives the very policies of package sched and feeds the
+// same ledger the real master feeds, so a simulated run and a real one are
+// accounted by one piece of code.
+//
+// The model, per machine of a Set: a task time per grain (the paper's
+// Table 1) or a speed ratio; a number of CPUs (execution slots); a one-way
+// link delay to the master, or to a relay that forwards its messages; a
+// cost to send and to receive a message. The master handles one message at
+// a time, each costing Set.MasterCost, so it saturates when messages come
+// faster than it can handle them. A worker runs the tasks it is sent in the
+// order they arrive (its remote queue) on its slots: a cancel of a held task
+// removes it, a cancel of a running task stops it and the time it ran is
+// wasted, a cancel that arrives after the result left does nothing. Task
+// times can carry seeded log-normal noise, and a machine can become slower
+// at a given time. Same Config and seed, same result, bit for bit.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
+// Slowdown makes a machine's tasks take Factor times their nominal time from
+// time At on (Factor 1 restores it). A task running at At finishes its
+// remaining work at the new pace.
+type Slowdown struct {
+	Machine string
+	At      time.Duration
+	Factor  float64
+}
+
+// Config is one simulated run.
+type Config struct {
+	// Set is the machine set (required).
+	Set *Set
+	// Policy is a sched policy name ("wq", "rr", "rwq", "r3q", "cyclic").
+	Policy string
+	// PolicyConfig parameterises the policy; the zero value takes the
+	// policy's defaults.
+	PolicyConfig sched.Config
+	// NewPolicy, when set, builds the policy instead of Policy.
+	NewPolicy func() (sched.Policy, error)
+	// Workload is what the master runs (required).
+	Workload Workload
+	// AddedDelay is added to the one-way delay of every link that starts
+	// at the master, except a local machine's: the paper's emulated WAN
+	// delay. Machines behind a relay pay it once, on the relay's link.
+	AddedDelay time.Duration
+	// Noise is the sigma of log-normal multiplicative noise on each task
+	// instance's time (mean-preserving: the factor is exp(sigma*Z -
+	// sigma²/2)). 0 means no noise.
+	Noise float64
+	// Slowdowns are sudden changes of machine speed.
+	Slowdowns []Slowdown
+	// Seed seeds the noise; same seed, same run.
+	Seed uint64
+}
+
+// Stats are the simulator's own counters (the time accounting is in the
+// ledger).
+type Stats struct {
+	// Events is the number of simulation events handled.
+	Events int
+	// Instances is the number of task instances started on a slot.
+	Instances int
+	// Messages is the number of messages sent (tasks, cancels, results).
+	Messages int
+	// HeldDropped counts held instances that a cancel removed from a
+	// remote queue (the ledger counts the running ones it stopped).
+	HeldDropped int
+	// LateCancels counts cancels that reached a worker after the task had
+	// finished there (the result and the cancel crossed).
+	LateCancels int
+	// StaleResults counts results that reached the master after their
+	// batch had ended.
+	StaleResults int
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	// Report is the ledger's accounting of the run.
+	Report sched.Report
+	// End is the virtual time at which the last batch finished.
+	End time.Duration
+	// Stats are the simulator's counters.
+	Stats Stats
+}
+
+// worker is the simulated state of one machine acting as a worker.
+type worker struct {
+	m        *Machine
+	slots    []slot
+	held     []heldTask    // the remote queue Q_r,k, FIFO
+	commBusy time.Duration // busy-until of its message handling (send and receive)
+	factor   float64       // current slowdown factor
+	rng      *rand.Rand
+	noiseMu  float64 // -sigma²/2, so the noise factor has mean 1
+}
+
+// slot is one execution slot of a worker.
+type slot struct {
+	busy  bool
+	batch int32
+	task  int32
+	start time.Duration
+	end   time.Duration
+	ver   uint32 // bumped when the pending done event becomes invalid
+}
+
+// heldTask is a task waiting in a worker's remote queue.
+type heldTask struct {
+	batch int32
+	task  int32
+}
+
+// engine is one run in progress.
+type engine struct {
+	cfg        Config
+	now        time.Duration
+	q          eventQueue
+	pol        sched.Policy
+	acts       []sched.Action
+	workers    []worker
+	routes     []route
+	relayBusy  []time.Duration // per machine: busy-until of its forwarding
+	masterBusy time.Duration   // busy-until of the master
+	batch      int32           // current batch; -1 before the first
+	open       bool            // the current batch is running
+	end        time.Duration
+	acct       accountant
+	stats      Stats
+}
+
+// Run simulates cfg to the end of its workload.
+func Run(cfg Config) (Result, error) {
+	e, err := newEngine(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	led := newLedger(&e.cfg)
+	e.acct = ledgerAccountant{led}
+	if err := e.run(); err != nil {
+		return Result{}, err
+	}
+	return Result{Report: led.Report(), End: e.end, Stats: e.stats}, nil
+}
+
+func newEngine(cfg Config) (*engine, error) {
+	if cfg.Set == nil {
+		return nil, errors.New("sim: no machine set")
+	}
+	if err := cfg.Set.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if err := cfg.Workload.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if cfg.Noise < 0 || math.IsNaN(cfg.Noise) {
+		return nil, errors.New("sim: noise must be >= 0")
+	}
+	if cfg.AddedDelay < 0 {
+		return nil, errors.New("sim: negative added delay")
+	}
+	var pol sched.Policy
+	var err error
+	if cfg.NewPolicy != nil {
+		pol, err = cfg.NewPolicy()
+	} else {
+		pol, err = sched.New(cfg.Policy, cfg.PolicyConfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	e := &engine{
+		cfg:       cfg,
+		pol:       pol,
+		routes:    cfg.Set.routes(cfg.AddedDelay),
+		relayBusy: make([]time.Duration, len(cfg.Set.Machines)),
+		batch:     -1,
+	}
+	e.workers = make([]worker, len(cfg.Set.Machines))
+	for k := range e.workers {
+		m := &cfg.Set.Machines[k]
+		e.workers[k] = worker{
+			m:       m,
+			slots:   make([]slot, m.CPUs),
+			factor:  1,
+			rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(k)+1)),
+			noiseMu: -cfg.Noise * cfg.Noise / 2,
+		}
+	}
+	for i, s := range cfg.Slowdowns {
+		k := cfg.Set.Index(s.Machine)
+		if k < 0 {
+			return nil, fmt.Errorf("sim: slowdown of unknown machine %q", s.Machine)
+		}
+		if !(s.Factor > 0) || math.IsInf(s.Factor, 1) || s.At < 0 {
+			return nil, fmt.Errorf("sim: slowdown of %s: factor must be > 0 and time >= 0", s.Machine)
+		}
+		e.q.push(event{at: s.At, kind: evSlowdown, slot: int32(i), m: msg{w: int32(k)}})
+	}
+	return e, nil
+}
+
+// run joins every worker, starts the first batch and handles events until
+// the last batch is done; then it lets what is still in flight arrive
+// (cancels stop the last replicas, whose executions the ledger gets),
+// starting nothing new.
+func (e *engine) run() error {
+	for k := range e.workers {
+		e.step(sched.Event{Kind: sched.WorkerJoined, Worker: sched.WorkerID(k), Slots: e.workers[k].m.CPUs})
+	}
+	e.q.push(event{at: 0, kind: evBatchStart, m: msg{batch: 0}})
+	for e.q.len() > 0 {
+		ev := e.q.pop()
+		e.now = ev.at
+		e.stats.Events++
+		e.handle(ev)
+	}
+	if e.open || int(e.batch) < len(e.cfg.Workload.Batches) {
+		return fmt.Errorf("sim: policy %s stalled in batch %d at %v with no event pending", e.pol.Name(), e.batch, e.now)
+	}
+	return nil
+}
+
+func (e *engine) handle(ev event) {
+	switch ev.kind {
+	case evBatchStart:
+		e.startBatch(ev.m.batch)
+	case evAtRelay:
+		e.atRelay(ev.m)
+	case evAtWorker:
+		e.atWorker(ev.m)
+	case evWorkerHandle:
+		e.workerHandle(ev.m)
+	case evTaskDone:
+		w := &e.workers[ev.m.w]
+		if s := &w.slots[ev.slot]; s.busy && s.ver == ev.ver {
+			e.taskDone(int(ev.m.w), int(ev.slot))
+		}
+	case evAtMaster:
+		e.atMaster(ev.m)
+	case evMasterHandle:
+		e.masterHandle(ev.m)
+	case evSlowdown:
+		e.slowdown(int(ev.m.w), e.cfg.Slowdowns[ev.slot].Factor)
+	}
+}
+
+// step feeds ev to the policy and carries out its actions.
+func (e *engine) step(ev sched.Event) {
+	e.acts = e.pol.Step(ev, e.acts[:0])
+	e.acct.step(e.now, ev, e.acts)
+	for _, a := range e.acts {
+		switch a.Kind {
+		case sched.Send:
+			e.masterSend(msg{kind: msgTask, w: int32(a.Worker), batch: e.batch, task: int32(a.Task)})
+		case sched.Cancel:
+			e.masterSend(msg{kind: msgCancel, w: int32(a.Worker), batch: e.batch, task: int32(a.Task)})
+		}
+	}
+}
+
+// startBatch begins batch b.
+func (e *engine) startBatch(b int32) {
+	e.batch, e.open = b, true
+	e.step(sched.Event{Kind: sched.BatchStarted, N: e.cfg.Workload.Batches[b].N})
+	e.checkDone()
+}
+
+// checkDone ends the batch once the policy has every result, and schedules
+// the next one after the engine's own cost.
+func (e *engine) checkDone() {
+	if !e.open || !e.pol.Done() {
+		return
+	}
+	e.open = false
+	next := e.batch + 1
+	if int(next) == len(e.cfg.Workload.Batches) {
+		e.end = e.now
+		e.batch = next
+		return
+	}
+	e.q.push(event{at: e.now + e.cfg.Workload.EngineCost, kind: evBatchStart, m: msg{batch: next}})
+}
+
+// masterSend has the master encode m (one message's cost, after whatever it
+// is already busy with) and puts it on the route to its worker.
+func (e *engine) masterSend(m msg) {
+	e.masterBusy = max(e.masterBusy, e.now) + e.cfg.Set.MasterCost
+	e.stats.Messages++
+	e.forward(m, e.masterBusy, 0)
+}
+
+// forward moves m, which leaves its sender at time t, along its route from
+// hop index hop: down (tasks, cancels) from the master towards the worker,
+// up (results) towards the master. A relay with a forwarding cost becomes an
+// event, so it handles messages in the order they reach it.
+func (e *engine) forward(m msg, t time.Duration, hop int) {
+	r := &e.routes[m.w]
+	n := len(r.relays)
+	for ; hop < n; hop++ {
+		var relay int
+		if m.kind == msgResult {
+			// Up: hop h crosses relay n-1-h after the link below it.
+			relay = r.relays[n-1-hop]
+			t += r.hops[n-hop]
+		} else {
+			relay = r.relays[hop]
+			t += r.hops[hop]
+		}
+		if e.cfg.Set.Machines[relay].RelayCost > 0 {
+			m.hop = int8(hop)
+			e.q.push(event{at: t, kind: evAtRelay, m: m})
+			return
+		}
+	}
+	if m.kind == msgResult {
+		e.q.push(event{at: t + r.hops[0], kind: evAtMaster, m: m})
+	} else {
+		e.q.push(event{at: t + r.hops[n], kind: evAtWorker, m: m})
+	}
+}
+
+// atRelay: m reached relay hop m.hop, which forwards it after its cost.
+func (e *engine) atRelay(m msg) {
+	r := &e.routes[m.w]
+	n := len(r.relays)
+	relay := r.relays[m.hop]
+	if m.kind == msgResult {
+		relay = r.relays[n-1-int(m.hop)]
+	}
+	e.relayBusy[relay] = max(e.relayBusy[relay], e.now) + e.cfg.Set.Machines[relay].RelayCost
+	e.forward(m, e.relayBusy[relay], int(m.hop)+1)
+}
+
+// atWorker: m reached its worker, which decodes it after whatever it is
+// already sending or receiving.
+func (e *engine) atWorker(m msg) {
+	w := &e.workers[m.w]
+	w.commBusy = max(w.commBusy, e.now) + w.m.RecvCost
+	if w.commBusy == e.now {
+		e.workerHandle(m)
+		return
+	}
+	e.q.push(event{at: w.commBusy, kind: evWorkerHandle, m: m})
+}
+
+// workerHandle applies a decoded task or cancel at its worker.
+func (e *engine) workerHandle(m msg) {
+	k := int(m.w)
+	w := &e.workers[k]
+	switch m.kind {
+	case msgTask:
+		w.held = append(w.held, heldTask{batch: m.batch, task: m.task})
+		e.fillSlots(k)
+	case msgCancel:
+		for i, h := range w.held {
+			if h.batch == m.batch && h.task == m.task {
+				w.held = append(w.held[:i], w.held[i+1:]...)
+				e.stats.HeldDropped++
+				e.acct.dropped(e.now, sched.WorkerID(k), sched.TaskID(m.task))
+				return
+			}
+		}
+		for i := range w.slots {
+			s := &w.slots[i]
+			if s.busy && s.batch == m.batch && s.task == m.task {
+				s.busy = false
+				s.ver++
+				e.acct.ran(sched.Execution{Worker: sched.WorkerID(k), Task: sched.TaskID(m.task),
+					Start: s.start, End: e.now, Cancelled: true})
+				e.fillSlots(k)
+				return
+			}
+		}
+		e.stats.LateCancels++
+	}
+}
+
+// fillSlots starts held tasks, oldest first, on the worker's free slots.
+func (e *engine) fillSlots(k int) {
+	w := &e.workers[k]
+	for i := range w.slots {
+		if len(w.held) == 0 {
+			return
+		}
+		s := &w.slots[i]
+		if s.busy {
+			continue
+		}
+		h := w.held[0]
+		w.held = w.held[1:]
+		b := &e.cfg.Workload.Batches[h.batch]
+		d := float64(e.cfg.Set.TaskTime(k, b.grain(int(h.task)))) * w.factor
+		if e.cfg.Noise > 0 {
+			d *= math.Exp(e.cfg.Noise*w.rng.NormFloat64() + w.noiseMu)
+		}
+		s.busy, s.batch, s.task, s.start = true, h.batch, h.task, e.now
+		s.end = e.now + time.Duration(math.Round(d))
+		s.ver++
+		e.stats.Instances++
+		e.q.push(event{at: s.end, kind: evTaskDone, slot: int32(i), ver: s.ver, m: msg{w: int32(k)}})
+	}
+}
+
+// taskDone: slot i of worker k finished its task; the result goes back and
+// the slot takes the next held task.
+func (e *engine) taskDone(k, i int) {
+	w := &e.workers[k]
+	s := &w.slots[i]
+	s.busy = false
+	e.acct.ran(sched.Execution{Worker: sched.WorkerID(k), Task: sched.TaskID(s.task), Start: s.start, End: e.now})
+	w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
+	e.stats.Messages++
+	e.forward(msg{kind: msgResult, w: int32(k), batch: s.batch, task: s.task}, w.commBusy, 0)
+	e.fillSlots(k)
+}
+
+// atMaster: a result reached the master, which decodes it after whatever it
+// is already doing.
+func (e *engine) atMaster(m msg) {
+	e.masterBusy = max(e.masterBusy, e.now) + e.cfg.Set.MasterCost
+	if e.masterBusy == e.now {
+		e.masterHandle(m)
+		return
+	}
+	e.q.push(event{at: e.masterBusy, kind: evMasterHandle, m: m})
+}
+
+// masterHandle gives a decoded result to the policy, unless its batch is
+// over (a replica's late result).
+func (e *engine) masterHandle(m msg) {
+	if !e.open || m.batch != e.batch {
+		e.stats.StaleResults++
+		return
+	}
+	e.step(sched.Event{Kind: sched.ResultArrived, Worker: sched.WorkerID(m.w), Task: sched.TaskID(m.task)})
+	e.checkDone()
+}
+
+// slowdown sets machine k's pace; running tasks finish their remaining
+// work at the new pace.
+func (e *engine) slowdown(k int, f float64) {
+	w := &e.workers[k]
+	old := w.factor
+	w.factor = f
+	for i := range w.slots {
+		s := &w.slots[i]
+		if !s.busy {
+			continue
+		}
+		rem := float64(s.end-e.now) * f / old
+		s.end = e.now + time.Duration(math.Round(rem))
+		s.ver++
+		e.q.push(event{at: s.end, kind: evTaskDone, slot: int32(i), ver: s.ver, m: msg{w: int32(k)}})
+	}
+}
