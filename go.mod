@@ -3,6 +3,17 @@ module github.com/esgrid/esgrid
 go 1.26
 
 require (
+	github.com/hashicorp/memberlist v0.7.0
+	// Pinned: in v5.3.6 a hostile map or array header (dd ff ff ff ff)
+	// allocates ~170 KB; v5.4.x preallocates from the header and a 5-byte
+	// frame costs gigabytes. Re-measure (grid.TestHostileFramesAllocateLittle) before
+	// upgrading.
+	github.com/vmihailenco/msgpack/v5 v5.3.6
+	gonum.org/v1/gonum v0.17.0
+	gonum.org/v1/plot v0.17.0
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
@@ -17,15 +28,11 @@ require (
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/hashicorp/go-sockaddr v1.0.7 // indirect
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
-	github.com/hashicorp/memberlist v0.7.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
-	github.com/vmihailenco/msgpack/v5 v5.3.6 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 )

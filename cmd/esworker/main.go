@@ -1,0 +1,30 @@
+// Command esworker is the esgrid worker agent for lab machines: it joins a
+// run's cluster, evaluates the tasks the master sends on one slot per CPU,
+// reconnects when the master restarts, and leaves gracefully on SIGTERM.
+//
+// Run esworker -h for the flags and examples.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	drain := make(chan struct{})
+	go func() {
+		<-sigs
+		close(drain) // first signal: finish what runs, give back what is held
+		<-sigs
+		fmt.Fprintln(os.Stderr, "esworker: second signal: exiting now")
+		os.Exit(1)
+	}()
+	os.Exit(run(ctx, os.Args[1:], drain, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+)
+
+func TestUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, nil, &out, &errb); code != 0 {
+		t.Errorf("-h exits %d", code)
+	}
+	for _, want := range []string{"Usage: esworker", "-join", "-master", "-slowdown", "ESGRID_KEY"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestBadCommandLines(t *testing.T) {
+	t.Setenv(grid.KeyEnv, "")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-bogus"}, "bogus"},
+		{[]string{}, "-join"},
+		{[]string{"-join", "h", "-slots", "-1"}, "-slots"},
+		{[]string{"-join", "h", "-slowdown", "0.5"}, "-slowdown"},
+		{[]string{"-join", "h", "-slowdown", "NaN"}, "-slowdown"},
+		{[]string{"-join", "h", "-delay", "-1s"}, "-delay"},
+		{[]string{"-join", "h", "-delay", "soon"}, "delay"},
+		{[]string{"-master", "nohost"}, "-master"},
+		{[]string{"-join", "h", "stray"}, "stray"},
+		{[]string{"-join", "h"}, "no cluster key"},
+		{[]string{"-join", "h", "-key-file", "/does/not/exist"}, "key file"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, nil, &out, &errb)
+		msg := errb.String()
+		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and one line naming %q", c.args, code, msg, c.want)
+		}
+	}
+}
+
+func TestJoinAddrs(t *testing.T) {
+	got := joinAddrs("a, b:1,[::1],")
+	want := []string{"a:7946", "b:1", "[::1]:7946"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("joinAddrs = %v, want %v", got, want)
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// esworker against a master on loopback: it evaluates a registered
+// problem, and drains on the first signal.
+func TestEvaluatesAndDrains(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	key, _ := grid.NewKey("k")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	drain := make(chan struct{})
+	code := make(chan int, 1)
+	stderr := new(syncBuffer)
+	go func() {
+		code <- run(ctx, []string{"-master", ln.Addr().String(), "-key", "k", "-slots", "1", "-name", "lab-9"}, drain, new(bytes.Buffer), stderr)
+	}()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, h, err := grid.Accept(ctx, nc, grid.AcceptConfig{
+		Key: key,
+		Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) {
+			return 1, grid.ProblemSpec{Name: "sphere", Dim: 2}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if h.Name != "lab-9" || h.Slots != 1 {
+		t.Errorf("hello %+v", h)
+	}
+	msgs := make(chan grid.Message, 10)
+	c.Start(func(m grid.Message) { msgs <- m })
+	c.Send(&grid.Tasks{Gen: 0, Items: []grid.Task{{ID: 0, X: []float64{3, 4}}}})
+	next := func() grid.Message {
+		select {
+		case m := <-msgs:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no message from esworker")
+			return nil
+		}
+	}
+	if rs, ok := next().(*grid.Results); !ok || rs.Items[0].F != 25 {
+		t.Fatalf("sphere(3,4): %+v", rs)
+	}
+	close(drain)
+	if d, ok := next().(*grid.Drain); !ok || len(d.Returned) != 0 {
+		t.Errorf("drain: %+v", d)
+	}
+	select {
+	case got := <-code:
+		if got != 0 {
+			t.Errorf("exit %d after drain", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("esworker did not exit after draining")
+	}
+}

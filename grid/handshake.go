@@ -1,0 +1,339 @@
+package grid
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// The handshake, on every data connection, before anything else:
+//
+//	master → worker  Challenge{Version, master nonce}
+//	worker → master  Hello{Version, name, slots, problems, worker nonce,
+//	                       MAC("hello", both nonces, the fields)}
+//	master → worker  Welcome{Version, worker id, problem,
+//	                         MAC("welcome", both nonces, the fields)}
+//
+// MACs are HMAC-SHA256 under the data-connection key derived from the
+// cluster key. The worker proves it holds the key before it is told
+// anything; the master proves it too, so a worker never computes for an
+// impostor. Fresh nonces on both sides make every MAC single-use. Whoever
+// finds a problem (wrong or missing key, version mismatch, unexpected
+// message) sends Reject{Reason}, logs it and closes; the other side logs the
+// reason it received.
+
+// DefaultHandshakeTimeout bounds a whole handshake.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// handshakeMaxFrame caps frames from a peer not yet authenticated.
+const handshakeMaxFrame = 16 << 10
+
+// nonceSize is the length of each side's nonce.
+const nonceSize = 32
+
+// Handshake errors (a refusal received from the peer is a *RejectError).
+var (
+	// ErrAuthFailed means the peer could not prove it holds the cluster key.
+	ErrAuthFailed = errors.New("grid: authentication failed")
+	// ErrVersionMismatch means the peers speak different protocol versions.
+	ErrVersionMismatch = errors.New("grid: protocol version mismatch")
+	// ErrHandshake is a handshake broken in any other way.
+	ErrHandshake = errors.New("grid: handshake failed")
+)
+
+// AcceptConfig configures the master's side of the handshake.
+type AcceptConfig struct {
+	// Key is the cluster key. Without one every worker is rejected.
+	Key *Key
+	// Timeout bounds the handshake. Default DefaultHandshakeTimeout.
+	Timeout time.Duration
+	// Welcome is called once the worker has proved it holds the key. It
+	// returns the worker's id and the run's problem; an error rejects the
+	// worker with the error's text as the reason. Required.
+	Welcome func(h *Hello) (worker int32, problem ProblemSpec, err error)
+	// Conn configures the connection after the handshake.
+	Conn ConnConfig
+}
+
+// Accept runs the master's side of the handshake on a freshly accepted nc
+// and returns the authenticated connection, not yet started (call Start),
+// and the worker's Hello. On any failure it has sent Reject where it could,
+// logged the reason, and closed nc. Cancelling ctx aborts the handshake and
+// later closes the returned Conn.
+func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, error) {
+	log := logger(cfg.Conn).With("peer", nc.RemoteAddr().String())
+	hs, stop := startHandshake(ctx, nc, cfg.Timeout)
+	defer stop()
+	if cfg.Welcome == nil {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: master has no Welcome callback", ErrHandshake), "master misconfigured")
+	}
+
+	mNonce, err := newNonce()
+	if err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	if err := hs.send(&Challenge{Version: ProtocolVersion, Nonce: mNonce}); err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	m, err := hs.receive(log)
+	if err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	h, ok := m.(*Hello)
+	if !ok {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: expected hello, got %v", ErrHandshake, m.Type()), "expected hello")
+	}
+	log = log.With("worker", h.Name)
+	if h.Version != ProtocolVersion {
+		reason := fmt.Sprintf("protocol version mismatch: master speaks %d, worker %d", ProtocolVersion, h.Version)
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrVersionMismatch, reason), reason)
+	}
+	if cfg.Key == nil {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %w", ErrAuthFailed, ErrNoKey), "master has no cluster key")
+	}
+	if len(h.MAC) == 0 {
+		reason := "worker has no cluster key (use -key, -key-file or " + KeyEnv + ")"
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrAuthFailed, reason), reason)
+	}
+	if len(h.Nonce) != nonceSize || !hmac.Equal(h.MAC, helloMAC(cfg.Key, mNonce, h)) {
+		reason := "authentication failed: wrong cluster key"
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrAuthFailed, reason), reason)
+	}
+	id, problem, err := cfg.Welcome(h)
+	if err != nil {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %w", ErrHandshake, err), err.Error())
+	}
+	w := &Welcome{Version: ProtocolVersion, Worker: id, Problem: problem}
+	w.MAC = welcomeMAC(cfg.Key, mNonce, h.Nonce, w)
+	if err := hs.send(w); err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	if err := hs.finish(); err != nil {
+		return nil, nil, err
+	}
+	return newConn(ctx, nc, hs.br, cfg.Conn), h, nil
+}
+
+// DialConfig configures the worker's side of the handshake.
+type DialConfig struct {
+	// Key is the cluster key. Without one the worker still connects (so the
+	// master logs who was refused) and is rejected.
+	Key *Key
+	// Name, Slots and Problems describe the worker in its Hello.
+	Name     string
+	Slots    int
+	Problems []string
+	// Timeout bounds connecting plus the handshake. Default
+	// DefaultHandshakeTimeout.
+	Timeout time.Duration
+	// Conn configures the connection after the handshake.
+	Conn ConnConfig
+}
+
+// Dial connects to the master's data address and runs the worker's side of
+// the handshake. It returns the connection, not yet started (call Start),
+// and the master's Welcome. A refusal by the master is a *RejectError.
+// Cancelling ctx aborts the dial and later closes the returned Conn.
+func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, *Welcome, error) {
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultHandshakeTimeout
+	}
+	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("grid: dial master %s: %w", addr, err)
+	}
+	return ClientHandshake(ctx, nc, cfg)
+}
+
+// ClientHandshake runs the worker's side of the handshake on nc, an open
+// connection to the master. On failure it closes nc. See Dial.
+func ClientHandshake(ctx context.Context, nc net.Conn, cfg DialConfig) (*Conn, *Welcome, error) {
+	log := logger(cfg.Conn).With("master", nc.RemoteAddr().String())
+	hs, stop := startHandshake(ctx, nc, cfg.Timeout)
+	defer stop()
+
+	m, err := hs.receive(log)
+	if err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	ch, ok := m.(*Challenge)
+	if !ok {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: expected challenge, got %v", ErrHandshake, m.Type()), "expected challenge")
+	}
+	if ch.Version != ProtocolVersion {
+		reason := fmt.Sprintf("protocol version mismatch: worker speaks %d, master %d", ProtocolVersion, ch.Version)
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrVersionMismatch, reason), reason)
+	}
+	if len(ch.Nonce) != nonceSize {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: challenge nonce of %d bytes", ErrHandshake, len(ch.Nonce)), "bad challenge")
+	}
+	wNonce, err := newNonce()
+	if err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	h := &Hello{Version: ProtocolVersion, Name: cfg.Name, Slots: cfg.Slots, Problems: cfg.Problems, Nonce: wNonce}
+	if cfg.Key != nil {
+		h.MAC = helloMAC(cfg.Key, ch.Nonce, h)
+	} else {
+		log.Warn("connecting without a cluster key: the master will refuse this worker")
+	}
+	if err := hs.send(h); err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	m, err = hs.receive(log)
+	if err != nil {
+		return nil, nil, hs.fail(err)
+	}
+	w, ok := m.(*Welcome)
+	if !ok {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: expected welcome, got %v", ErrHandshake, m.Type()), "expected welcome")
+	}
+	if cfg.Key == nil || !hmac.Equal(w.MAC, welcomeMAC(cfg.Key, ch.Nonce, wNonce, w)) {
+		reason := "master failed authentication: wrong cluster key"
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrAuthFailed, reason), reason)
+	}
+	if err := hs.finish(); err != nil {
+		return nil, nil, err
+	}
+	return newConn(ctx, nc, hs.br, cfg.Conn), w, nil
+}
+
+// handshake holds one connection during its handshake.
+type handshake struct {
+	nc net.Conn
+	br *bufio.Reader
+	fr *FrameReader
+}
+
+// startHandshake puts a deadline on nc and makes ctx cut it short.
+func startHandshake(ctx context.Context, nc net.Conn, timeout time.Duration) (*handshake, func()) {
+	if timeout <= 0 {
+		timeout = DefaultHandshakeTimeout
+	}
+	nc.SetDeadline(time.Now().Add(timeout))
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	br := bufio.NewReaderSize(nc, 64<<10)
+	return &handshake{nc: nc, br: br, fr: NewFrameReader(br, handshakeMaxFrame)}, func() { stop() }
+}
+
+func (hs *handshake) send(m Message) error {
+	b, err := AppendFrame(nil, m, handshakeMaxFrame)
+	if err != nil {
+		return err
+	}
+	if _, err := hs.nc.Write(b); err != nil {
+		return fmt.Errorf("%w: send %v: %w", ErrHandshake, m.Type(), err)
+	}
+	return nil
+}
+
+// receive reads the next frame; a Reject from the peer is logged and
+// becomes a *RejectError.
+func (hs *handshake) receive(log *slog.Logger) (Message, error) {
+	m, err := hs.fr.Next()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	if r, ok := m.(*Reject); ok {
+		log.Warn("peer refused the connection", "reason", r.Reason)
+		return nil, &RejectError{Reason: r.Reason}
+	}
+	return m, nil
+}
+
+// reject tells the peer why, logs it, closes and returns err.
+func (hs *handshake) reject(log *slog.Logger, err error, reason string) error {
+	log.Warn("refusing connection", "reason", reason)
+	hs.send(&Reject{Reason: reason})
+	hs.nc.Close()
+	return err
+}
+
+// fail closes the connection and returns err.
+func (hs *handshake) fail(err error) error {
+	hs.nc.Close()
+	return err
+}
+
+// finish clears the handshake's deadline for the Conn to set its own.
+func (hs *handshake) finish() error {
+	if err := hs.nc.SetDeadline(time.Time{}); err != nil {
+		return hs.fail(fmt.Errorf("%w: %w", ErrHandshake, err))
+	}
+	return nil
+}
+
+func newNonce() ([]byte, error) {
+	b := make([]byte, nonceSize)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("grid: nonce: %w", err)
+	}
+	return b, nil
+}
+
+// macWriter feeds length-prefixed fields to an HMAC, so that no two
+// different field lists hash the same bytes.
+type macWriter struct{ h hash.Hash }
+
+func newMAC(k *Key, label string) macWriter {
+	w := macWriter{hmac.New(sha256.New, k.mac[:])}
+	w.bytes([]byte(label))
+	return w
+}
+
+func (w macWriter) bytes(b []byte) {
+	w.int(int64(len(b)))
+	w.h.Write(b)
+}
+
+func (w macWriter) int(n int64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	w.h.Write(b[:])
+}
+
+func (w macWriter) sum() []byte { return w.h.Sum(nil) }
+
+func helloMAC(k *Key, masterNonce []byte, h *Hello) []byte {
+	w := newMAC(k, "esgrid hello")
+	w.bytes(masterNonce)
+	w.bytes(h.Nonce)
+	w.int(int64(h.Version))
+	w.bytes([]byte(h.Name))
+	w.int(int64(h.Slots))
+	w.int(int64(len(h.Problems)))
+	for _, p := range h.Problems {
+		w.bytes([]byte(p))
+	}
+	return w.sum()
+}
+
+func welcomeMAC(k *Key, masterNonce, workerNonce []byte, m *Welcome) []byte {
+	w := newMAC(k, "esgrid welcome")
+	w.bytes(masterNonce)
+	w.bytes(workerNonce)
+	w.int(int64(m.Version))
+	w.int(int64(m.Worker))
+	w.bytes([]byte(m.Problem.Name))
+	w.int(int64(m.Problem.Dim))
+	w.int(int64(m.Problem.LoadN))
+	return w.sum()
+}
+
+func logger(c ConnConfig) *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}

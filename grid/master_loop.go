@@ -1,0 +1,450 @@
+package grid
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
+// loopMsgKind says what a loopMsg carries.
+type loopMsgKind uint8
+
+const (
+	msgJoined       loopMsgKind = iota + 1 // w finished its handshake
+	msgFrame                               // w sent msg
+	msgClosed                              // w's connection is closed
+	msgMemberFailed                        // gossip declared the worker named name dead
+	msgEvaluate                            // start batch eval
+	msgCall                                // run call on the loop
+)
+
+// loopMsg is everything that reaches the event loop, by value (no
+// allocation per message beyond what it points to).
+type loopMsg struct {
+	kind loopMsgKind
+	w    *mworker
+	msg  Message
+	name string
+	eval *evalReq
+	call func()
+}
+
+type evalReq struct {
+	gen   int
+	xs    [][]float64
+	reply chan evalReply // capacity 1: the loop never blocks on it
+}
+
+type evalReply struct {
+	f   []float64
+	err error
+}
+
+// mworker is the loop's view of one connected worker.
+type mworker struct {
+	id    sched.WorkerID
+	name  string
+	slots int
+	conn  *Conn
+
+	left   bool // WorkerLeft has been stepped (drained, lost or replaced)
+	closed bool // the connection is closed
+
+	// Status from the worker's last Results (Clop's status table).
+	queued, running int32
+
+	// Frames being built during one turn of the loop.
+	dirty      bool
+	tasks      []Task
+	cancels    []int32
+	cancelsGen int32
+	// Reused message values: Send encodes before it returns.
+	tasksMsg  Tasks
+	cancelMsg Cancel
+}
+
+// batch is the generation being evaluated (or the last one).
+type batch struct {
+	id      int32 // Tasks.Gen on the wire
+	gen     int   // the ES generation
+	xs      [][]float64
+	f       []float64
+	done    []bool // an accepted result is in f
+	replied bool
+	reply   chan evalReply
+}
+
+// loopState is everything the event loop owns.
+type loopState struct {
+	byID    map[sched.WorkerID]*mworker
+	byName  map[string]*mworker // workers not left, by Hello name
+	nLive   int
+	acts    []sched.Action
+	dirty   []*mworker
+	cur     *batch
+	lastID  int32
+	batches int
+	counts  MasterStats // Workers and ConnStats are filled in by stats()
+	gone    ConnStats   // traffic of closed connections
+}
+
+func (s *loopState) init() {
+	s.byID = make(map[sched.WorkerID]*mworker)
+	s.byName = make(map[string]*mworker)
+	s.lastID = -1
+}
+
+func (m *Master) now() time.Duration { return time.Since(m.start) }
+
+// loop is the master's single event loop.
+func (m *Master) loop() {
+	defer m.wg.Done()
+	defer close(m.done)
+	for {
+		select {
+		case <-m.loopCtx.Done():
+			m.shutdownWorkers()
+			return
+		case lm := <-m.in:
+			m.handle(lm)
+		}
+		// Take what else is waiting before writing, so that several
+		// results from one worker become one frame back.
+	more:
+		for range 256 {
+			select {
+			case lm := <-m.in:
+				m.handle(lm)
+			default:
+				break more
+			}
+		}
+		m.flush()
+	}
+}
+
+func (m *Master) handle(lm loopMsg) {
+	switch lm.kind {
+	case msgJoined:
+		m.joined(lm.w)
+	case msgFrame:
+		switch v := lm.msg.(type) {
+		case *Results:
+			m.results(lm.w, v)
+		case *Drain:
+			if !lm.w.left {
+				m.log.Info("worker draining; its held tasks go back to the queue",
+					"worker", lm.w.name, "id", lm.w.id, "returned", len(v.Returned))
+				m.workerLeft(lm.w)
+			}
+		default:
+			m.log.Warn("unexpected message from worker; closing its connection",
+				"worker", lm.w.name, "type", lm.msg.Type())
+			lm.w.conn.SendAndClose(&Reject{Reason: fmt.Sprintf("unexpected %v from a worker", lm.msg.Type())})
+		}
+	case msgClosed:
+		w := lm.w
+		w.closed = true
+		st := w.conn.Stats()
+		m.gone.FramesIn += st.FramesIn
+		m.gone.FramesOut += st.FramesOut
+		m.gone.BytesIn += st.BytesIn
+		m.gone.BytesOut += st.BytesOut
+		m.gone.Writes += st.Writes
+		delete(m.byID, w.id)
+		if !w.left {
+			m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
+			m.workerLeft(w)
+		} else {
+			m.log.Info("worker disconnected", "worker", w.name, "id", w.id)
+		}
+	case msgMemberFailed:
+		if w := m.byName[lm.name]; w != nil && !w.left {
+			m.log.Warn("gossip declared worker dead; dropping its connection", "worker", w.name, "id", w.id)
+			m.workerLeft(w)
+			w.conn.Close()
+		}
+	case msgEvaluate:
+		m.startBatch(lm.eval)
+	case msgCall:
+		lm.call()
+	}
+}
+
+func (m *Master) joined(w *mworker) {
+	if old := m.byName[w.name]; old != nil && !old.left {
+		// One node, one data connection: a worker that reconnects under
+		// the same name has lost the old one, whether or not we noticed.
+		m.log.Warn("worker reconnected; dropping its old connection", "worker", w.name, "old_id", old.id, "id", w.id)
+		m.workerLeft(old)
+		old.conn.Close()
+	}
+	m.byID[w.id] = w
+	m.byName[w.name] = w
+	m.nLive++
+	m.counts.Joined++
+	m.setLive(m.nLive, true)
+	m.log.Info("worker joined", "worker", w.name, "id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots}, 0)
+}
+
+// workerLeft steps WorkerLeft once for w: the policy puts back in the
+// queue every task that no other worker holds.
+func (m *Master) workerLeft(w *mworker) {
+	if w.left {
+		return
+	}
+	w.left = true
+	w.tasks = w.tasks[:0] // never sent: the policy has taken them back
+	if m.byName[w.name] == w {
+		delete(m.byName, w.name)
+	}
+	m.nLive--
+	m.setLive(m.nLive, false)
+	m.step(sched.Event{Kind: sched.WorkerLeft, Worker: w.id}, 0)
+}
+
+func (m *Master) startBatch(req *evalReq) {
+	// What this turn built for the old batch goes out under its id.
+	m.flush()
+	prev := m.cur
+	if prev != nil && !prev.replied {
+		prev.replied = true
+		prev.reply <- evalReply{err: fmt.Errorf("grid: generation %d superseded by generation %d", prev.gen, req.gen)}
+	}
+	// Batch ids on the wire only grow, so a result is of the current batch
+	// or stale, never ambiguous; they equal the generation unless one was
+	// asked twice.
+	id := m.lastID + 1
+	if req.gen > int(id) && req.gen <= math.MaxInt32 {
+		id = int32(req.gen)
+	}
+	m.lastID = id
+	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)), reply: req.reply}
+	m.batches++
+	m.progress.Store(0)
+	prevID := int32(-1)
+	if prev != nil {
+		prevID = prev.id
+	}
+	m.stepWith(sched.Event{Kind: sched.BatchStarted, N: len(req.xs)}, 0, prevID)
+}
+
+// results handles one Results frame from w.
+func (m *Master) results(w *mworker, rs *Results) {
+	w.queued, w.running = rs.Queued, rs.Running
+	b := m.cur
+	for i := range rs.Items {
+		r := &rs.Items[i]
+		m.counts.Results++
+		now := m.now()
+		exec := time.Duration(r.Exec)
+		if exec < 0 || exec > now {
+			exec = 0 // not to be trusted; only the accounting uses it
+		}
+		if b == nil || r.Gen != b.id {
+			// An earlier batch: its compute was wasted, its value unused.
+			m.counts.Stale++
+			if exec > 0 {
+				m.ledger.Ran(sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Cancelled: true})
+			}
+			continue
+		}
+		if r.Cancelled {
+			if exec > 0 {
+				m.ledger.Ran(sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Cancelled: true})
+			}
+			continue
+		}
+		if r.Err != "" {
+			m.counts.Failed++
+			if r.ID >= 0 && int(r.ID) < len(b.f) && !b.done[r.ID] && !b.replied {
+				b.replied = true
+				b.reply <- evalReply{err: fmt.Errorf("grid: generation %d, task %d: evaluation failed on worker %s: %s", b.gen, r.ID, w.name, r.Err)}
+			}
+			continue
+		}
+		if exec > 0 {
+			m.ledger.Ran(sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now})
+		}
+		if !m.step(sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}, r.F) {
+			m.counts.Duplicates++
+		}
+	}
+	if b != nil && !b.replied && m.policy.Done() {
+		b.replied = true
+		b.reply <- evalReply{f: b.f}
+		m.log.Debug("generation evaluated", "gen", b.gen, "tasks", len(b.f))
+	}
+}
+
+// step applies ev to the policy and the ledger and carries out the
+// actions; f is the value of a ResultArrived. It reports whether a result
+// was accepted.
+func (m *Master) step(ev sched.Event, f float64) bool {
+	cancelGen := int32(-1)
+	if m.cur != nil {
+		cancelGen = m.cur.id
+	}
+	return m.stepWith(ev, f, cancelGen)
+}
+
+// stepWith is step with the batch id that Cancel actions refer to (the
+// previous batch's, for BatchStarted).
+func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
+	m.acts = m.policy.Step(ev, m.acts[:0])
+	m.ledger.Step(m.now(), ev, m.acts)
+	accepted := false
+	for _, a := range m.acts {
+		switch a.Kind {
+		case sched.Send:
+			w := m.byID[a.Worker]
+			if w == nil || w.left || m.cur == nil || int(a.Task) >= len(m.cur.xs) {
+				m.log.Error("policy sent a task to an unknown worker", "worker", a.Worker, "task", a.Task)
+				continue
+			}
+			w.tasks = append(w.tasks, Task{ID: int32(a.Task), X: m.cur.xs[a.Task]})
+			m.counts.TasksSent++
+			m.markDirty(w)
+		case sched.Cancel:
+			w := m.byID[a.Worker]
+			if w == nil {
+				continue
+			}
+			if ev.Kind != sched.BatchStarted && dropTask(&w.tasks, int32(a.Task)) {
+				continue // not sent yet: never send it
+			}
+			if len(w.cancels) > 0 && w.cancelsGen != cancelGen {
+				m.sendCancels(w)
+			}
+			w.cancelsGen = cancelGen
+			w.cancels = append(w.cancels, int32(a.Task))
+			m.markDirty(w)
+		case sched.Accept:
+			if b := m.cur; b != nil && int(a.Task) < len(b.f) {
+				b.f[a.Task] = f
+				b.done[a.Task] = true
+				accepted = true
+				m.progress.Add(1)
+			}
+		}
+	}
+	return accepted
+}
+
+// dropTask removes task id from a frame not yet sent.
+func dropTask(tasks *[]Task, id int32) bool {
+	ts := *tasks
+	for i := range ts {
+		if ts[i].ID == id {
+			copy(ts[i:], ts[i+1:])
+			ts[len(ts)-1] = Task{}
+			*tasks = ts[:len(ts)-1]
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Master) markDirty(w *mworker) {
+	if !w.dirty {
+		w.dirty = true
+		m.dirty = append(m.dirty, w)
+	}
+}
+
+// flush turns this turn's actions into frames: per worker, one Cancel
+// frame, then the tasks (one frame, or several if they would not fit).
+func (m *Master) flush() {
+	for _, w := range m.dirty {
+		w.dirty = false
+		if w.closed {
+			w.tasks, w.cancels = w.tasks[:0], w.cancels[:0]
+			continue
+		}
+		if len(w.cancels) > 0 {
+			m.sendCancels(w)
+		}
+		if len(w.tasks) > 0 {
+			m.sendTasks(w)
+		}
+	}
+	clear(m.dirty)
+	m.dirty = m.dirty[:0]
+}
+
+func (m *Master) sendCancels(w *mworker) {
+	w.cancelMsg = Cancel{Gen: w.cancelsGen, IDs: w.cancels}
+	if err := w.conn.Send(&w.cancelMsg); err != nil {
+		m.log.Debug("cancel not sent", "worker", w.name, "err", err)
+	}
+	w.cancels = w.cancels[:0]
+}
+
+func (m *Master) sendTasks(w *mworker) {
+	// Keep each frame well under the cap: a task is at most 9 bytes per
+	// coordinate plus a few of framing.
+	per := 16
+	if len(w.tasks) > 0 {
+		per += 9 * len(w.tasks[0].X)
+	}
+	chunk := max(1, min(maxItemsPerFrame, m.cfg.MaxFrame/2/per))
+	for lo := 0; lo < len(w.tasks); lo += chunk {
+		hi := min(lo+chunk, len(w.tasks))
+		w.tasksMsg = Tasks{Gen: m.cur.id, Items: w.tasks[lo:hi]}
+		if err := w.conn.Send(&w.tasksMsg); err != nil {
+			m.log.Debug("tasks not sent", "worker", w.name, "err", err)
+			break
+		}
+	}
+	clear(w.tasks) // drop references to the batch's vectors
+	w.tasks = w.tasks[:0]
+	w.tasksMsg = Tasks{}
+}
+
+// stats is Stats on the loop goroutine.
+func (m *Master) stats() MasterStats {
+	st := m.counts
+	st.Workers = m.nLive
+	st.Batches = m.batches
+	st.ConnStats = m.gone
+	for _, w := range m.byID {
+		if !w.closed {
+			s := w.conn.Stats()
+			st.FramesIn += s.FramesIn
+			st.FramesOut += s.FramesOut
+			st.BytesIn += s.BytesIn
+			st.BytesOut += s.BytesOut
+			st.Writes += s.Writes
+		}
+	}
+	return st
+}
+
+// shutdownWorkers runs as the loop exits: every worker is told the run is
+// over, given a moment to read it, and its connection closed.
+func (m *Master) shutdownWorkers() {
+	m.ledger.Finish(m.now())
+	if b := m.cur; b != nil && !b.replied {
+		b.replied = true
+		b.reply <- evalReply{err: fmt.Errorf("grid: generation %d: %w", b.gen, ErrMasterClosed)}
+	}
+	var conns []*Conn
+	for _, w := range m.byID {
+		if !w.closed {
+			w.conn.SendAndClose(&Shutdown{Reason: "run over"})
+			conns = append(conns, w.conn)
+		}
+	}
+	t := time.NewTimer(m.cfg.ShutdownGrace)
+	defer t.Stop()
+	for _, c := range conns {
+		select {
+		case <-c.Done():
+		case <-t.C:
+			return
+		}
+	}
+}

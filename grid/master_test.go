@@ -1,0 +1,655 @@
+package grid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
+
+	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/sched"
+)
+
+// The master is an es.Evaluator.
+var _ es.Evaluator = (*Master)(nil)
+
+func sphere(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += v * v
+	}
+	return s
+}
+
+func testClusterKey(t testing.TB, secret string) *Key {
+	t.Helper()
+	k, err := NewKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// testWorker is a minimal worker speaking the protocol directly: a FIFO
+// remote queue, Slots goroutines running its head, cancel of held and
+// running tasks, results with its status. Its misbehaviours are switched
+// on by fields set before start.
+type testWorker struct {
+	name  string
+	slots int
+	delay time.Duration // compute time per task
+
+	dupResults bool                                  // send every result twice
+	sendStale  bool                                  // also send a wrong result of an earlier batch
+	failTask   int32                                 // evaluation of this task id fails (-1: none)
+	freeze     bool                                  // take tasks, never answer
+	onTasks    func(w *testWorker, nc net.Conn) bool // called on each Tasks frame; true: stop handling
+	fitness    func(x []float64) float64             // default sphere
+	rawConn    net.Conn                              // the socket under conn
+	conn       *Conn
+	welcome    *Welcome
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wake       chan struct{}
+	shutdownCh chan struct{}
+
+	mu      sync.Mutex
+	queue   []queuedTask
+	running map[[2]int32]context.CancelFunc
+	nRun    int32
+	got     atomic.Int64 // tasks received
+	shut    bool
+}
+
+type queuedTask struct {
+	gen int32
+	t   Task
+}
+
+func newTestWorker(name string, slots int, delay time.Duration) *testWorker {
+	return &testWorker{name: name, slots: slots, delay: delay, failTask: -1}
+}
+
+// start dials the master with key and starts the worker.
+func (w *testWorker) start(t testing.TB, addr string, key *Key) error {
+	t.Helper()
+	w.ctx, w.cancel = context.WithCancel(t.Context())
+	t.Cleanup(w.stop)
+	w.wake = make(chan struct{}, w.slots)
+	w.shutdownCh = make(chan struct{})
+	w.running = make(map[[2]int32]context.CancelFunc)
+	if w.fitness == nil {
+		w.fitness = sphere
+	}
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	w.rawConn = nc
+	conn, wel, err := ClientHandshake(w.ctx, nc, DialConfig{
+		Key: key, Name: w.name, Slots: w.slots,
+		Conn: ConnConfig{Logger: testLogger(t)},
+	})
+	if err != nil {
+		return err
+	}
+	w.conn, w.welcome = conn, wel
+	for range w.slots {
+		go w.slot()
+	}
+	conn.Start(w.handle)
+	return nil
+}
+
+func (w *testWorker) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	if w.conn != nil {
+		w.conn.Close()
+		<-w.conn.Done()
+	}
+}
+
+func (w *testWorker) handle(m Message) {
+	switch v := m.(type) {
+	case *Tasks:
+		w.got.Add(int64(len(v.Items)))
+		if w.onTasks != nil && w.onTasks(w, w.rawConn) {
+			return
+		}
+		if w.freeze {
+			return
+		}
+		w.mu.Lock()
+		for _, it := range v.Items {
+			w.queue = append(w.queue, queuedTask{gen: v.Gen, t: it})
+		}
+		w.mu.Unlock()
+		for range v.Items {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	case *Cancel:
+		w.mu.Lock()
+		for _, id := range v.IDs {
+			w.queue = slices.DeleteFunc(w.queue, func(q queuedTask) bool { return q.gen == v.Gen && q.t.ID == id })
+			if c := w.running[[2]int32{v.Gen, id}]; c != nil {
+				c()
+			}
+		}
+		w.mu.Unlock()
+	case *Shutdown:
+		w.mu.Lock()
+		if !w.shut {
+			w.shut = true
+			close(w.shutdownCh)
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *testWorker) slot() {
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.mu.Unlock()
+			select {
+			case <-w.wake:
+				continue
+			case <-w.ctx.Done():
+				return
+			}
+		}
+		q := w.queue[0]
+		w.queue = w.queue[1:]
+		ctx, cancel := context.WithCancel(w.ctx)
+		key := [2]int32{q.gen, q.t.ID}
+		w.running[key] = cancel
+		w.nRun++
+		w.mu.Unlock()
+
+		start := time.Now()
+		cancelled := false
+		if w.delay > 0 {
+			tm := time.NewTimer(w.delay)
+			select {
+			case <-tm.C:
+			case <-ctx.Done():
+				cancelled = true
+			}
+			tm.Stop()
+		}
+		cancel()
+		r := Result{Gen: q.gen, ID: q.t.ID, Exec: int64(time.Since(start)), Cancelled: cancelled}
+		if !cancelled {
+			if q.t.ID == w.failTask {
+				r.Err = "boom"
+			} else {
+				r.F = w.fitness(q.t.X)
+			}
+		}
+		w.mu.Lock()
+		delete(w.running, key)
+		w.nRun--
+		rs := &Results{Items: []Result{r}, Queued: int32(len(w.queue)), Running: w.nRun}
+		w.mu.Unlock()
+		if w.dupResults && !cancelled {
+			rs.Items = append(rs.Items, r)
+		}
+		if w.sendStale && q.gen > 0 {
+			rs.Items = append(rs.Items, Result{Gen: q.gen - 1, ID: q.t.ID, F: -1})
+		}
+		if err := w.conn.Send(rs); err != nil {
+			return
+		}
+	}
+}
+
+type masterOpt func(*MasterConfig)
+
+func startMaster(t *testing.T, policy string, opts ...masterOpt) *Master {
+	t.Helper()
+	leaktest.Check(t)
+	cfg := MasterConfig{
+		Listen:    "127.0.0.1:0",
+		Key:       testClusterKey(t, "test cluster"),
+		Policy:    policy,
+		Problem:   ProblemSpec{Name: "sphere", Dim: 5},
+		Logger:    testLogger(t),
+		Progress:  time.Second,
+		Heartbeat: time.Second,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m, err := NewMaster(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func startWorkers(t *testing.T, m *Master, ws ...*testWorker) {
+	t.Helper()
+	for _, w := range ws {
+		if err := w.start(t, m.Addr(), m.cfg.Key); err != nil {
+			t.Fatalf("worker %s: %v", w.name, err)
+		}
+	}
+	eventually(t, "workers to join", func() bool { return m.Workers() >= len(ws) })
+}
+
+func randomBatch(rng *rand.Rand, n, dim int) [][]float64 {
+	xs := make([][]float64, n)
+	for i := range xs {
+		xs[i] = make([]float64, dim)
+		for j := range xs[i] {
+			xs[i][j] = rng.Float64()*200 - 100
+		}
+	}
+	return xs
+}
+
+// evalAndCheck evaluates gens batches of n tasks and checks every value
+// against sphere.
+func evalAndCheck(t *testing.T, m *Master, gens, n int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for g := range gens {
+		xs := randomBatch(rng, n, 5)
+		f, err := m.Evaluate(ctx, g, xs)
+		if err != nil {
+			t.Fatalf("generation %d: %v", g, err)
+		}
+		if len(f) != n {
+			t.Fatalf("generation %d: %d values, want %d", g, len(f), n)
+		}
+		for i := range xs {
+			if want := sphere(xs[i]); f[i] != want {
+				t.Fatalf("generation %d task %d: %v, want %v", g, i, f[i], want)
+			}
+		}
+	}
+}
+
+func TestMasterEvaluatesWithEveryPolicy(t *testing.T) {
+	for _, policy := range sched.Names {
+		t.Run(policy, func(t *testing.T) {
+			m := startMaster(t, policy)
+			startWorkers(t, m,
+				newTestWorker("fast", 2, 200*time.Microsecond),
+				newTestWorker("mid", 1, time.Millisecond),
+				newTestWorker("slow", 1, 4*time.Millisecond))
+			evalAndCheck(t, m, 4, 25)
+
+			rep := m.Report()
+			if len(rep.Generations) != 4 {
+				t.Fatalf("ledger has %d generations, want 4", len(rep.Generations))
+			}
+			for _, g := range rep.Generations {
+				if !g.Complete || g.Tasks != 25 {
+					t.Errorf("generation %d: complete %v, tasks %d", g.Index, g.Complete, g.Tasks)
+				}
+			}
+			if len(rep.Workers) != 3 {
+				t.Errorf("ledger knows %d workers, want 3", len(rep.Workers))
+			}
+			st := m.Stats()
+			if st.Workers != 3 || st.Batches != 4 || st.TasksSent < 100 || st.BytesOut == 0 || st.FramesIn < 100 {
+				t.Errorf("stats %+v", st)
+			}
+			if (policy == "rr" || policy == "r3q") && rep.Replicas == 0 {
+				t.Errorf("%s sent no replica", policy)
+			}
+			if (policy != "rr" && policy != "r3q") && rep.Replicas != 0 {
+				t.Errorf("%s sent %d replicas", policy, rep.Replicas)
+			}
+		})
+	}
+}
+
+func TestMasterSurvivesWorkerDeath(t *testing.T) {
+	for _, policy := range sched.Names {
+		t.Run(policy, func(t *testing.T) {
+			m := startMaster(t, policy)
+			doomed := newTestWorker("doomed", 2, time.Millisecond)
+			// Dies holding its first tasks, before answering any.
+			doomed.onTasks = func(w *testWorker, nc net.Conn) bool {
+				nc.Close()
+				return true
+			}
+			startWorkers(t, m, newTestWorker("a", 1, 500*time.Microsecond), newTestWorker("b", 2, time.Millisecond), doomed)
+			evalAndCheck(t, m, 3, 20)
+			if doomed.got.Load() == 0 {
+				t.Fatal("the doomed worker never got a task: nothing was tested")
+			}
+			eventually(t, "the dead worker to be dropped", func() bool { return m.Workers() == 2 })
+		})
+	}
+}
+
+func TestMasterMalformedFrameClosesOnlyThatConnection(t *testing.T) {
+	m := startMaster(t, "rwq")
+	bad := newTestWorker("bad", 1, 0)
+	bad.onTasks = func(w *testWorker, nc net.Conn) bool {
+		// A results frame whose body is not msgpack of Results.
+		nc.Write([]byte{0, 0, 0, 4, byte(MsgResults), 0xc1, 0xc1, 0xc1})
+		return true
+	}
+	good := newTestWorker("good", 2, 500*time.Microsecond)
+	startWorkers(t, m, good, bad)
+	evalAndCheck(t, m, 3, 20)
+	if bad.got.Load() == 0 {
+		t.Fatal("the bad worker never got a task: nothing was tested")
+	}
+	select {
+	case <-bad.conn.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bad worker's connection is still open")
+	}
+	var rej *RejectError
+	if err := bad.conn.Err(); !errors.As(err, &rej) {
+		t.Errorf("bad worker's connection closed with %v, want a Reject from the master", err)
+	}
+	if good.conn.Err() != nil {
+		t.Errorf("good worker's connection closed: %v", good.conn.Err())
+	}
+	if m.Workers() != 1 {
+		t.Errorf("%d workers left, want 1", m.Workers())
+	}
+}
+
+func TestMasterDrainedWorkerLeavesPolicy(t *testing.T) {
+	m := startMaster(t, "rwq")
+	drainer := newTestWorker("drainer", 1, 2*time.Millisecond)
+	var once sync.Once
+	drainer.onTasks = func(w *testWorker, nc net.Conn) bool {
+		// Going away: announce it, keep running what it has (the results
+		// still count), take nothing more.
+		once.Do(func() { w.conn.Send(&Drain{}) })
+		return false
+	}
+	startWorkers(t, m, drainer, newTestWorker("stayer", 2, 500*time.Microsecond))
+	evalAndCheck(t, m, 3, 20)
+	if drainer.got.Load() == 0 {
+		t.Fatal("the draining worker never got a task: nothing was tested")
+	}
+	if m.Workers() != 1 || drainer.conn.Err() != nil {
+		t.Errorf("%d workers (want 1), drainer's connection: %v (want open)", m.Workers(), drainer.conn.Err())
+	}
+	rep := m.Report()
+	for _, w := range rep.Workers {
+		if w.Worker == 1 && w.Present >= rep.Total {
+			t.Errorf("the drained worker counts as present for the whole run")
+		}
+	}
+}
+
+func TestMasterIgnoresDuplicateAndStaleResults(t *testing.T) {
+	m := startMaster(t, "r3q")
+	noisy := newTestWorker("noisy", 2, 300*time.Microsecond)
+	noisy.dupResults = true
+	noisy.sendStale = true
+	startWorkers(t, m, noisy, newTestWorker("plain", 1, time.Millisecond))
+	evalAndCheck(t, m, 4, 20)
+	st := m.Stats()
+	if st.Duplicates == 0 || st.Stale == 0 {
+		t.Errorf("duplicates %d, stale %d: the noisy worker was not noticed", st.Duplicates, st.Stale)
+	}
+}
+
+func TestMasterEvaluationErrorNamesGenerationAndTask(t *testing.T) {
+	m := startMaster(t, "wq")
+	w := newTestWorker("w", 2, 0)
+	w.failTask = 7
+	startWorkers(t, m, w)
+	xs := randomBatch(rand.New(rand.NewPCG(3, 4)), 12, 3)
+	_, err := m.Evaluate(t.Context(), 5, xs)
+	if err == nil {
+		t.Fatal("a failed evaluation went unnoticed")
+	}
+	for _, want := range []string{"generation 5", "task 7", "boom"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	// The next batch works (task 7 of it fails again, so use fewer tasks).
+	f, err := m.Evaluate(t.Context(), 6, xs[:5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range f {
+		if f[i] != sphere(xs[i]) {
+			t.Errorf("task %d: %v, want %v", i, f[i], sphere(xs[i]))
+		}
+	}
+}
+
+func TestMasterWaitsForMinWorkers(t *testing.T) {
+	m := startMaster(t, "rwq", func(c *MasterConfig) { c.MinWorkers = 2 })
+	startWorkers(t, m, newTestWorker("first", 1, 0))
+	xs := randomBatch(rand.New(rand.NewPCG(5, 6)), 6, 3)
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Evaluate(t.Context(), 0, xs)
+		done <- err
+	}()
+	// With one worker of two the batch must not start, however long we
+	// look; a short look is enough to catch a master that does not wait.
+	time.Sleep(100 * time.Millisecond)
+	if st := m.Stats(); st.Batches != 0 {
+		t.Fatalf("batch started with %d of 2 workers", st.Workers)
+	}
+	startWorkers(t, m, newTestWorker("second", 1, 0))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMasterRejectsWrongKey(t *testing.T) {
+	m := startMaster(t, "wq")
+	intruder := newTestWorker("intruder", 4, 0)
+	err := intruder.start(t, m.Addr(), testClusterKey(t, "another cluster"))
+	var rej *RejectError
+	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "key") {
+		t.Fatalf("wrong-key worker: %v, want a rejection naming the key", err)
+	}
+	if m.Workers() != 0 || intruder.got.Load() != 0 {
+		t.Errorf("wrong-key worker counted (%d workers) or got %d tasks", m.Workers(), intruder.got.Load())
+	}
+	// A worker without the run's problem is refused too.
+	c, _, err := Dial(t.Context(), m.Addr(), DialConfig{Key: m.cfg.Key, Name: "other", Slots: 1, Problems: []string{"ridge"}})
+	if err == nil {
+		c.Close()
+		t.Fatal("a worker without the run's problem was welcomed")
+	}
+}
+
+func TestMasterDropsWorkerGossipDeclaresDead(t *testing.T) {
+	m := startMaster(t, "rwq")
+	frozen := newTestWorker("frozen", 2, 0)
+	frozen.freeze = true
+	startWorkers(t, m, frozen, newTestWorker("alive", 2, 300*time.Microsecond))
+
+	gossipKey := m.cfg.Key.GossipKey()
+	master, err := startMemberWith(t, "master", gossipKey, NodeMeta{Role: RoleMaster, DataAddr: m.Addr()}, m.HandleMemberEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm, err := startMemberWith(t, "frozen", gossipKey, NodeMeta{Role: RoleWorker, Slots: 2}, nil, master.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gossip join", func() bool { return len(master.Members()) == 2 })
+
+	done := make(chan error, 1)
+	xs := randomBatch(rand.New(rand.NewPCG(7, 8)), 20, 3)
+	var f []float64
+	go func() {
+		var err error
+		f, err = m.Evaluate(t.Context(), 0, xs)
+		done <- err
+	}()
+	eventually(t, "the frozen worker to hold tasks", func() bool { return frozen.got.Load() > 0 })
+	// Freeze its gossip too: no leave message, so only failure detection
+	// can tell (its data connection stays open and heartbeats go on).
+	crashMember(fm)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := range xs {
+		if f[i] != sphere(xs[i]) {
+			t.Fatalf("task %d: %v, want %v", i, f[i], sphere(xs[i]))
+		}
+	}
+	if m.Workers() != 1 {
+		t.Errorf("%d workers, want 1", m.Workers())
+	}
+}
+
+// crashMember stops a member's gossip without a leave, as a crash or a
+// frozen process would.
+func crashMember(m *Membership) {
+	m.closeOnce.Do(func() {
+		close(m.leaving)
+		m.ml.Shutdown()
+		close(m.closing)
+	})
+}
+
+func startMemberWith(t *testing.T, name string, key []byte, meta NodeMeta, on func(MemberEvent), seeds ...string) (*Membership, error) {
+	t.Helper()
+	mem, err := JoinMembership(t.Context(), MembershipConfig{
+		Name: name, BindAddr: "127.0.0.1", SecretKey: key, Meta: meta,
+		OnEvent: on, Tune: fastGossip, Logger: testLogger(t), LeaveTimeout: 200 * time.Millisecond,
+	}, seeds...)
+	if err == nil {
+		t.Cleanup(func() { mem.Close() })
+	}
+	return mem, err
+}
+
+func TestMasterCancelledEvaluateThenRetry(t *testing.T) {
+	m := startMaster(t, "r3q")
+	xs := randomBatch(rand.New(rand.NewPCG(9, 10)), 10, 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	// No worker yet: the batch waits until ctx is cancelled.
+	if _, err := m.Evaluate(ctx, 0, xs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Evaluate with no worker and a cancelled ctx: %v", err)
+	}
+	// The same generation asked again is evaluated afresh.
+	startWorkers(t, m, newTestWorker("w", 2, 200*time.Microsecond))
+	f, err := m.Evaluate(t.Context(), 0, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range xs {
+		if f[i] != sphere(xs[i]) {
+			t.Fatalf("task %d: %v, want %v", i, f[i], sphere(xs[i]))
+		}
+	}
+}
+
+func TestMasterCloseSendsShutdown(t *testing.T) {
+	m := startMaster(t, "wq")
+	w := newTestWorker("w", 1, 0)
+	startWorkers(t, m, w)
+	m.Close()
+	select {
+	case <-w.shutdownCh:
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker got no Shutdown")
+	}
+	if _, err := m.Evaluate(t.Context(), 0, [][]float64{{1}}); !errors.Is(err, ErrMasterClosed) {
+		t.Errorf("Evaluate after Close: %v", err)
+	}
+}
+
+// TestMasterTrajectoryMatchesInProcess runs a whole ES over the grid, a
+// worker dying in the middle, and compares every generation with the
+// in-process run: the evolution must not depend on how it was evaluated.
+func TestMasterTrajectoryMatchesInProcess(t *testing.T) {
+	cfg := es.Config{Mu: 5, Lambda: 15, Dim: 6, Lower: -100, Upper: 100, Seed: 42, Stop: es.Stop{Generations: 8}}
+	run := func(ev es.Evaluator) []es.Stats {
+		e, err := es.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []es.Stats
+		if _, err := e.Run(t.Context(), ev, es.RunOptions{OnGeneration: func(s es.Stats) error {
+			out = append(out, s)
+			return nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := run(es.EvaluatorFunc(func(_ context.Context, _ int, xs [][]float64) ([]float64, error) {
+		f := make([]float64, len(xs))
+		for i, x := range xs {
+			f[i] = sphere(x)
+		}
+		return f, nil
+	}))
+
+	m := startMaster(t, "r3q")
+	doomed := newTestWorker("doomed", 1, time.Millisecond)
+	var seen atomic.Int32
+	doomed.onTasks = func(w *testWorker, nc net.Conn) bool {
+		if seen.Add(1) == 5 { // dies during a later generation
+			nc.Close()
+			return true
+		}
+		return false
+	}
+	startWorkers(t, m, newTestWorker("a", 2, 300*time.Microsecond), newTestWorker("b", 1, 2*time.Millisecond), doomed)
+	got := run(m)
+	if len(got) != len(want) {
+		t.Fatalf("%d generations over the grid, %d in process", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("generation %d: grid %+v, in process %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func ExampleMaster() {
+	ctx := context.Background()
+	key, _ := NewKey("a long shared secret")
+	m, err := NewMaster(ctx, MasterConfig{
+		Listen:  "127.0.0.1:0",
+		Key:     key,
+		Policy:  "r3q",
+		Problem: ProblemSpec{Name: "ridge", Dim: 30},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	// Workers dial m.Addr(); gossip members find it through their
+	// Membership.Master(). Then m is the es.Evaluator of the run:
+	//   engine.Run(ctx, m, es.RunOptions{})
+	fmt.Println(m.Policy())
+	// Output: r3q
+}

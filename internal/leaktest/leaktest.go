@@ -1,0 +1,27 @@
+// Package leaktest finds goroutines that outlive a test.
+package leaktest
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Check fails t if, after t's other cleanups have run, more goroutines
+// are alive than when Check was called. It waits up to five seconds for
+// stragglers to exit, then prints every stack.
+func Check(t testing.TB) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
+		}
+	})
+}

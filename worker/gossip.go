@@ -1,0 +1,70 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+)
+
+// joinGossip makes the agent a gossip member. It does not need the seeds to
+// answer yet: masterAddr joins them (again) before every connection
+// attempt, so a worker may start before its master, and finds a restarted
+// master that does not know it.
+func (a *Agent) joinGossip(ctx context.Context) (*grid.Membership, error) {
+	host, portStr, err := net.SplitHostPort(a.cfg.GossipBind)
+	if err != nil {
+		return nil, fmt.Errorf("worker: gossip address %q: %w", a.cfg.GossipBind, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("worker: gossip port %q: %w", portStr, err)
+	}
+	offered := a.cfg.Problems
+	if len(offered) > grid.MaxMetaProblems {
+		offered = offered[:grid.MaxMetaProblems]
+	}
+	ms, err := grid.JoinMembership(ctx, grid.MembershipConfig{
+		Name:      a.cfg.Name,
+		BindAddr:  host,
+		BindPort:  port,
+		SecretKey: a.cfg.Key.GossipKey(),
+		Meta:      grid.NodeMeta{Role: grid.RoleWorker, Slots: a.cfg.Slots, Problems: offered},
+		Logger:    a.cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: gossip: %w", err)
+	}
+	return ms, nil
+}
+
+// masterWait bounds how long one attempt waits for gossip to name a master.
+const masterWait = 3 * time.Second
+
+// masterAddr is the master's data address: Config.Master if set, else the
+// one the master gossips.
+func (a *Agent) masterAddr(ctx context.Context, ms *grid.Membership) (string, error) {
+	if ms == nil {
+		return a.cfg.Master, nil
+	}
+	joinErr := ms.Join(a.cfg.Join...)
+	if a.cfg.Master != "" {
+		return a.cfg.Master, nil
+	}
+	if m, err := ms.Master(); err == nil {
+		return m.DataAddr(), nil
+	}
+	if joinErr != nil {
+		return "", joinErr
+	}
+	wctx, cancel := context.WithTimeout(ctx, masterWait)
+	defer cancel()
+	m, err := ms.WaitMaster(wctx)
+	if err != nil {
+		return "", err
+	}
+	return m.DataAddr(), nil
+}
