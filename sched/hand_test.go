@@ -12,14 +12,20 @@ import (
 // papers.md §1.
 var handMachines = []machine{{id: 1, slots: 1, taskTime: 2500 * time.Millisecond}, {id: 2, slots: 1, taskTime: time.Second}}
 
+// handCase is one hand-worked schedule of handMachines running 5 tasks.
+type handCase struct {
+	policy string
+	trace  []string
+	total  time.Duration
+	sync   time.Duration
+	comm   time.Duration
+	counts Counts
+}
+
+// With no delay no slot waits while Q holds work: comm is 0 everywhere, and
+// compute = total − sync.
 func TestHandSchedules(t *testing.T) {
-	tests := []struct {
-		policy string
-		trace  []string
-		total  time.Duration
-		sync   time.Duration
-		counts Counts
-	}{
+	tests := []handCase{
 		{
 			policy: "wq",
 			trace: []string{
@@ -98,9 +104,110 @@ func TestHandSchedules(t *testing.T) {
 			counts: Counts{Originals: 5},
 		},
 	}
+	runHandCases(t, 0, tests)
+}
+
+// The same machines with 100 ms each way. Comm is measured up to the
+// start of the sync wait only; worked out per policy below.
+func TestHandSchedulesDelay(t *testing.T) {
+	tests := []handCase{
+		{
+			// w1 runs t0 0.1–2.6 and t4 2.8–5.3; w2 runs t1 0.1–1.1, t2
+			// 1.3–2.3, t3 2.5–3.5. Sync wait from 3.6 s. Before it, w1
+			// executed 2.5 + 0.8 of 3.6 s (comm 0.3 s), w2 3 of 3.6 s (0.6
+			// s): comm 0.45 s.
+			policy: "wq",
+			trace: []string{
+				"0s send t0 w1", "0s send t1 w2",
+				"1.2s accept t1 w2", "1.2s send t2 w2",
+				"2.4s accept t2 w2", "2.4s send t3 w2",
+				"2.7s accept t0 w1", "2.7s send t4 w1",
+				"3.6s accept t3 w2",
+				"5.4s accept t4 w1",
+			},
+			total: 5400 * time.Millisecond, sync: 1800 * time.Millisecond, comm: 450 * time.Millisecond,
+			counts: Counts{Originals: 5},
+		},
+		{
+			// As wq until 3.6 s, where w2 gets a replica of t4 instead of
+			// waiting (sync wait from there); it runs 3.7–4.7 and wins;
+			// w1's original, running since 2.8, stops when the cancel
+			// lands at 4.9 (2.1 s wasted). Comm as wq's: 0.45 s.
+			policy: "rr",
+			trace: []string{
+				"0s send t0 w1", "0s send t1 w2",
+				"1.2s accept t1 w2", "1.2s send t2 w2",
+				"2.4s accept t2 w2", "2.4s send t3 w2",
+				"2.7s accept t0 w1", "2.7s send t4 w1",
+				"3.6s accept t3 w2", "3.6s replica t4 w2",
+				"4.8s accept t4 w2", "4.8s cancel-running t4 w1",
+			},
+			total: 4800 * time.Millisecond, sync: 1200 * time.Millisecond, comm: 450 * time.Millisecond,
+			counts: Counts{Originals: 5, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: 2100 * time.Millisecond},
+		},
+		{
+			// w1 runs t0 0.1–2.6 then its held t2 2.6–5.1; w2 runs t1
+			// 0.1–1.1, its held t3 1.1–2.1, t4 (arrived 1.3, held) 2.1–3.1.
+			// Sync wait from 2.2 s (t3's result finds Q empty). Before it,
+			// each worker waited only for its first task: comm 0.1 s.
+			policy: "rwq",
+			trace: []string{
+				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2",
+				"1.2s accept t1 w2", "1.2s send t4 w2",
+				"2.2s accept t3 w2",
+				"2.7s accept t0 w1",
+				"3.2s accept t4 w2",
+				"5.2s accept t2 w1",
+			},
+			total: 5200 * time.Millisecond, sync: 3 * time.Second, comm: 100 * time.Millisecond,
+			counts: Counts{Originals: 5},
+		},
+		{
+			// As rwq until 2.2 s, where R (reverse order of transfer) is t4
+			// t3 t2 t0: w2 holds t4, so it gets a replica of t2 (sync wait
+			// from here), held behind t4 and run 3.1–4.1. At 2.7 s w1 frees
+			// a place: the round-robin wraps to t4, held behind t2 on w1
+			// from 2.8. At 3.2 s w2's t4 wins: w1's copy is cancelled while
+			// held (dropped at 3.3). At 4.2 s w2's t2 wins: w1's, running
+			// since 2.6, stops at 4.3 (1.7 s wasted). Comm as rwq's: 0.1 s.
+			policy: "r3q",
+			trace: []string{
+				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2",
+				"1.2s accept t1 w2", "1.2s send t4 w2",
+				"2.2s accept t3 w2", "2.2s replica t2 w2",
+				"2.7s accept t0 w1", "2.7s replica t4 w1",
+				"3.2s accept t4 w2", "3.2s cancel-held t4 w1",
+				"4.2s accept t2 w2", "4.2s cancel-running t2 w1",
+			},
+			total: 4200 * time.Millisecond, sync: 2 * time.Second, comm: 100 * time.Millisecond,
+			counts: Counts{Originals: 5, Replicas: 2, CancelsHeld: 1, CancelsRunning: 1, Aborted: 1, Wasted: 1700 * time.Millisecond, Dropped: 1},
+		},
+		{
+			// w1 runs t0 t2 t4 from 0.1 to 7.6, w2 t1 t3 from 0.1 to 2.1.
+			// Sync wait from 1.2 s (the first result); before it each
+			// worker waited 0.1 s: comm 0.1 s. (Counting w2's idle 2.1–7.7
+			// as comm too would make comm 2.95 s and compute −1.75 s.)
+			policy: "cyclic",
+			trace: []string{
+				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2", "0s send t4 w1",
+				"1.2s accept t1 w2",
+				"2.2s accept t3 w2",
+				"2.7s accept t0 w1",
+				"5.2s accept t2 w1",
+				"7.7s accept t4 w1",
+			},
+			total: 7700 * time.Millisecond, sync: 6500 * time.Millisecond, comm: 100 * time.Millisecond,
+			counts: Counts{Originals: 5},
+		},
+	}
+	runHandCases(t, 100*time.Millisecond, tests)
+}
+
+func runHandCases(t *testing.T, delay time.Duration, tests []handCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.policy, func(t *testing.T) {
-			d := newHandDriver(t, tc.policy, Config{}, 0, LedgerConfig{TaskWork: 2500 * time.Millisecond}, handMachines)
+			d := newHandDriver(t, tc.policy, Config{}, delay, LedgerConfig{TaskWork: 2500 * time.Millisecond}, handMachines)
 			d.l.SetSpeed(1, 1)
 			d.l.SetSpeed(2, 2.5)
 			end := d.runBatch(5)
@@ -112,8 +219,8 @@ func TestHandSchedules(t *testing.T) {
 				t.Errorf("batch ended at %v, want %v", end, tc.total)
 			}
 			rep := d.l.Report()
-			if rep.Total != tc.total || rep.SyncWait != tc.sync {
-				t.Errorf("ledger total %v sync %v, want %v %v", rep.Total, rep.SyncWait, tc.total, tc.sync)
+			if rep.Total != tc.total || rep.SyncWait != tc.sync || rep.Comm != tc.comm {
+				t.Errorf("ledger total %v sync %v comm %v, want %v %v %v", rep.Total, rep.SyncWait, rep.Comm, tc.total, tc.sync, tc.comm)
 			}
 			if rep.Counts != tc.counts {
 				t.Errorf("counts %+v, want %+v", rep.Counts, tc.counts)
@@ -125,8 +232,8 @@ func TestHandSchedules(t *testing.T) {
 			if want := float64(rep.LB) / float64(tc.total); math.Abs(rep.EfficiencyLB-want) > 1e-9 {
 				t.Errorf("efficiency %v, want %v", rep.EfficiencyLB, want)
 			}
-			if rep.Compute != rep.Total-rep.SyncWait-rep.Comm {
-				t.Errorf("compute %v != total − sync − comm", rep.Compute)
+			if want := tc.total - tc.sync - tc.comm; rep.Compute != want || want < 0 {
+				t.Errorf("compute %v, want %v", rep.Compute, want)
 			}
 		})
 	}

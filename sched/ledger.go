@@ -51,9 +51,9 @@ type Generation struct {
 	Complete bool          // every result was accepted; else End is when the next batch started, Finish, or (still open) the latest time seen
 	Total    time.Duration
 	SyncWait time.Duration
-	Comm     time.Duration
-	Busy     time.Duration // Total − Comm: mean time a slot executed
-	Compute  time.Duration // Total − SyncWait − Comm
+	Comm     time.Duration // outside the sync wait only; see Ledger
+	Busy     time.Duration // mean time a slot executed, over the workers present
+	Compute  time.Duration // Total − SyncWait − Comm, never below zero
 	LB       time.Duration // 0 when no speed is known or estimable
 	Counts
 }
@@ -65,7 +65,9 @@ type WorkerReport struct {
 	Speed      float64       // as given to SetSpeed; 0 when unknown
 	Present    time.Duration // time in the run's interval while joined
 	Busy       time.Duration // Σ execution time over its slots (slot-time)
-	Comm       time.Duration // Present − Busy/Slots
+	SyncWait   time.Duration // of Present, the time inside generations' sync wait
+	SyncBusy   time.Duration // of Busy, the slot-time inside generations' sync wait
+	Comm       time.Duration // (Present − SyncWait) − (Busy − SyncBusy)/Slots
 	Accepted   int           // results accepted from it
 	Executions int           // executions reported, finished or aborted
 	MeanExec   time.Duration // mean time of its finished executions
@@ -77,9 +79,9 @@ type WorkerReport struct {
 type Report struct {
 	Total    time.Duration
 	SyncWait time.Duration
-	Comm     time.Duration
-	Busy     time.Duration
-	Compute  time.Duration
+	Comm     time.Duration // outside the sync wait only; see Ledger
+	Busy     time.Duration // mean time a slot executed, over the workers present
+	Compute  time.Duration // Total − SyncWait − Comm, never below zero
 	// LB and BarrierBound are lower bounds on Total; see Ledger for how
 	// they are obtained.
 	LB           time.Duration
@@ -127,17 +129,19 @@ type Report struct {
 //     (RR, R3Q: "from the first replica sent") or accepts a result from a live
 //     worker while sending that worker nothing new (WQ, RWQ, cyclic: the
 //     worker's slot in the master found Q empty; under cyclic, Q is empty
-//     from the start, so sync wait begins with the first result). As the
-//     paper notes for RR and R3Q, sync wait and comm can overlap.
-//   - Comm: for each worker present, the time it was present minus the time
-//     its slots spent executing divided by its slots (time not executing a
-//     task, per CPU); averaged over the workers present. For a generation,
-//     both are clipped to the generation's interval; for the run, to the
-//     run's interval (so time between generations counts as comm).
-//   - Compute: Total − SyncWait − Comm, the paper's definition. Where sync
-//     wait and comm overlap it undercounts, and under cyclic (long sync
-//     wait, idle fast workers) it goes negative; Busy = Total − Comm is the
-//     figure without overlap.
+//     from the start, so sync wait begins with the first result).
+//   - Comm: for each worker, the time it was present outside the sync wait
+//     minus the time its slots spent executing there divided by its slots
+//     (time not executing a task, per CPU); averaged over the workers
+//     present outside the sync wait. For a generation that is the part of
+//     its interval before its sync wait began; for the run, the run's
+//     interval less every generation's sync wait (so time between
+//     generations counts as comm).
+//   - Compute: Total − SyncWait − Comm, the paper's definition; it is never
+//     negative, since comm lies outside the sync wait.
+//   - Busy: the mean, over the workers present, of the time its slots
+//     spent executing divided by its slots (within the generation or the
+//     run): how much of Total a CPU worked, wasted replicas included.
 //   - LB: each worker gets a rate in tasks per second: slots × speed /
 //     TaskWork when SetSpeed gave it a speed and LedgerConfig.TaskWork is
 //     set (the paper's "work on the reference machine / Σ speed ratios");
@@ -153,6 +157,18 @@ type Report struct {
 //     smallest observed (result arrival − send − execution time), averaged
 //     over the workers that have one.
 //   - Efficiency: LB / Total and BarrierBound / Total (fractions, 1 = 100 %).
+//
+// Why comm stops at the sync wait: the paper defines comm as the time a
+// worker is not executing, and notes that for RR and R3Q sync wait and comm
+// overlap "somewhat" (replicas are transferred during the sync wait), so for
+// WQ and RWQ it means them not to overlap. A worker idle while the barrier
+// is pending is idle because of the barrier, which sync wait already
+// charges; counting it again as comm charged the barrier twice (compute
+// went negative under cyclic, and a fast worker's wait at the barrier
+// passed for a network cost). Comm is thus the CPU time lost to transfers
+// and to waiting on the network while there was work to hand out. As in
+// the paper, a CPU running an instance that is later cancelled is
+// executing, not idle.
 //
 // Counts: Originals and Replicas count Send actions; CancelsHeld and
 // CancelsRunning count Cancel actions by their Held flag (what the master
@@ -209,6 +225,7 @@ type genRec struct {
 	syncStart time.Duration // -1: sync wait has not begun
 	counts    Counts
 	busy      []time.Duration // slot-time executing within it, per worker index
+	syncBusy  []time.Duration // of busy, the part inside its sync wait
 }
 
 type instRec struct {
@@ -436,6 +453,11 @@ func (l *Ledger) Ran(e Execution) {
 	if e.End < e.Start {
 		return
 	}
+	if l.open && e.End > l.last {
+		// The run has reached e.End: an open generation lasts at least
+		// until then, so its execution time fits in its interval.
+		l.last = e.End
+	}
 	wi := l.worker(e.Worker)
 	w := &l.workers[wi]
 	w.execs++
@@ -488,6 +510,16 @@ func (l *Ledger) attribute(wi int32, s, e time.Duration) {
 				g.busy = append(g.busy, make([]time.Duration, int(wi)+1-len(g.busy))...)
 			}
 			g.busy[wi] += d
+			// A sync wait not begun yet begins at a later step, so after
+			// e: nothing of this execution is inside it.
+			if g.syncStart >= 0 {
+				if sd := overlap(s, e, g.syncStart, end); sd > 0 {
+					if len(g.syncBusy) <= int(wi) {
+						g.syncBusy = append(g.syncBusy, make([]time.Duration, int(wi)+1-len(g.syncBusy))...)
+					}
+					g.syncBusy[wi] += sd
+				}
+			}
 		}
 	}
 }
@@ -585,6 +617,11 @@ func (l *Ledger) Report() Report {
 	}
 	rep.RoundTrip = rtt
 
+	// Per worker, over the run: presence and slot-time inside the sync
+	// waits, to take out of its comm.
+	syncPresent := make([]time.Duration, nw)
+	syncBusy := make([]time.Duration, nw)
+
 	rep.Generations = make([]Generation, len(l.gens))
 	for i := range l.gens {
 		g := &l.gens[i]
@@ -593,33 +630,46 @@ func (l *Ledger) Report() Report {
 			Index: i, Tasks: g.tasks, Start: s, End: e, Complete: g.complete,
 			Total: e - s, Counts: g.counts,
 		}
+		ss := e // start of the sync wait, e when it has not begun
 		if g.syncStart >= 0 {
-			out.SyncWait = e - g.syncStart
+			ss = min(max(g.syncStart, s), e)
+			out.SyncWait = e - ss
 		}
-		var comm time.Duration
-		present := 0
+		var comm, busySum time.Duration
+		present, commPresent := 0, 0
 		rate := 0.0
 		for wi := range l.workers {
 			w := &l.workers[wi]
 			if !w.joined {
 				continue
 			}
-			p := overlap(w.joinAt, w.leftAt, s, e)
-			if p <= 0 {
+			if overlap(w.joinAt, w.leftAt, s, e) <= 0 {
 				continue
 			}
 			present++
 			rate += rates[wi]
-			var busy time.Duration
+			var busy, sb time.Duration
 			if wi < len(g.busy) {
 				busy = g.busy[wi]
 			}
-			comm += p - busy/time.Duration(w.slots)
+			if wi < len(g.syncBusy) {
+				sb = g.syncBusy[wi]
+			}
+			slots := time.Duration(w.slots)
+			busySum += busy / slots
+			syncPresent[wi] += overlap(w.joinAt, w.leftAt, ss, e)
+			syncBusy[wi] += sb
+			if p := overlap(w.joinAt, w.leftAt, s, ss); p > 0 {
+				commPresent++
+				comm += max(p-(busy-sb)/slots, 0)
+			}
+		}
+		if commPresent > 0 {
+			out.Comm = comm / time.Duration(commPresent)
 		}
 		if present > 0 {
-			out.Comm = comm / time.Duration(present)
+			out.Busy = busySum / time.Duration(present)
 		}
-		out.Busy = out.Total - out.Comm
 		out.Compute = out.Total - out.SyncWait - out.Comm
 		if rate > 0 && g.accepted > 0 {
 			out.LB = time.Duration(float64(g.accepted) / rate * float64(time.Second))
@@ -632,13 +682,14 @@ func (l *Ledger) Report() Report {
 
 	rep.Total = runEnd - runStart
 	rep.Workers = make([]WorkerReport, 0, nw)
-	var comm time.Duration
-	present := 0
+	var comm, busySum time.Duration
+	present, commPresent := 0, 0
 	for wi := range l.workers {
 		w := &l.workers[wi]
 		wr := WorkerReport{
 			Worker: w.id, Slots: w.slots, Speed: w.speed, Busy: w.busy,
 			Accepted: w.accepted, Executions: w.execs, Counts: w.counts,
+			SyncWait: syncPresent[wi], SyncBusy: syncBusy[wi],
 		}
 		if w.minRTT >= 0 {
 			wr.RoundTrip = w.minRTT
@@ -647,19 +698,26 @@ func (l *Ledger) Report() Report {
 			wr.MeanExec = w.finSum / time.Duration(w.finished)
 		}
 		if w.joined {
+			slots := time.Duration(w.slots)
 			wr.Present = overlap(w.joinAt, w.leftAt, runStart, runEnd)
-			wr.Comm = wr.Present - wr.Busy/time.Duration(w.slots)
+			wr.Comm = max(wr.Present-wr.SyncWait-(wr.Busy-wr.SyncBusy)/slots, 0)
 			if wr.Present > 0 {
-				comm += wr.Comm
 				present++
+				busySum += wr.Busy / slots
+			}
+			if wr.Present > wr.SyncWait {
+				commPresent++
+				comm += wr.Comm
 			}
 		}
 		rep.Workers = append(rep.Workers, wr)
 	}
-	if present > 0 {
-		rep.Comm = comm / time.Duration(present)
+	if commPresent > 0 {
+		rep.Comm = comm / time.Duration(commPresent)
 	}
-	rep.Busy = rep.Total - rep.Comm
+	if present > 0 {
+		rep.Busy = busySum / time.Duration(present)
+	}
 	rep.Compute = rep.Total - rep.SyncWait - rep.Comm
 	if rep.Total > 0 {
 		rep.EfficiencyLB = float64(rep.LB) / float64(rep.Total)

@@ -103,16 +103,20 @@ func TestLedgerByHand(t *testing.T) {
 	l.Finish(7500 * ms)
 
 	rep := l.Report()
-	// Generation 0 (0–3 s): sync from the replica at 2 s. Comm: w1 was
-	// executing throughout (0); w2 executed 3 slot-seconds on 2 slots in
-	// 3 s, so 1.5 s without work; mean 0.75 s.
+	// Generation 0 (0–3 s): sync wait from the replica at 2 s, so comm is
+	// measured over 0–2 s. w1 executed throughout: 0. w2 executed t1 on one
+	// of its 2 slots for 2 s: 2 slot-seconds / 2 slots = 1 s of 2 s, so 1 s
+	// without work. Mean 0.5 s; compute 3 − 1 − 0.5 = 1.5 s. Busy: w1 3 s,
+	// w2 (t1 0–2 s, the replica 2–3 s) 3 slot-seconds / 2 = 1.5 s; mean
+	// 2.25 s.
 	g := rep.Generations[0]
 	if !g.Complete || g.End != 3*s {
 		t.Errorf("generation 0: %+v", g)
 	}
 	checkDur(t, "gen 0 sync", g.SyncWait, s)
-	checkDur(t, "gen 0 comm", g.Comm, 750*ms)
-	checkDur(t, "gen 0 compute", g.Compute, 1250*ms)
+	checkDur(t, "gen 0 comm", g.Comm, 500*ms)
+	checkDur(t, "gen 0 compute", g.Compute, 1500*ms)
+	checkDur(t, "gen 0 busy", g.Busy, 2250*ms)
 	// Rates: w1 1×0.5/2 s = 0.25/s, w2 2×1/2 s = 1/s; 2 tasks: 1.6 s.
 	checkDur(t, "gen 0 LB", g.LB, 1600*ms)
 	wantG0 := Counts{Originals: 2, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: 3 * s, Duplicates: 1, Dropped: 1}
@@ -125,12 +129,18 @@ func TestLedgerByHand(t *testing.T) {
 		t.Errorf("generation 1: %+v", g)
 	}
 	checkDur(t, "gen 1 comm", g.Comm, 500*ms)
-	// The run: 7.5 s. w1: present 7.5 s, executing 4 s: 3.5 s. w2: present
-	// 0–5 s, 3 slot-seconds on 2 slots: 3.5 s.
+	checkDur(t, "gen 1 busy", g.Busy, s)
+	// The run: 7.5 s, of which 2–3 s is sync wait. w1: present 7.5 s, 1 s
+	// of it in the sync wait; executing 4 s, 1 s of it in the sync wait
+	// (the aborted t0, 0–3 s): 6.5 − 3 = 3.5 s (idle 3–6 s and 7–7.5 s).
+	// w2: present 0–5 s, 1 s in the sync wait: 4 s; executing 3
+	// slot-seconds, 1 in the sync wait (the replica): 4 − 2/2 = 3 s. Mean
+	// 3.25 s; compute 7.5 − 1 − 3.25 = 3.25 s. Busy: w1 4 s, w2 3/2 s.
 	checkDur(t, "total", rep.Total, 7500*ms)
 	checkDur(t, "sync", rep.SyncWait, s)
-	checkDur(t, "comm", rep.Comm, 3500*ms)
-	checkDur(t, "compute", rep.Compute, 3*s)
+	checkDur(t, "comm", rep.Comm, 3250*ms)
+	checkDur(t, "compute", rep.Compute, 3250*ms)
+	checkDur(t, "busy", rep.Busy, 2750*ms)
 	checkDur(t, "LB", rep.LB, 1600*ms)
 	checkDur(t, "barrier bound", rep.BarrierBound, 1700*ms) // generation 1 accepted nothing
 	checkFloat(t, "efficiency", rep.EfficiencyLB, 1.6/7.5)
@@ -141,12 +151,12 @@ func TestLedgerByHand(t *testing.T) {
 	}
 	w1, w2 := rep.Workers[0], rep.Workers[1]
 	if w1.Worker != 1 || w1.Speed != 0.5 || w1.Accepted != 0 || w1.Executions != 2 || w1.MeanExec != s ||
-		w1.Present != 7500*ms || w1.Busy != 4*s || w1.Comm != 3500*ms ||
+		w1.Present != 7500*ms || w1.Busy != 4*s || w1.SyncWait != s || w1.SyncBusy != s || w1.Comm != 3500*ms ||
 		w1.CancelsRunning != 1 || w1.Aborted != 1 || w1.Wasted != 3*s || w1.Originals != 2 {
 		t.Errorf("w1 %+v", w1)
 	}
 	if w2.Worker != 2 || w2.Slots != 2 || w2.Accepted != 2 || w2.MeanExec != 1500*ms || w2.Present != 5*s ||
-		w2.Comm != 3500*ms || w2.Originals != 1 || w2.Replicas != 1 || w2.RoundTrip != 0 || w2.Dropped != 1 {
+		w2.Busy != 3*s || w2.SyncWait != s || w2.SyncBusy != s || w2.Comm != 3*s || w2.Originals != 1 || w2.Replicas != 1 || w2.RoundTrip != 0 || w2.Dropped != 1 {
 		t.Errorf("w2 %+v", w2)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // MaxSlots bounds a worker's slots as a policy counts them: a worker's
@@ -84,6 +85,15 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 // before stepping: task ids repeat in every batch, so a policy cannot tell
 // them apart.
 //
+// Adaptive depth (Config.Adaptive, rwq and r3q). Each worker keeps
+// exponentially weighted means (gain 1/8) of the RTT and Exec its events
+// carry, and its depth per slot is 1 + ceil(RTT/Exec) within [Depth,
+// AdaptiveMax]: when a slot finishes a task, its refill arrives one round
+// trip later, and the slot's held tasks must last that long. A worker whose
+// depth grows is free at once; one whose depth shrinks keeps what it holds
+// (nothing is cancelled) and gets no more until it is below the new depth.
+// A measurement of an unknown or departed worker is ignored.
+//
 // Cost. Step is O(Depth × Slots + instances of the task) per event, plus
 // O(free workers × tasks of R) while replicating and O(N log N) once per
 // batch when Q empties; once the first batch has sized its buffers it
@@ -91,6 +101,9 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 func New(name string, cfg Config) (Policy, error) {
 	if cfg.Depth < 0 || cfg.Depth > MaxDepth {
 		return nil, fmt.Errorf("sched: policy %q: depth %d out of range 0..%d", name, cfg.Depth, MaxDepth)
+	}
+	if cfg.AdaptiveMax < 0 || cfg.AdaptiveMax > MaxDepth {
+		return nil, fmt.Errorf("sched: policy %q: adaptive max %d out of range 0..%d", name, cfg.AdaptiveMax, MaxDepth)
 	}
 	p := &policy{name: name, depth: cfg.Depth, idx: make(map[WorkerID]int32)}
 	switch name {
@@ -101,8 +114,10 @@ func New(name string, cfg Config) (Policy, error) {
 		p.replicate = true
 	case "rwq":
 		p.setDepth(2)
+		p.setAdaptive(cfg)
 	case "r3q":
 		p.setDepth(2)
+		p.setAdaptive(cfg)
 		p.replicate = true
 		p.reverse = true
 	case "cyclic":
@@ -119,10 +134,24 @@ func (p *policy) setDepth(def int) {
 	}
 }
 
+func (p *policy) setAdaptive(cfg Config) {
+	if !cfg.Adaptive {
+		return
+	}
+	p.adaptive = true
+	p.maxDepth = cfg.AdaptiveMax
+	if p.maxDepth == 0 {
+		p.maxDepth = DefaultAdaptiveMax
+	}
+	p.maxDepth = max(p.maxDepth, p.depth)
+}
+
 // policy is the engine behind every name.
 type policy struct {
 	name      string
-	depth     int
+	depth     int  // per slot; with adaptive, the floor
+	adaptive  bool // rwq, r3q with Config.Adaptive: depth per worker from measurements
+	maxDepth  int  // adaptive: the cap
 	replicate bool // rr, r3q: round-robin replication once Q is empty
 	reverse   bool // r3q: replicate in reverse order of transfer
 	static    bool // cyclic
@@ -154,7 +183,9 @@ type policy struct {
 type worker struct {
 	id     WorkerID
 	slots  int
-	cap    int // depth × slots (cyclic: unbounded)
+	cap    int     // depth × slots (cyclic: unbounded)
+	rtt    float64 // adaptive: smoothed RTT in ns, 0 until measured
+	exec   float64 // adaptive: smoothed Exec in ns, 0 until measured
 	alive  bool
 	inFree bool
 	lo     int      // inst[lo:] are the live instances, in send order
@@ -208,7 +239,12 @@ func (p *policy) Step(ev Event, out []Action) []Action {
 	case WorkerLeft:
 		p.leave(ev.Worker)
 	case ResultArrived:
+		p.measure(ev)
 		out = p.result(ev.Worker, ev.Task, out)
+	case Measured:
+		if !p.measure(ev) {
+			return out
+		}
 	default:
 		return out
 	}
@@ -269,6 +305,49 @@ func (p *policy) join(id WorkerID, slots int) {
 	p.workers = append(p.workers, w)
 	p.live++
 	p.markFree(wi)
+}
+
+// measureGain is the weight of a new measurement in a worker's smoothed
+// RTT and Exec: a slowdown shows within a few tasks, one outlier moves the
+// mean by an eighth.
+const measureGain = 1.0 / 8
+
+// measure folds ev's measurements into its worker's means and sets the
+// worker's adaptive depth; it reports whether the depth changed.
+func (p *policy) measure(ev Event) bool {
+	if !p.adaptive || ev.RTT <= 0 && ev.Exec <= 0 {
+		return false
+	}
+	wi, ok := p.idx[ev.Worker]
+	if !ok || !p.workers[wi].alive {
+		return false
+	}
+	w := &p.workers[wi]
+	smooth(&w.rtt, ev.RTT)
+	smooth(&w.exec, ev.Exec)
+	d := p.depth
+	if w.exec > 0 {
+		// 1 + ceil(RTT/Exec), clamped in float64 so no ratio overflows.
+		d = int(min(max(1+math.Ceil(w.rtt/w.exec), float64(p.depth)), float64(p.maxDepth)))
+	}
+	c := d * w.slots
+	if c == w.cap {
+		return false
+	}
+	w.cap = c
+	p.markFree(wi)
+	return true
+}
+
+func smooth(mean *float64, x time.Duration) {
+	if x <= 0 {
+		return
+	}
+	if *mean == 0 {
+		*mean = float64(x)
+		return
+	}
+	*mean += (float64(x) - *mean) * measureGain
 }
 
 func (p *policy) leave(id WorkerID) {

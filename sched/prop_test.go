@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // propDriver feeds a policy random events (results in random order, joins,
@@ -15,7 +16,8 @@ type propDriver struct {
 	name   string
 	p      Policy
 	rng    *rand.Rand
-	depth  int  // effective depth
+	depth  int  // effective depth (adaptive: the floor)
+	maxDep int  // adaptive: the cap; 0 when the policy does not adapt
 	fifo   bool // results only from running instances: Held must be exact
 	churn  bool // joins and leaves
 	static bool
@@ -45,6 +47,35 @@ type propWorker struct {
 	slots int
 	alive bool
 	out   []TaskID // instances the policy placed here, in send order
+	depth int      // the depth per slot it must keep to
+
+	// Adaptive: the worker's round trip and execution time, the same in
+	// every measurement, so its depth is known exactly once measured.
+	rtt, exec time.Duration
+	rttSeen   bool // an RTT has been measured: until then it counts as 0
+}
+
+// measured is the depth an adaptive policy must give a worker once it has
+// measured its Exec: 1 + ceil(RTT/Exec) within [floor, cap], worked out
+// here in integers (with RTT 0 while none has been measured).
+func (d *propDriver) measured(w *propWorker) int {
+	var q time.Duration
+	if w.rttSeen {
+		q = (w.rtt + w.exec - 1) / w.exec
+	}
+	return min(max(1+int(q), d.depth), d.maxDep)
+}
+
+// withMeasure adds w's measurements to ev, at random: none, Exec alone
+// or both (an RTT alone does not set a depth).
+func (d *propDriver) withMeasure(ev Event, w *propWorker) Event {
+	switch d.rng.IntN(3) {
+	case 1:
+		ev.Exec = w.exec
+	case 2:
+		ev.RTT, ev.Exec = w.rtt, w.exec
+	}
+	return ev
 }
 
 type inst struct {
@@ -71,6 +102,11 @@ func (d *propDriver) liveWorkers() []*propWorker {
 func (d *propDriver) step(ev Event) {
 	d.t.Helper()
 	d.steps++
+	if w := d.workers[ev.Worker]; d.maxDep > 0 && w != nil && w.alive && ev.Exec > 0 &&
+		(ev.Kind == ResultArrived || ev.Kind == Measured) {
+		w.rttSeen = w.rttSeen || ev.RTT > 0
+		w.depth = d.measured(w)
+	}
 	d.acts = d.p.Step(ev, d.acts[:0])
 	acts := d.acts
 	if ev.Kind == BatchStarted {
@@ -128,6 +164,25 @@ func (d *propDriver) step(ev Event) {
 			}
 		}
 	}
+	// Work-conserving: while a task waits in Q, every worker is full to its
+	// depth (an adaptive one to the depth its measurements give).
+	if !d.static && d.inQ() >= 0 {
+		for _, w := range d.liveWorkers() {
+			if len(w.out) != w.depth*w.slots {
+				d.fatalf("t%d waits in Q while w%d holds %d, room for %d × %d", d.inQ(), w.id, len(w.out), w.depth, w.slots)
+			}
+		}
+	}
+}
+
+// inQ returns a task in Q (not done, no live instance), or -1.
+func (d *propDriver) inQ() int {
+	for t := range d.n {
+		if !d.accepted[t] && d.live[t] == 0 {
+			return t
+		}
+	}
+	return -1
 }
 
 func (d *propDriver) aliveWorker(id WorkerID, a Action) *propWorker {
@@ -176,8 +231,8 @@ func (d *propDriver) send(a Action) {
 	}
 	w.out = append(w.out, a.Task)
 	d.live[a.Task]++
-	if !d.static && len(w.out) > d.depth*w.slots {
-		d.fatalf("w%d holds %d instances, more than depth %d × %d slots", w.id, len(w.out), d.depth, w.slots)
+	if !d.static && len(w.out) > w.depth*w.slots {
+		d.fatalf("w%d holds %d instances, more than depth %d × %d slots", w.id, len(w.out), w.depth, w.slots)
 	}
 }
 
@@ -227,7 +282,10 @@ func (d *propDriver) cancel(ev Event, a Action) {
 func (d *propDriver) join() {
 	d.nextID++
 	id := d.nextID
-	w := &propWorker{id: id, slots: 1 + d.rng.IntN(3), alive: true}
+	w := &propWorker{id: id, slots: 1 + d.rng.IntN(3), alive: true, depth: d.depth}
+	// Round trips from none to 20 task times; task times 1 ms to 1 s.
+	w.exec = time.Duration(1+d.rng.IntN(1000)) * time.Millisecond
+	w.rtt = time.Duration(d.rng.Int64N(int64(20*w.exec) + 1))
 	d.workers[id] = w
 	d.order = append(d.order, id)
 	d.step(Event{Kind: WorkerJoined, Worker: id, Slots: w.slots})
@@ -262,14 +320,14 @@ func (d *propDriver) result() bool {
 	t := w.out[k]
 	w.out = slices.Delete(w.out, k, k+1)
 	d.live[t]--
-	d.step(Event{Kind: ResultArrived, Worker: w.id, Task: t})
+	d.step(d.withMeasure(Event{Kind: ResultArrived, Worker: w.id, Task: t}, w))
 	return true
 }
 
 // stale delivers a result the policy must cope with: a late copy that
 // crossed its cancel, a departed worker's result, nonsense ids.
 func (d *propDriver) stale() {
-	switch d.rng.IntN(4) {
+	switch d.rng.IntN(5) {
 	case 0:
 		if len(d.crossed) > 0 {
 			i := d.rng.IntN(len(d.crossed))
@@ -294,6 +352,23 @@ func (d *propDriver) stale() {
 				d.step(Event{Kind: ResultArrived, Worker: 1_000_000, Task: TaskID(t)})
 				break
 			}
+		}
+	case 4:
+		// Measurements alone: of a live worker (it may get work at
+		// once), of a departed or unknown one, and nonsense values.
+		if live := d.liveWorkers(); len(live) > 0 {
+			w := live[d.rng.IntN(len(live))]
+			d.step(d.withMeasure(Event{Kind: Measured, Worker: w.id}, w))
+		}
+		for _, w := range d.workers {
+			if !w.alive {
+				d.step(Event{Kind: Measured, Worker: w.id, RTT: time.Hour, Exec: time.Nanosecond})
+				break
+			}
+		}
+		d.step(Event{Kind: Measured, Worker: 1_000_001, RTT: time.Second, Exec: time.Millisecond})
+		if live := d.liveWorkers(); len(live) > 0 {
+			d.step(Event{Kind: Measured, Worker: live[0].id, RTT: -time.Second, Exec: -time.Second})
 		}
 	}
 }
@@ -345,21 +420,26 @@ func TestPoliciesRandom(t *testing.T) {
 		seeds = 30
 	}
 	modes := []struct {
-		name        string
-		fifo, churn bool
+		name                  string
+		fifo, churn, adaptive bool
 	}{
-		{"fifo", true, false},
-		{"fifo-churn", true, true},
-		{"any-order-churn", false, true},
+		{"fifo", true, false, false},
+		{"fifo-churn", true, true, false},
+		{"any-order-churn", false, true, false},
+		{"fifo-adaptive", true, false, true},
+		{"any-order-churn-adaptive", false, true, true},
 	}
 	for _, name := range Names {
 		for _, mode := range modes {
 			t.Run(name+"/"+mode.name, func(t *testing.T) {
 				for seed := range uint64(seeds) {
 					rng := rand.New(rand.NewPCG(seed, 0xe5))
-					cfg := Config{}
+					cfg := Config{Adaptive: mode.adaptive}
 					if rng.IntN(3) == 0 {
 						cfg.Depth = 1 + rng.IntN(3)
+					}
+					if mode.adaptive && rng.IntN(2) == 0 {
+						cfg.AdaptiveMax = rng.IntN(8) // 0: the default
 					}
 					p, err := New(name, cfg)
 					if err != nil {
@@ -369,8 +449,16 @@ func TestPoliciesRandom(t *testing.T) {
 					if depth == 0 {
 						depth = map[string]int{"wq": 1, "rr": 1, "rwq": 2, "r3q": 2}[name]
 					}
+					maxDep := 0
+					if mode.adaptive && (name == "rwq" || name == "r3q") {
+						maxDep = cfg.AdaptiveMax
+						if maxDep == 0 {
+							maxDep = DefaultAdaptiveMax
+						}
+						maxDep = max(maxDep, depth)
+					}
 					d := &propDriver{
-						t: t, name: name, p: p, rng: rng, depth: depth,
+						t: t, name: name, p: p, rng: rng, depth: depth, maxDep: maxDep,
 						fifo: mode.fifo, churn: mode.churn,
 						static: name == "cyclic", repl: name == "rr" || name == "r3q",
 						workers: map[WorkerID]*propWorker{},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A script is a list of events, each with the exact actions it must cause.
@@ -154,5 +155,100 @@ func TestSemantics(t *testing.T) {
 				t.Errorf("Done() = %v, want %v", p.Done(), tc.done)
 			}
 		})
+	}
+}
+
+// measured is a result carrying measurements, as an adaptive driver steps it.
+func measured(w WorkerID, t TaskID, rtt, exec time.Duration) Event {
+	return Event{Kind: ResultArrived, Worker: w, Task: t, RTT: rtt, Exec: exec}
+}
+
+// Adaptive depth, worked out by hand: depth per slot 1 + ceil(RTT/Exec) of
+// the worker's smoothed means (a new value weighs 1/8), within [Depth,
+// AdaptiveMax].
+func TestAdaptiveDepth(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name, policy string
+		cfg          Config
+		steps        []scriptStep
+	}{
+		{
+			name: "depth follows the smoothed means, up and down", policy: "rwq", cfg: Config{Adaptive: true},
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{batch(20), "s0w1 s1w1"}, // depth 2 until measured
+				// RTT 100, Exec 40: 1 + ceil(2.5) = 4; it holds 1: three more.
+				{measured(1, 0, 100*ms, 40*ms), "a0w1 s2w1 s3w1 s4w1"},
+				// Exec 400: mean 40 + 360/8 = 85; 1 + ceil(100/85) = 3; it
+				// holds 3: nothing, and nothing is cancelled.
+				{measured(1, 1, 100*ms, 400*ms), "a1w1"},
+				// Mean 85 + 315/8 = 124.375: depth 2; it holds 2.
+				{measured(1, 2, 100*ms, 400*ms), "a2w1"},
+				// Mean 158.8: depth 2; it holds 1: one more.
+				{measured(1, 3, 100*ms, 400*ms), "a3w1 s5w1"},
+				// A result without measurements keeps the depth.
+				{res(1, 4), "a4w1 s6w1"},
+			},
+		},
+		{
+			name: "a measurement alone can free a worker; the cap holds", policy: "r3q", cfg: Config{Adaptive: true, AdaptiveMax: 3},
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 2), ""},
+				{batch(20), "s0w1 s1w2 s2w2 s3w1 s4w2 s5w2"},
+				// 1 + ceil(1 s / 10 ms) = 101, capped at 3: w2 takes 2 × 1 more.
+				{Event{Kind: Measured, Worker: 2, RTT: time.Second, Exec: 10 * ms}, "s6w2 s7w2"},
+				// Exec alone, no RTT yet: 1 + 0, at least Depth (2): no change.
+				{Event{Kind: Measured, Worker: 1, Exec: 10 * ms}, ""},
+				// Of an unknown or departed worker, or nonsense: ignored.
+				{Event{Kind: Measured, Worker: 9, RTT: time.Second, Exec: ms}, ""},
+				{Event{Kind: Measured, Worker: 1, RTT: -time.Second, Exec: -ms}, ""},
+			},
+		},
+		{
+			name: "Depth is the floor", policy: "rwq", cfg: Config{Adaptive: true, Depth: 3},
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{batch(20), "s0w1 s1w1 s2w1"},
+				// 1 + ceil(10/100) = 2, below the floor 3: it holds 2, gets 1.
+				{measured(1, 0, 10*ms, 100*ms), "a0w1 s3w1"},
+			},
+		},
+		{
+			name: "wq does not adapt", policy: "wq", cfg: Config{Adaptive: true},
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{batch(5), "s0w1"},
+				{measured(1, 0, time.Second, ms), "a0w1 s1w1"},
+				{Event{Kind: Measured, Worker: 1, RTT: time.Second, Exec: ms}, ""},
+			},
+		},
+		{
+			name: "without Adaptive measurements are ignored", policy: "r3q", cfg: Config{},
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{batch(5), "s0w1 s1w1"},
+				{measured(1, 0, time.Second, ms), "a0w1 s2w1"},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(tc.policy, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range tc.steps {
+				if got := fmtActions(p.Step(st.ev, nil)); got != st.want {
+					t.Fatalf("step %d %+v: got %q, want %q", i, st.ev, got, st.want)
+				}
+			}
+		})
+	}
+	if _, err := New("r3q", Config{Adaptive: true, AdaptiveMax: -1}); err == nil {
+		t.Error("negative adaptive max accepted")
+	}
+	if _, err := New("r3q", Config{Adaptive: true, AdaptiveMax: MaxDepth + 1}); err == nil {
+		t.Error("huge adaptive max accepted")
 	}
 }

@@ -16,20 +16,16 @@ import (
 )
 
 // The three parts of a bar, bottom to top, as in the paper's Fig. 5. The
-// ledger's sync wait and comm may overlap (then its Compute = Total −
-// SyncWait − Comm is below zero, as under cyclic); a stacked bar cannot show
-// an overlap, so compute is floored at zero and comm is cut to what is left,
-// which keeps every bar's height equal to the total time.
+// ledger's comm lies outside the sync wait, so the three add up to the
+// total; the clamps only keep a bar sane if a summary were inconsistent.
 var parts = []struct {
 	name  string
 	color color.Color
 	of    func(s *sim.Summary) time.Duration
 }{
 	{"compute", color.RGBA{R: 0x4c, G: 0x72, B: 0xb0, A: 0xff}, func(s *sim.Summary) time.Duration { return max(s.Compute, 0) }},
-	{"sync wait", color.RGBA{R: 0xdd, G: 0x84, B: 0x52, A: 0xff}, func(s *sim.Summary) time.Duration { return min(s.SyncWait, s.Total) }},
-	{"comm", color.RGBA{R: 0x8c, G: 0x8c, B: 0x8c, A: 0xff}, func(s *sim.Summary) time.Duration {
-		return max(s.Total-max(s.Compute, 0)-min(s.SyncWait, s.Total), 0)
-	}},
+	{"sync wait", color.RGBA{R: 0xdd, G: 0x84, B: 0x52, A: 0xff}, func(s *sim.Summary) time.Duration { return max(s.SyncWait, 0) }},
+	{"comm", color.RGBA{R: 0x8c, G: 0x8c, B: 0x8c, A: 0xff}, func(s *sim.Summary) time.Duration { return max(s.Comm, 0) }},
 }
 
 // drawChart draws one panel per grain: groups of bars per added delay, one

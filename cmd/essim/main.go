@@ -57,6 +57,7 @@ type options struct {
 	shape      string
 	noise      float64
 	depth      int
+	adaptive   bool
 	engineCost time.Duration
 	slowdowns  []sim.Slowdown
 	masterCost time.Duration
@@ -81,6 +82,7 @@ Usage:
 
 Examples:
   essim -policy r3q -gran 500 -delay 50             one setting
+  essim -policy rwq,r3q -gran 100 -adaptive         remote queues sized from measurements
   essim -machines wan -delay 0 -png wan.png         the WAN set, no added delay
   essim -workload bag -tasks 480 -shape mandelbrot  Clop's Mandelbrot strips
   essim -machines my.txt -show-machines             check a machine file
@@ -108,6 +110,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.StringVar(&o.shape, "shape", "uniform", "task grains of the bag: uniform, or mandelbrot (Clop's strips, mean = -gran)")
 	fs.Float64Var(&o.noise, "noise", 0.1, "`sigma` of log-normal noise on each task's time (0: none)")
 	fs.IntVar(&o.depth, "depth", 0, "instances per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q)")
+	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from measured round trip and task time (-depth is then the floor)")
 	engine := fs.String("engine-cost", "0", "master's own `time` between generations (selection, mutation)")
 	var slow slowFlag
 	fs.Var(&slow, "slowdown", "`M@T*F`: machine M runs F times slower from time T on (repeatable, e.g. L1@60s*4)")
@@ -343,7 +346,7 @@ func sweep(ctx context.Context, o *options, stdout io.Writer) error {
 				cfgs = append(cfgs, sim.Config{
 					Set:          o.set,
 					Policy:       p,
-					PolicyConfig: sched.Config{Depth: o.depth},
+					PolicyConfig: sched.Config{Depth: o.depth, Adaptive: o.adaptive},
 					Workload:     wl,
 					AddedDelay:   d,
 					Noise:        o.noise,
@@ -405,11 +408,15 @@ func describe(w io.Writer, o *options) {
 	if o.depth > 0 {
 		fmt.Fprintf(w, ", depth %d", o.depth)
 	}
+	if o.adaptive {
+		fmt.Fprintf(w, ", adaptive depth (rwq, r3q; cap %d)", sched.DefaultAdaptiveMax)
+	}
 	for _, sd := range o.slowdowns {
 		fmt.Fprintf(w, ", %s x%g from %v", sd.Machine, sd.Factor, sd.At)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "times are means over trials; eff = LB/total and barrier-bound/total; counts are per run")
+	fmt.Fprintln(w, "times are means over trials; comm counts only time outside the sync wait, so compute = total - sync - comm;")
+	fmt.Fprintln(w, "eff = LB/total and barrier-bound/total; counts are per run")
 	fmt.Fprintln(w)
 }
 
@@ -453,7 +460,7 @@ func printShape(w io.Writer, o *options, settings []setting, sums []sim.Summary)
 		return
 	}
 	n := len(o.policies)
-	var r3qBest, rwqComm, rrSync int
+	var r3qBest, rwqComm, queueComm, rrSync int
 	for si := range settings {
 		row := sums[si*n : (si+1)*n]
 		best, comm := 0, 0
@@ -477,9 +484,13 @@ func printShape(w io.Writer, o *options, settings []setting, sums []sim.Summary)
 		if row[idx("rr")].SyncWait < row[idx("wq")].SyncWait {
 			rrSync++
 		}
+		if max(row[idx("rwq")].Comm, row[idx("r3q")].Comm) < min(row[idx("wq")].Comm, row[idx("rr")].Comm) {
+			queueComm++
+		}
 	}
 	fmt.Fprintf(w, "\npaper's shape (among wq, rr, rwq, r3q), settings where it holds out of %d:\n", len(settings))
-	fmt.Fprintf(w, "  r3q lowest total %d, rwq lowest comm %d, rr less sync wait than wq %d\n", r3qBest, rwqComm, rrSync)
+	fmt.Fprintf(w, "  r3q lowest total %d, rwq lowest comm %d, rwq and r3q comm below wq's and rr's %d, rr less sync wait than wq %d\n",
+		r3qBest, rwqComm, queueComm, rrSync)
 	for _, g := range o.grains {
 		fmt.Fprintf(w, "  total vs delay at %v:", g)
 		for _, p := range []string{"wq", "rr", "rwq", "r3q"} {

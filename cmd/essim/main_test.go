@@ -52,6 +52,34 @@ func TestSmallSweep(t *testing.T) {
 	}
 }
 
+// -adaptive reaches the policies: at 100 ms tasks and 50 ms delay the
+// remote queues grow and r3q's run differs from the fixed-depth one.
+func TestAdaptiveFlag(t *testing.T) {
+	args := []string{"-policy", "r3q", "-gran", "100", "-delay", "50", "-gens", "5", "-trials", "1"}
+	code, fixed, errs := runCmd(t, append([]string{"-q"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	code, out, errs := runCmd(t, append([]string{"-adaptive"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "adaptive depth") {
+		t.Errorf("header does not say adaptive:\n%s", out)
+	}
+	row := func(s string) string {
+		for _, l := range strings.Split(s, "\n") {
+			if strings.Contains(l, " r3q ") {
+				return l
+			}
+		}
+		return ""
+	}
+	if row(fixed) == "" || row(fixed) == row(out) {
+		t.Errorf("adaptive row %q, fixed %q", row(out), row(fixed))
+	}
+}
+
 func TestSingleSettingBag(t *testing.T) {
 	code, out, errs := runCmd(t, "-q", "-policy", "r3q", "-gran", "50", "-delay", "10", "-trials", "1",
 		"-workload", "bag", "-tasks", "96", "-shape", "mandelbrot", "-machines", "wan", "-slowdown", "W1@1s*5")

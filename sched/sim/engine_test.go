@@ -93,8 +93,9 @@ func (p *scriptPolicy) Step(ev sched.Event, out []sched.Action) []sched.Action {
 
 // recorder is an accountant that writes down every call with its time.
 type recorder struct {
-	e   *engine
-	log []string
+	e       *engine
+	log     []string
+	results []sched.Event // every ResultArrived, with its measurements
 }
 
 func (r *recorder) add(format string, a ...any) {
@@ -106,6 +107,7 @@ func (r *recorder) step(at time.Duration, ev sched.Event, acts []sched.Action) {
 		r.add("batch n=%d", ev.N)
 	case sched.ResultArrived:
 		r.add("result w%d t%d", ev.Worker, ev.Task)
+		r.results = append(r.results, ev)
 	}
 	for _, a := range acts {
 		switch a.Kind {
@@ -134,6 +136,12 @@ func (r *recorder) dropped(at time.Duration, w sched.WorkerID, t sched.TaskID) {
 // runRecorded runs cfg with a recorder and returns the result and the log.
 func runRecorded(t *testing.T, cfg Config) (Result, []string) {
 	t.Helper()
+	res, rec := runRecorder(t, cfg)
+	return res, rec.log
+}
+
+func runRecorder(t *testing.T, cfg Config) (Result, *recorder) {
+	t.Helper()
 	e, err := newEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +151,7 @@ func runRecorded(t *testing.T, cfg Config) (Result, []string) {
 	if err := e.run(); err != nil {
 		t.Fatal(err)
 	}
-	return Result{End: e.end, Stats: e.stats}, rec.log
+	return Result{End: e.end, Stats: e.stats}, rec
 }
 
 func mustSet(t *testing.T, text string) *Set {
@@ -468,5 +476,58 @@ func TestNoiseDeterministic(t *testing.T) {
 	}
 	if r1.End == r3.End {
 		t.Fatal("different seeds gave the same end time")
+	}
+}
+
+// TestMeasurements: results carry what a real master can measure. One
+// machine, one CPU, depth 2, master 1 ms per message, link 10 ms, worker
+// receive 2 ms and send 3 ms, 100 ms tasks. t0 goes to an idle slot: sent
+// at 0, it runs 13–113 and its result is handled at 127, so RTT = 127 −
+// 100 = 27 ms (1 + 10 + 2 + 3 + 10 + 1). t1 and t2 are sent while the slot
+// is taken (to be held): Exec only, no RTT.
+func TestMeasurements(t *testing.T) {
+	ms := time.Millisecond
+	_, rec := runRecorder(t, Config{
+		Set:       mustSet(t, "master cost=1ms\nmachine A delay=10ms speed=1 recv=2ms send=3ms"),
+		NewPolicy: policyOf(newQueuePolicy(2)),
+		Workload:  BagUniform(3, 100*ms),
+	})
+	var got []string
+	for _, ev := range rec.results {
+		got = append(got, fmt.Sprintf("t%d rtt=%v exec=%v", ev.Task, ev.RTT, ev.Exec))
+	}
+	want := []string{"t0 rtt=27ms exec=100ms", "t1 rtt=0s exec=100ms", "t2 rtt=0s exec=100ms"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("measurements %v, want %v", got, want)
+	}
+}
+
+// TestAdaptiveHelpsFineTasks: on the LAN set with 100 ms tasks and 50 ms
+// added delay, L1 (42 ms a task) empties a remote queue of 2 within one
+// round trip; sized from measurements, r3q's and rwq's queues keep it busy
+// and the run is shorter. At 1000 ms tasks every depth stays 2: the same
+// run exactly.
+func TestAdaptiveHelpsFineTasks(t *testing.T) {
+	lan, err := LoadSet("lan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"rwq", "r3q"} {
+		run := func(grain time.Duration, adaptive bool) time.Duration {
+			res, err := Run(Config{Set: lan, Policy: p, PolicyConfig: sched.Config{Adaptive: adaptive},
+				Workload: ES(30, 70, 10, grain), AddedDelay: 50 * time.Millisecond, Noise: 0.1, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Report.Total
+		}
+		fixed, adaptive := run(100*time.Millisecond, false), run(100*time.Millisecond, true)
+		t.Logf("%s 100 ms: fixed %v adaptive %v", p, fixed, adaptive)
+		if adaptive >= fixed {
+			t.Errorf("%s 100 ms: adaptive %v, fixed depth %v", p, adaptive, fixed)
+		}
+		if a, b := run(time.Second, false), run(time.Second, true); a != b {
+			t.Errorf("%s 1 s: adaptive %v, fixed depth %v: depths should all be 2", p, b, a)
+		}
 	}
 }

@@ -34,6 +34,7 @@ type msg struct {
 	w     int32
 	batch int32
 	task  int32
+	exec  uint32 // msgResult: how long the task executed, as the worker reports it, in µs (0: unknown); 32 bits keep event small
 }
 
 // event is one entry of the event queue; seq breaks ties between events at

@@ -95,6 +95,7 @@ type Result struct {
 // worker is the simulated state of one machine acting as a worker.
 type worker struct {
 	m        *Machine
+	sent     []sentTask // the master's books: its instances on this worker, in send order
 	slots    []slot
 	held     []heldTask    // the remote queue Q_r,k, FIFO
 	commBusy time.Duration // busy-until of its message handling (send and receive)
@@ -111,6 +112,16 @@ type slot struct {
 	start time.Duration
 	end   time.Duration
 	ver   uint32 // bumped when the pending done event becomes invalid
+}
+
+// sentTask is what the master knows of an instance it sent: when it sent
+// it, and whether the worker then had an idle slot in the master's books
+// (fewer instances outstanding than CPUs), so the task ran on arrival.
+type sentTask struct {
+	batch int32
+	task  int32
+	at    time.Duration
+	idle  bool
 }
 
 // heldTask is a task waiting in a worker's remote queue.
@@ -260,16 +271,35 @@ func (e *engine) step(ev sched.Event) {
 	for _, a := range e.acts {
 		switch a.Kind {
 		case sched.Send:
+			w := &e.workers[a.Worker]
+			w.sent = append(w.sent, sentTask{batch: e.batch, task: int32(a.Task), at: e.now, idle: len(w.sent) < w.m.CPUs})
 			e.masterSend(msg{kind: msgTask, w: int32(a.Worker), batch: e.batch, task: int32(a.Task)})
 		case sched.Cancel:
+			e.takeSent(int(a.Worker), e.batch, int32(a.Task))
 			e.masterSend(msg{kind: msgCancel, w: int32(a.Worker), batch: e.batch, task: int32(a.Task)})
 		}
 	}
 }
 
+// takeSent removes the master's record of an instance on worker k and
+// returns it (ok false when there is none: cancelled already).
+func (e *engine) takeSent(k int, batch, task int32) (sentTask, bool) {
+	w := &e.workers[k]
+	for i, s := range w.sent {
+		if s.batch == batch && s.task == task {
+			w.sent = append(w.sent[:i], w.sent[i+1:]...)
+			return s, true
+		}
+	}
+	return sentTask{}, false
+}
+
 // startBatch begins batch b.
 func (e *engine) startBatch(b int32) {
 	e.batch, e.open = b, true
+	for k := range e.workers {
+		e.workers[k].sent = e.workers[k].sent[:0] // every instance was settled, or its result is stale now
+	}
 	e.step(sched.Event{Kind: sched.BatchStarted, N: e.cfg.Workload.Batches[b].N})
 	e.checkDone()
 }
@@ -419,7 +449,7 @@ func (e *engine) taskDone(k, i int) {
 	e.acct.ran(sched.Execution{Worker: sched.WorkerID(k), Task: sched.TaskID(s.task), Start: s.start, End: e.now})
 	w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
 	e.stats.Messages++
-	e.forward(msg{kind: msgResult, w: int32(k), batch: s.batch, task: s.task}, w.commBusy, 0)
+	e.forward(msg{kind: msgResult, w: int32(k), batch: s.batch, task: s.task, exec: execMicros(e.now - s.start)}, w.commBusy, 0)
 	e.fillSlots(k)
 }
 
@@ -436,13 +466,34 @@ func (e *engine) atMaster(m msg) {
 
 // masterHandle gives a decoded result to the policy, unless its batch is
 // over (a replica's late result).
+//
+// The result carries what a real master can measure (for Config.Adaptive):
+// Exec as the worker reports it (whole microseconds), and, for an instance sent while the
+// worker had an idle slot in the master's books (so it did not wait in the
+// remote queue), RTT = now − sent − Exec: the network both ways plus both
+// sides' message handling and queueing. Instances sent to be held give no
+// RTT, since the master cannot tell how long they waited.
 func (e *engine) masterHandle(m msg) {
 	if !e.open || m.batch != e.batch {
 		e.stats.StaleResults++
 		return
 	}
-	e.step(sched.Event{Kind: sched.ResultArrived, Worker: sched.WorkerID(m.w), Task: sched.TaskID(m.task)})
+	ev := sched.Event{Kind: sched.ResultArrived, Worker: sched.WorkerID(m.w), Task: sched.TaskID(m.task), Exec: time.Duration(m.exec) * time.Microsecond}
+	if s, ok := e.takeSent(int(m.w), m.batch, m.task); ok && s.idle && m.exec > 0 {
+		ev.RTT = max(e.now-s.at-ev.Exec, 0)
+	}
+	e.step(ev)
 	e.checkDone()
+}
+
+// execMicros is an execution time as a result message carries it: whole
+// microseconds, 0 (unknown) beyond what 32 bits hold (71 minutes).
+func execMicros(d time.Duration) uint32 {
+	us := d / time.Microsecond
+	if us < 0 || us > math.MaxUint32 {
+		return 0
+	}
+	return uint32(us)
 }
 
 // slowdown sets machine k's pace; running tasks finish their remaining

@@ -251,3 +251,34 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTimesAddUp: comm lies outside the sync wait, so for every policy the
+// three parts split the total, per generation and for the run, with none
+// negative; cyclic, whose fast workers idle through a long sync wait, is
+// the case that used to make compute negative.
+func TestTimesAddUp(t *testing.T) {
+	lan, err := LoadSet("lan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range sched.Names {
+		res, err := Run(Config{Set: lan, Policy: p, Workload: ES(30, 70, 5, 100*time.Millisecond),
+			AddedDelay: 50 * time.Millisecond, Noise: 0.1, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.Report
+		check := func(what string, total, sync, comm, compute time.Duration) {
+			if sync < 0 || comm < 0 || compute < 0 || sync+comm+compute != total {
+				t.Errorf("%s %s: total %v = sync %v + comm %v + compute %v?", p, what, total, sync, comm, compute)
+			}
+		}
+		check("run", r.Total, r.SyncWait, r.Comm, r.Compute)
+		for _, g := range r.Generations {
+			check("generation", g.Total, g.SyncWait, g.Comm, g.Compute)
+		}
+		if r.Comm <= 0 {
+			t.Errorf("%s: no comm at 50 ms delay", p)
+		}
+	}
+}
