@@ -84,6 +84,7 @@ type RejectError struct {
 	Reason string
 }
 
+// Error implements error.
 func (e *RejectError) Error() string { return "grid: rejected by peer: " + e.Reason }
 
 // Handler receives every message that arrives on a Conn, in order, on the

@@ -382,3 +382,79 @@ func TestLoadKey(t *testing.T) {
 		t.Errorf("no key anywhere: %v", err)
 	}
 }
+
+// TestHandshakeReplayRefused replays, in a second handshake, a message
+// recorded from a first one that succeeded: each side's fresh nonce makes
+// the other side's MAC single-use, so an eavesdropper without the key can
+// neither pose as a worker nor as the master.
+func TestHandshakeReplayRefused(t *testing.T) {
+	k := mustKey(t, "k")
+	welcome := func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "ridge", Dim: 2}, nil }
+
+	t.Run("hello", func(t *testing.T) {
+		leaktest.Check(t)
+		var recorded *Hello
+		for i, wantOK := range []bool{true, false} {
+			a, b := tcpPair(t)
+			errc := make(chan error, 1)
+			go func() {
+				c, _, err := Accept(context.Background(), a, AcceptConfig{Key: k, Welcome: welcome, Conn: quietConfig()})
+				if c != nil {
+					c.Close()
+				}
+				errc <- err
+			}()
+			w := newFakePeer(t, b)
+			ch := w.receive().(*Challenge)
+			if recorded == nil {
+				// The first time the worker holds the key.
+				recorded = &Hello{Version: ProtocolVersion, Name: "w", Slots: 1, Nonce: bytes.Repeat([]byte{7}, nonceSize)}
+				recorded.MAC = helloMAC(k, ch.Nonce, recorded)
+			}
+			w.send(recorded)
+			reply := w.receive()
+			err := <-errc
+			b.Close()
+			if _, ok := reply.(*Welcome); ok != wantOK || (err == nil) != wantOK {
+				t.Errorf("handshake %d: reply %T, Accept error %v; want success %v", i, reply, err, wantOK)
+			}
+			if !wantOK && !errors.Is(err, ErrAuthFailed) {
+				t.Errorf("replayed hello: %v, want ErrAuthFailed", err)
+			}
+		}
+	})
+
+	t.Run("welcome", func(t *testing.T) {
+		leaktest.Check(t)
+		masterNonce := bytes.Repeat([]byte{9}, nonceSize) // the impostor reuses it
+		var recorded *Welcome
+		for i, wantOK := range []bool{true, false} {
+			a, b := tcpPair(t)
+			errc := make(chan error, 1)
+			go func() {
+				c, _, err := ClientHandshake(context.Background(), a, DialConfig{Key: k, Name: "w", Slots: 1, Conn: quietConfig()})
+				if c != nil {
+					c.Close()
+				}
+				errc <- err
+			}()
+			m := newFakePeer(t, b)
+			m.send(&Challenge{Version: ProtocolVersion, Nonce: masterNonce})
+			h := m.receive().(*Hello)
+			if recorded == nil {
+				// The first time the master holds the key.
+				recorded = &Welcome{Version: ProtocolVersion, Worker: 1, Problem: ProblemSpec{Name: "ridge", Dim: 2}}
+				recorded.MAC = welcomeMAC(k, masterNonce, h.Nonce, recorded)
+			}
+			m.send(recorded)
+			err := <-errc
+			b.Close()
+			if (err == nil) != wantOK {
+				t.Errorf("handshake %d: %v; want success %v", i, err, wantOK)
+			}
+			if !wantOK && !errors.Is(err, ErrAuthFailed) {
+				t.Errorf("replayed welcome: %v, want ErrAuthFailed", err)
+			}
+		}
+	})
+}

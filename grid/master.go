@@ -122,6 +122,9 @@ type MasterStats struct {
 	Stale      int64 // results of an earlier batch, discarded
 	Duplicates int64 // results of a task already done, discarded
 	Failed     int64 // results reporting an evaluation error
+	// Unsolicited counts results of the current batch for a task never
+	// sent to the worker that returned it; they are discarded.
+	Unsolicited int64
 	// Wire traffic of all data connections, closed ones included.
 	ConnStats
 }
@@ -353,17 +356,20 @@ func (m *Master) ask(f func()) bool {
 
 // HandleMemberEvent lets gossip tell the master about workers: a worker
 // that gossip declares dead (frozen, or cut off with its connection still
-// open) is dropped, and its tasks go back to the queue. Wire it as the
-// membership's OnEvent. Other events are only logged by the membership.
+// open) or that leaves the cluster is dropped, exactly as if its data
+// connection had broken: its tasks go back to the queue and the
+// connection is closed. A worker that drained first has already left and
+// is not touched. Wire it as the membership's OnEvent. Other events are
+// only logged by the membership.
 func (m *Master) HandleMemberEvent(ev MemberEvent) {
-	if ev.Kind != MemberFailed {
+	if ev.Kind != MemberFailed && ev.Kind != MemberLeft {
 		return
 	}
 	if ev.Member.MetaErr == nil && ev.Member.Meta.Role != RoleWorker {
 		return
 	}
 	select {
-	case m.in <- loopMsg{kind: msgMemberFailed, name: ev.Member.Name}:
+	case m.in <- loopMsg{kind: msgMemberGone, name: ev.Member.Name, left: ev.Kind == MemberLeft}:
 	case <-m.done:
 	}
 }
@@ -429,6 +435,10 @@ func (m *Master) handshake(nc net.Conn) {
 		Key:     m.cfg.Key,
 		Timeout: m.cfg.HandshakeTimeout,
 		Welcome: func(h *Hello) (int32, ProblemSpec, error) {
+			if h.Name == "" {
+				// Gossip failures are matched to connections by name.
+				return 0, ProblemSpec{}, errors.New("worker has no name")
+			}
 			if h.Slots < 1 || h.Slots > MaxMetaSlots {
 				return 0, ProblemSpec{}, fmt.Errorf("slots %d outside [1, %d]", h.Slots, MaxMetaSlots)
 			}

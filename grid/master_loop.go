@@ -12,12 +12,12 @@ import (
 type loopMsgKind uint8
 
 const (
-	msgJoined       loopMsgKind = iota + 1 // w finished its handshake
-	msgFrame                               // w sent msg
-	msgClosed                              // w's connection is closed
-	msgMemberFailed                        // gossip declared the worker named name dead
-	msgEvaluate                            // start batch eval
-	msgCall                                // run call on the loop
+	msgJoined     loopMsgKind = iota + 1 // w finished its handshake
+	msgFrame                             // w sent msg
+	msgClosed                            // w's connection is closed
+	msgMemberGone                        // gossip says the worker named name failed (or left)
+	msgEvaluate                          // start batch eval
+	msgCall                              // run call on the loop
 )
 
 // loopMsg is everything that reaches the event loop, by value (no
@@ -27,6 +27,7 @@ type loopMsg struct {
 	w    *mworker
 	msg  Message
 	name string
+	left bool // msgMemberGone: a leave, not a failure
 	eval *evalReq
 	call func()
 }
@@ -55,6 +56,12 @@ type mworker struct {
 	// Status from the worker's last Results (Clop's status table).
 	queued, running int32
 
+	// sent has bit t set for every task t of batch sentBatch that was
+	// sent to this worker: only those results are believed.
+	sent      []uint64
+	sentBatch int32
+	warned    bool // an unsolicited result was logged
+
 	// Frames being built during one turn of the loop.
 	dirty      bool
 	tasks      []Task
@@ -63,6 +70,25 @@ type mworker struct {
 	// Reused message values: Send encodes before it returns.
 	tasksMsg  Tasks
 	cancelMsg Cancel
+}
+
+// markSent records that task t of batch b (of n tasks) went to w.
+func (w *mworker) markSent(b int32, n int, t int32) {
+	if w.sentBatch != b || len(w.sent) == 0 {
+		words := (n + 63) / 64
+		if cap(w.sent) < words {
+			w.sent = make([]uint64, words)
+		}
+		w.sent = w.sent[:words]
+		clear(w.sent)
+		w.sentBatch = b
+	}
+	w.sent[t/64] |= 1 << (t % 64)
+}
+
+// wasSent reports whether task t of batch b was ever sent to w.
+func (w *mworker) wasSent(b int32, t int32) bool {
+	return w.sentBatch == b && t >= 0 && int(t/64) < len(w.sent) && w.sent[t/64]&(1<<(t%64)) != 0
 }
 
 // batch is the generation being evaluated (or the last one).
@@ -160,9 +186,13 @@ func (m *Master) handle(lm loopMsg) {
 		} else {
 			m.log.Info("worker disconnected", "worker", w.name, "id", w.id)
 		}
-	case msgMemberFailed:
+	case msgMemberGone:
 		if w := m.byName[lm.name]; w != nil && !w.left {
-			m.log.Warn("gossip declared worker dead; dropping its connection", "worker", w.name, "id", w.id)
+			what := "gossip declared worker dead"
+			if lm.left {
+				what = "worker left the cluster"
+			}
+			m.log.Warn(what+"; dropping its connection, its tasks go back to the queue", "worker", w.name, "id", w.id)
 			m.workerLeft(w)
 			w.conn.Close()
 		}
@@ -237,46 +267,61 @@ func (m *Master) results(w *mworker, rs *Results) {
 	w.queued, w.running = rs.Queued, rs.Running
 	b := m.cur
 	for i := range rs.Items {
-		r := &rs.Items[i]
-		m.counts.Results++
-		now := m.now()
-		exec := time.Duration(r.Exec)
-		if exec < 0 || exec > now {
-			exec = 0 // not to be trusted; only the accounting uses it
-		}
-		if b == nil || r.Gen != b.id {
-			// An earlier batch: its compute was wasted, its value unused.
-			m.counts.Stale++
-			if exec > 0 {
-				m.ledger.Ran(sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Cancelled: true})
-			}
-			continue
-		}
-		if r.Cancelled {
-			if exec > 0 {
-				m.ledger.Ran(sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Cancelled: true})
-			}
-			continue
-		}
-		if r.Err != "" {
-			m.counts.Failed++
-			if r.ID >= 0 && int(r.ID) < len(b.f) && !b.done[r.ID] && !b.replied {
-				b.replied = true
-				b.reply <- evalReply{err: fmt.Errorf("grid: generation %d, task %d: evaluation failed on worker %s: %s", b.gen, r.ID, w.name, r.Err)}
-			}
-			continue
-		}
-		if exec > 0 {
-			m.ledger.Ran(sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now})
-		}
-		if !m.step(sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}, r.F) {
-			m.counts.Duplicates++
-		}
+		m.result(w, b, &rs.Items[i])
 	}
 	if b != nil && !b.replied && m.policy.Done() {
 		b.replied = true
 		b.reply <- evalReply{f: b.f}
 		m.log.Debug("generation evaluated", "gen", b.gen, "tasks", len(b.f))
+	}
+}
+
+// result handles one result from w while batch b is current. Only a result
+// for a task of b that was sent to w can decide (or fail) a task; the rest
+// feed the accounting at most.
+func (m *Master) result(w *mworker, b *batch, r *Result) {
+	m.counts.Results++
+	now := m.now()
+	exec := time.Duration(r.Exec)
+	if exec < 0 || exec > now {
+		exec = 0 // not to be trusted; only the accounting uses it
+	}
+	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Cancelled: true}
+	switch {
+	case b == nil || r.Gen != b.id:
+		// An earlier batch: its compute was wasted, its value unused.
+		m.counts.Stale++
+	case !w.wasSent(b.id, r.ID):
+		// Never given to this worker: believing it would let a broken or
+		// hostile worker decide (or fail) a batch with made-up values.
+		m.counts.Unsolicited++
+		if !w.warned {
+			w.warned = true
+			m.log.Warn("worker sent a result for a task it was never given; discarded",
+				"worker", w.name, "id", w.id, "gen", b.gen, "task", r.ID)
+		}
+		return
+	case r.Cancelled:
+	case r.Err != "":
+		m.counts.Failed++
+		if r.ID >= 0 && int(r.ID) < len(b.done) && !b.done[r.ID] && !b.replied {
+			b.replied = true
+			b.reply <- evalReply{err: fmt.Errorf("grid: generation %d, task %d: evaluation failed on worker %s: %s", b.gen, r.ID, w.name, r.Err)}
+		}
+		return
+	default:
+		// NaN and ±Inf are results like any other: the ES ranks them.
+		if exec > 0 {
+			ran.Cancelled = false
+			m.ledger.Ran(ran)
+		}
+		if !m.step(sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}, r.F) {
+			m.counts.Duplicates++
+		}
+		return
+	}
+	if exec > 0 {
+		m.ledger.Ran(ran)
 	}
 }
 
@@ -306,6 +351,7 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				continue
 			}
 			w.tasks = append(w.tasks, Task{ID: int32(a.Task), X: m.cur.xs[a.Task]})
+			w.markSent(m.cur.id, len(m.cur.xs), int32(a.Task))
 			m.counts.TasksSent++
 			m.markDirty(w)
 		case sched.Cancel:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -54,6 +55,7 @@ type testWorker struct {
 	freeze     bool                                  // take tasks, never answer
 	onTasks    func(w *testWorker, nc net.Conn) bool // called on each Tasks frame; true: stop handling
 	fitness    func(x []float64) float64             // default sphere
+	forge      func(ts *Tasks) []Result              // extra results sent on each Tasks frame
 	rawConn    net.Conn                              // the socket under conn
 	conn       *Conn
 	welcome    *Welcome
@@ -126,6 +128,11 @@ func (w *testWorker) handle(m Message) {
 		w.got.Add(int64(len(v.Items)))
 		if w.onTasks != nil && w.onTasks(w, w.rawConn) {
 			return
+		}
+		if w.forge != nil {
+			if rs := w.forge(v); len(rs) > 0 {
+				w.conn.Send(&Results{Items: rs})
+			}
 		}
 		if w.freeze {
 			return
@@ -480,45 +487,64 @@ func TestMasterRejectsWrongKey(t *testing.T) {
 	}
 }
 
-func TestMasterDropsWorkerGossipDeclaresDead(t *testing.T) {
-	m := startMaster(t, "rwq")
-	frozen := newTestWorker("frozen", 2, 0)
-	frozen.freeze = true
-	startWorkers(t, m, frozen, newTestWorker("alive", 2, 300*time.Microsecond))
+// TestMasterDropsWorkerGossipSaysGone: a worker whose data connection
+// stays open (heartbeats go on) but that gossip declares dead, or that
+// leaves the cluster, is dropped as if its connection had broken.
+func TestMasterDropsWorkerGossipSaysGone(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		gone func(*Membership)
+	}{
+		// No leave message: only failure detection can tell.
+		{"failed", crashMember},
+		{"left", func(m *Membership) { m.Close() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := startMaster(t, "rwq")
+			frozen := newTestWorker("frozen", 2, 0)
+			frozen.freeze = true
+			startWorkers(t, m, frozen, newTestWorker("alive", 2, 300*time.Microsecond))
 
-	gossipKey := m.cfg.Key.GossipKey()
-	master, err := startMemberWith(t, "master", gossipKey, NodeMeta{Role: RoleMaster, DataAddr: m.Addr()}, m.HandleMemberEvent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fm, err := startMemberWith(t, "frozen", gossipKey, NodeMeta{Role: RoleWorker, Slots: 2}, nil, master.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "gossip join", func() bool { return len(master.Members()) == 2 })
+			gossipKey := m.cfg.Key.GossipKey()
+			master, err := startMemberWith(t, "master", gossipKey, NodeMeta{Role: RoleMaster, DataAddr: m.Addr()}, m.HandleMemberEvent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fm, err := startMemberWith(t, "frozen", gossipKey, NodeMeta{Role: RoleWorker, Slots: 2}, nil, master.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "gossip join", func() bool { return len(master.Members()) == 2 })
 
-	done := make(chan error, 1)
-	xs := randomBatch(rand.New(rand.NewPCG(7, 8)), 20, 3)
-	var f []float64
-	go func() {
-		var err error
-		f, err = m.Evaluate(t.Context(), 0, xs)
-		done <- err
-	}()
-	eventually(t, "the frozen worker to hold tasks", func() bool { return frozen.got.Load() > 0 })
-	// Freeze its gossip too: no leave message, so only failure detection
-	// can tell (its data connection stays open and heartbeats go on).
-	crashMember(fm)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	for i := range xs {
-		if f[i] != sphere(xs[i]) {
-			t.Fatalf("task %d: %v, want %v", i, f[i], sphere(xs[i]))
-		}
-	}
-	if m.Workers() != 1 {
-		t.Errorf("%d workers, want 1", m.Workers())
+			done := make(chan error, 1)
+			xs := randomBatch(rand.New(rand.NewPCG(7, 8)), 20, 3)
+			var f []float64
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			go func() {
+				var err error
+				f, err = m.Evaluate(ctx, 0, xs)
+				done <- err
+			}()
+			eventually(t, "the frozen worker to hold tasks", func() bool { return frozen.got.Load() > 0 })
+			tt.gone(fm)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			for i := range xs {
+				if f[i] != sphere(xs[i]) {
+					t.Fatalf("task %d: %v, want %v", i, f[i], sphere(xs[i]))
+				}
+			}
+			if m.Workers() != 1 {
+				t.Errorf("%d workers, want 1", m.Workers())
+			}
+			select {
+			case <-frozen.conn.Done():
+			case <-time.After(10 * time.Second):
+				t.Error("the dropped worker's connection is still open")
+			}
+		})
 	}
 }
 
@@ -652,4 +678,162 @@ func ExampleMaster() {
 	//   engine.Run(ctx, m, es.RunOptions{})
 	fmt.Println(m.Policy())
 	// Output: r3q
+}
+
+// TestMasterDistrustsResultsForTasksNeverGiven: a worker that answers for
+// tasks it was never sent (made-up values, errors, ids out of range,
+// another generation) neither decides nor fails the batch.
+//
+// The policies are those under which the liar cannot be given a task while
+// its lies are on the way: wq gives its one slot the next task only after
+// the result of the last, which it sends after its lies; cyclic deals the
+// whole share at once. Elsewhere a lie may cross the Tasks frame that gives
+// that very task, and is then believed, as it must be: the master cannot
+// tell it from a real result.
+func TestMasterDistrustsResultsForTasksNeverGiven(t *testing.T) {
+	for _, policy := range []string{"wq", "cyclic"} {
+		t.Run(policy, func(t *testing.T) {
+			m := startMaster(t, policy)
+			liar := newTestWorker("liar", 1, 0)
+			given := map[[2]int32]bool{} // every task it was given (forge runs on its reader)
+			liar.forge = func(ts *Tasks) []Result {
+				for _, it := range ts.Items {
+					given[[2]int32{ts.Gen, it.ID}] = true
+				}
+				rs := []Result{
+					{Gen: ts.Gen, ID: -1, F: -1},
+					{Gen: ts.Gen, ID: 1 << 20, F: -1},
+					{Gen: ts.Gen, ID: 1 << 20, Err: "forged"},
+					{Gen: ts.Gen + 1, ID: 0, F: -1},
+					{Gen: ts.Gen - 1, ID: 0, Err: "forged"},
+				}
+				for id := range int32(20) {
+					switch {
+					case given[[2]int32{ts.Gen, id}]:
+					case id%3 == 0:
+						rs = append(rs, Result{Gen: ts.Gen, ID: id, Err: "forged failure"})
+					case id%3 == 1:
+						rs = append(rs, Result{Gen: ts.Gen, ID: id, F: math.NaN()})
+					default:
+						rs = append(rs, Result{Gen: ts.Gen, ID: id, F: -1})
+					}
+				}
+				return rs
+			}
+			// The honest workers are slow, so the lies arrive first.
+			startWorkers(t, m, liar, newTestWorker("honest", 2, 2*time.Millisecond))
+			evalAndCheck(t, m, 3, 20)
+			if st := m.Stats(); st.Unsolicited == 0 {
+				t.Errorf("no unsolicited result counted: %+v", st)
+			}
+		})
+	}
+}
+
+// TestMasterDeliversNonFiniteFitness: NaN and ±Inf are legitimate values
+// (the ES ranks NaN worst); the grid hands them over as computed.
+func TestMasterDeliversNonFiniteFitness(t *testing.T) {
+	fitness := func(x []float64) float64 {
+		switch {
+		case x[0] > 50:
+			return math.NaN()
+		case x[0] < -50:
+			return math.Inf(-1)
+		case x[0] < 0:
+			return math.Inf(1)
+		}
+		return sphere(x)
+	}
+	m := startMaster(t, "r3q")
+	w1, w2 := newTestWorker("a", 2, 0), newTestWorker("b", 1, 100*time.Microsecond)
+	w1.fitness, w2.fitness = fitness, fitness
+	startWorkers(t, m, w1, w2)
+	xs := randomBatch(rand.New(rand.NewPCG(11, 12)), 40, 3)
+	f, err := m.Evaluate(t.Context(), 0, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nan := 0
+	for i, x := range xs {
+		want := fitness(x)
+		if math.IsNaN(want) {
+			nan++
+			if !math.IsNaN(f[i]) {
+				t.Errorf("task %d: %v, want NaN", i, f[i])
+			}
+			continue
+		}
+		if f[i] != want {
+			t.Errorf("task %d: %v, want %v", i, f[i], want)
+		}
+	}
+	if nan == 0 {
+		t.Fatal("no NaN in the batch: nothing was tested")
+	}
+}
+
+// TestMasterSurvivesBrokenHandshakes: peers that hang up, send garbage,
+// stop inside a frame or say nothing at all cost the master nothing: a
+// real worker still joins and works, and Close leaves no goroutine behind
+// (the silent peer's handshake is cut by Close, not by its timeout).
+func TestMasterSurvivesBrokenHandshakes(t *testing.T) {
+	m := startMaster(t, "rwq", func(c *MasterConfig) { c.HandshakeTimeout = time.Minute })
+	for _, send := range [][]byte{
+		nil,                                 // connects and hangs up
+		[]byte("GET / HTTP/1.1\r\n\r\n"),    // not the protocol
+		{0, 0, 0, 40, byte(MsgHello), 0x86}, // a frame cut short
+		{0xff, 0xff, 0xff, 0xff},            // a length over the cap
+	} {
+		nc, err := net.Dial("tcp", m.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(send)
+		nc.Close()
+	}
+	silent, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	nameless := newTestWorker("", 1, 0)
+	var rej *RejectError
+	if err := nameless.start(t, m.Addr(), m.cfg.Key); !errors.As(err, &rej) {
+		t.Errorf("a worker without a name: %v, want a rejection", err)
+	}
+	startWorkers(t, m, newTestWorker("w", 2, 0))
+	evalAndCheck(t, m, 2, 10)
+	if m.Workers() != 1 {
+		t.Errorf("%d workers, want 1", m.Workers())
+	}
+}
+
+// TestMasterCloseMidBatch: Close while a batch is being evaluated fails
+// that Evaluate with ErrMasterClosed, tells the workers, and leaves no
+// goroutine behind (startMaster checks).
+func TestMasterCloseMidBatch(t *testing.T) {
+	m := startMaster(t, "r3q")
+	frozen := newTestWorker("frozen", 2, 0)
+	frozen.freeze = true
+	startWorkers(t, m, frozen)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Evaluate(t.Context(), 0, randomBatch(rand.New(rand.NewPCG(1, 1)), 10, 3))
+		errc <- err
+	}()
+	eventually(t, "the batch to start", func() bool { return frozen.got.Load() > 0 })
+	m.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrMasterClosed) {
+			t.Errorf("Evaluate = %v, want ErrMasterClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Evaluate still running after Close")
+	}
+	select {
+	case <-frozen.shutdownCh:
+	case <-time.After(10 * time.Second):
+		t.Error("worker got no Shutdown")
+	}
 }

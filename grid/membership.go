@@ -314,12 +314,25 @@ func (m *Membership) Members() []Member {
 // several do (a restarted master while the old one is still suspected),
 // the first by name is returned; Members lists them all.
 func (m *Membership) Master() (Member, error) {
+	ms := m.Masters()
+	if len(ms) == 0 {
+		return Member{}, ErrNoMaster
+	}
+	return ms[0], nil
+}
+
+// Masters returns every live member that gossips the master role with a
+// data address and is not leaving, sorted by name. There are several
+// while a crashed master is not yet declared dead and its successor has
+// joined: a worker that cannot reach one should try the next.
+func (m *Membership) Masters() []Member {
+	var out []Member
 	for _, mem := range m.Members() {
 		if mem.MetaErr == nil && mem.Meta.Role == RoleMaster && !mem.Meta.Leaving && mem.DataAddr() != "" {
-			return mem, nil
+			out = append(out, mem)
 		}
 	}
-	return Member{}, ErrNoMaster
+	return out
 }
 
 // WaitMaster blocks until a master is known or ctx is done, and returns it.

@@ -257,6 +257,7 @@ type FrameReader struct {
 	r    *bufio.Reader
 	max  int
 	body []byte
+	hdr  [4]byte // here, not on Next's stack: io.ReadFull would move it to the heap every frame
 	dec  bodyDecoder
 	read int64 // bytes of whole frames read, length prefixes included
 }
@@ -282,11 +283,11 @@ func (fr *FrameReader) BytesRead() int64 { return fr.read }
 // cleanly between frames; a stream cut inside a frame is
 // io.ErrUnexpectedEOF; a broken frame wraps ErrMalformed.
 func (fr *FrameReader) Next() (Message, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(fr.r, hdr[:]); err != nil {
+	hdr := fr.hdr[:]
+	if _, err := io.ReadFull(fr.r, hdr); err != nil {
 		return nil, err
 	}
-	n, err := checkLength(binary.BigEndian.Uint32(hdr[:]), fr.max)
+	n, err := checkLength(binary.BigEndian.Uint32(hdr), fr.max)
 	if err != nil {
 		return nil, err
 	}

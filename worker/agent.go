@@ -220,14 +220,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer ms.Close()
 	}
 	backoff := a.cfg.MinBackoff
-	for {
+	for failures := 0; ; failures++ {
 		if a.draining() {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		addr, err := a.masterAddr(ctx, ms)
+		addr, err := a.masterAddr(ctx, ms, failures)
 		var conn *grid.Conn
 		var welcome *grid.Welcome
 		if err == nil {

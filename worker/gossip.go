@@ -44,9 +44,12 @@ func (a *Agent) joinGossip(ctx context.Context) (*grid.Membership, error) {
 // masterWait bounds how long one attempt waits for gossip to name a master.
 const masterWait = 3 * time.Second
 
-// masterAddr is the master's data address: Config.Master if set, else the
-// one the master gossips.
-func (a *Agent) masterAddr(ctx context.Context, ms *grid.Membership) (string, error) {
+// masterAddr is the master's data address: Config.Master if set, else one
+// that a master gossips. attempt counts the failures so far: when gossip
+// names several masters (a crashed one not yet declared dead beside its
+// successor), each failure moves on to the next, so a dead master cannot
+// hold the worker up until failure detection catches it.
+func (a *Agent) masterAddr(ctx context.Context, ms *grid.Membership, attempt int) (string, error) {
 	if ms == nil {
 		return a.cfg.Master, nil
 	}
@@ -54,8 +57,8 @@ func (a *Agent) masterAddr(ctx context.Context, ms *grid.Membership) (string, er
 	if a.cfg.Master != "" {
 		return a.cfg.Master, nil
 	}
-	if m, err := ms.Master(); err == nil {
-		return m.DataAddr(), nil
+	if masters := ms.Masters(); len(masters) > 0 {
+		return masters[attempt%len(masters)].DataAddr(), nil
 	}
 	if joinErr != nil {
 		return "", joinErr

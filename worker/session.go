@@ -88,6 +88,15 @@ func (s *session) run(ctx context.Context, drain <-chan struct{}) error {
 	s.held.RemoveIf(func(heldTask) bool { return true }) // a lost master gets nothing back
 	s.mu.Unlock()
 	s.tasks.Wait()
+	if s.inbox != nil {
+		// With an emulated delay the master's last word (Shutdown) may
+		// still be on its way when the connection closes behind it.
+		for _, m := range s.inbox.undelivered() {
+			if sd, ok := m.(*grid.Shutdown); ok {
+				s.handle(sd)
+			}
+		}
+	}
 	s.mu.Lock()
 	over, draining := s.over, s.draining
 	s.mu.Unlock()
@@ -236,7 +245,8 @@ func (s *session) flush() {
 	defer s.mu.Unlock()
 	if len(s.ready) > 0 {
 		s.conn.Send(&grid.Results{Items: s.ready, Queued: int32(s.held.Len()), Running: int32(len(s.running))})
-		s.ready = s.ready[:0:0] // Send encoded it; start a fresh slice
+		clear(s.ready) // Send has encoded them: the slice can be reused
+		s.ready = s.ready[:0]
 	}
 	s.maybeFinishDrain()
 }
@@ -319,6 +329,19 @@ func (l *delayLine) push(m grid.Message) {
 	case l.wake <- struct{}{}:
 	default:
 	}
+}
+
+// undelivered takes the messages not handed on yet. Call it once run has
+// returned.
+func (l *delayLine) undelivered() []grid.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]grid.Message, len(l.q))
+	for i, d := range l.q {
+		out[i] = d.m
+	}
+	l.q = nil
+	return out
 }
 
 // run hands messages on until ctx is done.

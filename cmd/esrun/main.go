@@ -1,7 +1,10 @@
-// Command esrun runs the (μ+λ) Evolution Strategy on one machine: a built-in
-// problem (by default the paper's 30-dimensional Ridge function), evaluated
-// by a pool of goroutines, with an optional LU load per evaluation,
-// checkpoints, resume and a JSON report.
+// Command esrun runs the (μ+λ) Evolution Strategy on a built-in problem (by
+// default the paper's 30-dimensional Ridge function) with an optional LU
+// load per evaluation, checkpoints, resume and a JSON report. It is the
+// grid's master: each generation's evaluations are scheduled (WQ, RR, RWQ,
+// R3Q or cyclic) over worker agents started in this process and esworker
+// processes on other machines, all speaking the same protocol; -inprocess
+// evaluates with a pool of goroutines instead.
 //
 // Run esrun -h for the flags and examples.
 package main

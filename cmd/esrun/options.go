@@ -5,9 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/sched"
 )
 
 // options are esrun's parsed flags.
@@ -23,14 +29,37 @@ type options struct {
 	maxEvals   int
 	lu         int
 	loadMS     float64
+
+	sched      string
+	local      int
 	slots      int
+	minWorkers int
+	listen     string
+	gossip     string
+	key        string
+	keyFile    string
+	inprocess  bool
+
 	checkpoint string
 	resume     string
 	report     string
 	quiet      bool
+	verbose    bool
 
 	set map[string]bool // the flags given on the command line
 }
+
+// Default addresses. A purely local grid listens on loopback with ports
+// chosen by the OS, so that any number of runs can share a machine and
+// nothing is reachable from outside; a grid that expects remote workers
+// listens on every interface at the well-known ports, which are what the
+// esworker command line and the firewall rules name.
+var (
+	localListen  = "127.0.0.1:0"
+	localGossip  = "127.0.0.1:0"
+	remoteListen = net.JoinHostPort("0.0.0.0", strconv.Itoa(grid.DefaultDataPort))
+	remoteGossip = net.JoinHostPort("0.0.0.0", strconv.Itoa(grid.DefaultGossipPort))
+)
 
 // usageError is a bad command line: esrun prints it on one line and exits 2.
 type usageError struct{ msg string }
@@ -43,21 +72,48 @@ func usagef(format string, args ...any) error {
 
 const usageText = `Usage: esrun [flags]
 
-esrun runs a (μ+λ) Evolution Strategy on this machine: by default the
-paper's experiment shape, a (30+70)-ES on the 30-dimensional Ridge function
-for 100 generations, evaluated by one goroutine per CPU. It prints one line
-per generation and a summary.
+esrun runs a (μ+λ) Evolution Strategy: by default the paper's experiment
+shape, a (30+70)-ES on the 30-dimensional Ridge function for 100
+generations. It prints one line per generation, a schedule summary and the
+best fitness found.
+
+The fitness evaluations of each generation are scheduled over a grid: a
+master in this process, plus worker agents that join it through gossip. By
+default the workers are -local agents started in this process, one per
+CPU, which speak the same protocol over loopback as esworker processes on
+other machines. Remote workers are expected when -local is 0 or
+-min-workers exceeds -local: the master then listens on every interface at
+the usual ports, waits for them, and, given no key, makes one and prints
+the esworker command line to use (see "Run on several machines" in the
+README). However it is evaluated, the same seed gives the same run, bit
+for bit.
 
 Examples:
-  esrun                                  the default run
+  esrun                                  the default run, on a local grid
   esrun -problem rastrigin -dim 10 -gens 300 -seed 7
   esrun -load-ms 100 -gens 20            add an LU load of about 100 ms per evaluation
-  esrun -target 1e-8 -problem sphere -dim 10 -gens 1000
+  esrun -sched wq -report wq.json        another scheduling policy, and a JSON report
+  esrun -inprocess                       evaluate with a goroutine pool instead (the reference)
+  esrun -local 0 -min-workers 4 -key-file K
+                                         wait for 4 esworker processes, then run on them
   esrun -checkpoint run.ckpt -report run.json
   esrun -resume run.ckpt -gens 200       continue a run, here up to generation 200
-
-Flags:
 `
+
+// flagGroups orders the help text; every flag is in exactly one group.
+var flagGroups = []struct {
+	title string
+	names []string
+}{
+	{"Evolution Strategy", []string{"problem", "dim", "mu", "lambda", "gens", "seed", "comma", "sigma", "target", "max-evals"}},
+	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
+	{"Grid", []string{"sched", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "inprocess"}},
+	{"Output", []string{"checkpoint", "resume", "report", "quiet", "v"}},
+}
+
+// gridFlags are the flags that only mean something for the grid, so
+// that -inprocess refuses them.
+var gridFlags = []string{"sched", "local", "min-workers", "listen", "gossip", "key", "key-file"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
@@ -72,13 +128,25 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Float64Var(&o.sigma, "sigma", 0, "initial step size; 0 = a tenth of the box width")
 	fs.Float64Var(&o.target, "target", 0, "stop once the best fitness is ≤ this value (unset: no target)")
 	fs.IntVar(&o.maxEvals, "max-evals", 0, "evaluation budget: do not start a generation that would exceed it; 0 = none")
+
 	fs.IntVar(&o.lu, "lu", 0, "add an `N`×N LU decomposition to every evaluation; 0 = no load")
-	fs.Float64Var(&o.loadMS, "load-ms", 0, "add an LU load sized so one evaluation takes about `MS` milliseconds here (calibrated at start)")
-	fs.IntVar(&o.slots, "slots", 0, "run `N` evaluations at once; 0 = one per CPU")
+	fs.Float64Var(&o.loadMS, "load-ms", 0, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
+
+	fs.StringVar(&o.sched, "sched", "r3q", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
+	fs.IntVar(&o.local, "local", runtime.NumCPU(), "start `N` worker agents in this process, by default one per CPU; 0 = only remote workers")
+	fs.IntVar(&o.slots, "slots", 0, "`N` evaluations at once in each local worker, or with -inprocess in the pool; 0 = share out the CPUs: CPUs ÷ -local, at least 1")
+	fs.IntVar(&o.minWorkers, "min-workers", 0, "wait until `N` workers, local and remote, have joined before generation 0; 0 = the local ones (at least 1)")
+	fs.StringVar(&o.listen, "listen", "", "the master's data address `HOST:PORT`, which workers connect to; default "+localListen+" for a purely local grid, "+remoteListen+" when remote workers are expected")
+	fs.StringVar(&o.gossip, "gossip", "", "the master's gossip address `HOST:PORT` (TCP and UDP), which workers -join; default "+localGossip+" for a purely local grid, "+remoteGossip+" when remote workers are expected")
+	fs.StringVar(&o.key, "key", "", "the cluster `KEY`, shared by master and workers (visible in ps: prefer -key-file or "+grid.KeyEnv+"); none of the three: a random key for this run")
+	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
+	fs.BoolVar(&o.inprocess, "inprocess", false, "evaluate with a pool of goroutines in this process instead of a grid (the reference a grid run equals)")
+
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the state to `FILE` after every generation")
 	fs.StringVar(&o.resume, "resume", "", "continue the run saved in checkpoint `FILE` (and keep checkpointing to it unless -checkpoint is given)")
-	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE`: config, per-generation best, mean and wall time, final best")
+	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE`: config, per-generation best, mean and wall time, final best, schedule")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the final summary")
+	fs.BoolVar(&o.verbose, "v", false, "log the grid's events (joins, leaves, connections) on standard error")
 	return fs
 }
 
@@ -112,6 +180,39 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-lu and -load-ms both set the load; give one")
 	case o.slots < 0:
 		return nil, usagef("-slots must be ≥ 0, got %d", o.slots)
+	case o.slots > grid.MaxMetaSlots:
+		return nil, usagef("-slots must be ≤ %d, got %d", grid.MaxMetaSlots, o.slots)
+	case !slices.Contains(sched.Names, o.sched):
+		return nil, usagef("-sched %q is not a policy (known: %s)", o.sched, strings.Join(sched.Names, ", "))
+	case o.local < 0:
+		return nil, usagef("-local must be ≥ 0, got %d", o.local)
+	case o.local > 1024:
+		return nil, usagef("-local must be ≤ 1024, got %d", o.local)
+	case o.minWorkers < 0:
+		return nil, usagef("-min-workers must be ≥ 0, got %d", o.minWorkers)
+	case o.key != "" && o.keyFile != "":
+		return nil, usagef("-key and -key-file both give the key; give one")
+	}
+	for _, a := range []struct{ name, addr string }{{"listen", o.listen}, {"gossip", o.gossip}} {
+		if a.addr == "" && !o.set[a.name] {
+			continue
+		}
+		if err := checkHostPort(a.addr); err != nil {
+			return nil, usagef("-%s %q: %v", a.name, a.addr, err)
+		}
+	}
+	if o.gossip != "" {
+		// Gossip binds to an address, and would take a name for "any".
+		if host, _, _ := net.SplitHostPort(o.gossip); host != "" && net.ParseIP(host) == nil {
+			return nil, usagef("-gossip %q: the host must be an IP address, such as 127.0.0.1 or 0.0.0.0", o.gossip)
+		}
+	}
+	if o.inprocess {
+		for _, name := range gridFlags {
+			if o.set[name] {
+				return nil, usagef("-%s has no effect with -inprocess", name)
+			}
+		}
 	}
 	if o.resume != "" {
 		for _, name := range resumeFixed {
@@ -123,13 +224,89 @@ func parseOptions(args []string) (*options, error) {
 			o.checkpoint = o.resume
 		}
 	}
+	if !o.inprocess {
+		if o.listen == "" {
+			o.listen = localListen
+			if o.remoteExpected() {
+				o.listen = remoteListen
+			}
+		}
+		if o.gossip == "" {
+			o.gossip = localGossip
+			if o.remoteExpected() {
+				o.gossip = remoteGossip
+			}
+		}
+	}
 	return o, nil
 }
 
-// printUsage writes the help text with the flag defaults.
+// checkHostPort accepts host:port with a numeric port (the host may be
+// empty: every interface).
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number in [0, 65535]", port)
+	}
+	return nil
+}
+
+// wantWorkers is the number of workers to wait for before generation 0:
+// -min-workers, or by default every local agent (and at least one, so
+// that a grid of remote workers only does not start empty).
+func (o *options) wantWorkers() int {
+	if o.minWorkers > 0 {
+		return o.minWorkers
+	}
+	return max(o.local, 1)
+}
+
+// remoteExpected says the run cannot start on local agents alone.
+func (o *options) remoteExpected() bool { return o.wantWorkers() > o.local }
+
+// localSlots is the number of slots of each local agent.
+func (o *options) localSlots() int {
+	if o.slots > 0 {
+		return o.slots
+	}
+	return max(1, runtime.NumCPU()/max(o.local, 1))
+}
+
+// printUsage writes the help text with the flags in groups, in the
+// order of flagGroups, formatted as flag.PrintDefaults does.
 func printUsage(w io.Writer) {
-	fs := newFlagSet(&options{})
-	fs.SetOutput(w)
+	all := newFlagSet(&options{})
 	fmt.Fprint(w, usageText)
-	fs.PrintDefaults()
+	for _, g := range flagGroups {
+		fmt.Fprintf(w, "\n%s flags:\n", g.title)
+		for _, name := range g.names {
+			printFlag(w, all.Lookup(name))
+		}
+	}
+}
+
+// printFlag writes one flag's help.
+func printFlag(w io.Writer, f *flag.Flag) {
+	arg, usage := flag.UnquoteUsage(f)
+	line := "  -" + f.Name
+	if arg != "" {
+		line += " " + arg
+	}
+	if len(line) <= 4 {
+		line += "\t"
+	} else {
+		line += "\n    \t"
+	}
+	line += strings.ReplaceAll(usage, "\n", "\n    \t")
+	switch d := f.DefValue; {
+	case d == "" || d == "0" || d == "false":
+	case arg == "string" || arg == "POLICY":
+		line += fmt.Sprintf(" (default %q)", d)
+	default:
+		line += fmt.Sprintf(" (default %s)", d)
+	}
+	fmt.Fprintln(w, line)
 }

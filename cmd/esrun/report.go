@@ -36,6 +36,8 @@ type report struct {
 	Evals       int        `json:"evals"`
 	NaNs        int        `json:"nans"`
 	WallSeconds float64    `json:"wall_seconds"`
+	// Schedule is the grid's time accounting; absent with -inprocess.
+	Schedule *scheduleRecord `json:"schedule,omitempty"`
 }
 
 // reportConfig is the ES configuration plus how the run was evaluated.
@@ -43,11 +45,26 @@ type reportConfig struct {
 	es.Config
 	LoadN  int     `json:"load_n"`            // LU size added per evaluation, 0 = none
 	LoadMS float64 `json:"load_ms,omitempty"` // the -load-ms the size was calibrated for
-	Slots  int     `json:"slots"`
+	// Slots is the evaluations this process runs at once: the pool's
+	// size, or the local workers' slots together.
+	Slots int `json:"slots"`
+	// Evaluator is "grid" or "inprocess"; Grid describes the grid.
+	Evaluator string      `json:"evaluator"`
+	Grid      *gridConfig `json:"grid,omitempty"`
 	// ResumedFrom is the checkpoint the run continued, and StartGen the
 	// first generation this process ran.
 	ResumedFrom string `json:"resumed_from,omitempty"`
 	StartGen    int    `json:"start_gen"`
+}
+
+// gridConfig is how a grid run was set up.
+type gridConfig struct {
+	Sched      string `json:"sched"`
+	Local      int    `json:"local"`       // worker agents in this process
+	LocalSlots int    `json:"local_slots"` // slots of each
+	MinWorkers int    `json:"min_workers"` // workers waited for before generation 0
+	Listen     string `json:"listen"`      // the data address, as bound
+	Gossip     string `json:"gossip"`      // the gossip address, as advertised
 }
 
 // genRecord is one generation: the parents after selection.
@@ -77,13 +94,25 @@ type recorder struct {
 
 func newRecorder(eng *es.Engine, o *options, loadN, slots int) *recorder {
 	now := time.Now()
-	return &recorder{start: now, last: now, rep: report{
-		Config: reportConfig{
-			Config: eng.Config(), LoadN: loadN, LoadMS: o.loadMS, Slots: slots,
-			ResumedFrom: o.resume, StartGen: eng.Gen(),
-		},
-		Generations: []genRecord{},
-	}}
+	c := reportConfig{
+		Config: eng.Config(), LoadN: loadN, LoadMS: o.loadMS, Slots: slots,
+		Evaluator: "inprocess", ResumedFrom: o.resume, StartGen: eng.Gen(),
+	}
+	if !o.inprocess {
+		c.Evaluator = "grid"
+		c.Grid = &gridConfig{
+			Sched: o.sched, Local: o.local, LocalSlots: o.localSlots(), MinWorkers: o.wantWorkers(),
+			Listen: o.listen, Gossip: o.gossip,
+		}
+	}
+	return &recorder{start: now, last: now, rep: report{Config: c, Generations: []genRecord{}}}
+}
+
+// restart sets the clocks to now: the run's time starts once its workers
+// have joined.
+func (r *recorder) restart() {
+	r.start = time.Now()
+	r.last = r.start
 }
 
 // header describes the run in one line.
@@ -104,7 +133,19 @@ func (r *recorder) header() string {
 	if c.Stop.MaxEvals > 0 {
 		fmt.Fprintf(&b, ", at most %d evaluations", c.Stop.MaxEvals)
 	}
-	fmt.Fprintf(&b, ", %d slots", c.Slots)
+	if g := c.Grid; g != nil {
+		fmt.Fprintf(&b, ", grid %s: ", g.Sched)
+		if g.Local > 0 {
+			fmt.Fprintf(&b, "%s × %s", plural(g.Local, "local worker"), plural(g.LocalSlots, "slot"))
+		} else {
+			b.WriteString("remote workers only")
+		}
+		if g.MinWorkers > g.Local {
+			fmt.Fprintf(&b, ", waits for %s", plural(g.MinWorkers, "worker"))
+		}
+	} else {
+		fmt.Fprintf(&b, ", in-process pool of %s", plural(c.Slots, "slot"))
+	}
 	switch {
 	case c.LoadN > 0 && c.LoadMS > 0:
 		fmt.Fprintf(&b, ", load LU %d×%d (calibrated for %g ms)", c.LoadN, c.LoadN, c.LoadMS)
@@ -132,6 +173,14 @@ func (r *recorder) generation(s es.Stats) error {
 		fmt.Fprintf(r.progress, "gen %4d  evals %7d  best %.6e  mean %.6e  %v\n", g.Gen, g.Evals, s.Best, s.Mean, roundDuration(now.Sub(start)))
 	}
 	return nil
+}
+
+// plural is "1 slot", "2 slots".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // roundDuration keeps three or four significant digits.

@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"slices"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -22,7 +25,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err == nil {
-		err = execute(ctx, o, stdout)
+		err = execute(ctx, o, stdout, stderr)
 	}
 	var ue *usageError
 	switch {
@@ -38,7 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // execute sets the run up from o, runs it and reports.
-func execute(ctx context.Context, o *options, stdout io.Writer) error {
+func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
 	eng, prob, err := setup(o)
 	if err != nil {
 		return err
@@ -47,20 +50,49 @@ func execute(ctx context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	prob = problems.WithLoad(prob, loadN)
-	ev, slots, closeEv, err := newEvaluator(o, prob)
-	if err != nil {
-		return err
+	var (
+		ev    es.Evaluator
+		slots int
+		g     *localGrid
+	)
+	if o.inprocess {
+		pool := problems.NewPool(problems.WithLoad(prob, loadN), o.slots)
+		ev, slots = pool, pool.Slots()
+	} else {
+		cfg := eng.Config()
+		if g, err = openGrid(o, grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN}, stderr); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, g.close()) }()
+		ev, slots = g.master, o.local*o.localSlots()
 	}
-	defer closeEv()
 
 	rec := newRecorder(eng, o, loadN, slots)
+	if g != nil {
+		rec.rep.Config.Grid.Listen, rec.rep.Config.Grid.Gossip = g.master.Addr(), g.gossip.Addr()
+	}
 	if !o.quiet {
 		rec.progress = stdout
 		fmt.Fprintln(stdout, rec.header())
 	}
-	reason, runErr := eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: rec.generation})
+	var runErr error
+	if g != nil {
+		runErr = g.waitWorkers(ctx, o.wantWorkers(), o.remoteExpected(), stderr)
+		rec.restart()
+	}
+	reason := es.StopReason("")
+	if runErr == nil {
+		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: rec.generation})
+	}
 	rep := rec.finish(eng, reason, runErr)
+	if g != nil {
+		// Closed now, so that the ledger has seen the end of the run and
+		// every worker is told the run is over before the report is made.
+		if cerr := g.close(); cerr != nil && runErr == nil {
+			runErr = cerr
+		}
+		rep.Schedule = newScheduleRecord(g.master.Policy(), g.master.Report(), g.master.Stats(), rep.Config.StartGen)
+	}
 	if o.report != "" {
 		if err := writeReport(o.report, rep); err != nil {
 			return errors.Join(runErr, err)
@@ -72,16 +104,51 @@ func execute(ctx context.Context, o *options, stdout io.Writer) error {
 		}
 		return runErr
 	}
+	if !o.quiet && rep.Schedule != nil {
+		fmt.Fprint(stdout, rep.Schedule.summary())
+	}
 	fmt.Fprintln(stdout, summary(rep))
 	return nil
 }
 
-// newEvaluator chooses what evaluates the batches: for now the in-process
-// pool. It returns the evaluator, its number of slots and a function that
-// releases it.
-func newEvaluator(o *options, p problems.Problem) (es.Evaluator, int, func(), error) {
-	pool := problems.NewPool(p, o.slots)
-	return pool, pool.Slots(), func() {}, nil
+// openGrid starts the run's grid and tells the user where it listens, and
+// how remote workers join when they can.
+func openGrid(o *options, spec grid.ProblemSpec, stderr io.Writer) (*localGrid, error) {
+	k, err := loadClusterKey(o)
+	if err != nil {
+		return nil, err
+	}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	g, err := startGrid(o, spec, k.key, log)
+	if err != nil {
+		return nil, err
+	}
+	g.hint = g.joinCommand(k)
+	fmt.Fprintf(stderr, "esrun: listening data=%s gossip=%s\n", g.master.Addr(), g.gossip.Addr())
+	remote := o.remoteExpected() || !isLoopback(o.gossip)
+	if remote && k.secret != "" {
+		fmt.Fprintf(stderr, "esrun: no cluster key given (-key, -key-file or %s); made one for this run: %s\n", grid.KeyEnv, k.secret)
+	}
+	if remote && !o.remoteExpected() {
+		// Not waited for, but welcome: say how to join.
+		fmt.Fprintf(stderr, "esrun: remote workers can join with: %s\n", g.hint)
+	}
+	return g, nil
+}
+
+// isLoopback says the host of addr is a loopback address, so that no
+// other machine can reach it.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // setup returns the engine, fresh from the flags or resumed from a

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
 )
 
 // esrun runs the command in-process and returns its exit status and output.
@@ -42,6 +45,20 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-lu", "5", "-load-ms", "10"}, "-lu and -load-ms both"},
 		{[]string{"-slots", "-1"}, "-slots must be ≥ 0"},
 		{[]string{"-resume", "x.ckpt", "-mu", "5"}, "-mu cannot be given with -resume"},
+		{[]string{"-sched", "fifo"}, `-sched "fifo" is not a policy (known: wq, rr, rwq, r3q, cyclic)`},
+		{[]string{"-local", "-1"}, "-local must be ≥ 0"},
+		{[]string{"-min-workers", "-2"}, "-min-workers must be ≥ 0"},
+		{[]string{"-slots", "100000"}, "-slots must be ≤ 65536"},
+		{[]string{"-listen", "localhost"}, `-listen "localhost": address localhost: missing port`},
+		{[]string{"-listen", ""}, `-listen "": missing port`},
+		{[]string{"-gossip", "127.0.0.1:http"}, `-gossip "127.0.0.1:http": port "http" is not a number`},
+		{[]string{"-gossip", "127.0.0.1:70000"}, `port "70000" is not a number in [0, 65535]`},
+		{[]string{"-gossip", "localhost:7946"}, `-gossip "localhost:7946": the host must be an IP address`},
+		{[]string{"-key", "a", "-key-file", "b"}, "-key and -key-file both"},
+		{[]string{"-inprocess", "-sched", "wq"}, "-sched has no effect with -inprocess"},
+		{[]string{"-inprocess", "-local", "3"}, "-local has no effect with -inprocess"},
+		{[]string{"-inprocess", "-key", "k"}, "-key has no effect with -inprocess"},
+		{[]string{"-key-file", "/nonexistent/esgrid.key"}, "-key-file: grid: key file: open /nonexistent/esgrid.key"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -64,10 +81,36 @@ func TestHelp(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("-h: exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"Usage: esrun", "Examples:", "-load-ms", "-resume FILE", "ridge, rosenbrock"} {
+	for _, want := range []string{"Usage: esrun", "Examples:", "-load-ms", "-resume FILE", "ridge, rosenbrock",
+		"Grid flags:", "-sched POLICY", "wq, rr, rwq, r3q, cyclic", "-local N", "-min-workers N",
+		"-listen HOST:PORT", "-gossip HOST:PORT", "-key KEY", "-key-file FILE", "-inprocess", "0.0.0.0:7946", "0.0.0.0:7947"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+	// The groups come in order, and every flag is in one of them.
+	last := -1
+	for _, title := range []string{"Evolution Strategy flags:", "Load (extra work per evaluation) flags:", "Grid flags:", "Output flags:"} {
+		i := strings.Index(stdout, title)
+		if i <= last {
+			t.Errorf("group %q missing or out of order", title)
+		}
+		last = i
+	}
+	seen := map[string]int{}
+	for _, g := range flagGroups {
+		for _, name := range g.names {
+			seen[name]++
+		}
+	}
+	newFlagSet(&options{}).VisitAll(func(f *flag.Flag) {
+		if seen[f.Name] != 1 {
+			t.Errorf("flag -%s is in %d help groups, want 1", f.Name, seen[f.Name])
+		}
+		delete(seen, f.Name)
+	})
+	if len(seen) > 0 {
+		t.Errorf("help groups name flags that do not exist: %v", seen)
 	}
 }
 
@@ -95,8 +138,17 @@ type reportFile struct {
 		Stop    struct {
 			Generations int `json:"generations"`
 		} `json:"stop"`
-		Slots    int `json:"slots"`
-		StartGen int `json:"start_gen"`
+		Slots     int    `json:"slots"`
+		StartGen  int    `json:"start_gen"`
+		Evaluator string `json:"evaluator"`
+		Grid      *struct {
+			Sched      string `json:"sched"`
+			Local      int    `json:"local"`
+			LocalSlots int    `json:"local_slots"`
+			MinWorkers int    `json:"min_workers"`
+			Listen     string `json:"listen"`
+			Gossip     string `json:"gossip"`
+		} `json:"grid"`
 	} `json:"config"`
 	Generations []struct {
 		Gen         int      `json:"gen"`
@@ -110,7 +162,8 @@ type reportFile struct {
 		F *float64  `json:"f"`
 		X []float64 `json:"x"`
 	} `json:"best"`
-	Evals int `json:"evals"`
+	Evals    int             `json:"evals"`
+	Schedule *scheduleRecord `json:"schedule"`
 }
 
 func readReport(t *testing.T, path string) reportFile {
@@ -127,19 +180,30 @@ func readReport(t *testing.T, path string) reportFile {
 }
 
 func TestRunWritesReport(t *testing.T) {
+	leaktest.Check(t)
 	path := filepath.Join(t.TempDir(), "run.json")
-	code, stdout, stderr := esrun(context.Background(), "-dim", "5", "-gens", "6", "-seed", "3", "-slots", "2", "-report", path)
+	code, stdout, stderr := esrun(t.Context(), "-dim", "5", "-gens", "6", "-seed", "3", "-local", "2", "-slots", "2", "-report", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	// A header, generations 0..6, the summary.
-	if len(lines) != 9 || !strings.HasPrefix(lines[1], "gen    0") || !strings.HasPrefix(lines[8], "best ") {
+	// A header, generations 0..6, two lines of schedule, the summary.
+	if len(lines) != 11 || !strings.HasPrefix(lines[1], "gen    0") || !strings.HasPrefix(lines[8], "schedule r3q on 2 workers (4 slots): total ") ||
+		!strings.HasPrefix(lines[9], "tasks: 450 originals, ") || !strings.HasPrefix(lines[10], "best ") {
 		t.Fatalf("output:\n%s", stdout)
 	}
+	if !strings.Contains(lines[0], "grid r3q: 2 local workers × 2 slots") {
+		t.Errorf("header %q", lines[0])
+	}
 	r := readReport(t, path)
-	if r.Config.Problem != "ridge" || r.Config.Mu != 30 || r.Config.Lambda != 70 || r.Config.Dim != 5 || r.Config.Seed != 3 || r.Config.Slots != 2 {
+	if r.Config.Problem != "ridge" || r.Config.Mu != 30 || r.Config.Lambda != 70 || r.Config.Dim != 5 || r.Config.Seed != 3 || r.Config.Slots != 4 {
 		t.Errorf("config: %+v", r.Config)
+	}
+	if r.Config.Evaluator != "grid" || r.Config.Grid == nil || r.Config.Grid.Sched != "r3q" || r.Config.Grid.Local != 2 ||
+		r.Config.Grid.LocalSlots != 2 || r.Config.Grid.MinWorkers != 2 ||
+		!strings.HasPrefix(r.Config.Grid.Listen, "127.0.0.1:") || strings.HasSuffix(r.Config.Grid.Listen, ":0") ||
+		!strings.HasPrefix(r.Config.Grid.Gossip, "127.0.0.1:") || strings.HasSuffix(r.Config.Grid.Gossip, ":0") {
+		t.Errorf("grid config: %q %+v", r.Config.Evaluator, r.Config.Grid)
 	}
 	if len(r.Generations) != 7 || r.Stop != "generations" || r.Evals != 30+6*70 {
 		t.Fatalf("%d generations, stop %q, %d evals", len(r.Generations), r.Stop, r.Evals)
@@ -153,23 +217,34 @@ func TestRunWritesReport(t *testing.T) {
 	if r.Best.F == nil || *r.Best.F != *last.Best || len(r.Best.X) != 5 {
 		t.Errorf("best: %+v", r.Best)
 	}
+	s := r.Schedule
+	switch {
+	case s == nil:
+		t.Fatal("no schedule in the report")
+	case s.Policy != "r3q" || s.Workers != 2 || len(s.PerWorker) != 2:
+		t.Errorf("schedule: policy %q, %d workers, %d per worker", s.Policy, s.Workers, len(s.PerWorker))
+	case s.Originals != r.Evals || s.TasksSent != int64(s.Originals+s.Replicas) || s.Total <= 0:
+		t.Errorf("schedule: %d originals, %d replicas, %d sent, total %v", s.Originals, s.Replicas, s.TasksSent, s.Total)
+	case len(s.Generations) != 7 || s.Generations[0].Gen != 0 || s.Generations[0].Tasks != 30 || s.Generations[6].Tasks != 70:
+		t.Errorf("schedule generations: %+v", s.Generations)
+	}
 
-	code, stdout, _ = esrun(context.Background(), "-dim", "5", "-gens", "6", "-quiet")
+	code, stdout, _ = esrun(t.Context(), "-dim", "5", "-gens", "6", "-quiet", "-inprocess")
 	if code != 0 || strings.Count(stdout, "\n") != 1 || !strings.HasPrefix(stdout, "best ") {
 		t.Errorf("-quiet: exit %d, output %q", code, stdout)
 	}
 }
 
 // A run stopped at generation 4 and resumed from its checkpoint ends as the
-// uninterrupted run does.
+// uninterrupted run does, whatever evaluated each part.
 func TestResumeFromFlags(t *testing.T) {
 	dir := t.TempDir()
 	ckpt, whole, resumed := filepath.Join(dir, "run.ckpt"), filepath.Join(dir, "whole.json"), filepath.Join(dir, "resumed.json")
 	common := []string{"-dim", "8", "-seed", "11", "-quiet"}
-	if code, _, stderr := esrun(context.Background(), append(common, "-gens", "12", "-report", whole)...); code != 0 {
+	if code, _, stderr := esrun(context.Background(), append(common, "-gens", "12", "-report", whole, "-inprocess")...); code != 0 {
 		t.Fatal(stderr)
 	}
-	if code, _, stderr := esrun(context.Background(), append(common, "-gens", "4", "-checkpoint", ckpt)...); code != 0 {
+	if code, _, stderr := esrun(context.Background(), append(common, "-gens", "4", "-checkpoint", ckpt, "-sched", "wq")...); code != 0 {
 		t.Fatal(stderr)
 	}
 	if code, _, stderr := esrun(context.Background(), "-resume", ckpt, "-gens", "12", "-report", resumed, "-quiet"); code != 0 {
@@ -178,6 +253,9 @@ func TestResumeFromFlags(t *testing.T) {
 	w, r := readReport(t, whole), readReport(t, resumed)
 	if r.Config.StartGen != 5 || len(r.Generations) != 8 || r.Config.Seed != 11 {
 		t.Fatalf("resumed run: start %d, %d generations, seed %d", r.Config.StartGen, len(r.Generations), r.Config.Seed)
+	}
+	if s := r.Schedule; s == nil || len(s.Generations) != 8 || s.Generations[0].Gen != 5 || s.Generations[7].Gen != 12 {
+		t.Errorf("resumed run's schedule: %+v", s)
 	}
 	for i, g := range r.Generations {
 		if wg := w.Generations[5+i]; g.Gen != wg.Gen || *g.Best != *wg.Best || *g.Mean != *wg.Mean {

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/sched"
+	"github.com/esgrid/esgrid/worker"
+)
+
+// lockedBuffer is an io.Writer that a test may read while esrun writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// await waits until re matches what was written, and returns the match.
+func (l *lockedBuffer) await(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(l.String()); m != nil {
+			return m
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no %q in esrun's output:\n%s", re, l.String())
+	return nil
+}
+
+// esrunAsync starts esrun in the background; wait returns its exit status.
+func esrunAsync(ctx context.Context, args ...string) (stdout, stderr *lockedBuffer, wait func() int) {
+	stdout, stderr = new(lockedBuffer), new(lockedBuffer)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, stdout, stderr) }()
+	return stdout, stderr, func() int { return <-done }
+}
+
+var listeningLine = regexp.MustCompile(`(?m)^esrun: listening data=(\S+):(\d+) gossip=(\S+):(\d+)$`)
+
+// checkListening checks that stderr has exactly one listening line, with
+// the ports the system chose, and returns the gossip address.
+func checkListening(t *testing.T, stderr string) string {
+	t.Helper()
+	all := listeningLine.FindAllStringSubmatch(stderr, -1)
+	if len(all) != 1 {
+		t.Fatalf("%d listening lines in stderr:\n%s", len(all), stderr)
+	}
+	m := all[0]
+	if m[1] != "127.0.0.1" || m[3] != "127.0.0.1" || m[2] == "0" || m[4] == "0" {
+		t.Errorf("listening line %q: want loopback and the bound ports", m[0])
+	}
+	return net.JoinHostPort(m[3], m[4])
+}
+
+// sameTrajectory compares two -report files generation by generation and
+// the final best individual, bit for bit.
+func sameTrajectory(t *testing.T, got, want reportFile) {
+	t.Helper()
+	if len(got.Generations) != len(want.Generations) || len(got.Generations) == 0 {
+		t.Fatalf("%d generations, want %d", len(got.Generations), len(want.Generations))
+	}
+	for i, w := range want.Generations {
+		g := got.Generations[i]
+		if g.Gen != w.Gen || g.Evals != w.Evals || *g.Best != *w.Best || *g.Mean != *w.Mean {
+			t.Errorf("generation %d: best %v mean %v, want %v %v", w.Gen, *g.Best, *g.Mean, *w.Best, *w.Mean)
+		}
+	}
+	if *got.Best.F != *want.Best.F || len(got.Best.X) != len(want.Best.X) {
+		t.Fatalf("final best %v, want %v", *got.Best.F, *want.Best.F)
+	}
+	for i := range want.Best.X {
+		if got.Best.X[i] != want.Best.X[i] {
+			t.Errorf("final best x[%d] = %v, want %v", i, got.Best.X[i], want.Best.X[i])
+		}
+	}
+}
+
+// small is a run short enough for tests, with a load that makes tasks
+// last long enough for replicas and cancels to happen.
+var small = []string{"-problem", "rastrigin", "-dim", "6", "-mu", "5", "-lambda", "24", "-gens", "5", "-seed", "9", "-lu", "30", "-quiet"}
+
+func reference(t *testing.T) reportFile {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "inprocess.json")
+	if code, _, stderr := esrun(t.Context(), append(small, "-inprocess", "-slots", "3", "-report", path)...); code != 0 {
+		t.Fatalf("in-process run: exit %d: %s", code, stderr)
+	}
+	return readReport(t, path)
+}
+
+// The one invariant: on the local grid, whatever the policy, the run is
+// the in-process run.
+func TestLocalGridEqualsInProcess(t *testing.T) {
+	leaktest.Check(t)
+	want := reference(t)
+	if want.Schedule != nil {
+		t.Errorf("in-process report has a schedule")
+	}
+	for _, policy := range sched.Names {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "grid.json")
+			// Workers of one and two slots, so that a generation has
+			// replicas on some policies.
+			code, _, stderr := esrun(t.Context(), append(small, "-sched", policy, "-local", "3", "-slots", "2", "-report", path)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			checkListening(t, stderr)
+			got := readReport(t, path)
+			sameTrajectory(t, got, want)
+			s := got.Schedule
+			if s == nil || s.Policy != policy || s.Workers != 3 || s.Originals != got.Evals || len(s.Generations) != 6 {
+				t.Fatalf("schedule: %+v", s)
+			}
+		})
+	}
+}
+
+// A grid of one local agent and one remote worker, which joins with the
+// address and key that esrun prints, runs the in-process trajectory; at
+// the end the remote worker is told the run is over.
+func TestRemoteWorkerJoins(t *testing.T) {
+	leaktest.Check(t)
+	want := reference(t)
+	path := filepath.Join(t.TempDir(), "grid.json")
+	t.Setenv(grid.KeyEnv, "")
+	_, stderr, wait := esrunAsync(t.Context(), append(small, "-local", "1", "-min-workers", "2",
+		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-report", path)...)
+	m := stderr.await(t, regexp.MustCompile(`esrun: waiting for workers: [01]/2 joined; start esworker -join (\S+) -key (\S+)\n`))
+	gossip := checkListening(t, stderr.String())
+	if m[1] != gossip {
+		t.Errorf("join address %s, but gossip listens on %s", m[1], gossip)
+	}
+	if !strings.Contains(stderr.String(), "made one for this run: "+m[2]+"\n") {
+		t.Errorf("the generated key is not printed:\n%s", stderr)
+	}
+	key, err := grid.NewKey(m[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := worker.New(worker.Config{
+		Join: []string{m[1]}, GossipBind: "127.0.0.1:0", Key: key, Name: "remote", Slots: 2, Slowdown: 2,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	agentErr := make(chan error, 1)
+	go func() { agentErr <- agent.Run(ctx) }()
+
+	if code := wait(); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if err := <-agentErr; !errors.Is(err, worker.ErrShutdown) {
+		t.Errorf("remote worker ended with %v, want the master's shutdown", err)
+	}
+	got := readReport(t, path)
+	sameTrajectory(t, got, want)
+	if got.Schedule == nil || got.Schedule.Workers != 2 {
+		t.Errorf("schedule: %+v", got.Schedule)
+	}
+}
+
+// Waiting for workers that never come ends cleanly on Ctrl-C.
+func TestMinWorkersInterrupted(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stdout, stderr, wait := esrunAsync(ctx, append(small, "-local", "0", "-min-workers", "3",
+		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-key", "k")...)
+	stderr.await(t, regexp.MustCompile(`esrun: waiting for workers: 0/3 joined; start esworker -join 127\.0\.0\.1:\d+ with the same key`))
+	cancel()
+	code := wait()
+	if code != 1 || !strings.HasSuffix(stderr.String(), "esrun: interrupted while waiting for workers (0/3 joined): context canceled\n") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	checkListening(t, stderr.String())
+	if strings.Contains(stderr.String(), "made one") {
+		t.Errorf("a key was made although one was given:\n%s", stderr)
+	}
+	if stdout.String() != "" {
+		t.Errorf("stdout: %q", stdout)
+	}
+}
+
+// An address already in use is one clear line and exit status 1.
+func TestAddressInUse(t *testing.T) {
+	leaktest.Check(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String()
+	for _, flag := range []string{"-listen", "-gossip"} {
+		t.Run(flag, func(t *testing.T) {
+			args := append(small, "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", flag, busy)
+			code, stdout, stderr := esrun(t.Context(), args...)
+			want := fmt.Sprintf("esrun: %s %s: cannot listen: bind: address already in use\n", flag, busy)
+			if code != 1 || stderr != want || stdout != "" {
+				t.Errorf("exit %d, stderr %q, stdout %q; want 1 and %q", code, stderr, stdout, want)
+			}
+		})
+	}
+}
+
+// Without remote workers in view, nothing listens beyond loopback and no
+// key is printed; when they are expected, the master takes the usual
+// ports on every interface.
+func TestDefaultAddresses(t *testing.T) {
+	tests := []struct {
+		args           []string
+		listen, gossip string
+		want, slots    int
+	}{
+		{nil, localListen, localGossip, runtime.NumCPU(), 1},
+		{[]string{"-local", "1"}, localListen, localGossip, 1, runtime.NumCPU()},
+		{[]string{"-local", "3", "-min-workers", "2"}, localListen, localGossip, 2, 1},
+		{[]string{"-local", "0"}, "0.0.0.0:7947", "0.0.0.0:7946", 1, runtime.NumCPU()},
+		{[]string{"-local", "2", "-min-workers", "5", "-slots", "3"}, "0.0.0.0:7947", "0.0.0.0:7946", 5, 3},
+		{[]string{"-local", "0", "-gossip", "127.0.0.1:0"}, "0.0.0.0:7947", "127.0.0.1:0", 1, runtime.NumCPU()},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			o, err := parseOptions(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.listen != tt.listen || o.gossip != tt.gossip || o.wantWorkers() != tt.want || o.localSlots() != tt.slots {
+				t.Errorf("listen %s gossip %s, waits for %d, %d slots each; want %s %s %d %d",
+					o.listen, o.gossip, o.wantWorkers(), o.localSlots(), tt.listen, tt.gossip, tt.want, tt.slots)
+			}
+		})
+	}
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/worker"
+)
+
+// waitReport is how often esrun says that it is still waiting for
+// workers.
+const waitReport = 5 * time.Second
+
+// agentStopGrace bounds how long the local agents get to exit after the
+// master has told them the run is over, before they are stopped.
+const agentStopGrace = 5 * time.Second
+
+// clusterKey is the run's key, from -key, -key-file or ESGRID_KEY, and
+// how a worker is told to get it. Without any of them a random key is
+// made for the run (secret is then set): local agents get it directly,
+// and remote workers from the command line esrun prints.
+type clusterKey struct {
+	key       *grid.Key
+	secret    string // the generated key, to print; "" when given
+	workerArg string // what an esworker command line adds for the key
+}
+
+func loadClusterKey(o *options) (*clusterKey, error) {
+	k, err := grid.LoadKey(o.key, o.keyFile)
+	switch {
+	case err == nil:
+		arg := "-key-file " + o.keyFile
+		if o.keyFile == "" {
+			arg = "with the same key (-key, -key-file or " + grid.KeyEnv + ")"
+		}
+		return &clusterKey{key: k, workerArg: arg}, nil
+	case errors.Is(err, grid.ErrNoKey) && o.key == "" && o.keyFile == "":
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("cluster key: %w", err)
+		}
+		secret := base64.StdEncoding.EncodeToString(b[:])
+		if k, err = grid.NewKey(secret); err != nil {
+			return nil, fmt.Errorf("cluster key: %w", err)
+		}
+		return &clusterKey{key: k, secret: secret, workerArg: "-key " + secret}, nil
+	case o.keyFile != "":
+		return nil, usagef("-key-file: %v", err)
+	default:
+		return nil, usagef("-key: %v", err)
+	}
+}
+
+// localGrid is a run's grid as seen from this process: the master, its
+// gossip member and the worker agents started here. The agents find the
+// master through gossip and connect to it over TCP exactly as esworker
+// processes on other machines do.
+type localGrid struct {
+	master *grid.Master
+	gossip *grid.Membership
+	agents []*localAgent
+	// stopAgents cancels the agents' context: they stop at once.
+	stopAgents context.CancelFunc
+	// agentExited is cancelled, with the reason as its cause, when a
+	// local agent's Run returns.
+	agentExited context.Context
+	exit        context.CancelCauseFunc
+	closed      bool
+	// hint is the command line that starts a remote worker.
+	hint string
+}
+
+// localAgent is one in-process agent's Run in progress.
+type localAgent struct {
+	name string
+	// welcomed is set once the master has accepted the agent: from then
+	// on the master's Shutdown ends its Run.
+	welcomed atomic.Bool
+	done     chan struct{} // closed when Run has returned
+	err      error         // Run's result, once done
+}
+
+// startGrid starts the master on o.listen, its gossip on o.gossip and
+// o.local agents with o.localSlots() slots each. The grid outlives ctx's
+// cancellation on purpose: it is stopped by close, once the run has
+// stopped using it.
+func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger) (*localGrid, error) {
+	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
+		Listen: o.listen, Key: key, Policy: o.sched, Problem: spec, Logger: log,
+	})
+	if err != nil {
+		return nil, addrError("-listen", o.listen, err)
+	}
+	host, port, err := splitHostPort(o.gossip)
+	if err != nil {
+		m.Close()
+		return nil, usagef("-gossip %q: %v", o.gossip, err)
+	}
+	ms, err := grid.JoinMembership(context.Background(), grid.MembershipConfig{
+		BindAddr: host, BindPort: port, SecretKey: key.GossipKey(),
+		Meta:    grid.NodeMeta{Role: grid.RoleMaster, DataAddr: m.Addr()},
+		OnEvent: m.HandleMemberEvent, Logger: log,
+		LeaveTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		m.Close()
+		return nil, addrError("-gossip", o.gossip, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &localGrid{master: m, gossip: ms, stopAgents: cancel}
+	g.agentExited, g.exit = context.WithCancelCause(context.Background())
+	for i := range o.local {
+		la := &localAgent{done: make(chan struct{})}
+		a, err := worker.New(worker.Config{
+			Join: []string{ms.Addr()},
+			// Bound like the master's gossip, so that remote workers can
+			// reach the local agents when the master is reachable.
+			GossipBind: net.JoinHostPort(host, "0"),
+			Key:        key,
+			Name:       "local-" + strconv.Itoa(i+1),
+			Slots:      o.localSlots(),
+			Logger:     log,
+			Build: func(spec grid.ProblemSpec) (problems.Problem, error) {
+				la.welcomed.Store(true)
+				return worker.BuildProblem(spec)
+			},
+		})
+		if err != nil {
+			g.close()
+			return nil, fmt.Errorf("local worker %d: %w", i+1, err)
+		}
+		la.name = a.Name()
+		go func() {
+			defer close(la.done)
+			la.err = a.Run(ctx)
+			g.exit(fmt.Errorf("local worker %s stopped: %w", la.name, la.err))
+		}()
+		g.agents = append(g.agents, la)
+	}
+	return g, nil
+}
+
+// splitHostPort splits a checked -gossip address.
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return host, port, nil
+}
+
+// addrError says in one line why the address given with flag cannot be
+// used: the system's reason (address in use, not an address of this
+// machine) rather than the whole chain of wrapping.
+func addrError(flag, addr string, err error) error {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s %s: cannot listen: %v", flag, addr, se)
+	}
+	// Gossip's errors arrive as text only.
+	if i := strings.LastIndex(err.Error(), "bind: "); i >= 0 {
+		return fmt.Errorf("%s %s: cannot listen: %s", flag, addr, err.Error()[i:])
+	}
+	return fmt.Errorf("%s %s: cannot listen: %w", flag, addr, err)
+}
+
+// joinCommand is the command line that starts a remote worker.
+func (g *localGrid) joinCommand(k *clusterKey) string {
+	return "esworker -join " + g.gossip.Addr() + " " + k.workerArg
+}
+
+// waitWorkers blocks until n workers (local or remote) are connected. It
+// prints how many have joined every waitReport, and at once when announce
+// is set (remote workers are expected, so the user has something to do).
+func (g *localGrid) waitWorkers(ctx context.Context, n int, announce bool, w io.Writer) error {
+	say := func() {
+		fmt.Fprintf(w, "esrun: waiting for workers: %d/%d joined; start %s\n", g.master.Workers(), n, g.hint)
+	}
+	if announce && g.master.Workers() < n {
+		say()
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, waitReport)
+		stop := context.AfterFunc(g.agentExited, cancel)
+		err := g.master.WaitWorkers(wctx, n)
+		stop()
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("interrupted while waiting for workers (%d/%d joined): %w", g.master.Workers(), n, ctx.Err())
+		case g.agentExited.Err() != nil:
+			return context.Cause(g.agentExited)
+		case errors.Is(err, context.DeadlineExceeded):
+			say()
+		default:
+			return err
+		}
+	}
+}
+
+// close ends the run on the grid: the master tells every worker, local
+// or remote, that the run is over and closes; the local agents exit (or
+// are stopped after agentStopGrace); gossip leaves last. It returns the
+// agents that failed otherwise than by being told the run was over.
+func (g *localGrid) close() error {
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	g.master.Close()
+	// The agents the master has welcomed got its Shutdown and leave by
+	// themselves; the others are still looking for the master, and are
+	// stopped.
+	grace := time.After(agentStopGrace)
+	for _, a := range g.agents {
+		if !a.welcomed.Load() {
+			continue
+		}
+		select {
+		case <-a.done:
+		case <-grace:
+		}
+	}
+	g.stopAgents()
+	var errs []error
+	for _, a := range g.agents {
+		<-a.done
+		if a.err != nil && !errors.Is(a.err, worker.ErrShutdown) && !errors.Is(a.err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("local worker %s: %w", a.name, a.err))
+		}
+	}
+	g.exit(nil)
+	g.gossip.Close()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/sched"
+)
+
+// scheduleRecord is the grid's account of a run in the -report file: the
+// paper's times (total, sync wait, comm, compute), the efficiency against
+// the lower bounds, what the policy did (replicas, cancels), and the
+// master's traffic. Times are in seconds.
+type scheduleRecord struct {
+	Policy            string  `json:"policy"`
+	Workers           int     `json:"workers"` // workers that joined during the run
+	Total             float64 `json:"total"`
+	SyncWait          float64 `json:"sync_wait"`
+	Comm              float64 `json:"comm"`
+	Compute           float64 `json:"compute"`
+	LB                float64 `json:"lb"`            // total work ÷ Σ worker speeds (estimated)
+	BarrierBound      float64 `json:"barrier_bound"` // LB per generation + a round trip each
+	RoundTrip         float64 `json:"round_trip"`
+	EfficiencyLB      float64 `json:"efficiency_lb"` // LB ÷ total
+	EfficiencyBarrier float64 `json:"efficiency_barrier"`
+	scheduleCounts
+	Stale       int64            `json:"stale"` // results of an earlier generation, discarded
+	TasksSent   int64            `json:"tasks_sent"`
+	Results     int64            `json:"results"`
+	BytesOut    int64            `json:"bytes_out"` // master to workers, on the wire
+	BytesIn     int64            `json:"bytes_in"`
+	Generations []scheduleGen    `json:"generations"`
+	PerWorker   []scheduleWorker `json:"per_worker"`
+}
+
+// scheduleCounts are the policy's actions.
+type scheduleCounts struct {
+	Originals      int     `json:"originals"`
+	Replicas       int     `json:"replicas"`
+	CancelsHeld    int     `json:"cancels_held"`    // replicas removed from a remote queue before they ran
+	CancelsRunning int     `json:"cancels_running"` // replicas stopped while running
+	Aborted        int     `json:"aborted"`
+	Wasted         float64 `json:"wasted"` // execution time of aborted instances
+	Dropped        int     `json:"dropped"`
+	Duplicates     int     `json:"duplicates"` // results of a task already done, discarded
+}
+
+func newScheduleCounts(c sched.Counts) scheduleCounts {
+	return scheduleCounts{
+		Originals: c.Originals, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning,
+		Aborted: c.Aborted, Wasted: c.Wasted.Seconds(), Dropped: c.Dropped, Duplicates: c.Duplicates,
+	}
+}
+
+// scheduleGen is one generation's account.
+type scheduleGen struct {
+	Gen      int     `json:"gen"`
+	Tasks    int     `json:"tasks"`
+	Total    float64 `json:"total"`
+	SyncWait float64 `json:"sync_wait"`
+	Comm     float64 `json:"comm"`
+	Compute  float64 `json:"compute"`
+	Replicas int     `json:"replicas"`
+}
+
+// scheduleWorker is one worker's account.
+type scheduleWorker struct {
+	Worker    int     `json:"worker"` // the master's id for it
+	Slots     int     `json:"slots"`
+	Present   float64 `json:"present"`
+	Busy      float64 `json:"busy"` // slot-seconds spent executing
+	Comm      float64 `json:"comm"`
+	Accepted  int     `json:"accepted"` // results that counted
+	MeanExec  float64 `json:"mean_exec"`
+	RoundTrip float64 `json:"round_trip"`
+}
+
+// newScheduleRecord summarises the master's ledger and counters. The
+// ledger numbers its batches from 0; startGen is the generation of the
+// first.
+func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, startGen int) *scheduleRecord {
+	s := &scheduleRecord{
+		Policy: policy, Workers: st.Joined,
+		Total: r.Total.Seconds(), SyncWait: r.SyncWait.Seconds(), Comm: r.Comm.Seconds(), Compute: r.Compute.Seconds(),
+		LB: r.LB.Seconds(), BarrierBound: r.BarrierBound.Seconds(), RoundTrip: r.RoundTrip.Seconds(),
+		EfficiencyLB: r.EfficiencyLB, EfficiencyBarrier: r.EfficiencyBarrier,
+		scheduleCounts: newScheduleCounts(r.Counts),
+		Stale:          st.Stale, TasksSent: st.TasksSent, Results: st.Results,
+		BytesOut: st.BytesOut, BytesIn: st.BytesIn,
+		Generations: make([]scheduleGen, 0, len(r.Generations)),
+		PerWorker:   make([]scheduleWorker, 0, len(r.Workers)),
+	}
+	for _, g := range r.Generations {
+		s.Generations = append(s.Generations, scheduleGen{
+			Gen: startGen + g.Index, Tasks: g.Tasks, Total: g.Total.Seconds(), SyncWait: g.SyncWait.Seconds(),
+			Comm: g.Comm.Seconds(), Compute: g.Compute.Seconds(), Replicas: g.Replicas,
+		})
+	}
+	for _, w := range r.Workers {
+		s.PerWorker = append(s.PerWorker, scheduleWorker{
+			Worker: int(w.Worker), Slots: w.Slots, Present: w.Present.Seconds(), Busy: w.Busy.Seconds(),
+			Comm: w.Comm.Seconds(), Accepted: w.Accepted, MeanExec: w.MeanExec.Seconds(), RoundTrip: w.RoundTrip.Seconds(),
+		})
+	}
+	return s
+}
+
+// summary is the schedule in two lines: where the time went, and what
+// the policy did.
+func (s *scheduleRecord) summary() string {
+	slots := 0
+	for _, w := range s.PerWorker {
+		slots += w.Slots
+	}
+	d := func(sec float64) time.Duration { return roundDuration(time.Duration(sec * float64(time.Second))) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v; efficiency %.0f%% of LB %v\n",
+		s.Policy, plural(s.Workers, "worker"), plural(slots, "slot"),
+		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), 100*s.EfficiencyLB, d(s.LB))
+	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running; %d duplicate and %d stale results discarded\n",
+		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.Duplicates, s.Stale)
+	return b.String()
+}
