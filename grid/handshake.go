@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -79,14 +80,14 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 
 	mNonce, err := newNonce()
 	if err != nil {
-		return nil, nil, hs.fail(err)
+		return nil, nil, hs.abort(ctx, log, "challenge", err)
 	}
 	if err := hs.send(&Challenge{Version: ProtocolVersion, Nonce: mNonce}); err != nil {
-		return nil, nil, hs.fail(err)
+		return nil, nil, hs.abort(ctx, log, "challenge", err)
 	}
 	m, err := hs.receive(log)
 	if err != nil {
-		return nil, nil, hs.fail(err)
+		return nil, nil, hs.abort(ctx, log, "hello", err)
 	}
 	h, ok := m.(*Hello)
 	if !ok {
@@ -115,10 +116,10 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 	w := &Welcome{Version: ProtocolVersion, Worker: id, Problem: problem}
 	w.MAC = welcomeMAC(cfg.Key, mNonce, h.Nonce, w)
 	if err := hs.send(w); err != nil {
-		return nil, nil, hs.fail(err)
+		return nil, nil, hs.abort(ctx, log, "welcome", err)
 	}
 	if err := hs.finish(); err != nil {
-		return nil, nil, err
+		return nil, nil, hs.abort(ctx, log, "welcome", err)
 	}
 	return newConn(ctx, nc, hs.br, cfg.Conn), h, nil
 }
@@ -211,9 +212,10 @@ func ClientHandshake(ctx context.Context, nc net.Conn, cfg DialConfig) (*Conn, *
 
 // handshake holds one connection during its handshake.
 type handshake struct {
-	nc net.Conn
-	br *bufio.Reader
-	fr *FrameReader
+	nc      net.Conn
+	br      *bufio.Reader
+	fr      *FrameReader
+	timeout time.Duration
 }
 
 // startHandshake puts a deadline on nc and makes ctx cut it short.
@@ -224,7 +226,7 @@ func startHandshake(ctx context.Context, nc net.Conn, timeout time.Duration) (*h
 	nc.SetDeadline(time.Now().Add(timeout))
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	br := bufio.NewReaderSize(nc, 64<<10)
-	return &handshake{nc: nc, br: br, fr: NewFrameReader(br, handshakeMaxFrame)}, func() { stop() }
+	return &handshake{nc: nc, br: br, fr: NewFrameReader(br, handshakeMaxFrame), timeout: timeout}, func() { stop() }
 }
 
 func (hs *handshake) send(m Message) error {
@@ -258,6 +260,37 @@ func (hs *handshake) reject(log *slog.Logger, err error, reason string) error {
 	hs.send(&Reject{Reason: reason})
 	hs.nc.Close()
 	return err
+}
+
+// abort closes the connection after a failure that no Reject can explain
+// to the peer (its bytes were unreadable, the stream was cut, the time ran
+// out, a write failed) and logs why, in one line: at debug level when ctx
+// ended the handshake (shutting down), not at all when it was the peer's
+// Reject (receive has logged it). step names the message being exchanged.
+func (hs *handshake) abort(ctx context.Context, log *slog.Logger, step string, err error) error {
+	var rej *RejectError
+	switch {
+	case errors.As(err, &rej):
+	case ctx.Err() != nil:
+		log.Debug("handshake aborted: shutting down", "step", step, "err", err)
+	default:
+		log.Warn("handshake failed; connection closed", "step", step, "reason", hs.reason(err))
+	}
+	return hs.fail(err)
+}
+
+// reason says in words why a handshake broke.
+func (hs *handshake) reason(err error) string {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("timed out: handshake not done within %v", hs.timeout)
+	case errors.Is(err, io.EOF):
+		return "the peer closed the connection"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the stream was cut inside a frame"
+	}
+	return err.Error()
 }
 
 // fail closes the connection and returns err.

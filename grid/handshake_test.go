@@ -458,3 +458,70 @@ func TestHandshakeReplayRefused(t *testing.T) {
 		}
 	})
 }
+
+// A connection that breaks before its Hello is read is closed with one
+// warning naming the peer and why; a handshake cut short by the master
+// shutting down is not worth one.
+func TestAcceptLogsBrokenHello(t *testing.T) {
+	tests := []struct {
+		name   string
+		peer   func(c net.Conn) // after the challenge has arrived
+		cancel bool             // the master's context ends instead
+		want   string           // in the warning; "" for none
+	}{
+		{"garbage", func(c net.Conn) {
+			c.Write([]byte{0, 0, 0, 5, byte(MsgHello), 0xc1, 0xc1, 0xc1, 0xc1})
+		}, false, "malformed"},
+		{"oversized length", func(c net.Conn) {
+			c.Write([]byte{0x7f, 0xff, 0xff, 0xff})
+		}, false, "frame too large"},
+		{"stream cut", func(c net.Conn) {
+			c.Write([]byte{0, 0, 0, 100, byte(MsgHello), 1, 2, 3})
+			c.Close()
+		}, false, "the stream was cut inside a frame"},
+		{"closed", func(c net.Conn) { c.Close() }, false, "the peer closed the connection"},
+		{"silent", func(net.Conn) {}, false, "timed out: handshake not done within 200ms"},
+		{"shutting down", func(net.Conn) {}, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leaktest.Check(t)
+			client, server := tcpPair(t)
+			defer client.Close()
+			logs := new(syncBuffer)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() {
+				_, _, err := Accept(ctx, server, AcceptConfig{
+					Key: mustKey(t, "k"), Timeout: 200 * time.Millisecond,
+					Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{}, nil },
+					Conn:    ConnConfig{Logger: slog.New(slog.NewTextHandler(logs, nil))},
+				})
+				errc <- err
+			}()
+			if m, err := NewFrameReader(client, 0).Next(); err != nil {
+				t.Fatalf("no challenge: %v", err)
+			} else if _, ok := m.(*Challenge); !ok {
+				t.Fatalf("first frame %v, want a challenge", m.Type())
+			}
+			tt.peer(client)
+			if tt.cancel {
+				cancel()
+			}
+			if err := <-errc; !errors.Is(err, ErrHandshake) {
+				t.Errorf("Accept = %v, want ErrHandshake", err)
+			}
+			out := logs.String()
+			warns := strings.Count(out, "level=WARN")
+			switch {
+			case tt.want == "" && warns != 0:
+				t.Errorf("want no warning, log:\n%s", out)
+			case tt.want != "" && (warns != 1 || strings.Count(out, "\n") != 1):
+				t.Errorf("want exactly one line, a warning; log:\n%s", out)
+			case tt.want != "" && (!strings.Contains(out, "peer="+client.LocalAddr().String()) || !strings.Contains(out, tt.want)):
+				t.Errorf("warning lacks the peer %s or %q:\n%s", client.LocalAddr(), tt.want, out)
+			}
+		})
+	}
+}

@@ -34,7 +34,11 @@ type MasterConfig struct {
 	// Policy names the scheduling policy (one of sched.Names).
 	// Default "r3q".
 	Policy string
-	// Sched parameterises the policy (queue depth per slot).
+	// Sched parameterises the policy (queue depth per slot). With
+	// Sched.Adaptive (rwq and r3q), the master measures each worker's
+	// round trip and task time from the results and feeds them to the
+	// policy, which sizes that worker's remote queue from them. Default:
+	// the policy's fixed depth (2 per slot for rwq and r3q).
 	Sched sched.Config
 	// Ledger parameterises the time accounting.
 	Ledger sched.LedgerConfig
@@ -146,6 +150,9 @@ type Master struct {
 	start  time.Time
 	policy sched.Policy // loop-owned
 	ledger *sched.Ledger
+	// adaptive: the policy sizes remote queues from measurements, so
+	// the loop keeps the books that measure (outstanding instances).
+	adaptive bool
 
 	in       chan loopMsg
 	loopCtx  context.Context
@@ -198,6 +205,8 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		hsSem:  make(chan struct{}, cfg.MaxHandshakes),
 		liveCh: make(chan struct{}),
 	}
+	// Only rwq and r3q use the measurements (sched.Config.Adaptive).
+	m.adaptive = cfg.Sched.Adaptive && (p.Name() == "rwq" || p.Name() == "r3q")
 	m.loopState.init()
 	m.loopCtx, m.stopLoop = context.WithCancel(context.Background())
 	m.connCtx, m.stopConn = context.WithCancel(context.Background())

@@ -56,6 +56,11 @@ type mworker struct {
 	// Status from the worker's last Results (Clop's status table).
 	queued, running int32
 
+	// out lists the instances of the current batch outstanding on this
+	// worker in the master's books (sent, not yet answered or cancelled),
+	// kept only for the adaptive depth's measurements (measure).
+	out []outInstance
+
 	// sent has bit t set for every task t of batch sentBatch that was
 	// sent to this worker: only those results are believed.
 	sent      []uint64
@@ -70,6 +75,29 @@ type mworker struct {
 	// Reused message values: Send encodes before it returns.
 	tasksMsg  Tasks
 	cancelMsg Cancel
+}
+
+// outInstance is one instance outstanding on a worker: when the master
+// sent it, and whether the worker had an idle slot then (fewer instances
+// outstanding than slots), so that the instance ran on arrival and its
+// round trip is send → result less its execution.
+type outInstance struct {
+	task int32
+	at   time.Duration
+	idle bool
+}
+
+// takeOut removes task t from w's outstanding instances and returns it.
+func (w *mworker) takeOut(t int32) (outInstance, bool) {
+	for i, o := range w.out {
+		if o.task == t {
+			last := len(w.out) - 1
+			w.out[i] = w.out[last]
+			w.out = w.out[:last]
+			return o, true
+		}
+	}
+	return outInstance{}, false
 }
 
 // markSent records that task t of batch b (of n tasks) went to w.
@@ -255,6 +283,11 @@ func (m *Master) startBatch(req *evalReq) {
 	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)), reply: req.reply}
 	m.batches++
 	m.progress.Store(0)
+	for _, w := range m.byID {
+		// Whatever is still out belongs to the old batch: its results
+		// will be stale, and the worker counts as free in the books.
+		w.out = w.out[:0]
+	}
 	prevID := int32(-1)
 	if prev != nil {
 		prevID = prev.id
@@ -289,8 +322,12 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Cancelled: true}
 	switch {
 	case b == nil || r.Gen != b.id:
-		// An earlier batch: its compute was wasted, its value unused.
+		// An earlier batch: its compute was wasted, its value unused,
+		// but how long it ran still says how fast the worker is.
 		m.counts.Stale++
+		if m.adaptive && !r.Cancelled && r.Err == "" && exec > 0 && !w.left {
+			m.step(sched.Event{Kind: sched.Measured, Worker: w.id, Exec: exec}, 0)
+		}
 	case !w.wasSent(b.id, r.ID):
 		// Never given to this worker: believing it would let a broken or
 		// hostile worker decide (or fail) a batch with made-up values.
@@ -302,7 +339,9 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		}
 		return
 	case r.Cancelled:
+		// Its instance left the books when the policy cancelled it.
 	case r.Err != "":
+		w.takeOut(r.ID)
 		m.counts.Failed++
 		if r.ID >= 0 && int(r.ID) < len(b.done) && !b.done[r.ID] && !b.replied {
 			b.replied = true
@@ -315,13 +354,31 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 			ran.Cancelled = false
 			m.ledger.Ran(ran)
 		}
-		if !m.step(sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}, r.F) {
+		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
+		if m.adaptive {
+			m.measure(&ev, w, r.ID, now, exec)
+		}
+		if !m.step(ev, r.F) {
 			m.counts.Duplicates++
 		}
 		return
 	}
 	if exec > 0 {
 		m.ledger.Ran(ran)
+	}
+}
+
+// measure adds to ev, the result of task t from w handled at now, what
+// the adaptive depth needs (sched.Config.Adaptive), as the simulator
+// measures it: Exec as the worker reported it (the time its slot was
+// busy, an emulated slowdown included), and RTT = now − sent − Exec, but
+// only for an instance sent while w had an idle slot in the master's
+// books: one sent to be held waited in the remote queue for a time the
+// master cannot know.
+func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Duration) {
+	ev.Exec = exec
+	if o, ok := w.takeOut(t); ok && o.idle && exec > 0 {
+		ev.RTT = max(now-o.at-exec, 0)
 	}
 }
 
@@ -340,7 +397,8 @@ func (m *Master) step(ev sched.Event, f float64) bool {
 // previous batch's, for BatchStarted).
 func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 	m.acts = m.policy.Step(ev, m.acts[:0])
-	m.ledger.Step(m.now(), ev, m.acts)
+	at := m.now()
+	m.ledger.Step(at, ev, m.acts)
 	accepted := false
 	for _, a := range m.acts {
 		switch a.Kind {
@@ -352,6 +410,9 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			}
 			w.tasks = append(w.tasks, Task{ID: int32(a.Task), X: m.cur.xs[a.Task]})
 			w.markSent(m.cur.id, len(m.cur.xs), int32(a.Task))
+			if m.adaptive {
+				w.out = append(w.out, outInstance{task: int32(a.Task), at: at, idle: len(w.out) < w.slots})
+			}
 			m.counts.TasksSent++
 			m.markDirty(w)
 		case sched.Cancel:
@@ -359,8 +420,12 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			if w == nil {
 				continue
 			}
-			if ev.Kind != sched.BatchStarted && dropTask(&w.tasks, int32(a.Task)) {
-				continue // not sent yet: never send it
+			if ev.Kind != sched.BatchStarted {
+				// An old batch's instances left the books when it ended.
+				w.takeOut(int32(a.Task))
+				if dropTask(&w.tasks, int32(a.Task)) {
+					continue // not sent yet: never send it
+				}
 			}
 			if len(w.cancels) > 0 && w.cancelsGen != cancelGen {
 				m.sendCancels(w)

@@ -147,6 +147,9 @@ type Membership struct {
 	cfg  MembershipConfig
 	log  *slog.Logger
 	name string
+	// quickLeave bounds CloseQuickly's wait for its leave: one gossip
+	// round and a margin.
+	quickLeave time.Duration
 
 	metaMu sync.Mutex
 	meta   []byte // encoded, size-checked metadata served to memberlist
@@ -222,6 +225,7 @@ func JoinMembership(ctx context.Context, cfg MembershipConfig, seeds ...string) 
 		cfg.Tune(mc)
 	}
 
+	m.quickLeave = min(cfg.LeaveTimeout, mc.GossipInterval+mc.GossipInterval/4)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("grid: membership: %w", err)
@@ -383,7 +387,23 @@ func (m *Membership) Close() error {
 	return m.closeErr
 }
 
-func (m *Membership) shutdown() {
+// CloseQuickly is Close for a node whose cluster ends with it, such as a
+// worker whose master has ended the run and is going away too: nobody
+// has work to reschedule, so it does not announce that it is leaving
+// (peers may report it failed rather than left) and waits for its leave
+// to be gossiped only about one gossip round (250 ms by default) rather
+// than up to LeaveTimeout, twice. Close, CloseQuickly and the end of the
+// membership's context after either do nothing more.
+func (m *Membership) CloseQuickly() error {
+	m.shutdownWith(true)
+	m.wg.Wait()
+	return m.closeErr
+}
+
+func (m *Membership) shutdown() { m.shutdownWith(false) }
+
+// shutdownWith leaves and shuts gossip down, once; quick is CloseQuickly.
+func (m *Membership) shutdownWith(quick bool) {
 	m.closeOnce.Do(func() {
 		close(m.leaving)
 		var errs []error
@@ -391,7 +411,7 @@ func (m *Membership) shutdown() {
 		m.metaMu.Lock()
 		meta, err := ParseNodeMeta(m.meta)
 		m.metaMu.Unlock()
-		if err == nil {
+		if err == nil && !quick {
 			meta.Leaving = true
 			if b, err := meta.MarshalBinary(); err == nil {
 				m.metaMu.Lock()
@@ -402,8 +422,17 @@ func (m *Membership) shutdown() {
 				}
 			}
 		}
-		if err := m.ml.Leave(m.cfg.LeaveTimeout); err != nil {
-			errs = append(errs, fmt.Errorf("leave: %w", err))
+		switch {
+		case !quick:
+			if err := m.ml.Leave(m.cfg.LeaveTimeout); err != nil {
+				errs = append(errs, fmt.Errorf("leave: %w", err))
+			}
+		default:
+			// One round has sent the leave to some peers, which pass it
+			// on; waiting for all its retransmissions is what is skipped.
+			if err := m.ml.Leave(m.quickLeave); err != nil {
+				m.log.Debug("membership: leave gossiped for one round only", "err", err)
+			}
 		}
 		if err := m.ml.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("shutdown: %w", err))

@@ -234,6 +234,53 @@ func TestMembershipLeaveEvent(t *testing.T) {
 	}
 }
 
+// Close announces the leave (peers see "leaving", then a leave);
+// CloseQuickly skips the announcement but still sends the leave itself:
+// the observer here never probes, so it can only learn that the member
+// is gone from that message.
+func TestMembershipCloseQuickly(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Close", true: "CloseQuickly"}[quick], func(t *testing.T) {
+			key := testKey(5)
+			var ev eventLog
+			observer, err := JoinMembership(t.Context(), MembershipConfig{
+				Name: "m", BindAddr: "127.0.0.1", SecretKey: key, Meta: NodeMeta{Role: RoleMaster, DataAddr: "127.0.0.1:1"},
+				OnEvent: ev.add, Logger: testLogger(t),
+				Tune: func(c *memberlist.Config) {
+					fastGossip(c)
+					c.ProbeInterval = time.Hour // no failure detection
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer observer.Close()
+			w, err := startMember(t, "w", key, NodeMeta{Role: RoleWorker, Slots: 1}, nil, observer.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "join", func() bool { return ev.has(MemberJoined, "w") })
+			leave := w.Close
+			if quick {
+				leave = w.CloseQuickly
+			}
+			if err := leave(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the leave", func() bool { return ev.has(MemberLeft, "w") || ev.has(MemberFailed, "w") })
+			if announced := ev.has(MemberUpdated, "w"); announced == quick {
+				t.Errorf("leaving announced: %v", announced)
+			}
+			if n := len(observer.Members()); n != 1 {
+				t.Errorf("observer still sees %d members", n)
+			}
+			if err := w.Close(); err != nil {
+				t.Errorf("Close after closing: %v", err)
+			}
+		})
+	}
+}
+
 func TestMembershipContextStops(t *testing.T) {
 	key := testKey(4)
 	var ev eventLog

@@ -210,14 +210,24 @@ func (a *Agent) Status() (queued, running int) {
 // once: running evaluations are cancelled, and Run waits for them to
 // return). A lost connection drops the tasks it carried, and Run connects
 // again, with backoff.
-func (a *Agent) Run(ctx context.Context) error {
+func (a *Agent) Run(ctx context.Context) (err error) {
 	var ms *grid.Membership
 	if len(a.cfg.Join) > 0 {
-		var err error
 		if ms, err = a.joinGossip(ctx); err != nil {
 			return err
 		}
-		defer ms.Close()
+		defer func() {
+			if errors.Is(err, ErrShutdown) {
+				// The master ended the run and is going away: no one
+				// needs to learn in time that this worker leaves.
+				ms.CloseQuickly()
+				return
+			}
+			// A drain (or a stop): the master lives on, and must learn
+			// that this worker left rather than wait for gossip to
+			// declare it dead.
+			ms.Close()
+		}()
 	}
 	backoff := a.cfg.MinBackoff
 	for failures := 0; ; failures++ {

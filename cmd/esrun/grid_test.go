@@ -122,21 +122,39 @@ func TestLocalGridEqualsInProcess(t *testing.T) {
 	if want.Schedule != nil {
 		t.Errorf("in-process report has a schedule")
 	}
+	type run struct {
+		policy   string
+		adaptive bool
+	}
+	var runs []run
 	for _, policy := range sched.Names {
-		t.Run(policy, func(t *testing.T) {
+		runs = append(runs, run{policy, false})
+	}
+	// Remote queues sized from measurements change where and when tasks
+	// run, never the run.
+	runs = append(runs, run{"rwq", true}, run{"r3q", true})
+	for _, r := range runs {
+		name, args := r.policy, append(small, "-sched", r.policy)
+		if r.adaptive {
+			name, args = name+"-adaptive", append(args, "-adaptive")
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "grid.json")
 			// Workers of one and two slots, so that a generation has
 			// replicas on some policies.
-			code, _, stderr := esrun(t.Context(), append(small, "-sched", policy, "-local", "3", "-slots", "2", "-report", path)...)
+			code, _, stderr := esrun(t.Context(), append(args, "-local", "3", "-slots", "2", "-report", path)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
 			checkListening(t, stderr)
 			got := readReport(t, path)
 			sameTrajectory(t, got, want)
+			if got.Config.Grid == nil || got.Config.Grid.Adaptive != r.adaptive {
+				t.Errorf("grid config %+v, want adaptive %v", got.Config.Grid, r.adaptive)
+			}
 			s := got.Schedule
-			if s == nil || s.Policy != policy || s.Workers != 3 || s.Originals != got.Evals || len(s.Generations) != 6 {
+			if s == nil || s.Policy != r.policy || s.Workers != 3 || s.Originals != got.Evals || len(s.Generations) != 6 {
 				t.Fatalf("schedule: %+v", s)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
 )
 
@@ -100,6 +101,7 @@ type localAgent struct {
 func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger) (*localGrid, error) {
 	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
 		Listen: o.listen, Key: key, Policy: o.sched, Problem: spec, Logger: log,
+		Sched: sched.Config{Adaptive: o.adaptive},
 	})
 	if err != nil {
 		return nil, addrError("-listen", o.listen, err)

@@ -31,6 +31,7 @@ type options struct {
 	loadMS     float64
 
 	sched      string
+	adaptive   bool
 	local      int
 	slots      int
 	minWorkers int
@@ -93,6 +94,7 @@ Examples:
   esrun -problem rastrigin -dim 10 -gens 300 -seed 7
   esrun -load-ms 100 -gens 20            add an LU load of about 100 ms per evaluation
   esrun -sched wq -report wq.json        another scheduling policy, and a JSON report
+  esrun -adaptive                        size remote queues from measured round trips
   esrun -inprocess                       evaluate with a goroutine pool instead (the reference)
   esrun -local 0 -min-workers 4 -key-file K
                                          wait for 4 esworker processes, then run on them
@@ -107,13 +109,13 @@ var flagGroups = []struct {
 }{
 	{"Evolution Strategy", []string{"problem", "dim", "mu", "lambda", "gens", "seed", "comma", "sigma", "target", "max-evals"}},
 	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
-	{"Grid", []string{"sched", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "inprocess"}},
+	{"Grid", []string{"sched", "adaptive", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "inprocess"}},
 	{"Output", []string{"checkpoint", "resume", "report", "quiet", "v"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so
 // that -inprocess refuses them.
-var gridFlags = []string{"sched", "local", "min-workers", "listen", "gossip", "key", "key-file"}
+var gridFlags = []string{"sched", "adaptive", "local", "min-workers", "listen", "gossip", "key", "key-file"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
@@ -133,6 +135,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Float64Var(&o.loadMS, "load-ms", 0, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
 
 	fs.StringVar(&o.sched, "sched", "r3q", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
+	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from its measured round trip and task time (at least 2 tasks per slot, at most "+strconv.Itoa(sched.DefaultAdaptiveMax)+"), instead of the paper's fixed 2")
 	fs.IntVar(&o.local, "local", runtime.NumCPU(), "start `N` worker agents in this process, by default one per CPU; 0 = only remote workers")
 	fs.IntVar(&o.slots, "slots", 0, "`N` evaluations at once in each local worker, or with -inprocess in the pool; 0 = share out the CPUs: CPUs ÷ -local, at least 1")
 	fs.IntVar(&o.minWorkers, "min-workers", 0, "wait until `N` workers, local and remote, have joined before generation 0; 0 = the local ones (at least 1)")
@@ -184,6 +187,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-slots must be ≤ %d, got %d", grid.MaxMetaSlots, o.slots)
 	case !slices.Contains(sched.Names, o.sched):
 		return nil, usagef("-sched %q is not a policy (known: %s)", o.sched, strings.Join(sched.Names, ", "))
+	case o.adaptive && o.sched != "rwq" && o.sched != "r3q":
+		return nil, usagef("-adaptive applies to -sched rwq and r3q only, not %s", o.sched)
 	case o.local < 0:
 		return nil, usagef("-local must be ≥ 0, got %d", o.local)
 	case o.local > 1024:

@@ -59,7 +59,9 @@ type reportConfig struct {
 
 // gridConfig is how a grid run was set up.
 type gridConfig struct {
-	Sched      string `json:"sched"`
+	Sched string `json:"sched"`
+	// Adaptive: remote queues sized from measurements (-adaptive).
+	Adaptive   bool   `json:"adaptive,omitempty"`
 	Local      int    `json:"local"`       // worker agents in this process
 	LocalSlots int    `json:"local_slots"` // slots of each
 	MinWorkers int    `json:"min_workers"` // workers waited for before generation 0
@@ -101,7 +103,7 @@ func newRecorder(eng *es.Engine, o *options, loadN, slots int) *recorder {
 	if !o.inprocess {
 		c.Evaluator = "grid"
 		c.Grid = &gridConfig{
-			Sched: o.sched, Local: o.local, LocalSlots: o.localSlots(), MinWorkers: o.wantWorkers(),
+			Sched: o.sched, Adaptive: o.adaptive, Local: o.local, LocalSlots: o.localSlots(), MinWorkers: o.wantWorkers(),
 			Listen: o.listen, Gossip: o.gossip,
 		}
 	}
@@ -134,7 +136,11 @@ func (r *recorder) header() string {
 		fmt.Fprintf(&b, ", at most %d evaluations", c.Stop.MaxEvals)
 	}
 	if g := c.Grid; g != nil {
-		fmt.Fprintf(&b, ", grid %s: ", g.Sched)
+		fmt.Fprintf(&b, ", grid %s", g.Sched)
+		if g.Adaptive {
+			b.WriteString(" with adaptive depth")
+		}
+		b.WriteString(": ")
 		if g.Local > 0 {
 			fmt.Fprintf(&b, "%s × %s", plural(g.Local, "local worker"), plural(g.LocalSlots, "slot"))
 		} else {

@@ -58,6 +58,8 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-inprocess", "-sched", "wq"}, "-sched has no effect with -inprocess"},
 		{[]string{"-inprocess", "-local", "3"}, "-local has no effect with -inprocess"},
 		{[]string{"-inprocess", "-key", "k"}, "-key has no effect with -inprocess"},
+		{[]string{"-inprocess", "-adaptive"}, "-adaptive has no effect with -inprocess"},
+		{[]string{"-adaptive", "-sched", "wq"}, "-adaptive applies to -sched rwq and r3q only, not wq"},
 		{[]string{"-key-file", "/nonexistent/esgrid.key"}, "-key-file: grid: key file: open /nonexistent/esgrid.key"},
 	}
 	for _, tt := range tests {
@@ -82,7 +84,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("-h: exit %d, stderr %q", code, stderr)
 	}
 	for _, want := range []string{"Usage: esrun", "Examples:", "-load-ms", "-resume FILE", "ridge, rosenbrock",
-		"Grid flags:", "-sched POLICY", "wq, rr, rwq, r3q, cyclic", "-local N", "-min-workers N",
+		"Grid flags:", "-sched POLICY", "-adaptive", "wq, rr, rwq, r3q, cyclic", "-local N", "-min-workers N",
 		"-listen HOST:PORT", "-gossip HOST:PORT", "-key KEY", "-key-file FILE", "-inprocess", "0.0.0.0:7946", "0.0.0.0:7947"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("help lacks %q", want)
@@ -143,6 +145,7 @@ type reportFile struct {
 		Evaluator string `json:"evaluator"`
 		Grid      *struct {
 			Sched      string `json:"sched"`
+			Adaptive   bool   `json:"adaptive"`
 			Local      int    `json:"local"`
 			LocalSlots int    `json:"local_slots"`
 			MinWorkers int    `json:"min_workers"`

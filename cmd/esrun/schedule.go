@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,10 +118,26 @@ func (s *scheduleRecord) summary() string {
 	}
 	d := func(sec float64) time.Duration { return roundDuration(time.Duration(sec * float64(time.Second))) }
 	var b strings.Builder
-	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v; efficiency %.0f%% of LB %v\n",
+	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v; efficiency %s of LB %v\n",
 		s.Policy, plural(s.Workers, "worker"), plural(slots, "slot"),
-		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), 100*s.EfficiencyLB, d(s.LB))
+		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), percent(s.EfficiencyLB), d(s.LB))
 	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running; %d duplicate and %d stale results discarded\n",
 		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.Duplicates, s.Stale)
 	return b.String()
+}
+
+// percent writes a ratio as a percentage precise enough to compare runs:
+// one decimal from 10 %, two significant digits below (a trivial fitness
+// makes efficiencies of a fraction of a percent), "<0.01%" for less.
+func percent(r float64) string {
+	p := 100 * r
+	switch {
+	case p != p || math.Abs(p) >= 9.95: // rounds to 10 or more
+		return strconv.FormatFloat(p, 'f', 1, 64) + "%"
+	case p == 0:
+		return "0%"
+	case p > 0 && p < 0.01:
+		return "<0.01%"
+	}
+	return strconv.FormatFloat(p, 'g', 2, 64) + "%"
 }
