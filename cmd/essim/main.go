@@ -60,9 +60,6 @@ type options struct {
 	adaptive   bool
 	engineCost time.Duration
 	slowdowns  []sim.Slowdown
-	masterCost time.Duration
-	sendCost   time.Duration
-	recvCost   time.Duration
 	parallel   int
 	csvPath    string
 	pngPath    string
