@@ -36,6 +36,29 @@ func TestConfigValidate(t *testing.T) {
 		{"budget negative", func(c *Config) { c.Stop.MaxEvals = -5 }, "Stop.MaxEvals"},
 		{"budget below mu", func(c *Config) { c.Stop.MaxEvals = 2 }, "Stop.MaxEvals"},
 		{"never stops", func(c *Config) { c.Stop = Stop{} }, "Stop.Generations"},
+		{"unknown strategy", func(c *Config) { c.Strategy = "de" }, "Strategy"},
+		{"valid es", func(c *Config) { c.Strategy = StrategyES }, ""},
+		{"valid recombination", func(c *Config) {
+			c.Recombination, c.SigmaRecombination, c.Rho = RecombineDiscrete, RecombineIntermediate, 2
+		}, ""},
+		{"valid recombination, default ρ", func(c *Config) { c.Recombination = RecombineIntermediate }, ""},
+		{"valid ρ 1 with recombination", func(c *Config) { c.SigmaRecombination, c.Rho = RecombineIntermediate, 1 }, ""},
+		{"unknown recombination", func(c *Config) { c.Recombination = "uniform" }, "Recombination"},
+		{"discrete σ recombination", func(c *Config) { c.SigmaRecombination = RecombineDiscrete }, "SigmaRecombination"},
+		{"ρ above μ", func(c *Config) { c.Recombination, c.Rho = RecombineDiscrete, 4 }, "Rho"},
+		{"ρ negative", func(c *Config) { c.Recombination, c.Rho = RecombineDiscrete, -1 }, "Rho"},
+		{"ρ without recombination", func(c *Config) { c.Rho = 2 }, "Rho"},
+		{"valid cma, defaults", func(c *Config) { c.Strategy, c.Mu, c.Lambda = StrategyCMA, 0, 0 }, ""},
+		{"valid cma", func(c *Config) { c.Strategy = StrategyCMA }, ""},
+		{"cma μ above λ", func(c *Config) { c.Strategy, c.Mu, c.Lambda = StrategyCMA, 8, 7 }, "Mu"},
+		{"cma μ above default λ", func(c *Config) { c.Strategy, c.Mu, c.Lambda = StrategyCMA, 9, 0 }, "Mu"},
+		{"cma λ 1", func(c *Config) { c.Strategy, c.Mu, c.Lambda = StrategyCMA, 1, 1 }, "Lambda"},
+		{"cma comma", func(c *Config) { c.Strategy, c.Comma = StrategyCMA, true }, "Comma"},
+		{"cma recombination", func(c *Config) { c.Strategy, c.Recombination = StrategyCMA, RecombineDiscrete }, "Recombination"},
+		{"cma ρ", func(c *Config) { c.Strategy, c.Rho = StrategyCMA, 3 }, "Rho"},
+		{"cma too many dimensions", func(c *Config) { c.Strategy, c.Dim = StrategyCMA, MaxCMADim+1 }, "Dim"},
+		{"cma budget below λ", func(c *Config) { c.Strategy, c.Stop = StrategyCMA, Stop{MaxEvals: 6} }, "Stop.MaxEvals"},
+		{"cma budget is λ", func(c *Config) { c.Strategy, c.Stop = StrategyCMA, Stop{MaxEvals: 7} }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

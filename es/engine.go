@@ -1,13 +1,14 @@
-// Package es is esgrid's (μ+λ) Evolution Strategy: self-adaptive log-normal
-// step sizes, bound handling by reflection, plus-selection (or comma as an
-// option), and an ask/tell core that leaves fitness evaluation to an
-// Evaluator. The engine starts no goroutines; its only I/O is the checkpoint.
+// Package es is esgrid's optimiser: the paper's (μ+λ) Evolution Strategy
+// (self-adaptive log-normal step sizes, bound handling by reflection,
+// plus-selection or comma as an option) with optional recombination of
+// object variables and step sizes, and CMA-ES as a second strategy; both
+// behind an ask/tell core that leaves fitness evaluation to an Evaluator.
+// The engine starts no goroutines; its only I/O is the checkpoint.
 //
-// A run is a pure function of its Config: the initial population is drawn
-// from an RNG derived from (Seed, 0) and the offspring of generation g from
-// one derived from (Seed, g), and selection breaks ties by index. So neither
-// the order nor the place in which fitness values were computed can change
-// the trajectory, and a checkpoint needs no RNG state.
+// A run is a pure function of its Config: the batch of generation g is
+// drawn from an RNG derived from (Seed, g) alone, and selection breaks ties
+// by index. So neither the order nor the place in which fitness values were
+// computed can change the trajectory, and a checkpoint needs no RNG state.
 package es
 
 import (
@@ -23,7 +24,9 @@ import (
 type Individual struct {
 	// X is the object vector, len Dim, inside [Lower, Upper].
 	X []float64 `msgpack:"x"`
-	// Sigma holds one self-adapted step size per coordinate.
+	// Sigma holds one step size per coordinate: the ES's self-adapted σ_i,
+	// or for CMA-ES the standard deviation σ·√C_ii of the distribution the
+	// individual was sampled from.
 	Sigma []float64 `msgpack:"s"`
 	// F is the fitness f(X), lower is better; NaN ranks worst of all.
 	F float64 `msgpack:"f"`
@@ -39,7 +42,9 @@ const (
 	StopBudget      StopReason = "budget"      // the next batch would exceed Stop.MaxEvals
 )
 
-// Stats describes the population after one generation's selection.
+// Stats describes the population after one generation's selection. For
+// CMA-ES the parents are the μ best offspring of the generation, whose
+// weighted mean is the next mean.
 type Stats struct {
 	Gen      int     `json:"gen"`       // the generation just completed
 	Evals    int     `json:"evals"`     // evaluations so far, this generation's included
@@ -49,9 +54,9 @@ type Stats struct {
 	NaNs     int     `json:"nans"`      // NaN fitness values received so far
 }
 
-// Engine is the ask/tell core of the ES. Ask hands out a generation's batch
-// of vectors, Tell takes their fitness values and performs selection. An
-// Engine is not safe for concurrent use.
+// Engine is the ask/tell core of the ES and of CMA-ES. Ask hands out a
+// generation's batch of vectors, Tell takes their fitness values and
+// performs selection. An Engine is not safe for concurrent use.
 type Engine struct {
 	cfg     Config
 	gen     int          // generation of the next batch
@@ -64,23 +69,30 @@ type Engine struct {
 	last    Stats
 
 	tau, tauPrime float64
+	cma           *cmaState // the CMA-ES state; nil for the ES
 }
 
-// New returns an engine at generation 0, or a *ConfigError.
+// New returns an engine at generation 0, or a *ConfigError. The engine's
+// Config is cfg with its defaults filled in.
 func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	n := float64(cfg.Dim)
-	return &Engine{
+	e := &Engine{
 		cfg:      cfg,
 		best:     Individual{F: math.NaN()},
 		tau:      1 / math.Sqrt(2*math.Sqrt(n)),
 		tauPrime: 1 / math.Sqrt(2*n),
-	}, nil
+	}
+	if cfg.Strategy == StrategyCMA {
+		e.cma = newCMA(cfg)
+	}
+	return e, nil
 }
 
-// Config returns the engine's configuration.
+// Config returns the engine's configuration, defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
 
 // Gen returns the generation whose batch Ask hands out next.
@@ -116,7 +128,7 @@ func (e *Engine) Parents() []Individual {
 
 // SetStop replaces the stopping criteria, e.g. to extend a resumed run.
 func (e *Engine) SetStop(s Stop) error {
-	if err := s.validate(e.cfg.Mu); err != nil {
+	if err := s.validate(e.cfg.firstBatch(), e.cfg.firstBatchName()); err != nil {
 		return err
 	}
 	e.cfg.Stop = s
@@ -142,21 +154,25 @@ func (e *Engine) Done() StopReason {
 
 func (e *Engine) batchSize() int {
 	if e.gen == 0 {
-		return e.cfg.Mu
+		return e.cfg.firstBatch()
 	}
 	return e.cfg.Lambda
 }
 
-// Ask returns the current generation and its batch: μ random initial
-// parents for generation 0, λ offspring after that. Task i of the batch is
-// xs[i]. Until Tell, Ask returns the same batch again. The caller must not
-// modify xs.
+// Ask returns the current generation and its batch: for the ES, μ random
+// initial parents for generation 0 and λ offspring after that; for CMA-ES,
+// λ samples of the current distribution in every generation. Task i of the
+// batch is xs[i]; every vector is inside the box. Until Tell, Ask returns
+// the same batch again. The caller must not modify xs.
 func (e *Engine) Ask() (gen int, xs [][]float64) {
 	if e.batch == nil {
 		rng := genRNG(e.cfg.Seed, e.gen)
-		if e.gen == 0 {
+		switch {
+		case e.cma != nil:
+			e.batch = e.cma.sample(e, rng)
+		case e.gen == 0:
 			e.batch = e.initial(rng)
-		} else {
+		default:
 			e.batch = e.offspring(rng)
 		}
 		e.xs = make([][]float64, len(e.batch))
@@ -187,7 +203,11 @@ func (e *Engine) Tell(fitness []float64) error {
 		}
 	}
 	e.evals += len(fitness)
-	e.parents = e.selectParents(e.batch)
+	if e.cma != nil {
+		e.parents = e.cma.update(e, e.batch)
+	} else {
+		e.parents = e.selectParents(e.batch)
+	}
 	if e.best.X == nil || better(e.parents[0].F, e.best.F) {
 		e.best = e.parents[0]
 	}
@@ -199,7 +219,8 @@ func (e *Engine) Tell(fitness []float64) error {
 
 // genRNG is the only source of randomness: one stream per (seed, gen).
 // Both words go through splitmix64 so neighbouring seeds or generations
-// start unrelated streams.
+// start unrelated streams. Generation −1 is the stream of whatever a
+// strategy draws before its first batch (CMA-ES's initial mean).
 func genRNG(seed uint64, gen int) *rand.Rand {
 	return rand.New(rand.NewPCG(splitmix64(seed), splitmix64(uint64(gen)^0x6a09e667f3bcc909)))
 }
@@ -236,27 +257,93 @@ func (e *Engine) initial(rng *rand.Rand) []Individual {
 	return b
 }
 
-// offspring makes λ children, each from a parent chosen uniformly (so each
-// parent has λ/μ children on average), by self-adaptive log-normal
-// mutation: σ'_i = σ_i·exp(τ'·N(0,1) + τ·N_i(0,1)), x'_i = x_i + σ'_i·N_i(0,1).
+// offspring makes λ children. Without recombination (ρ = 1, the paper's
+// ES) each child copies a parent chosen uniformly, so each parent has λ/μ
+// children on average; with recombination its starting point is
+// recombined from ρ distinct parents chosen uniformly (see recombine).
+// Then self-adaptive log-normal mutation:
+// σ'_i = σ_i·exp(τ'·N(0,1) + τ·N_i(0,1)), x'_i = x_i + σ'_i·N_i(0,1).
 // The draws happen in a fixed order, so the batch depends on (Seed, gen)
 // and the parents alone.
 func (e *Engine) offspring(rng *rand.Rand) []Individual {
 	b := e.newBatch(e.cfg.Lambda)
 	span := e.cfg.Upper - e.cfg.Lower
+	var mates []int
+	if e.cfg.Rho > 1 {
+		mates = make([]int, len(e.parents))
+	}
 	for _, child := range b {
-		p := e.parents[rng.IntN(len(e.parents))]
+		var px, ps []float64
+		if mates == nil {
+			p := e.parents[rng.IntN(len(e.parents))]
+			px, ps = p.X, p.Sigma
+		} else {
+			// The recombinant is written into the child and mutated in
+			// place: coordinate i is read before it is overwritten.
+			e.recombine(rng, mates, child.X, child.Sigma)
+			px, ps = child.X, child.Sigma
+		}
 		global := e.tauPrime * rng.NormFloat64()
 		for i := range child.X {
 			// Capping σ at the box's width keeps it finite and meaningful.
 			// float64(a*b) forbids FMA fusion, which would round
 			// differently on some CPUs.
-			s := min(p.Sigma[i]*math.Exp(global+float64(e.tau*rng.NormFloat64())), span)
+			s := min(ps[i]*math.Exp(global+float64(e.tau*rng.NormFloat64())), span)
 			child.Sigma[i] = s
-			child.X[i] = e.bound(p.X[i] + float64(s*rng.NormFloat64()))
+			child.X[i] = e.bound(px[i] + float64(s*rng.NormFloat64()))
 		}
 	}
 	return b
+}
+
+// recombine writes into x and sigma the recombinant of ρ = len(e.parents)
+// or fewer distinct parents, chosen uniformly without replacement by a
+// partial Fisher–Yates shuffle of mates (scratch space of len μ): the
+// object variables by e.cfg.Recombination, the step sizes by
+// e.cfg.SigmaRecombination. "none" takes the first parent chosen,
+// "discrete" each coordinate from one of the ρ parents drawn uniformly,
+// "intermediate" their mean. The draws: ρ for the parents, then n for
+// discrete recombination.
+func (e *Engine) recombine(rng *rand.Rand, mates []int, x, sigma []float64) {
+	mu, rho := len(e.parents), e.cfg.Rho
+	for k := range mates {
+		mates[k] = k
+	}
+	for k := range rho {
+		j := k + rng.IntN(mu-k)
+		mates[k], mates[j] = mates[j], mates[k]
+	}
+	chosen := mates[:rho]
+	first := e.parents[chosen[0]]
+	switch e.cfg.Recombination {
+	case RecombineDiscrete:
+		for i := range x {
+			x[i] = e.parents[chosen[rng.IntN(rho)]].X[i]
+		}
+	case RecombineIntermediate:
+		for i := range x {
+			x[i] = e.bound(meanAt(e.parents, chosen, i, func(p *Individual) []float64 { return p.X }))
+		}
+	default:
+		copy(x, first.X)
+	}
+	if e.cfg.SigmaRecombination == RecombineIntermediate {
+		for i := range sigma {
+			sigma[i] = meanAt(e.parents, chosen, i, func(p *Individual) []float64 { return p.Sigma })
+		}
+	} else {
+		copy(sigma, first.Sigma)
+	}
+}
+
+// meanAt is the mean of coordinate i of the chosen parents' vectors,
+// summed in the order chosen.
+func meanAt(parents []Individual, chosen []int, i int, vec func(*Individual) []float64) float64 {
+	sum := 0.0
+	for _, k := range chosen {
+		sum += vec(&parents[k])[i]
+	}
+	return sum / float64(len(chosen))
 }
 
 // bound maps x into [Lower, Upper]: reflection at the violated bound, then

@@ -354,74 +354,176 @@ func TestOnGenerationErrorStops(t *testing.T) {
 	}
 }
 
+// resumeConfigs are the strategies whose checkpoints are tested: the
+// paper's ES, the ES with recombination, and CMA-ES.
+func resumeConfigs(gens int) []namedConfig {
+	rec := sphereConfig(gens)
+	rec.Mu, rec.Comma = 10, true
+	rec.Recombination, rec.SigmaRecombination = es.RecombineDiscrete, es.RecombineIntermediate
+	cma := sphereConfig(gens)
+	cma.Strategy, cma.Mu, cma.Lambda = es.StrategyCMA, 0, 0
+	return []namedConfig{{"paper", sphereConfig(gens)}, {"recombination", rec}, {"cma", cma}}
+}
+
 // Stopping at generation k and resuming from the checkpoint continues the
-// very same run.
+// very same run, for every strategy.
 func TestCheckpointResumeIsIdentical(t *testing.T) {
 	const k, total = 7, 40
-	want := record(t, newEngine(t, sphereConfig(total)), sphere, es.RunOptions{})
+	for _, c := range resumeConfigs(total) {
+		t.Run(c.name, func(t *testing.T) {
+			want := record(t, newEngine(t, c.cfg), sphere, es.RunOptions{})
 
-	dir := t.TempDir()
-	path := filepath.Join(dir, "run.ckpt")
-	first := record(t, newEngine(t, sphereConfig(k)), sphere, es.RunOptions{Checkpoint: path})
-	if first.reason != es.StopGenerations {
-		t.Fatalf("first part stopped by %s", first.reason)
-	}
-	e, err := es.LoadCheckpoint(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.Gen() != k+1 || !sameStats(e.Last(), first.stats[k]) {
-		t.Fatalf("resumed at generation %d with %+v, want %d with %+v", e.Gen(), e.Last(), k+1, first.stats[k])
-	}
-	if err := e.SetStop(es.Stop{Generations: total}); err != nil {
-		t.Fatal(err)
-	}
-	second := record(t, e, sphere, es.RunOptions{Checkpoint: path})
-	got := trajectory{stats: append(first.stats, second.stats...), parents: second.parents, best: second.best, reason: second.reason}
-	requireSame(t, want, got)
+			dir := t.TempDir()
+			path := filepath.Join(dir, "run.ckpt")
+			short := c.cfg
+			short.Stop.Generations = k
+			first := record(t, newEngine(t, short), sphere, es.RunOptions{Checkpoint: path})
+			if first.reason != es.StopGenerations {
+				t.Fatalf("first part stopped by %s", first.reason)
+			}
+			e, err := es.LoadCheckpoint(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Gen() != k+1 || !sameStats(e.Last(), first.stats[k]) {
+				t.Fatalf("resumed at generation %d with %+v, want %d with %+v", e.Gen(), e.Last(), k+1, first.stats[k])
+			}
+			if e.Config().Strategy != newEngine(t, c.cfg).Config().Strategy {
+				t.Fatalf("resumed as %q", e.Config().Strategy)
+			}
+			if err := e.SetStop(es.Stop{Generations: total}); err != nil {
+				t.Fatal(err)
+			}
+			second := record(t, e, sphere, es.RunOptions{Checkpoint: path})
+			got := trajectory{stats: append(first.stats, second.stats...), parents: second.parents, best: second.best, reason: second.reason}
+			requireSame(t, want, got)
 
-	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) != 1 {
-		t.Fatalf("checkpoint directory holds %d entries (%v), want the checkpoint alone", len(entries), err)
-	}
-	final, err := es.LoadCheckpoint(path)
-	if err != nil || final.Gen() != total+1 {
-		t.Fatalf("last checkpoint: %v, generation %d", err, final.Gen())
+			entries, err := os.ReadDir(dir)
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("checkpoint directory holds %d entries (%v), want the checkpoint alone", len(entries), err)
+			}
+			final, err := es.LoadCheckpoint(path)
+			if err != nil || final.Gen() != total+1 {
+				t.Fatalf("last checkpoint: %v, generation %d", err, final.Gen())
+			}
+		})
 	}
 }
 
+// A checkpoint carries a checksum over its header and body (the Config
+// included): flipping any single byte, truncating or extending it is an
+// error, never a silently different engine.
 func TestCheckpointRejectsDamage(t *testing.T) {
+	small := func(c es.Config) es.Config {
+		c.Mu, c.Lambda, c.Dim, c.Stop = 2, 3, 2, es.Stop{Generations: 2}
+		if c.Strategy == es.StrategyCMA {
+			c.Mu = 0
+		}
+		return c
+	}
+	for _, c := range resumeConfigs(2) {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := small(c.cfg)
+			e := newEngine(t, cfg)
+			record(t, e, sphere, es.RunOptions{})
+			good, err := e.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fresh es.Engine
+			if err := fresh.UnmarshalBinary(good); err != nil {
+				t.Fatalf("round trip: %v", err)
+			}
+			if again, _ := fresh.MarshalBinary(); !slices.Equal(again, good) {
+				t.Fatal("a restored engine encodes differently")
+			}
+			for cut := range len(good) {
+				var d es.Engine
+				if err := d.UnmarshalBinary(good[:cut]); err == nil {
+					t.Fatalf("a checkpoint cut to %d of %d bytes was accepted", cut, len(good))
+				}
+			}
+			var d es.Engine
+			if err := d.UnmarshalBinary(append(slices.Clone(good), 0)); err == nil {
+				t.Fatal("a checkpoint with a byte appended was accepted")
+			}
+			// Flip every bit pattern of every byte's low and high bits.
+			for i := range good {
+				for _, mask := range []byte{0x01, 0x80, 0xff} {
+					bad := slices.Clone(good)
+					bad[i] ^= mask
+					var d es.Engine
+					err := d.UnmarshalBinary(bad)
+					var ce *es.CheckpointError
+					if !errors.As(err, &ce) {
+						t.Fatalf("flipping byte %d of %d with %#x: %v, want a *CheckpointError", i, len(good), mask, err)
+					}
+				}
+			}
+		})
+	}
+	if _, err := newEngine(t, sphereConfig(2)).MarshalBinary(); err == nil {
+		t.Error("MarshalBinary before generation 0 succeeded")
+	}
+	if _, err := es.LoadCheckpoint(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("LoadCheckpoint of a missing file succeeded")
+	}
+}
+
+// Files that are not checkpoints of this format fail at the header, with a
+// clear message, before the rest of the file is read.
+func TestLoadCheckpointRefusesOtherFiles(t *testing.T) {
 	e := newEngine(t, sphereConfig(2))
 	record(t, e, sphere, es.RunOptions{})
 	good, err := e.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fresh es.Engine
-	if err := fresh.UnmarshalBinary(good); err != nil {
-		t.Fatalf("round trip: %v", err)
-	}
-	if _, err := newEngine(t, sphereConfig(2)).MarshalBinary(); err == nil {
-		t.Error("MarshalBinary before generation 0 succeeded")
-	}
-	for cut := 0; cut < len(good); cut += 1 + len(good)/50 {
-		var d es.Engine
-		if err := d.UnmarshalBinary(good[:cut]); err == nil {
-			t.Errorf("a checkpoint cut to %d of %d bytes was accepted", cut, len(good))
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
 		}
+		return path
 	}
-	// Flip every byte in turn: decoding must never panic, and whatever it
-	// accepts must be a consistent state.
-	for i := range good {
-		bad := slices.Clone(good)
-		bad[i] ^= 0xff
-		var d es.Engine
-		if err := d.UnmarshalBinary(bad); err == nil && (len(d.Parents()) != 30 || d.Gen() < 1) {
-			t.Errorf("flipping byte %d gave an inconsistent engine", i)
-		}
+	bigHeader := slices.Clone(good[:52])
+	bigHeader[12] = 0x7f // a body of ~9·10¹⁸ bytes
+	longer := slices.Clone(good[:52])
+	longer[16] = 0x3f // a body of almost 1 GiB, far more than the file holds
+	longer[12], longer[13], longer[14], longer[15] = 0, 0, 0, 0
+	tests := []struct {
+		name string
+		path string
+		want string
+	}{
+		{"empty", write("empty", nil), "shorter than the 52-byte header"},
+		{"text", write("text", []byte("hello, world\n")), "shorter than the 52-byte header"},
+		{"zeros", write("zeros", make([]byte, 4096)), "not an esgrid checkpoint"},
+		// Version 1 was bare msgpack, a map header first.
+		{"format 1", write("v1", append([]byte{0x87, 0xa7}, make([]byte, 100)...)), "not an esgrid checkpoint"},
+		{"huge body announced", write("huge", bigHeader), "more than the limit"},
+		{"truncated", write("truncated", good[:len(good)-1]), "damaged or truncated"},
+		{"header only", write("header", longer), "damaged or truncated"},
+		{"a directory", dir, "es: resume"},
 	}
-	if _, err := es.LoadCheckpoint(filepath.Join(t.TempDir(), "missing")); err == nil {
-		t.Error("LoadCheckpoint of a missing file succeeded")
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		tests = append(tests, struct {
+			name string
+			path string
+			want string
+		}{"/dev/zero", "/dev/zero", "not an esgrid checkpoint"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := es.LoadCheckpoint(tt.path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("LoadCheckpoint(%s) = %v, want an error containing %q", tt.name, err, tt.want)
+			}
+		})
+	}
+	if _, err := es.LoadCheckpoint(write("good", good)); err != nil {
+		t.Fatalf("the good checkpoint: %v", err)
 	}
 }
 
@@ -440,6 +542,27 @@ func BenchmarkAskTell30Plus70Dim30(b *testing.B) {
 	}
 	// Precomputed, distinct fitness values so selection has real work.
 	fitness := make([]float64, cfg.Lambda)
+	for b.Loop() {
+		gen, _ := e.Ask()
+		for i := range fitness {
+			fitness[i] = float64((gen*7919 + i*104729) % 1000)
+		}
+		if err := e.Tell(fitness); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The same for CMA-ES with its default population in 30 dimensions,
+// (7/7_W,14): sampling, ranking, the updates of the mean, the paths and
+// C, and the eigendecomposition it needs every generation at this size.
+func BenchmarkAskTellCMA30(b *testing.B) {
+	cfg := es.Config{Strategy: es.StrategyCMA, Dim: 30, Lower: -100, Upper: 100, Seed: 1, Stop: es.Stop{Generations: 1}}
+	e, err := es.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fitness := make([]float64, e.Config().Lambda)
 	for b.Loop() {
 		gen, _ := e.Ask()
 		for i := range fitness {

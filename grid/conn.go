@@ -12,14 +12,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/esgrid/esgrid/grid/wire"
 )
 
 // ConnConfig tunes a Conn. The zero value is usable: every zero field takes
 // the default named in its comment.
 type ConnConfig struct {
 	// MaxFrame caps a frame's length in both directions. Default
-	// DefaultMaxFrame. Both ends must agree, or the larger frames of one are
-	// malformed to the other.
+	// DefaultMaxFrame; at most MaxFrameLimit. A worker takes the master's
+	// cap when it is larger (Welcome.MaxFrame).
 	MaxFrame int
 	// IdleTimeout closes the connection when nothing (not even a heartbeat)
 	// arrives for this long. Default 30s.
@@ -34,7 +36,8 @@ type ConnConfig struct {
 	Delay time.Duration
 	// MaxQueued caps the bytes queued and not yet written. A peer that stops
 	// reading makes the queue grow; past the cap the connection is closed
-	// with ErrSendQueueFull rather than let memory grow. Default 64 MiB.
+	// with ErrSendQueueFull rather than let memory grow. Default 64 MiB, and
+	// at least 4 × MaxFrame.
 	MaxQueued int
 	// Logger receives the reason a connection closed. Default slog.Default().
 	Logger *slog.Logger
@@ -44,6 +47,7 @@ func (c ConnConfig) withDefaults() ConnConfig {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = DefaultMaxFrame
 	}
+	c.MaxFrame = min(c.MaxFrame, MaxFrameLimit)
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 30 * time.Second
 	}
@@ -54,13 +58,21 @@ func (c ConnConfig) withDefaults() ConnConfig {
 		c.Heartbeat = c.IdleTimeout / 3
 	}
 	if c.MaxQueued <= 0 {
-		c.MaxQueued = 64 << 20
+		c.MaxQueued = max(64<<20, 4*c.MaxFrame)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
 }
+
+// MaxFrameLimit is the largest frame cap a connection accepts, whatever
+// its configuration or the master's Welcome says.
+const MaxFrameLimit = 256 << 20
+
+// TaskFrameSize is an upper bound on the bytes one task of dimension dim
+// takes in a frame: a batch is sent only if its tasks fit the frame cap.
+func TaskFrameSize(dim int) int { return 64 + 9*dim }
 
 // Connection errors.
 var (
@@ -133,6 +145,8 @@ type Conn struct {
 	wake        chan struct{} // nudges the writer; capacity 1
 	stopContext func() bool
 
+	open     *wire.Opener // opens incoming frames; nil on an unsealed Conn (NewConn)
+	sealed   bool         // outgoing frames are sealed (the encoder does it)
 	sawEOF   atomic.Bool  // the reader saw the peer hang up
 	lastRead atomic.Int64 // unix nanos of the last deadline set for reads
 	stats    struct {
@@ -150,13 +164,22 @@ type mark struct {
 // Accept and Dial calls it; tests may call it directly). The writer starts
 // now, so Send works at once; the reader starts with Start. Cancelling ctx
 // closes the connection.
+//
+// Frames on a NewConn are not sealed: Accept and Dial return Conns whose
+// frames are (see grid/wire's seal.go), keyed by the handshake.
 func NewConn(ctx context.Context, nc net.Conn, cfg ConnConfig) *Conn {
-	return newConn(ctx, nc, nil, cfg)
+	return newConn(ctx, nc, nil, cfg, nil)
+}
+
+// connKeys seal a connection's frames, one key per direction.
+type connKeys struct {
+	seal *wire.Sealer
+	open *wire.Opener
 }
 
 // newConn is NewConn with a reader that may already hold bytes read past
-// the handshake.
-func newConn(ctx context.Context, nc net.Conn, br *bufio.Reader, cfg ConnConfig) *Conn {
+// the handshake, and the keys that seal the frames (nil: not sealed).
+func newConn(ctx context.Context, nc net.Conn, br *bufio.Reader, cfg ConnConfig, keys *connKeys) *Conn {
 	cfg = cfg.withDefaults()
 	if br == nil {
 		br = bufio.NewReaderSize(nc, 64<<10)
@@ -173,6 +196,10 @@ func newConn(ctx context.Context, nc net.Conn, br *bufio.Reader, cfg ConnConfig)
 		live:    1,
 
 		readerDone: make(chan struct{}),
+	}
+	if keys != nil {
+		c.fe.enc.Seal(keys.seal)
+		c.open, c.sealed = keys.open, true
 	}
 	// Hold mu so that a ctx already done cannot run closeWithError before
 	// stopContext is set.
@@ -250,6 +277,9 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// Config is the connection's configuration, defaults filled in.
+func (c *Conn) Config() ConnConfig { return c.cfg }
+
 // Done is closed once the connection is closed and its goroutines have
 // returned.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -261,6 +291,10 @@ func (c *Conn) Err() error {
 	defer c.mu.Unlock()
 	return c.err
 }
+
+// Sealed reports whether the connection's frames are sealed (encrypted
+// and authenticated, in order): every Conn from Accept or Dial.
+func (c *Conn) Sealed() bool { return c.sealed }
 
 // RemoteAddr is the peer's network address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
@@ -328,6 +362,9 @@ func (c *Conn) readLoop(h Handler) {
 	defer c.exit()
 	defer close(c.readerDone)
 	fr := NewFrameReader(c.br, c.cfg.MaxFrame)
+	if c.open != nil {
+		fr.fr.Open(c.open)
+	}
 	for {
 		c.extendReadDeadline()
 		m, err := fr.Next()
@@ -341,7 +378,7 @@ func (c *Conn) readLoop(h Handler) {
 		case *Heartbeat:
 			continue
 		case *Reject:
-			c.closeWithError(&RejectError{Reason: v.Reason})
+			c.closeWithError(&RejectError{Reason: truncate(v.Reason, maxErrText)})
 			return
 		}
 		h(m)

@@ -2,6 +2,7 @@ package grid
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -14,6 +15,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/esgrid/esgrid/grid/wire"
 )
 
 // The handshake, on every data connection, before anything else:
@@ -31,9 +34,25 @@ import (
 // finds a problem (wrong or missing key, version mismatch, unexpected
 // message) sends Reject{Reason}, logs it and closes; the other side logs the
 // reason it received.
+//
+// After the Welcome, every frame in both directions is sealed (grid/wire's
+// seal.go: AES-256-GCM, the frame's sequence number as the nonce) with
+// keys derived by HKDF from the cluster key and both nonces, one key per
+// direction, fresh for every connection: nobody without the key reads a
+// vector or a fitness value, nor alters, injects, replays, reorders or
+// drops a frame unnoticed.
 
 // DefaultHandshakeTimeout bounds a whole handshake.
 const DefaultHandshakeTimeout = 10 * time.Second
+
+// DefaultHelloTimeout bounds, on the master's side, the wait for a
+// worker's Hello after the Challenge is out: a real worker answers at
+// once, and a peer that sends nothing (or a byte now and then) is cut
+// off early, so that it holds a handshake slot for little time.
+const DefaultHelloTimeout = 3 * time.Second
+
+// maxNameLog bounds a name a peer gave itself, in logs.
+const maxNameLog = 64
 
 // handshakeMaxFrame caps frames from a peer not yet authenticated.
 const handshakeMaxFrame = 16 << 10
@@ -57,6 +76,15 @@ type AcceptConfig struct {
 	Key *Key
 	// Timeout bounds the handshake. Default DefaultHandshakeTimeout.
 	Timeout time.Duration
+	// HelloTimeout bounds the wait for the worker's Hello once the
+	// Challenge is sent. Default DefaultHelloTimeout (at most Timeout).
+	HelloTimeout time.Duration
+	// Refused, if set, is told of every handshake that fails (peer and
+	// reason in words) instead of a warning per connection in the log:
+	// the master counts them and logs a summary, so that a flood of
+	// connections cannot flood the log. Each is still logged at debug
+	// level.
+	Refused func(peer net.Addr, reason string)
 	// Welcome is called once the worker has proved it holds the key. It
 	// returns the worker's id and the run's problem; an error rejects the
 	// worker with the error's text as the reason. Required.
@@ -74,6 +102,10 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 	log := logger(cfg.Conn).With("peer", nc.RemoteAddr().String())
 	hs, stop := startHandshake(ctx, nc, cfg.Timeout)
 	defer stop()
+	if cfg.Refused != nil {
+		peer := nc.RemoteAddr()
+		hs.refused = func(reason string) { cfg.Refused(peer, reason) }
+	}
 	if cfg.Welcome == nil {
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: master has no Welcome callback", ErrHandshake), "master misconfigured")
 	}
@@ -85,15 +117,25 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 	if err := hs.send(&Challenge{Version: ProtocolVersion, Nonce: mNonce}); err != nil {
 		return nil, nil, hs.abort(ctx, log, "challenge", err)
 	}
+	helloWait := cfg.HelloTimeout
+	if helloWait <= 0 {
+		helloWait = DefaultHelloTimeout
+	}
+	if helloWait < hs.timeout {
+		hs.stepTimeout = helloWait
+		nc.SetReadDeadline(time.Now().Add(helloWait))
+	}
 	m, err := hs.receive(log)
 	if err != nil {
 		return nil, nil, hs.abort(ctx, log, "hello", err)
 	}
+	hs.stepTimeout = 0
+	nc.SetReadDeadline(hs.deadline)
 	h, ok := m.(*Hello)
 	if !ok {
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: expected hello, got %v", ErrHandshake, m.Type()), "expected hello")
 	}
-	log = log.With("worker", h.Name)
+	log = log.With("worker", truncate(h.Name, maxNameLog))
 	if h.Version != ProtocolVersion {
 		reason := fmt.Sprintf("protocol version mismatch: master speaks %d, worker %d", ProtocolVersion, h.Version)
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrVersionMismatch, reason), reason)
@@ -109,11 +151,15 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 		reason := "authentication failed: wrong cluster key"
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrAuthFailed, reason), reason)
 	}
+	keys, err := connectionKeys(cfg.Key, mNonce, h.Nonce, true)
+	if err != nil {
+		return nil, nil, hs.reject(log, fmt.Errorf("%w: %w", ErrHandshake, err), "master cannot derive the connection's keys")
+	}
 	id, problem, err := cfg.Welcome(h)
 	if err != nil {
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: %w", ErrHandshake, err), err.Error())
 	}
-	w := &Welcome{Version: ProtocolVersion, Worker: id, Problem: problem}
+	w := &Welcome{Version: ProtocolVersion, Worker: id, Problem: problem, MaxFrame: cfg.Conn.withDefaults().MaxFrame}
 	w.MAC = welcomeMAC(cfg.Key, mNonce, h.Nonce, w)
 	if err := hs.send(w); err != nil {
 		return nil, nil, hs.abort(ctx, log, "welcome", err)
@@ -121,7 +167,30 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 	if err := hs.finish(); err != nil {
 		return nil, nil, hs.abort(ctx, log, "welcome", err)
 	}
-	return newConn(ctx, nc, hs.br, cfg.Conn), h, nil
+	return newConn(ctx, nc, hs.rest(), cfg.Conn, keys), h, nil
+}
+
+// connectionKeys derives a connection's sealing keys: the master seals
+// with the master-to-worker key and opens with the other, the worker the
+// other way round.
+func connectionKeys(k *Key, masterNonce, workerNonce []byte, master bool) (*connKeys, error) {
+	toWorker, toMaster, err := k.sessionKeys(masterNonce, workerNonce)
+	if err != nil {
+		return nil, err
+	}
+	send, recv := toWorker, toMaster
+	if !master {
+		send, recv = toMaster, toWorker
+	}
+	seal, err := wire.NewSealer(send)
+	if err != nil {
+		return nil, err
+	}
+	open, err := wire.NewOpener(recv)
+	if err != nil {
+		return nil, err
+	}
+	return &connKeys{seal: seal, open: open}, nil
 }
 
 // DialConfig configures the worker's side of the handshake.
@@ -204,18 +273,34 @@ func ClientHandshake(ctx context.Context, nc net.Conn, cfg DialConfig) (*Conn, *
 		reason := "master failed authentication: wrong cluster key"
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrAuthFailed, reason), reason)
 	}
+	keys, err := connectionKeys(cfg.Key, ch.Nonce, wNonce, false)
+	if err != nil {
+		return nil, nil, hs.fail(err)
+	}
 	if err := hs.finish(); err != nil {
 		return nil, nil, err
 	}
-	return newConn(ctx, nc, hs.br, cfg.Conn), w, nil
+	// The master's tasks may be larger than this worker's own cap allows:
+	// take the authenticated master's cap, within MaxFrameLimit.
+	cc := cfg.Conn.withDefaults()
+	cc.MaxFrame = max(cc.MaxFrame, min(w.MaxFrame, MaxFrameLimit))
+	cc.MaxQueued = max(cc.MaxQueued, 4*cc.MaxFrame)
+	return newConn(ctx, nc, hs.rest(), cc, keys), w, nil
 }
 
 // handshake holds one connection during its handshake.
 type handshake struct {
-	nc      net.Conn
-	br      *bufio.Reader
-	fr      *FrameReader
-	timeout time.Duration
+	nc       net.Conn
+	br       *bufio.Reader
+	fr       *FrameReader
+	timeout  time.Duration
+	deadline time.Time // the whole handshake's
+	// stepTimeout, when set, is the shorter deadline of the step under way
+	// (the master waiting for the Hello), for the reason a timeout gives.
+	stepTimeout time.Duration
+	// refused, when set, takes the reason of a failure instead of a
+	// warning in the log (AcceptConfig.Refused).
+	refused func(reason string)
 }
 
 // startHandshake puts a deadline on nc and makes ctx cut it short.
@@ -223,10 +308,13 @@ func startHandshake(ctx context.Context, nc net.Conn, timeout time.Duration) (*h
 	if timeout <= 0 {
 		timeout = DefaultHandshakeTimeout
 	}
-	nc.SetDeadline(time.Now().Add(timeout))
+	deadline := time.Now().Add(timeout)
+	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	br := bufio.NewReaderSize(nc, 64<<10)
-	return &handshake{nc: nc, br: br, fr: NewFrameReader(br, handshakeMaxFrame), timeout: timeout}, func() { stop() }
+	// Small: a handshake's frames are small, and a master may hold many
+	// handshakes of peers that never finish one.
+	br := bufio.NewReaderSize(nc, 4<<10)
+	return &handshake{nc: nc, br: br, fr: NewFrameReader(br, handshakeMaxFrame), timeout: timeout, deadline: deadline}, func() { stop() }
 }
 
 func (hs *handshake) send(m Message) error {
@@ -248,15 +336,22 @@ func (hs *handshake) receive(log *slog.Logger) (Message, error) {
 		return nil, fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
 	if r, ok := m.(*Reject); ok {
-		log.Warn("peer refused the connection", "reason", r.Reason)
-		return nil, &RejectError{Reason: r.Reason}
+		// Returned, not logged: the caller says it once.
+		log.Debug("peer refused the connection", "reason", truncate(r.Reason, maxErrText))
+		return nil, &RejectError{Reason: truncate(r.Reason, maxErrText)}
 	}
 	return m, nil
 }
 
-// reject tells the peer why, logs it, closes and returns err.
+// reject tells the peer why, logs it (or reports it, see refused),
+// closes and returns err.
 func (hs *handshake) reject(log *slog.Logger, err error, reason string) error {
-	log.Warn("refusing connection", "reason", reason)
+	if hs.refused != nil {
+		log.Debug("refusing connection", "reason", reason)
+		hs.refused(reason)
+	} else {
+		log.Warn("refusing connection", "reason", reason)
+	}
 	hs.send(&Reject{Reason: reason})
 	hs.nc.Close()
 	return err
@@ -274,7 +369,19 @@ func (hs *handshake) abort(ctx context.Context, log *slog.Logger, step string, e
 	case ctx.Err() != nil:
 		log.Debug("handshake aborted: shutting down", "step", step, "err", err)
 	default:
-		log.Warn("handshake failed; connection closed", "step", step, "reason", hs.reason(err))
+		reason := hs.reason(err)
+		if hs.refused != nil {
+			log.Debug("handshake failed; connection closed", "step", step, "reason", reason)
+			hs.refused(reason)
+		} else {
+			log.Warn("handshake failed; connection closed", "step", step, "reason", reason)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			// Say why, should the peer be a real worker on a bad link.
+			hs.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			hs.send(&Reject{Reason: reason})
+		}
 	}
 	return hs.fail(err)
 }
@@ -283,6 +390,8 @@ func (hs *handshake) abort(ctx context.Context, log *slog.Logger, step string, e
 func (hs *handshake) reason(err error) string {
 	var ne net.Error
 	switch {
+	case errors.As(err, &ne) && ne.Timeout() && hs.stepTimeout > 0:
+		return fmt.Sprintf("timed out: no hello within %v of the challenge", hs.stepTimeout)
 	case errors.As(err, &ne) && ne.Timeout():
 		return fmt.Sprintf("timed out: handshake not done within %v", hs.timeout)
 	case errors.Is(err, io.EOF):
@@ -291,6 +400,18 @@ func (hs *handshake) reason(err error) string {
 		return "the stream was cut inside a frame"
 	}
 	return err.Error()
+}
+
+// rest is the reader for the connection once the handshake is done: the
+// connection's own, large one (nil: newConn makes it), after whatever the
+// handshake's small buffer read ahead.
+func (hs *handshake) rest() *bufio.Reader {
+	n := hs.br.Buffered()
+	if n == 0 {
+		return nil
+	}
+	ahead, _ := hs.br.Peek(n)
+	return bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), hs.nc), 64<<10)
 }
 
 // fail closes the connection and returns err.
@@ -336,6 +457,14 @@ func (w macWriter) int(n int64) {
 	w.h.Write(b[:])
 }
 
+func (w macWriter) bool(b bool) {
+	if b {
+		w.int(1)
+	} else {
+		w.int(0)
+	}
+}
+
 func (w macWriter) sum() []byte { return w.h.Sum(nil) }
 
 func helloMAC(k *Key, masterNonce []byte, h *Hello) []byte {
@@ -361,6 +490,8 @@ func welcomeMAC(k *Key, masterNonce, workerNonce []byte, m *Welcome) []byte {
 	w.bytes([]byte(m.Problem.Name))
 	w.int(int64(m.Problem.Dim))
 	w.int(int64(m.Problem.LoadN))
+	w.bool(m.Problem.NonFinite)
+	w.int(int64(m.MaxFrame))
 	return w.sum()
 }
 

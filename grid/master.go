@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/esgrid/esgrid/grid/member"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -28,6 +29,11 @@ type MasterConfig struct {
 	// Listen is the address for workers' data connections.
 	// Default ":7947" (DefaultDataPort); tests use "127.0.0.1:0".
 	Listen string
+	// Listener, when not nil, is used instead of listening on Listen
+	// (transports are given, not opened: a sub-master's listener, an
+	// in-memory one in tests). The master owns it from then on and
+	// closes it on Close.
+	Listener net.Listener
 	// Key is the cluster key; a worker that cannot prove it holds the same
 	// key is rejected in the handshake. Required.
 	Key *Key
@@ -58,17 +64,65 @@ type MasterConfig struct {
 	// HandshakeTimeout bounds one worker's handshake.
 	// Default DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// MaxFrame caps a frame's length. Default DefaultMaxFrame.
+	// MaxFrame caps a frame's length. Default DefaultMaxFrame; at most
+	// MaxFrameLimit. Workers take the master's cap when theirs is smaller.
+	// A batch whose tasks do not fit (see TaskFrameSize) fails at once.
 	MaxFrame int
-	// MaxHandshakes bounds the handshakes in progress at once; further
-	// connections are closed at once. Default 64.
-	MaxHandshakes int
+	// DeadlineFactor and DeadlineFloor set when a running task instance is
+	// overdue: after DeadlineFactor × its worker's smoothed execution time
+	// (the grid's, before the worker has one) plus the worker's smoothed
+	// round trip, and never before DeadlineFloor. An overdue instance is a
+	// policy event (sched.Overdue): the task goes to another worker and the
+	// late worker gets nothing new until it answers. While nothing has
+	// been measured there is no soft deadline, only TaskTimeout.
+	// Defaults 4 and 1 s.
+	DeadlineFactor float64
+	DeadlineFloor  time.Duration
+	// TaskTimeout is the hard limit: a worker with an instance running
+	// longer than this has its connection dropped (its tasks go back to
+	// the queue; it may reconnect). Default 10 min; negative: none.
+	TaskTimeout time.Duration
+	// MaxRetries is how often one task may fail (an evaluation error on
+	// some worker) and be retried on another before Evaluate fails with
+	// every worker's error. Default 3; negative: no retry.
+	MaxRetries int
+	// MaxHandshakes bounds the handshakes in progress at once, and
+	// MaxHandshakesPerSource those from one address; a quarter of the
+	// slots are kept for addresses with none in progress (admit.go).
+	// Further connections are told why and closed at once. Defaults 64
+	// and DefaultMaxHandshakesPerSource.
+	MaxHandshakes          int
+	MaxHandshakesPerSource int
+	// HelloTimeout bounds the wait for a worker's Hello once the master
+	// has sent its Challenge. Default DefaultHelloTimeout.
+	HelloTimeout time.Duration
+	// Verify, in [0, 1], is the fraction of tasks whose accepted result is
+	// checked by evaluating the task again on a second, different worker
+	// and comparing the two values bit for bit (verify.go). A worker whose
+	// value differs from the agreed one is excluded from the run, and its
+	// accepted results of the generation are evaluated again. Default 0.
+	Verify float64
 	// Progress is how often a long wait (for workers, or for a
 	// generation's results) is logged. Default 10 s.
 	Progress time.Duration
 	// ShutdownGrace bounds how long Close waits for workers to receive
 	// their Shutdown. Default 2 s.
 	ShutdownGrace time.Duration
+	// Split configures papers.md §2: the overload test, masters that
+	// split, and the emulated per-message cost of a slow master
+	// (submaster.go). Default: the overload test is kept, no split.
+	Split SplitConfig
+	// Plan, when not nil, gives each worker that joins the slots the plan
+	// has for it, or sets it aside (slots 0: it receives no tasks), as the
+	// policy event sched.SlotsChanged (plan.go). Default nil: every worker
+	// has the slots it announced.
+	Plan *Plan
+	// OnAccept, when set, is called on the master's loop for every result
+	// accepted (the first of its task in its generation): the generation,
+	// the task, the worker's name and how long the task executed there as
+	// the worker reported it. It must return at once. A bag runner learns
+	// from it each worker's speed on the very tasks it ran (cmd/esbag).
+	OnAccept func(gen, task int, worker string, exec time.Duration)
 	// Logger receives the master's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -101,8 +155,36 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = DefaultMaxFrame
 	}
+	c.MaxFrame = min(c.MaxFrame, MaxFrameLimit)
+	if c.DeadlineFactor <= 0 {
+		c.DeadlineFactor = 4
+	}
+	if c.DeadlineFloor <= 0 {
+		c.DeadlineFloor = time.Second
+	}
+	switch {
+	case c.TaskTimeout == 0:
+		c.TaskTimeout = 10 * time.Minute
+	case c.TaskTimeout < 0:
+		c.TaskTimeout = 0
+	}
+	switch {
+	case c.MaxRetries == 0:
+		c.MaxRetries = 3
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
+	}
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = 64
+	}
+	if c.MaxHandshakesPerSource <= 0 {
+		c.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
+	}
+	if c.HelloTimeout <= 0 {
+		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if !(c.Verify >= 0 && c.Verify <= 1) {
+		return c, fmt.Errorf("grid: master: verify fraction %v outside [0, 1]", c.Verify)
 	}
 	if c.Progress <= 0 {
 		c.Progress = 10 * time.Second
@@ -122,13 +204,45 @@ type MasterStats struct {
 	Joined     int   // workers that ever joined
 	Batches    int   // batches started
 	TasksSent  int64 // task instances sent (originals and replicas)
-	Results    int64 // results received, of any kind
+	Results    int64 // results received, of any kind (cancel acknowledgements aside)
 	Stale      int64 // results of an earlier batch, discarded
 	Duplicates int64 // results of a task already done, discarded
 	Failed     int64 // results reporting an evaluation error
-	// Unsolicited counts results of the current batch for a task never
-	// sent to the worker that returned it; they are discarded.
+	// Unsolicited counts results that carry no token the master gave
+	// the worker that returned them for that task instance (forged, or
+	// for a task never sent to it); they are discarded, and counted
+	// nowhere else. (The tokens of a worker's last two batches are
+	// kept: a result of an older batch is counted Stale, and feeds
+	// nothing else.)
 	Unsolicited int64
+	Overdue     int64 // instances that passed their deadline (sched.Overdue)
+	Retried     int64 // failed evaluations given to another worker
+	Returned    int64 // held tasks a draining worker gave back
+	// Verification (MasterConfig.Verify, verify.go): results checked and
+	// confirmed by a second worker, checks given up (no second worker,
+	// or every worker asked failed), values evaluated again because
+	// their worker was excluded, votes that differed from the agreed
+	// value, and workers excluded for it.
+	Verified, Unverified, Reevaluated, Mismatches, Excluded int64
+	// Refused counts data connections refused, or whose handshake
+	// failed (admit.go; by kind: Master.Refused).
+	Refused int64
+	// Dropped counts workers whose connection the master dropped: an
+	// instance past TaskTimeout, or a session silent for IdleTimeout.
+	Dropped int64
+	// CancelAcks counts workers' answers to cancels (what they did with
+	// the instance goes to the ledger's cancel counts).
+	CancelAcks int64
+	// Assignments counts tasks handed to workers, and InboxWaiting the
+	// messages waiting in the master's inbox right after each (papers.md
+	// §2: the master is overloaded when InboxWaiting / Assignments, over
+	// recent assignments, reaches 1). Inbox is the inbox's length now,
+	// InboxCap its capacity.
+	Assignments, InboxWaiting int64
+	Inbox, InboxCap           int
+	// SplitStats: the overload test's window, mean and decision, and
+	// what splitting did (submaster.go).
+	SplitStats
 	// Wire traffic of all data connections, closed ones included.
 	ConnStats
 }
@@ -146,13 +260,14 @@ type MasterStats struct {
 type Master struct {
 	cfg    MasterConfig
 	log    *slog.Logger
+	conns  *slog.Logger // handshakes and connections: rate-limited (ratelog.go)
 	ln     net.Listener
 	start  time.Time
 	policy sched.Policy // loop-owned
 	ledger *sched.Ledger
-	// adaptive: the policy sizes remote queues from measurements, so
-	// the loop keeps the books that measure (outstanding instances).
+	// adaptive: the policy sizes remote queues from measurements.
 	adaptive bool
+	restart  atomic.Bool // Interrupt: workers are told the master will be back
 
 	in       chan loopMsg
 	loopCtx  context.Context
@@ -160,7 +275,12 @@ type Master struct {
 	done     chan struct{} // closed when the loop has exited
 	connCtx  context.Context
 	stopConn context.CancelFunc
-	hsSem    chan struct{}
+	gate     *gate // handshakes in progress (admit.go)
+	// refusals counts refused connections and failed handshakes, and
+	// logs them as a summary (admit.go).
+	refusals *member.Tally
+
+	checkEvery time.Duration // how often the loop looks for overdue instances
 
 	nextWorker atomic.Int32
 	minReached atomic.Bool
@@ -170,16 +290,19 @@ type Master struct {
 	live    int
 	liveCh  chan struct{} // closed and replaced when live changes
 	joinedN int
+	workers workerBook // name and host of every worker that joined (workers.go)
 
 	closeOnce sync.Once
 	stopCtx   func() bool
 	wg        sync.WaitGroup
 
+	relayReg relays // relays connected (relay.go)
+
 	loopState // owned by the loop goroutine
 }
 
-// NewMaster listens on cfg.Listen and starts the master. It shuts down
-// when ctx is done or Close is called.
+// NewMaster listens on cfg.Listen (or serves cfg.Listener) and starts the
+// master. It shuts down when ctx is done or Close is called.
 func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -189,24 +312,31 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grid: master: %w", err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("grid: master: %w", err)
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("grid: master: %w", err)
+		}
 	}
 	m := &Master{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "master"),
+		conns:  limitLog(cfg.Logger, 5, 20),
 		ln:     ln,
 		start:  time.Now(),
 		policy: p,
 		ledger: sched.NewLedger(cfg.Ledger),
 		in:     make(chan loopMsg, 4096),
 		done:   make(chan struct{}),
-		hsSem:  make(chan struct{}, cfg.MaxHandshakes),
+		gate:   newGate(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource),
 		liveCh: make(chan struct{}),
 	}
-	// Only rwq and r3q use the measurements (sched.Config.Adaptive).
-	m.adaptive = cfg.Sched.Adaptive && (p.Name() == "rwq" || p.Name() == "r3q")
+	// Only eft, and rwq and r3q with sched.Config.Adaptive, use the
+	// measurements.
+	m.adaptive = sched.Measures(p.Name(), cfg.Sched)
+	m.refusals = member.NewTally(cfg.Logger.With("component", "master"), slog.LevelWarn,
+		"data connections refused or whose handshake failed (summary)", 0)
+	m.checkEvery = min(max(cfg.DeadlineFloor/4, 10*time.Millisecond), time.Second)
 	m.loopState.init()
 	m.loopCtx, m.stopLoop = context.WithCancel(context.Background())
 	m.connCtx, m.stopConn = context.WithCancel(context.Background())
@@ -214,7 +344,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 	go m.loop()
 	go m.acceptLoop()
 	m.stopCtx = context.AfterFunc(ctx, func() { m.Close() })
-	m.log.Info("master listening for workers", "addr", m.Addr(), "policy", p.Name(), "problem", cfg.Problem.Name)
+	m.log.Debug("master listening for workers", "addr", m.Addr(), "policy", p.Name(), "problem", cfg.Problem.Name)
 	return m, nil
 }
 
@@ -295,6 +425,10 @@ func (m *Master) Evaluate(ctx context.Context, gen int, xs [][]float64) ([]float
 	if len(xs) == 0 {
 		return []float64{}, nil
 	}
+	if need := TaskFrameSize(len(xs[0])); need > m.cfg.MaxFrame {
+		return nil, fmt.Errorf("grid: generation %d: a task of dimension %d needs %d bytes, over the frame cap of %d bytes: raise the cap (esrun -max-frame, in MiB, at most %d)",
+			gen, len(xs[0]), need, m.cfg.MaxFrame, MaxFrameLimit>>20)
+	}
 	req := &evalReq{gen: gen, xs: xs, reply: make(chan evalReply, 1)}
 	select {
 	case m.in <- loopMsg{kind: msgEvaluate, eval: req}:
@@ -314,12 +448,11 @@ func (m *Master) Evaluate(ctx context.Context, gen int, xs [][]float64) ([]float
 		case <-m.done:
 			return nil, fmt.Errorf("grid: generation %d: %w", gen, ErrMasterClosed)
 		case <-tick.C:
-			w := m.Workers()
-			msg := "generation in progress"
-			if w == 0 {
-				msg = "generation waiting: no worker connected"
+			if w := m.Workers(); w == 0 {
+				m.log.Warn("generation waiting: no worker connected", "gen", gen, "done", m.progress.Load(), "tasks", len(xs))
+			} else {
+				m.log.Info("generation in progress", "gen", gen, "done", m.progress.Load(), "tasks", len(xs), "workers", w)
 			}
-			m.log.Info(msg, "gen", gen, "done", m.progress.Load(), "tasks", len(xs), "workers", w)
 		}
 	}
 }
@@ -334,6 +467,40 @@ func (m *Master) Report() sched.Report {
 	}
 	<-m.done
 	return m.ledger.Report()
+}
+
+// WorkerStat is the master's view of one connected worker, for metrics:
+// its name (as it introduced itself), slots, status (Clop's table: tasks
+// held and running, as its last results said) and the smoothed execution
+// time and round trip the master measured.
+type WorkerStat struct {
+	ID              sched.WorkerID
+	Name            string
+	Slots           int
+	Queued, Running int
+	Outstanding     int // instances the master's books have on it
+	Exec, RoundTrip time.Duration
+	Late, Draining  bool
+}
+
+// WorkerStats returns the master's view of every connected worker, in no
+// particular order.
+func (m *Master) WorkerStats() []WorkerStat {
+	var out []WorkerStat
+	m.ask(func() {
+		out = make([]WorkerStat, 0, len(m.byID))
+		for _, w := range m.byID {
+			if w.left {
+				continue
+			}
+			out = append(out, WorkerStat{
+				ID: w.id, Name: w.name, Slots: w.slots, Queued: int(w.queued), Running: int(w.running),
+				Outstanding: len(w.out), Exec: time.Duration(w.exec), RoundTrip: time.Duration(w.rtt),
+				Late: w.late, Draining: w.draining,
+			})
+		}
+	})
+	return out
 }
 
 // Stats returns the master's counters so far.
@@ -374,6 +541,7 @@ func (m *Master) HandleMemberEvent(ev MemberEvent) {
 	if ev.Kind != MemberFailed && ev.Kind != MemberLeft {
 		return
 	}
+	m.relayGone(ev.Member.Name) // relay.go: a relay speaks for its workers
 	if ev.Member.MetaErr == nil && ev.Member.Meta.Role != RoleWorker {
 		return
 	}
@@ -383,11 +551,20 @@ func (m *Master) HandleMemberEvent(ev MemberEvent) {
 	}
 }
 
+// Interrupt is Close, but tells the workers that the master will be back
+// (Shutdown.Restart): they wait for a master to return, so a resumed run
+// finds them.
+func (m *Master) Interrupt() error {
+	m.restart.Store(true)
+	return m.Close()
+}
+
 // Close tells every worker the run is over (MsgShutdown), closes the
 // connections and the listener, and waits for the master's goroutines. It
 // is safe to call more than once.
 func (m *Master) Close() error {
 	m.closeOnce.Do(func() {
+		m.awaitReturns() // split.go: workers on their way back from a child master
 		if m.stopCtx != nil {
 			m.stopCtx()
 		}
@@ -397,6 +574,7 @@ func (m *Master) Close() error {
 		m.stopConn()
 	})
 	m.wg.Wait()
+	m.refusals.Close()
 	return nil
 }
 
@@ -421,32 +599,45 @@ func (m *Master) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		select {
-		case m.hsSem <- struct{}{}:
-		default:
-			m.log.Warn("too many handshakes in progress; connection refused", "peer", nc.RemoteAddr().String())
-			nc.Close()
+		ip := sourceIP(nc.RemoteAddr())
+		if kind, reason := m.gate.enter(ip); kind != "" {
+			m.refuseConn(nc, kind, reason)
 			continue
 		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			defer func() { <-m.hsSem }()
-			m.handshake(nc)
+			m.handshake(nc, func() { m.gate.leave(ip) })
 		}()
 	}
 }
 
-// handshake authenticates one worker and hands it to the loop.
-func (m *Master) handshake(nc net.Conn) {
+// handshake authenticates one worker and hands it to the loop. It calls
+// done once the handshake is over (its slot in the gate is free again).
+func (m *Master) handshake(nc net.Conn, done func()) {
 	var id int32
 	conn, hello, err := Accept(m.connCtx, nc, AcceptConfig{
-		Key:     m.cfg.Key,
-		Timeout: m.cfg.HandshakeTimeout,
+		Key:          m.cfg.Key,
+		Timeout:      m.cfg.HandshakeTimeout,
+		HelloTimeout: m.cfg.HelloTimeout,
+		Refused: func(peer net.Addr, reason string) {
+			m.refusals.Add(refusedKind(reason), peer.String()+": "+reason)
+		},
 		Welcome: func(h *Hello) (int32, ProblemSpec, error) {
 			if h.Name == "" {
 				// Gossip failures are matched to connections by name.
 				return 0, ProblemSpec{}, errors.New("worker has no name")
+			}
+			if len(h.Name) > MaxWorkerName {
+				return 0, ProblemSpec{}, fmt.Errorf("worker name of %d bytes, at most %d", len(h.Name), MaxWorkerName)
+			}
+			if helloRole(h) != "" {
+				// A child master's link or a relay (splitmsg.go).
+				id = m.nextWorker.Add(1)
+				return id, m.cfg.Problem, nil
+			}
+			if why := m.excludedWhy(h.Name); why != "" {
+				return 0, ProblemSpec{}, errors.New(why)
 			}
 			if h.Slots < 1 || h.Slots > MaxMetaSlots {
 				return 0, ProblemSpec{}, fmt.Errorf("slots %d outside [1, %d]", h.Slots, MaxMetaSlots)
@@ -461,14 +652,20 @@ func (m *Master) handshake(nc net.Conn) {
 			MaxFrame:    m.cfg.MaxFrame,
 			IdleTimeout: m.cfg.IdleTimeout,
 			Heartbeat:   m.cfg.Heartbeat,
-			Logger:      m.cfg.Logger,
+			Logger:      m.conns, // one line per refused connection, rate-limited
 		},
 	})
+	done()
 	if err != nil {
 		// Accept has logged the reason and sent a Reject where it could.
 		return
 	}
-	w := &mworker{id: sched.WorkerID(id), name: hello.Name, slots: hello.Slots, conn: conn}
+	if role := helloRole(hello); role != "" {
+		m.acceptRole(role, conn, hello) // split.go
+		return
+	}
+	w := &mworker{id: sched.WorkerID(id), name: hello.Name, slots: hello.Slots, conn: conn, lastHeard: m.now()}
+	m.workers.add(w.id, hello.Name, conn.RemoteAddr())
 	select {
 	case m.in <- loopMsg{kind: msgJoined, w: w}:
 	case <-m.done:

@@ -1,9 +1,12 @@
 package grid
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/esgrid/esgrid/sched"
 )
@@ -50,22 +53,42 @@ type mworker struct {
 	slots int
 	conn  *Conn
 
-	left   bool // WorkerLeft has been stepped (drained, lost or replaced)
-	closed bool // the connection is closed
+	left     bool // WorkerLeft has been stepped (lost, dropped or replaced)
+	closed   bool // the connection is closed
+	draining bool // WorkerDraining has been stepped
+	late     bool // Overdue has been stepped and the worker has not answered since
 
-	// Status from the worker's last Results (Clop's status table).
+	// Status from the worker's last Results (Clop's status table), and
+	// when its session last sent any (results or a status report).
 	queued, running int32
+	lastHeard       time.Duration
+
+	// Smoothed measurements (ns): execution time and round trip.
+	exec, rtt float64
 
 	// out lists the instances of the current batch outstanding on this
-	// worker in the master's books (sent, not yet answered or cancelled),
-	// kept only for the adaptive depth's measurements (measure).
+	// worker in the master's books (sent, not yet answered or
+	// cancelled), in send order: the first slots of them are running,
+	// for the deadlines, and their send times give the round trip.
 	out []outInstance
 
 	// sent has bit t set for every task t of batch sentBatch that was
-	// sent to this worker: only those results are believed.
-	sent      []uint64
-	sentBatch int32
-	warned    bool // an unsolicited result was logged
+	// sent to this worker: only those results are believed. told has bit
+	// t set once the ledger has been told of that instance's execution
+	// (once per instance, however often the worker repeats it). prev* are
+	// the same for the batch before, whose late results and cancel
+	// acknowledgements still arrive.
+	sent, told         []uint64
+	sentBatch          int32
+	prevSent, prevTold []uint64
+	prevBatch          int32
+	warned             bool // an unsolicited result was logged
+	// tokens[t] is the token sent with task t of batch sentBatch (0: not
+	// drawn), prevTokens the batch before's (verify.go).
+	tokens, prevTokens []uint64
+	// checkTasks are instances of verification checks to send this turn
+	// (verify.go); flush sends them with the policy's tasks.
+	checkTasks []Task
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -80,43 +103,120 @@ type mworker struct {
 // outInstance is one instance outstanding on a worker: when the master
 // sent it, and whether the worker had an idle slot then (fewer instances
 // outstanding than slots), so that the instance ran on arrival and its
-// round trip is send → result less its execution.
+// round trip is send → result less its execution; when it started
+// running in the books (the worker runs in send order, slots at a time;
+// -1 while held), and whether it went overdue.
 type outInstance struct {
-	task int32
-	at   time.Duration
-	idle bool
+	task    int32
+	at      time.Duration
+	idle    bool
+	started time.Duration
+	overdue bool
 }
 
-// takeOut removes task t from w's outstanding instances and returns it.
-func (w *mworker) takeOut(t int32) (outInstance, bool) {
+// takeOut removes task t from w's outstanding instances and returns it;
+// the next held instance starts running (in the books) at now.
+func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
 	for i, o := range w.out {
 		if o.task == t {
-			last := len(w.out) - 1
-			w.out[i] = w.out[last]
-			w.out = w.out[:last]
+			w.out = append(w.out[:i], w.out[i+1:]...)
+			if i < w.slots && len(w.out) >= w.slots && w.out[w.slots-1].started < 0 {
+				w.out[w.slots-1].started = now
+			}
 			return o, true
 		}
 	}
 	return outInstance{}, false
 }
 
+// measureGain is the weight of a new measurement in a smoothed mean, as
+// the adaptive policies use it.
+const measureGain = 1.0 / 8
+
+func smooth(mean *float64, x time.Duration) {
+	switch {
+	case x <= 0:
+	case *mean == 0:
+		*mean = float64(x)
+	default:
+		*mean += (float64(x) - *mean) * measureGain
+	}
+}
+
 // markSent records that task t of batch b (of n tasks) went to w.
 func (w *mworker) markSent(b int32, n int, t int32) {
 	if w.sentBatch != b || len(w.sent) == 0 {
-		words := (n + 63) / 64
-		if cap(w.sent) < words {
-			w.sent = make([]uint64, words)
+		if len(w.sent) > 0 {
+			w.prevSent, w.sent = w.sent, w.prevSent
+			w.prevTold, w.told = w.told, w.prevTold
+			w.prevTokens, w.tokens = w.tokens, w.prevTokens
+			w.prevBatch = w.sentBatch
 		}
-		w.sent = w.sent[:words]
-		clear(w.sent)
+		words := (n + 63) / 64
+		w.sent, w.told = bitsFor(w.sent, words), bitsFor(w.told, words)
+		w.tokens = tokensFor(w.tokens, n)
 		w.sentBatch = b
 	}
 	w.sent[t/64] |= 1 << (t % 64)
 }
 
+// bitsFor returns b resized to words words, all clear.
+func bitsFor(b []uint64, words int) []uint64 {
+	if cap(b) < words {
+		return make([]uint64, words)
+	}
+	b = b[:words]
+	clear(b)
+	return b
+}
+
+func hasBit(b []uint64, t int32) bool {
+	return t >= 0 && int(t/64) < len(b) && b[t/64]&(1<<(t%64)) != 0
+}
+
 // wasSent reports whether task t of batch b was ever sent to w.
 func (w *mworker) wasSent(b int32, t int32) bool {
-	return w.sentBatch == b && t >= 0 && int(t/64) < len(w.sent) && w.sent[t/64]&(1<<(t%64)) != 0
+	return w.sentBatch == b && hasBit(w.sent, t)
+}
+
+// unmarkSent forgets that task t of batch b went to w: it never did (the
+// policy withdrew it before the frame went out).
+func (w *mworker) unmarkSent(b int32, t int32) {
+	if w.wasSent(b, t) {
+		w.sent[t/64] &^= 1 << (t % 64)
+	}
+}
+
+// sentIn reports whether task t of batch b (this worker's latest or the
+// one before) was sent to w.
+func (w *mworker) sentIn(b int32, t int32) bool {
+	switch {
+	case b == w.sentBatch:
+		return hasBit(w.sent, t)
+	case b == w.prevBatch:
+		return hasBit(w.prevSent, t)
+	}
+	return false
+}
+
+// tell reports whether task t of batch b (this worker's latest or the one
+// before) was sent to w and the ledger has not been told of it yet, and
+// marks it told: a worker's report of an instance counts once, and only
+// for an instance it was really sent.
+func (w *mworker) tell(b int32, t int32) bool {
+	sent, told := w.sent, w.told
+	switch {
+	case b == w.sentBatch && len(w.sent) > 0:
+	case b == w.prevBatch && len(w.prevSent) > 0:
+		sent, told = w.prevSent, w.prevTold
+	default:
+		return false
+	}
+	if !hasBit(sent, t) || hasBit(told, t) {
+		return false
+	}
+	told[t/64] |= 1 << (t % 64)
+	return true
 }
 
 // batch is the generation being evaluated (or the last one).
@@ -128,6 +228,16 @@ type batch struct {
 	done    []bool // an accepted result is in f
 	replied bool
 	reply   chan evalReply
+	// failures lists, per task that failed, each failure as "worker: error".
+	failures map[int32][]string
+}
+
+// fail ends the batch with err, once.
+func (b *batch) fail(err error) {
+	if !b.replied {
+		b.replied = true
+		b.reply <- evalReply{err: err}
+	}
 }
 
 // loopState is everything the event loop owns.
@@ -142,12 +252,17 @@ type loopState struct {
 	batches int
 	counts  MasterStats // Workers and ConnStats are filled in by stats()
 	gone    ConnStats   // traffic of closed connections
+	exec    float64     // the grid's smoothed execution time (ns)
+	overdue []int32     // scratch for checkDeadlines
+	split   splitState  // overload test, children, parent (submaster.go)
+	v       verifyState // tokens, checks, excluded workers (verify.go)
 }
 
 func (s *loopState) init() {
 	s.byID = make(map[sched.WorkerID]*mworker)
 	s.byName = make(map[string]*mworker)
 	s.lastID = -1
+	s.v.init()
 }
 
 func (m *Master) now() time.Duration { return time.Since(m.start) }
@@ -156,6 +271,8 @@ func (m *Master) now() time.Duration { return time.Since(m.start) }
 func (m *Master) loop() {
 	defer m.wg.Done()
 	defer close(m.done)
+	deadlines := time.NewTicker(m.checkEvery)
+	defer deadlines.Stop()
 	for {
 		select {
 		case <-m.loopCtx.Done():
@@ -163,6 +280,8 @@ func (m *Master) loop() {
 			return
 		case lm := <-m.in:
 			m.handle(lm)
+		case <-deadlines.C:
+			m.checkDeadlines()
 		}
 		// Take what else is waiting before writing, so that several
 		// results from one worker become one frame back.
@@ -176,10 +295,15 @@ func (m *Master) loop() {
 			}
 		}
 		m.flush()
+		m.afterTurn() // split.go: splits, task requests, a child's return
 	}
 }
 
 func (m *Master) handle(lm loopMsg) {
+	m.turnBegin() // split.go
+	if lm.kind == msgFrame {
+		m.messageTaken(len(m.in)) // submaster.go: the overload test, an emulated slow master
+	}
 	switch lm.kind {
 	case msgJoined:
 		m.joined(lm.w)
@@ -188,11 +312,7 @@ func (m *Master) handle(lm loopMsg) {
 		case *Results:
 			m.results(lm.w, v)
 		case *Drain:
-			if !lm.w.left {
-				m.log.Info("worker draining; its held tasks go back to the queue",
-					"worker", lm.w.name, "id", lm.w.id, "returned", len(v.Returned))
-				m.workerLeft(lm.w)
-			}
+			m.drain(lm.w, v)
 		default:
 			m.log.Warn("unexpected message from worker; closing its connection",
 				"worker", lm.w.name, "type", lm.msg.Type())
@@ -208,6 +328,7 @@ func (m *Master) handle(lm loopMsg) {
 		m.gone.BytesOut += st.BytesOut
 		m.gone.Writes += st.Writes
 		delete(m.byID, w.id)
+		m.workers.left(w.id)
 		if !w.left {
 			m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
 			m.workerLeft(w)
@@ -242,10 +363,13 @@ func (m *Master) joined(w *mworker) {
 	m.byID[w.id] = w
 	m.byName[w.name] = w
 	m.nLive++
+	m.split.slots += w.slots
 	m.counts.Joined++
 	m.setLive(m.nLive, true)
 	m.log.Info("worker joined", "worker", w.name, "id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
 	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots}, 0)
+	m.applyPlan(w)         // its slots, or set aside, as the plan says (plan.go)
+	m.checkChecks(m.now()) // checks waiting for a worker (verify.go)
 }
 
 // workerLeft steps WorkerLeft once for w: the policy puts back in the
@@ -255,13 +379,117 @@ func (m *Master) workerLeft(w *mworker) {
 		return
 	}
 	w.left = true
-	w.tasks = w.tasks[:0] // never sent: the policy has taken them back
+	for _, t := range w.tasks {
+		m.ledger.Unsent(w.id, sched.TaskID(t.ID)) // never sent: the policy takes them back
+	}
+	w.tasks = w.tasks[:0]
 	if m.byName[w.name] == w {
 		delete(m.byName, w.name)
 	}
+	w.out = w.out[:0]
+	w.checkTasks = w.checkTasks[:0]
+	m.checksLost(w) // verify.go
 	m.nLive--
+	m.split.slots -= w.slots
 	m.setLive(m.nLive, false)
 	m.step(sched.Event{Kind: sched.WorkerLeft, Worker: w.id}, 0)
+	if m.nLive == 0 && m.cur != nil && !m.cur.replied {
+		m.log.Warn("every worker has left; the generation waits for workers to join",
+			"gen", m.cur.gen, "done", m.progress.Load(), "tasks", len(m.cur.xs))
+	}
+}
+
+// drain handles a worker's Drain: it takes no new work, and the held
+// tasks it gave back go back to the queue; what it still runs stays its
+// own until its results come or its connection closes.
+func (m *Master) drain(w *mworker, d *Drain) {
+	if w.left {
+		return
+	}
+	if !w.draining {
+		w.draining = true
+		m.log.Info("worker draining; its held tasks go back to the queue", "worker", w.name, "id", w.id, "returned", len(d.Returned))
+		m.step(sched.Event{Kind: sched.WorkerDraining, Worker: w.id}, 0)
+	}
+	b := m.cur
+	if b == nil || d.Gen != b.id {
+		return
+	}
+	for _, t := range d.Returned {
+		if _, ok := w.takeOut(t, m.now()); ok {
+			m.counts.Returned++
+			m.step(sched.Event{Kind: sched.Returned, Worker: w.id, Task: sched.TaskID(t)}, 0)
+		}
+	}
+}
+
+// checkDeadlines steps Overdue for every running instance past its
+// deadline, and drops the connection of a worker with an instance past
+// TaskTimeout or whose session has been silent for IdleTimeout while it
+// had work.
+func (m *Master) checkDeadlines() {
+	now := m.now()
+	for _, w := range m.byID {
+		if w.left || len(w.out) == 0 {
+			continue
+		}
+		if silent := now - w.lastHeard; silent > m.cfg.IdleTimeout {
+			m.dropWorker(w, "its session sent nothing while it had tasks", "silent_for", silent.Round(time.Millisecond))
+			continue
+		}
+		deadline := m.deadline(w)
+		m.overdue = m.overdue[:0]
+		for i := range w.out[:min(w.slots, len(w.out))] {
+			o := &w.out[i]
+			if o.started < 0 {
+				continue
+			}
+			run := now - o.started
+			if m.cfg.TaskTimeout > 0 && run > m.cfg.TaskTimeout {
+				m.dropWorker(w, "a task ran past the task timeout", "task", o.task, "running_for", run.Round(time.Millisecond))
+				break
+			}
+			if !o.overdue && deadline > 0 && run > deadline {
+				o.overdue = true
+				m.overdue = append(m.overdue, o.task)
+			}
+		}
+		if w.left || len(m.overdue) == 0 {
+			continue
+		}
+		if !w.late {
+			m.log.Warn("worker is late: its overdue tasks go to other workers, and it gets no new work until it answers",
+				"worker", w.name, "id", w.id, "gen", m.cur.gen, "tasks", len(m.overdue), "deadline", deadline.Round(time.Millisecond))
+		}
+		w.late = true
+		for _, t := range m.overdue {
+			m.counts.Overdue++
+			m.step(sched.Event{Kind: sched.Overdue, Worker: w.id, Task: sched.TaskID(t)}, 0)
+		}
+	}
+	m.checkChecks(now) // verify.go
+}
+
+// deadline is how long an instance may run on w before it is overdue; 0
+// while nothing has been measured.
+func (m *Master) deadline(w *mworker) time.Duration {
+	est := w.exec
+	if est == 0 {
+		est = m.exec
+	}
+	if est == 0 {
+		return 0
+	}
+	return max(time.Duration(m.cfg.DeadlineFactor*est+w.rtt), m.cfg.DeadlineFloor)
+}
+
+// dropWorker drops w's connection as lost: its tasks go back to the
+// queue. It may connect again.
+func (m *Master) dropWorker(w *mworker, why string, args ...any) {
+	m.counts.Dropped++
+	m.log.Warn("dropping worker: "+why+"; its tasks go back to the queue", append([]any{"worker", w.name, "id", w.id}, args...)...)
+	m.workerLeft(w)
+	w.conn.SendAndClose(&Reject{Reason: "dropped by the master: " + why})
 }
 
 func (m *Master) startBatch(req *evalReq) {
@@ -280,9 +508,10 @@ func (m *Master) startBatch(req *evalReq) {
 		id = int32(req.gen)
 	}
 	m.lastID = id
-	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)), reply: req.reply}
+	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)), reply: req.reply, failures: map[int32][]string{}}
 	m.batches++
 	m.progress.Store(0)
+	m.verifyStart(len(req.xs))
 	for _, w := range m.byID {
 		// Whatever is still out belongs to the old batch: its results
 		// will be stale, and the worker counts as free in the books.
@@ -292,17 +521,19 @@ func (m *Master) startBatch(req *evalReq) {
 	if prev != nil {
 		prevID = prev.id
 	}
+	m.newBatchSplit() // split.go
 	m.stepWith(sched.Event{Kind: sched.BatchStarted, N: len(req.xs)}, 0, prevID)
 }
 
 // results handles one Results frame from w.
 func (m *Master) results(w *mworker, rs *Results) {
 	w.queued, w.running = rs.Queued, rs.Running
+	w.lastHeard = m.now()
 	b := m.cur
 	for i := range rs.Items {
 		m.result(w, b, &rs.Items[i])
 	}
-	if b != nil && !b.replied && m.policy.Done() {
+	if b != nil && !b.replied && m.batchDone() && m.checksDone() { // split.go: nothing out with a child either
 		b.replied = true
 		b.reply <- evalReply{f: b.f}
 		m.log.Debug("generation evaluated", "gen", b.gen, "tasks", len(b.f))
@@ -311,75 +542,187 @@ func (m *Master) results(w *mworker, rs *Results) {
 
 // result handles one result from w while batch b is current. Only a result
 // for a task of b that was sent to w can decide (or fail) a task; the rest
-// feed the accounting at most.
+// feed the accounting at most, once per instance really sent to w.
 func (m *Master) result(w *mworker, b *batch, r *Result) {
-	m.counts.Results++
 	now := m.now()
 	exec := time.Duration(r.Exec)
 	if exec < 0 || exec > now {
 		exec = 0 // not to be trusted; only the accounting uses it
 	}
-	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Cancelled: true}
+	if m.v.exIDs[w.id] {
+		return // excluded (verify.go): nothing more from it counts
+	}
+	if r.ID >= checkBase {
+		m.checkResult(w, b, r) // an instance of a verification check (verify.go)
+		return
+	}
+	// Only an instance the master gave w, with its token, is believed
+	// (verify.go); an acknowledgement that the instance finished long
+	// ago has none, and feeds the ledger only against a cancel sent.
+	if !w.validToken(r.Gen, r.ID, r.Token) && !(r.Cancelled && r.Ack == AckLate) {
+		if w.tokensForgotten(r.Gen) {
+			// A batch older than the two whose tokens are kept: stale
+			// whoever sent it, and it feeds nothing else.
+			m.counts.Stale++
+			return
+		}
+		m.unsolicited(w, r)
+		return
+	}
+	if r.Cancelled {
+		m.cancelAck(w, b, r, now, exec)
+		return
+	}
+	m.counts.Results++
+	if r.Err == "" && !m.cfg.Problem.NonFinite && !finite(r.F) {
+		r.Err = nonFiniteError(r.F) // an error, retried elsewhere (verify.go)
+	}
+	// Dated at its arrival: the ledger moves it back by the worker's
+	// one-way delay (half its smallest round trip).
+	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Arrival: true}
+	finished := r.Err == "" && exec > 0
+	if finished {
+		smooth(&w.exec, exec)
+		smooth(&m.exec, exec)
+	}
 	switch {
 	case b == nil || r.Gen != b.id:
 		// An earlier batch: its compute was wasted, its value unused,
-		// but how long it ran still says how fast the worker is.
+		// but how long it ran still says how fast the worker is, and
+		// that it is alive.
 		m.counts.Stale++
-		if m.adaptive && !r.Cancelled && r.Err == "" && exec > 0 && !w.left {
-			m.step(sched.Event{Kind: sched.Measured, Worker: w.id, Exec: exec}, 0)
-		}
-	case !w.wasSent(b.id, r.ID):
-		// Never given to this worker: believing it would let a broken or
-		// hostile worker decide (or fail) a batch with made-up values.
-		m.counts.Unsolicited++
-		if !w.warned {
-			w.warned = true
-			m.log.Warn("worker sent a result for a task it was never given; discarded",
-				"worker", w.name, "id", w.id, "gen", b.gen, "task", r.ID)
-		}
-		return
-	case r.Cancelled:
-		// Its instance left the books when the policy cancelled it.
-	case r.Err != "":
-		w.takeOut(r.ID)
-		m.counts.Failed++
-		if r.ID >= 0 && int(r.ID) < len(b.done) && !b.done[r.ID] && !b.replied {
-			b.replied = true
-			b.reply <- evalReply{err: fmt.Errorf("grid: generation %d, task %d: evaluation failed on worker %s: %s", b.gen, r.ID, w.name, r.Err)}
-		}
-		return
-	default:
-		// NaN and ±Inf are results like any other: the ES ranks them.
-		if exec > 0 {
-			ran.Cancelled = false
+		if finished && w.tell(r.Gen, r.ID) {
 			m.ledger.Ran(ran)
 		}
-		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
-		if m.adaptive {
-			m.measure(&ev, w, r.ID, now, exec)
+		if !w.left && (w.late || m.adaptive && finished) {
+			ev := sched.Event{Kind: sched.Measured, Worker: w.id}
+			if m.adaptive && finished {
+				ev.Exec = exec
+			}
+			w.late = false
+			m.step(ev, 0)
 		}
+	case !w.wasSent(b.id, r.ID):
+		// Never given to this worker (withdrawn before it went):
+		// believing it would let a broken or hostile worker decide (or
+		// fail) a batch with made-up values.
+		m.counts.Results--
+		m.unsolicited(w, r)
+	case r.Err != "":
+		w.takeOut(r.ID, now)
+		w.late = false
+		m.counts.Failed++
+		m.failed(w, b, r)
+	default:
+		// NaN and ±Inf are results like any other when the problem says
+		// so (ProblemSpec.NonFinite): the ES ranks them.
+		if exec > 0 && w.tell(b.id, r.ID) {
+			m.ledger.Ran(ran)
+		}
+		w.late = false
+		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
+		m.measure(&ev, w, r.ID, now, exec)
 		if !m.step(ev, r.F) {
 			m.counts.Duplicates++
+		} else {
+			m.verifyAccepted(w, b, r.ID, r.F) // verify.go
+			if m.cfg.OnAccept != nil {
+				m.cfg.OnAccept(b.gen, int(r.ID), w.name, exec)
+			}
 		}
-		return
-	}
-	if exec > 0 {
-		m.ledger.Ran(ran)
 	}
 }
 
-// measure adds to ev, the result of task t from w handled at now, what
-// the adaptive depth needs (sched.Config.Adaptive), as the simulator
-// measures it: Exec as the worker reported it (the time its slot was
-// busy, an emulated slowdown included), and RTT = now − sent − Exec, but
-// only for an instance sent while w had an idle slot in the master's
-// books: one sent to be held waited in the remote queue for a time the
-// master cannot know.
-func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Duration) {
-	ev.Exec = exec
-	if o, ok := w.takeOut(t); ok && o.idle && exec > 0 {
-		ev.RTT = max(now-o.at-exec, 0)
+// cancelAck handles a worker's answer to a cancel (a Cancelled result):
+// what it did with the instance goes to the ledger, which counts it only
+// as the answer to a cancel it saw sent. A worker that predates
+// acknowledgements answers only for running instances it stopped
+// (Cancelled, no Ack).
+func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Duration) {
+	m.counts.CancelAcks++
+	t := sched.TaskID(r.ID)
+	switch r.Ack {
+	case AckDropped, AckLate:
+		// No execution to report (a late one's result came on its own);
+		// the ledger counts one outcome per cancel it saw sent.
+		if w.sentIn(r.Gen, r.ID) {
+			if r.Ack == AckDropped {
+				m.ledger.Dropped(now, w.id, t)
+			} else {
+				m.ledger.Late(now, w.id, t)
+			}
+		}
+	default: // AckStopped, or a worker that predates acknowledgements
+		if exec > 0 && w.tell(r.Gen, r.ID) {
+			m.ledger.Ran(sched.Execution{Worker: w.id, Task: t, Start: now - exec, End: now, Cancelled: true, Arrival: true})
+		}
 	}
+	// The answer shows a late worker alive.
+	if w.late && !w.left {
+		w.late = false
+		m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
+	}
+	_ = b
+}
+
+// measure takes the instance of task t out of w's books and measures,
+// as the simulator does, the round trip RTT = now − sent − Exec, but only
+// for an instance sent while w had an idle slot in the master's books:
+// one sent to be held waited in the remote queue for a time the master
+// cannot know. The deadlines use the smoothed round trip; with the
+// adaptive depth (sched.Config.Adaptive) ev carries the measurements:
+// Exec as the worker reported it (the time its slot was busy, an emulated
+// slowdown included) and the RTT.
+func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Duration) {
+	o, ok := w.takeOut(t, now)
+	var rtt time.Duration
+	if ok && o.idle && exec > 0 {
+		rtt = max(now-o.at-exec, 0)
+		smooth(&w.rtt, rtt)
+	}
+	if m.adaptive {
+		ev.Exec, ev.RTT = exec, rtt
+	}
+}
+
+// failed handles an evaluation error from w for task r.ID of batch b:
+// the task is retried on another worker (sched.Failed), up to
+// MaxRetries failures, after which the batch fails with every failure.
+func (m *Master) failed(w *mworker, b *batch, r *Result) {
+	if r.ID < 0 || int(r.ID) >= len(b.done) || b.replied {
+		return
+	}
+	ev := sched.Event{Kind: sched.Failed, Worker: w.id, Task: sched.TaskID(r.ID)}
+	if b.done[r.ID] {
+		m.step(ev, 0) // a copy that lost anyway: only its slot matters
+		return
+	}
+	errText := truncate(r.Err, maxErrText)
+	fs := append(b.failures[r.ID], w.name+": "+errText)
+	b.failures[r.ID] = fs
+	if len(fs) > m.cfg.MaxRetries {
+		b.fail(fmt.Errorf("grid: generation %d, task %d failed %d times (max retries %d): %s",
+			b.gen, r.ID, len(fs), m.cfg.MaxRetries, strings.Join(fs, "; ")))
+		return
+	}
+	m.counts.Retried++
+	m.log.Warn("evaluation failed; retrying the task on another worker",
+		"gen", b.gen, "task", r.ID, "worker", w.name, "failures", len(fs), "max_retries", m.cfg.MaxRetries, "err", errText)
+	m.step(ev, 0)
+}
+
+// maxErrText bounds an error text from a worker in logs and errors.
+const maxErrText = 300
+
+// truncate cuts s to at most n bytes (on a rune boundary), marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // step applies ev to the policy and the ledger and carries out the
@@ -396,8 +739,9 @@ func (m *Master) step(ev sched.Event, f float64) bool {
 // stepWith is step with the batch id that Cancel actions refer to (the
 // previous batch's, for BatchStarted).
 func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
-	m.acts = m.policy.Step(ev, m.acts[:0])
 	at := m.now()
+	ev.At = at // time as data: eft reads it, a policy never reads a clock
+	m.acts = m.policy.Step(ev, m.acts[:0])
 	m.ledger.Step(at, ev, m.acts)
 	accepted := false
 	for _, a := range m.acts {
@@ -408,11 +752,16 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				m.log.Error("policy sent a task to an unknown worker", "worker", a.Worker, "task", a.Task)
 				continue
 			}
-			w.tasks = append(w.tasks, Task{ID: int32(a.Task), X: m.cur.xs[a.Task]})
 			w.markSent(m.cur.id, len(m.cur.xs), int32(a.Task))
-			if m.adaptive {
-				w.out = append(w.out, outInstance{task: int32(a.Task), at: at, idle: len(w.out) < w.slots})
+			w.tasks = append(w.tasks, Task{ID: int32(a.Task), X: m.cur.xs[a.Task], Token: w.tokenFor(int32(a.Task), m.newToken)})
+			if len(w.out) == 0 {
+				w.lastHeard = at // silence counts while it has work
 			}
+			o := outInstance{task: int32(a.Task), at: at, idle: len(w.out) < w.slots, started: -1}
+			if o.idle {
+				o.started = at
+			}
+			w.out = append(w.out, o)
 			m.counts.TasksSent++
 			m.markDirty(w)
 		case sched.Cancel:
@@ -422,9 +771,15 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			}
 			if ev.Kind != sched.BatchStarted {
 				// An old batch's instances left the books when it ended.
-				w.takeOut(int32(a.Task))
+				w.takeOut(int32(a.Task), at)
 				if dropTask(&w.tasks, int32(a.Task)) {
-					continue // not sent yet: never send it
+					// Not sent yet: never send it, nor count it.
+					m.ledger.Unsent(w.id, a.Task)
+					m.counts.TasksSent--
+					if m.cur != nil {
+						w.unmarkSent(m.cur.id, int32(a.Task))
+					}
+					continue
 				}
 			}
 			if len(w.cancels) > 0 && w.cancelsGen != cancelGen {
@@ -439,7 +794,10 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				b.done[a.Task] = true
 				accepted = true
 				m.progress.Add(1)
+				m.onAccept(a.Task, f) // split.go: a child forwards it up
 			}
+		case sched.Taken:
+			m.onTaken(a.Task) // split.go
 		}
 	}
 	return accepted
@@ -472,13 +830,24 @@ func (m *Master) flush() {
 	for _, w := range m.dirty {
 		w.dirty = false
 		if w.closed {
-			w.tasks, w.cancels = w.tasks[:0], w.cancels[:0]
+			w.tasks, w.cancels, w.checkTasks = w.tasks[:0], w.cancels[:0], w.checkTasks[:0]
 			continue
 		}
 		if len(w.cancels) > 0 {
 			m.sendCancels(w)
 		}
+		if len(w.checkTasks) > 0 { // verify.go
+			w.tasks = append(w.tasks, w.checkTasks...)
+			clear(w.checkTasks)
+			w.checkTasks = w.checkTasks[:0]
+		}
 		if len(w.tasks) > 0 {
+			// papers.md §2's overload signal: the messages already waiting
+			// for the master right after it assigned each task.
+			n := int64(len(w.tasks))
+			m.counts.Assignments += n
+			m.counts.InboxWaiting += n * int64(len(m.in))
+			m.noteAssigned(int(n), len(m.in)) // submaster.go
 			m.sendTasks(w)
 		}
 	}
@@ -506,7 +875,13 @@ func (m *Master) sendTasks(w *mworker) {
 		hi := min(lo+chunk, len(w.tasks))
 		w.tasksMsg = Tasks{Gen: m.cur.id, Items: w.tasks[lo:hi]}
 		if err := w.conn.Send(&w.tasksMsg); err != nil {
-			m.log.Debug("tasks not sent", "worker", w.name, "err", err)
+			if errors.Is(err, ErrFrameTooLarge) {
+				// Evaluate checked the size, so this is a bug, but a
+				// lost task must never pass in silence.
+				m.cur.fail(fmt.Errorf("grid: generation %d: tasks not sent to worker %s: %w", m.cur.gen, w.name, err))
+			} else {
+				m.log.Debug("tasks not sent", "worker", w.name, "err", err)
+			}
 			break
 		}
 	}
@@ -521,6 +896,10 @@ func (m *Master) stats() MasterStats {
 	st.Workers = m.nLive
 	st.Batches = m.batches
 	st.ConnStats = m.gone
+	st.Inbox, st.InboxCap = len(m.in), cap(m.in)
+	st.SplitStats = m.splitStats() // submaster.go
+	// Connections refused or whose handshake failed (admit.go).
+	st.Refused = m.refusals.Total()
 	for _, w := range m.byID {
 		if !w.closed {
 			s := w.conn.Stats()
@@ -542,10 +921,15 @@ func (m *Master) shutdownWorkers() {
 		b.replied = true
 		b.reply <- evalReply{err: fmt.Errorf("grid: generation %d: %w", b.gen, ErrMasterClosed)}
 	}
+	bye := &Shutdown{Reason: "run over"}
+	if m.restart.Load() {
+		bye = &Shutdown{Reason: "master interrupted; it will be back", Restart: true}
+	}
+	m.shutdownChildren(bye) // split.go: child masters pass it to their workers
 	var conns []*Conn
 	for _, w := range m.byID {
 		if !w.closed {
-			w.conn.SendAndClose(&Shutdown{Reason: "run over"})
+			w.conn.SendAndClose(bye)
 			conns = append(conns, w.conn)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/esgrid/esgrid/grid/member"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -147,6 +148,10 @@ type Membership struct {
 	cfg  MembershipConfig
 	log  *slog.Logger
 	name string
+	// transport is gossip's network, with bounds (grid/member); tally
+	// counts what it and memberlist refuse, and logs a summary.
+	transport *member.Transport
+	tally     *member.Tally
 	// quickLeave bounds CloseQuickly's wait for its leave: one gossip
 	// round and a margin.
 	quickLeave time.Duration
@@ -220,17 +225,36 @@ func JoinMembership(ctx context.Context, cfg MembershipConfig, seeds ...string) 
 	mc.GossipVerifyOutgoing = true
 	mc.Delegate = (*metaDelegate)(m)
 	mc.Events = (*eventDelegate)(m)
-	mc.Logger = log.New(&memberlistLog{log: m.log, closing: m.leaving}, "", 0)
+	m.tally = member.NewTally(m.log, slog.LevelWarn,
+		"membership: gossip rejected (summary): from a peer with another cluster key or none, junk, or over the limits", 0)
+	mc.Logger = log.New(&memberlistLog{log: m.log, closing: m.leaving, tally: m.tally}, "", 0)
 	if cfg.Tune != nil {
 		cfg.Tune(mc)
+	}
+	// Gossip's network, with bounds on what a peer without the key can
+	// make this node read (grid/member).
+	m.transport, err = member.NewTransport(member.TransportConfig{
+		BindAddr: mc.BindAddr, BindPort: mc.BindPort, Logger: mc.Logger, Tally: m.tally,
+	})
+	if err != nil {
+		m.tally.Close()
+		return nil, fmt.Errorf("grid: membership: %w", err)
+	}
+	mc.Transport = m.transport
+	mc.BindPort = m.transport.Port()
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = mc.BindPort
 	}
 
 	m.quickLeave = min(cfg.LeaveTimeout, mc.GossipInterval+mc.GossipInterval/4)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		m.transport.Shutdown()
+		m.tally.Close()
 		return nil, fmt.Errorf("grid: membership: %w", err)
 	}
 	m.ml = ml
+	m.transport.SetNodes(ml.NumMembers)
 	m.wg.Add(2)
 	go m.dispatch()
 	go func() {
@@ -271,7 +295,8 @@ func (m *Membership) Join(seeds ...string) error {
 		if strings.Contains(err.Error(), "decrypt") || strings.Contains(err.Error(), "encrypt") {
 			hint = " (a different cluster key: is it the same on every node?)"
 		}
-		m.log.Error("membership: join failed"+hint, "seeds", seeds, "err", err)
+		// The caller logs it (an agent retrying every few seconds must
+		// not write two lines per attempt).
 		return fmt.Errorf("grid: join %v%s: %w", seeds, hint, err)
 	}
 	return nil
@@ -279,6 +304,21 @@ func (m *Membership) Join(seeds ...string) error {
 
 // Name returns this node's name.
 func (m *Membership) Name() string { return m.name }
+
+// Refused counts, by kind, the gossip traffic refused or dropped so far:
+// streams over the transport's limits (grid/member's Refused* kinds),
+// junk datagrams, and what memberlist itself refused (GossipWrongKey,
+// GossipBadInput).
+func (m *Membership) Refused() map[string]int64 { return m.tally.Totals() }
+
+// TransportStats returns the gossip transport's counters.
+func (m *Membership) TransportStats() member.TransportStats { return m.transport.Stats() }
+
+// Kinds of gossip traffic that memberlist refuses, as Refused counts them.
+const (
+	GossipWrongKey = "wrong_key" // could not be decrypted with the cluster key, or not encrypted
+	GossipBadInput = "bad_input" // malformed, or refused by memberlist's own limits
+)
 
 // Addr returns this node's gossip host:port as advertised to peers.
 func (m *Membership) Addr() string {
@@ -437,6 +477,7 @@ func (m *Membership) shutdownWith(quick bool) {
 		if err := m.ml.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("shutdown: %w", err))
 		}
+		m.tally.Close()
 		if err := errors.Join(errs...); err != nil {
 			m.closeErr = fmt.Errorf("grid: membership close: %w", err)
 		}
@@ -509,7 +550,10 @@ func (m *Membership) logEvent(ev MemberEvent) {
 			"event", ev.Kind, "member", mem.Name, "addr", mem.Addr, "err", mem.MetaErr)
 		return
 	}
-	m.log.Info("membership: member "+ev.Kind.String(), "member", mem.Name, "addr", mem.Addr,
+	// Debug: the master logs each worker's join and leave once, from its
+	// data connection; every member logging every other would make N²
+	// lines.
+	m.log.Debug("membership: member "+ev.Kind.String(), "member", mem.Name, "addr", mem.Addr,
 		"role", mem.Meta.Role, "slots", mem.Meta.Slots)
 }
 
@@ -564,6 +608,27 @@ func (d *eventDelegate) NotifyLeave(n *memberlist.Node) {
 type memberlistLog struct {
 	log     *slog.Logger
 	closing <-chan struct{}
+	tally   *member.Tally
+}
+
+// Lines of memberlist's about traffic that anyone who reaches the gossip
+// port can send: counted and summarised by the tally, never logged one by
+// one.
+var (
+	wrongKeyLines = []string{"decrypt", "not encrypted", "encryption is configured but"}
+	badInputLines = []string{"failed to receive", "Failed to read remote state", "invalid msgType", "label",
+		"missing message type", "not supported", "Failed to decode", "invalid checksum", "Too many pending",
+		"Remote node state size", "Failed to send error", "Failed to decompress", "Failed to receive user message",
+		"truncated messages", "Got ping for unexpected node", "packet too short"}
+)
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *memberlistLog) Write(p []byte) (int, error) {
@@ -578,9 +643,15 @@ func (w *memberlistLog) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	if strings.Contains(line, "decrypt") || strings.Contains(line, "not encrypted") {
-		w.log.Warn("membership: gossip rejected: a peer uses another cluster key or none", "detail", line)
-		return len(p), nil
+	if level >= slog.LevelWarn {
+		switch {
+		case containsAny(line, wrongKeyLines):
+			w.tally.Add(GossipWrongKey, line)
+			return len(p), nil
+		case containsAny(line, badInputLines):
+			w.tally.Add(GossipBadInput, line)
+			return len(p), nil
+		}
 	}
 	select {
 	case <-w.closing:

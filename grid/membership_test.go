@@ -143,9 +143,9 @@ func TestMembershipThreeNodes(t *testing.T) {
 
 	mems := w2.Members()
 	want := map[string]NodeMeta{
-		"m":  {Version: ProtocolVersion, Role: RoleMaster, DataAddr: "0.0.0.0:4242"},
-		"w1": {Version: ProtocolVersion, Role: RoleWorker, Slots: 4, Problems: []string{"ridge", "sphere"}},
-		"w2": {Version: ProtocolVersion, Role: RoleWorker, Slots: 2},
+		"m":  {Version: MetaVersion, Role: RoleMaster, DataAddr: "0.0.0.0:4242"},
+		"w1": {Version: MetaVersion, Role: RoleWorker, Slots: 4, Problems: []string{"ridge", "sphere"}},
+		"w2": {Version: MetaVersion, Role: RoleWorker, Slots: 2},
 	}
 	for _, mem := range mems {
 		if mem.MetaErr != nil {
@@ -356,7 +356,7 @@ func TestNodeMetaRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", m, err)
 		}
-		if got.Version != ProtocolVersion || got.Role != m.Role || got.DataAddr != m.DataAddr ||
+		if got.Version != MetaVersion || got.Role != m.Role || got.DataAddr != m.DataAddr ||
 			got.Slots != m.Slots || got.Leaving != m.Leaving || strings.Join(got.Problems, "|") != strings.Join(m.Problems, "|") {
 			t.Errorf("round trip %+v -> %+v", m, got)
 		}

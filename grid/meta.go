@@ -52,13 +52,19 @@ var (
 	ErrBadMeta = errors.New("grid: malformed node metadata")
 )
 
+// MetaVersion is the version of NodeMeta's format. It is not the data
+// connections' ProtocolVersion: a worker of another protocol version
+// still finds the master through gossip, and is then told in the
+// handshake which versions the two speak.
+const MetaVersion = 1
+
 // NodeMeta is what a node tells the cluster about itself through gossip.
 // It travels as a compact positional msgpack array
 // [version, role, data address, slots, problems, leaving] of at most
 // memberlist.MetaMaxSize (512) bytes.
 type NodeMeta struct {
-	// Version is the protocol version; MarshalBinary fills in
-	// ProtocolVersion when it is 0.
+	// Version is the metadata's format version; MarshalBinary fills in
+	// MetaVersion when it is 0.
 	Version int
 	// Role is master or worker.
 	Role Role
@@ -79,7 +85,7 @@ type NodeMeta struct {
 // MarshalBinary encodes m and checks it against memberlist.MetaMaxSize.
 func (m NodeMeta) MarshalBinary() ([]byte, error) {
 	if m.Version == 0 {
-		m.Version = ProtocolVersion
+		m.Version = MetaVersion
 	}
 	if m.Role != RoleWorker && m.Role != RoleMaster {
 		return nil, fmt.Errorf("%w: unknown role %d", ErrBadMeta, m.Role)
@@ -137,8 +143,8 @@ func ParseNodeMeta(b []byte) (NodeMeta, error) {
 	if m.Version, err = d.DecodeInt(); err != nil {
 		return m, fmt.Errorf("%w: version: %w", ErrBadMeta, err)
 	}
-	if m.Version != ProtocolVersion {
-		return NodeMeta{}, fmt.Errorf("%w: version %d, this node speaks %d", ErrMetaVersion, m.Version, ProtocolVersion)
+	if m.Version != MetaVersion {
+		return NodeMeta{}, fmt.Errorf("%w: version %d, this node speaks %d", ErrMetaVersion, m.Version, MetaVersion)
 	}
 	if n != metaFields {
 		return NodeMeta{}, fmt.Errorf("%w: %d fields, want %d", ErrBadMeta, n, metaFields)

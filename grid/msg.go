@@ -4,8 +4,9 @@
 package grid
 
 // ProtocolVersion is checked in the handshake; peers of different versions
-// refuse each other with a clear error.
-const ProtocolVersion = 1
+// refuse each other with a clear error. Version 2: frames after the
+// handshake are sealed, and tasks and results carry a token.
+const ProtocolVersion = 2
 
 // MsgType is the one byte that follows a frame's length and says which
 // concrete message the msgpack body holds. Bodies are always decoded into
@@ -51,6 +52,12 @@ type ProblemSpec struct {
 	// LoadN, when > 0, adds an LoadN×LoadN LU decomposition to every
 	// evaluation (the paper's extra load).
 	LoadN int `msgpack:"load_n,omitempty"`
+	// NonFinite says the problem may return NaN or ±Inf as a fitness
+	// value. Without it the master takes such a value for a failed
+	// evaluation (retried on another worker), not for the problem's
+	// answer: the built-in problems never return one for a point in
+	// their box.
+	NonFinite bool `msgpack:"nf,omitempty"`
 }
 
 // Welcome ends the handshake: the master's MAC (so the worker knows the
@@ -59,7 +66,11 @@ type Welcome struct {
 	Version int         `msgpack:"v"`
 	Worker  int32       `msgpack:"w"`
 	Problem ProblemSpec `msgpack:"p"`
-	MAC     []byte      `msgpack:"mac"`
+	// MaxFrame is the master's frame cap. A worker whose own cap is
+	// smaller raises it to this (up to MaxFrameLimit) for the connection,
+	// so that a run with large vectors needs no setting on every worker.
+	MaxFrame int    `msgpack:"mf,omitempty"`
+	MAC      []byte `msgpack:"mac"`
 }
 
 // Reject refuses a peer (wrong key, wrong version, bad frame); the sender
@@ -72,6 +83,10 @@ type Reject struct {
 type Task struct {
 	ID int32     `msgpack:"id"`
 	X  []float64 `msgpack:"x"`
+	// Token is the master's unguessable number for this task instance
+	// on this worker; the worker returns it in the Result, and the master
+	// believes only results that carry the token it sent.
+	Token uint64 `msgpack:"tok,omitempty"`
 }
 
 // Tasks carries one or more tasks of one generation into the worker's
@@ -96,11 +111,38 @@ type Result struct {
 	// Err is set when the evaluation failed; F is then meaningless.
 	Err string `msgpack:"err,omitempty"`
 	// Cancelled is set when a running instance was cancelled; Exec is then
-	// compute spent for nothing.
+	// compute spent for nothing. Every acknowledgement of a cancel (Ack)
+	// has it set, so that a master that predates acknowledgements takes
+	// one for a cancelled result and ignores it.
 	Cancelled bool `msgpack:"c,omitempty"`
 	// Exec is the time the task spent executing, in nanoseconds.
 	Exec int64 `msgpack:"e"`
+	// Ack, when set, makes this result the worker's answer to a Cancel of
+	// task ID of generation Gen: what it did with it. On the wire it is an
+	// optional trailing field, absent when zero (a worker that predates it
+	// sends none: the master then learns only of running instances
+	// stopped, from Cancelled results).
+	Ack CancelAck `msgpack:"ack,omitempty"`
+	// Token is the Task's, returned as received: the proof that this
+	// worker was given this task instance. A cancel acknowledgement for
+	// an instance the worker no longer has (AckLate) carries none.
+	Token uint64 `msgpack:"tok,omitempty"`
 }
+
+// CancelAck is what a worker did with a cancel, as it tells the master.
+type CancelAck uint8
+
+// The outcomes of a cancel.
+const (
+	// AckDropped: the instance was held in the remote queue and was
+	// removed before it ran (R3Q's cheap cancel).
+	AckDropped CancelAck = iota + 1
+	// AckStopped: the instance was running and was stopped; Exec is the
+	// compute it had used.
+	AckStopped
+	// AckLate: the instance had finished; its result had left already.
+	AckLate
+)
 
 // Results carries one or more results, and the worker's status right after
 // them (Clop's server-status table, kept fresh for free).
@@ -121,7 +163,10 @@ type Drain struct {
 	Returned []int32 `msgpack:"ids"`
 }
 
-// Shutdown tells a worker that the run is over.
+// Shutdown tells a worker that the master is going away: the run is over
+// (Restart false), or the master was interrupted and will be back (Restart
+// true), so the worker waits for it rather than leave.
 type Shutdown struct {
-	Reason string `msgpack:"r"`
+	Reason  string `msgpack:"r"`
+	Restart bool   `msgpack:"restart,omitempty"`
 }

@@ -1,34 +1,31 @@
 package grid
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
+	"github.com/esgrid/esgrid/grid/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// A frame on the wire is
+// A frame on the wire is grid/wire's frame:
 //
 //	length uint32, big-endian: the number of bytes that follow (type + body)
 //	type   MsgType, one byte
 //	body   msgpack of the concrete message for that type
 //
-// Nothing in a frame is trusted: the length is checked against a cap before
-// any buffer is sized for it, and the body is walked by validateBody (every
-// length and count it claims must fit in the bytes actually present, nesting
-// is bounded) before msgpack decodes it into the concrete type.
+// Nothing in a frame is trusted: package wire checks the length against a
+// cap before any buffer is sized for it, and validates the body (every
+// length and count it claims must fit in the bytes actually present,
+// nesting is bounded) before msgpack decodes it into the concrete type.
+// This file maps the grid's message types onto that framing and holds
+// their hand-written codecs.
 
 // DefaultMaxFrame is the default cap on a frame's length (type byte plus
 // body). Ten thousand 30-dimensional tasks fit in about 3 MiB.
-const DefaultMaxFrame = 4 << 20
-
-// frameHeader is the length prefix plus the type byte.
-const frameHeader = 5
+const DefaultMaxFrame = wire.DefaultMaxFrame
 
 // Limits on counts inside a message, on top of the frame cap, so that a
 // frame of tiny elements cannot make the decoder allocate many times its
@@ -36,16 +33,15 @@ const frameHeader = 5
 const (
 	maxItemsPerFrame = 1 << 16 // tasks, results or ids in one frame
 	maxDim           = 1 << 20 // coordinates of one task
-	maxNesting       = 8       // containers inside containers in one body
 )
 
-// Wire errors. Every error from decoding a frame wraps ErrMalformed, and
-// oversized frames also wrap ErrFrameTooLarge, so a caller can tell a broken
-// peer from a broken network.
+// Wire errors: package wire's. Every error from decoding a frame wraps
+// ErrMalformed, and oversized frames also wrap ErrFrameTooLarge, so a
+// caller can tell a broken peer from a broken network.
 var (
-	ErrMalformed     = errors.New("grid: malformed frame")
-	ErrFrameTooLarge = errors.New("grid: frame too large")
-	ErrUnknownType   = errors.New("grid: unknown message type")
+	ErrMalformed     = wire.ErrMalformed
+	ErrFrameTooLarge = wire.ErrFrameTooLarge
+	ErrUnknownType   = wire.ErrUnknownType
 )
 
 // Message is one of the protocol's messages (the types in msg.go). Send
@@ -110,6 +106,9 @@ func (t MsgType) String() string {
 	case MsgShutdown:
 		return "shutdown"
 	}
+	if s := extName(t); s != "" { // splitmsg.go
+		return s
+	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
@@ -137,6 +136,9 @@ func newMessage(t MsgType) (Message, error) {
 	case MsgShutdown:
 		return new(Shutdown), nil
 	}
+	if m := newExtMessage(t); m != nil { // splitmsg.go
+		return m, nil
+	}
 	return nil, fmt.Errorf("%w: %w %d", ErrMalformed, ErrUnknownType, uint8(t))
 }
 
@@ -144,32 +146,24 @@ func newMessage(t MsgType) (Message, error) {
 // encoder. It is not safe for concurrent use.
 type frameEncoder struct {
 	buf bytes.Buffer
-	enc *msgpack.Encoder
-	max int
+	enc *wire.Encoder
 }
 
 func newFrameEncoder(maxFrame int) *frameEncoder {
-	fe := &frameEncoder{max: maxFrame}
-	fe.enc = msgpack.NewEncoder(&fe.buf)
+	fe := &frameEncoder{}
+	fe.enc = wire.NewEncoder(&fe.buf, maxFrame)
 	return fe
 }
 
 // encode appends m's frame to fe.buf. On error fe.buf is left as it was.
 func (fe *frameEncoder) encode(m Message) error {
-	start := fe.buf.Len()
-	var hdr [frameHeader]byte
-	hdr[4] = byte(m.Type())
-	fe.buf.Write(hdr[:])
-	if err := encodeBody(fe.enc, m); err != nil {
-		fe.buf.Truncate(start)
+	err := fe.enc.End(encodeBody(fe.enc.Begin(byte(m.Type())), m))
+	if err != nil && !errors.Is(err, ErrFrameTooLarge) {
 		return fmt.Errorf("grid: encode %v: %w", m.Type(), err)
 	}
-	n := fe.buf.Len() - start - 4
-	if n > fe.max {
-		fe.buf.Truncate(start)
-		return fmt.Errorf("%w: %v of %d bytes, cap %d", ErrFrameTooLarge, m.Type(), n, fe.max)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", err, m.Type())
 	}
-	binary.BigEndian.PutUint32(fe.buf.Bytes()[start:], uint32(n))
 	return nil
 }
 
@@ -197,9 +191,6 @@ func encodeBody(enc *msgpack.Encoder, m Message) error {
 // slice. It fails with ErrFrameTooLarge when the frame would exceed
 // maxFrame (DefaultMaxFrame when maxFrame <= 0).
 func AppendFrame(dst []byte, m Message, maxFrame int) ([]byte, error) {
-	if maxFrame <= 0 {
-		maxFrame = DefaultMaxFrame
-	}
 	fe := newFrameEncoder(maxFrame)
 	if err := fe.encode(m); err != nil {
 		return dst, err
@@ -221,103 +212,48 @@ func DecodeBody(t MsgType, body []byte) (Message, error) {
 // (DefaultMaxFrame when maxFrame <= 0) is rejected before anything is
 // allocated; a b shorter than the frame is io.ErrUnexpectedEOF.
 func DecodeFrame(b []byte, maxFrame int) (Message, int, error) {
-	if maxFrame <= 0 {
-		maxFrame = DefaultMaxFrame
-	}
-	if len(b) < 4 {
-		return nil, 0, io.ErrUnexpectedEOF
-	}
-	n, err := checkLength(binary.BigEndian.Uint32(b), maxFrame)
+	t, body, n, err := wire.Split(b, maxFrame)
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(b)-4 < n {
-		return nil, 0, io.ErrUnexpectedEOF
-	}
-	m, err := DecodeBody(MsgType(b[4]), b[5:4+n])
+	m, err := DecodeBody(MsgType(t), body)
 	if err != nil {
 		return nil, 0, err
 	}
-	return m, 4 + n, nil
-}
-
-func checkLength(n uint32, maxFrame int) (int, error) {
-	if n == 0 {
-		return 0, fmt.Errorf("%w: empty frame", ErrMalformed)
-	}
-	if uint64(n) > uint64(maxFrame) {
-		return 0, fmt.Errorf("%w: %w: length %d, cap %d", ErrMalformed, ErrFrameTooLarge, n, maxFrame)
-	}
-	return int(n), nil
+	return m, n, nil
 }
 
 // FrameReader reads frames from a stream, reusing its buffers. It is not
 // safe for concurrent use.
 type FrameReader struct {
-	r    *bufio.Reader
-	max  int
-	body []byte
-	hdr  [4]byte // here, not on Next's stack: io.ReadFull would move it to the heap every frame
-	dec  bodyDecoder
-	read int64 // bytes of whole frames read, length prefixes included
+	fr  *wire.Reader
+	dec bodyDecoder
 }
 
 // NewFrameReader reads frames of at most maxFrame bytes (DefaultMaxFrame
 // when maxFrame <= 0) from r. If r is a *bufio.Reader it is used as is.
 func NewFrameReader(r io.Reader, maxFrame int) *FrameReader {
-	if maxFrame <= 0 {
-		maxFrame = DefaultMaxFrame
-	}
-	br, ok := r.(*bufio.Reader)
-	if !ok {
-		br = bufio.NewReaderSize(r, 64<<10)
-	}
-	return &FrameReader{r: br, max: maxFrame}
+	return &FrameReader{fr: wire.NewReader(r, maxFrame)}
 }
 
 // BytesRead is how many bytes the frames read so far took on the wire,
 // length prefixes included.
-func (fr *FrameReader) BytesRead() int64 { return fr.read }
+func (fr *FrameReader) BytesRead() int64 { return fr.fr.BytesRead() }
 
 // Next reads and decodes the next frame. io.EOF means the stream ended
 // cleanly between frames; a stream cut inside a frame is
 // io.ErrUnexpectedEOF; a broken frame wraps ErrMalformed.
 func (fr *FrameReader) Next() (Message, error) {
-	hdr := fr.hdr[:]
-	if _, err := io.ReadFull(fr.r, hdr); err != nil {
-		return nil, err
-	}
-	n, err := checkLength(binary.BigEndian.Uint32(hdr), fr.max)
+	t, body, err := fr.fr.Next()
 	if err != nil {
 		return nil, err
 	}
-	// Grow the buffer only as bytes actually arrive, so a header that
-	// claims the cap and then stalls costs at most one chunk.
-	const chunk = 64 << 10
-	b := fr.body[:0]
-	for len(b) < n {
-		k := min(n-len(b), chunk)
-		b = slices.Grow(b, k)
-		got, err := io.ReadFull(fr.r, b[len(b):len(b)+k])
-		b = b[:len(b)+got]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
-	if cap(b) <= 1<<20 {
-		fr.body = b // keep ordinary buffers, let rare huge ones go
-	}
-	fr.read += int64(len(hdr) + n)
-	return fr.dec.decode(MsgType(b[0]), b[1:])
+	return fr.dec.decode(MsgType(t), body)
 }
 
-// bodyDecoder reuses one msgpack decoder and one bytes.Reader.
+// bodyDecoder is a wire.Decoder for the grid's message types.
 type bodyDecoder struct {
-	br  bytes.Reader
-	dec *msgpack.Decoder
+	d wire.Decoder
 }
 
 func (d *bodyDecoder) decode(t MsgType, body []byte) (Message, error) {
@@ -325,134 +261,15 @@ func (d *bodyDecoder) decode(t MsgType, body []byte) (Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := validateBody(body); err != nil {
-		return nil, fmt.Errorf("%w: %v: %w", ErrMalformed, t, err)
-	}
-	d.br.Reset(body)
-	if d.dec == nil {
-		d.dec = msgpack.NewDecoder(&d.br)
-	} else {
-		d.dec.Reset(&d.br)
-	}
-	switch v := m.(type) {
-	case *Tasks:
-		err = v.DecodeMsgpack(d.dec)
-	case *Results:
-		err = v.DecodeMsgpack(d.dec)
-	case *Cancel:
-		err = v.DecodeMsgpack(d.dec)
-	default:
-		err = d.dec.Decode(m)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v: %w", ErrMalformed, t, err)
-	}
-	if d.br.Len() != 0 {
-		return nil, fmt.Errorf("%w: %v: %d trailing bytes", ErrMalformed, t, d.br.Len())
+	if err := d.d.Decode(t.String(), body, m); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-// validateBody walks one msgpack value without recursion and checks that it
-// is exactly body: every string, binary and container length fits in the
-// bytes left (each element takes at least one byte), containers nest at
-// most maxNesting deep, and extension types (which the protocol never uses)
-// are absent. After it, msgpack cannot be asked to allocate more than the
-// frame can back, nor to recurse deeper than maxNesting.
-func validateBody(b []byte) error {
-	// pending[i] is the number of values still expected at depth i.
-	var pending [maxNesting + 1]uint64
-	depth := 0
-	pending[0] = 1
-	p := 0
-	need := func(k int) error {
-		if len(b)-p < k {
-			return io.ErrUnexpectedEOF
-		}
-		return nil
-	}
-	for {
-		for depth > 0 && pending[depth] == 0 {
-			depth--
-		}
-		if pending[depth] == 0 { // depth 0 done: the one top-level value
-			break
-		}
-		pending[depth]--
-		if err := need(1); err != nil {
-			return err
-		}
-		c := b[p]
-		p++
-		var size, items uint64 // payload bytes to skip, values to expect
-		switch {
-		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-			// fixints, nil, booleans: the code is the value
-		case c >= 0x80 && c <= 0x8f:
-			items = 2 * uint64(c&0x0f)
-		case c >= 0x90 && c <= 0x9f:
-			items = uint64(c & 0x0f)
-		case c >= 0xa0 && c <= 0xbf:
-			size = uint64(c & 0x1f)
-		default:
-			var width int
-			switch c {
-			case 0xcc, 0xd0:
-				size = 1
-			case 0xcd, 0xd1:
-				size = 2
-			case 0xca, 0xce, 0xd2:
-				size = 4
-			case 0xcb, 0xcf, 0xd3:
-				size = 8
-			case 0xc4, 0xd9:
-				width = 1
-			case 0xc5, 0xda, 0xdc, 0xde:
-				width = 2
-			case 0xc6, 0xdb, 0xdd, 0xdf:
-				width = 4
-			default:
-				return fmt.Errorf("unsupported msgpack code 0x%02x at %d", c, p-1)
-			}
-			if width > 0 {
-				if err := need(width); err != nil {
-					return err
-				}
-				var n uint64
-				for _, x := range b[p : p+width] {
-					n = n<<8 | uint64(x)
-				}
-				p += width
-				switch c {
-				case 0xdc, 0xdd:
-					items = n
-				case 0xde, 0xdf:
-					items = 2 * n
-				default:
-					size = n
-				}
-			}
-		}
-		if size > uint64(len(b)-p) {
-			return fmt.Errorf("length %d at %d exceeds the %d bytes left", size, p, len(b)-p)
-		}
-		p += int(size)
-		if items > 0 {
-			if items > uint64(len(b)-p) {
-				return fmt.Errorf("count %d at %d exceeds the %d bytes left", items, p, len(b)-p)
-			}
-			if depth == maxNesting {
-				return fmt.Errorf("nesting deeper than %d", maxNesting)
-			}
-			depth++
-			pending[depth] = items
-		}
-	}
-	if p != len(b) {
-		return fmt.Errorf("%d trailing bytes", len(b)-p)
-	}
-	return nil
-}
+// validateBody is wire.Validate, the check every body passes before
+// msgpack decodes it.
+func validateBody(b []byte) error { return wire.Validate(b) }
 
 // The hot messages (Tasks, Results, Cancel) have hand-written codecs: they
 // are encoded as positional arrays (no field names on the wire) without
@@ -462,32 +279,15 @@ func validateBody(b []byte) error {
 // decodeLen reads an array header and checks it against lo and hi; nil
 // counts as an empty array.
 func decodeLen(d *msgpack.Decoder, lo, hi int, what string) (int, error) {
-	n, err := d.DecodeArrayLen()
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
-	}
-	if n < 0 {
-		n = 0
-	}
-	if n < lo || n > hi {
-		return 0, fmt.Errorf("%s: %d elements, want %d..%d", what, n, lo, hi)
-	}
-	return n, nil
+	return wire.ArrayLen(d, lo, hi, what)
 }
 
 // skipRest skips the fields a newer peer may have appended.
-func skipRest(d *msgpack.Decoder, n int) error {
-	for ; n > 0; n-- {
-		if err := d.Skip(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func skipRest(d *msgpack.Decoder, n int) error { return wire.Skip(d, n) }
 
-// EncodeMsgpack writes t as [id, [x...]].
+// EncodeMsgpack writes t as [id, [x...], token].
 func (t Task) EncodeMsgpack(e *msgpack.Encoder) error {
-	if err := e.EncodeArrayLen(2); err != nil {
+	if err := e.EncodeArrayLen(3); err != nil {
 		return err
 	}
 	if err := e.EncodeInt(int64(t.ID)); err != nil {
@@ -501,7 +301,7 @@ func (t Task) EncodeMsgpack(e *msgpack.Encoder) error {
 			return err
 		}
 	}
-	return nil
+	return e.EncodeUint(t.Token)
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.
@@ -523,7 +323,14 @@ func (t *Task) DecodeMsgpack(d *msgpack.Decoder) error {
 			return err
 		}
 	}
-	return skipRest(d, n-2)
+	t.Token = 0
+	if n == 2 {
+		return nil
+	}
+	if t.Token, err = d.DecodeUint64(); err != nil {
+		return err
+	}
+	return skipRest(d, n-3)
 }
 
 // EncodeMsgpack writes ts as [gen, [task...]].
@@ -608,9 +415,20 @@ func (c *Cancel) DecodeMsgpack(d *msgpack.Decoder) error {
 	return skipRest(d, n-2)
 }
 
-// EncodeMsgpack writes r as [gen, id, f, exec, err, cancelled].
+// EncodeMsgpack writes r as [gen, id, f, exec, err, cancelled], then
+// ack for an acknowledgement of a cancel, then the token when there is
+// one: [gen, id, f, exec, err, cancelled, ack, token] (ack 0 when the
+// result acknowledges no cancel). A decoder that predates a trailing
+// field skips it.
 func (r Result) EncodeMsgpack(e *msgpack.Encoder) error {
-	if err := e.EncodeArrayLen(6); err != nil {
+	n := 6
+	switch {
+	case r.Token != 0:
+		n = 8
+	case r.Ack != 0:
+		n = 7
+	}
+	if err := e.EncodeArrayLen(n); err != nil {
 		return err
 	}
 	if err := e.EncodeInt(int64(r.Gen)); err != nil {
@@ -628,7 +446,13 @@ func (r Result) EncodeMsgpack(e *msgpack.Encoder) error {
 	if err := e.EncodeString(r.Err); err != nil {
 		return err
 	}
-	return e.EncodeBool(r.Cancelled)
+	if err := e.EncodeBool(r.Cancelled); err != nil || n == 6 {
+		return err
+	}
+	if err := e.EncodeUint(uint64(r.Ack)); err != nil || n == 7 {
+		return err
+	}
+	return e.EncodeUint(r.Token)
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.
@@ -655,7 +479,30 @@ func (r *Result) DecodeMsgpack(d *msgpack.Decoder) error {
 	if r.Cancelled, err = d.DecodeBool(); err != nil {
 		return err
 	}
-	return skipRest(d, n-6)
+	r.Ack, r.Token = 0, 0
+	if n == 6 {
+		return nil
+	}
+	if r.Ack, err = decodeAck(d); err != nil {
+		return err
+	}
+	if n == 7 {
+		return nil
+	}
+	if r.Token, err = d.DecodeUint64(); err != nil {
+		return err
+	}
+	return skipRest(d, n-8)
+}
+
+// decodeAck reads a cancel's outcome; an outcome this version does not
+// know reads as none.
+func decodeAck(d *msgpack.Decoder) (CancelAck, error) {
+	v, err := d.DecodeUint64()
+	if err != nil || v > uint64(AckLate) {
+		return 0, err
+	}
+	return CancelAck(v), nil
 }
 
 // EncodeMsgpack writes rs as [[result...], queued, running].

@@ -18,6 +18,7 @@ func init() {
 	Register("rastrigin", builtin("rastrigin", 1, -5.12, 5.12, rastrigin))
 	Register("rosenbrock", builtin("rosenbrock", 2, -2.048, 2.048, rosenbrock))
 	Register("ackley", builtin("ackley", 1, -32.768, 32.768, ackley))
+	Register("ellipsoid", newEllipsoid)
 }
 
 // function is a closed-form test function.
@@ -101,4 +102,29 @@ func ackley(x []float64) float64 {
 	}
 	n := float64(len(x))
 	return float64(-20*math.Exp(-0.2*math.Sqrt(squares/n))) - math.Exp(cosines/n) + 20 + math.E
+}
+
+// newEllipsoid builds the ellipsoid Σ 10^(6(i−1)/(n−1)) x_i² (i = 1..n; the
+// coefficient is 1 for n = 1) on ±5.12: a separable quadratic with
+// condition number 10⁶, the usual test of step-size and covariance
+// learning (Hansen and Ostermeier 2001, f_elli). Minimum 0 at x = 0.
+func newEllipsoid(dim int) (Problem, error) {
+	if dim < 1 {
+		return nil, fmt.Errorf("dimension must be ≥ 1, got %d", dim)
+	}
+	coef := make([]float64, dim)
+	for i := range coef {
+		coef[i] = 1
+		if dim > 1 {
+			coef[i] = math.Pow(1e6, float64(i)/float64(dim-1))
+		}
+	}
+	f := func(x []float64) float64 {
+		var sum float64
+		for i, v := range x {
+			sum += float64(coef[i] * float64(v*v))
+		}
+		return sum
+	}
+	return &function{name: "ellipsoid", dim: dim, lo: -5.12, hi: 5.12, f: f}, nil
 }

@@ -39,6 +39,7 @@ func TestBuiltinsAtOptimum(t *testing.T) {
 		{"rastrigin", 0, -5.12, 5.12, 0},
 		{"rosenbrock", 1, -2.048, 2.048, 0},
 		{"ackley", 0, -32.768, 32.768, 1e-14},
+		{"ellipsoid", 0, -5.12, 5.12, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,6 +84,10 @@ func TestBuiltinValues(t *testing.T) {
 		{"rastrigin", []float64{1, 0}, 1},
 		{"rosenbrock", []float64{0, 0}, 1},
 		{"rosenbrock", []float64{1, 2}, 100},
+		// Ellipsoid: coefficients 1, 10³, 10⁶ in 3-D; 1 in 1-D.
+		{"ellipsoid", []float64{1, 1, 1}, 1 + 1e3 + 1e6},
+		{"ellipsoid", []float64{2, 0, -1}, 4 + 1e6},
+		{"ellipsoid", []float64{3}, 9},
 	}
 	for _, tt := range tests {
 		p, err := problems.New(tt.name, len(tt.x))
@@ -96,7 +101,7 @@ func TestBuiltinValues(t *testing.T) {
 }
 
 func TestBuiltinsRejectBadInput(t *testing.T) {
-	for _, name := range []string{"ridge", "sphere", "rastrigin", "rosenbrock", "ackley"} {
+	for _, name := range []string{"ridge", "sphere", "rastrigin", "rosenbrock", "ackley", "ellipsoid"} {
 		if _, err := problems.New(name, 0); err == nil {
 			t.Errorf("%s: dimension 0 accepted", name)
 		}

@@ -5,6 +5,12 @@ package problems
 import "context"
 
 // Problem is a fitness function to be minimised.
+//
+// A Problem that holds resources — a plugin's processes
+// (problems/plugin) — also implements io.Closer, and whoever built it
+// closes it when done: `if c, ok := p.(io.Closer); ok { c.Close() }`.
+// A wrapper around such a problem must implement io.Closer too and close
+// what it wraps. Problems built in hold nothing and have no Close.
 type Problem interface {
 	// Name is the name the problem is registered under.
 	Name() string

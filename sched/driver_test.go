@@ -136,6 +136,8 @@ func (d *handDriver) step(ev Event) {
 			d.push(d.now+d.delay, evCancelArrives, a.Worker, a.Task, 0)
 		case Accept:
 			d.trace = append(d.trace, fmt.Sprintf("%v accept t%d w%d", d.now, a.Task, a.Worker))
+		case SyncWait:
+			d.trace = append(d.trace, fmt.Sprintf("%v sync-wait w%d", d.now, a.Worker))
 		}
 	}
 }

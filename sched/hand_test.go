@@ -33,7 +33,7 @@ func TestHandSchedules(t *testing.T) {
 				"1s accept t1 w2", "1s send t2 w2",
 				"2s accept t2 w2", "2s send t3 w2",
 				"2.5s accept t0 w1", "2.5s send t4 w1",
-				"3s accept t3 w2", // Q empty and w2's slot waits: sync wait begins
+				"3s accept t3 w2", "3s sync-wait w2", // Q empty and w2's slot waits: sync wait begins
 				"5s accept t4 w1",
 			},
 			total: 5 * time.Second, sync: 2 * time.Second,
@@ -49,7 +49,7 @@ func TestHandSchedules(t *testing.T) {
 				"1s accept t1 w2", "1s send t2 w2",
 				"2s accept t2 w2", "2s send t3 w2",
 				"2.5s accept t0 w1", "2.5s send t4 w1",
-				"3s accept t3 w2", "3s replica t4 w2",
+				"3s accept t3 w2", "3s replica t4 w2", "3s sync-wait w2",
 				"4s accept t4 w2", "4s cancel-running t4 w1",
 			},
 			total: 4 * time.Second, sync: time.Second,
@@ -62,7 +62,7 @@ func TestHandSchedules(t *testing.T) {
 			trace: []string{
 				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2",
 				"1s accept t1 w2", "1s send t4 w2",
-				"2s accept t3 w2", // Q empty: sync wait begins
+				"2s accept t3 w2", "2s sync-wait w2", // Q empty: sync wait begins
 				"2.5s accept t0 w1",
 				"3s accept t4 w2",
 				"5s accept t2 w1",
@@ -81,7 +81,7 @@ func TestHandSchedules(t *testing.T) {
 			trace: []string{
 				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2",
 				"1s accept t1 w2", "1s send t4 w2",
-				"2s accept t3 w2", "2s replica t2 w2",
+				"2s accept t3 w2", "2s replica t2 w2", "2s sync-wait w2",
 				"2.5s accept t0 w1", "2.5s replica t4 w1",
 				"3s accept t4 w2", "3s cancel-held t4 w1",
 				"4s accept t2 w2", "4s cancel-running t2 w1",
@@ -94,7 +94,7 @@ func TestHandSchedules(t *testing.T) {
 			policy: "cyclic",
 			trace: []string{
 				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2", "0s send t4 w1",
-				"1s accept t1 w2", // the first slot left without work
+				"1s accept t1 w2", "1s sync-wait w2", // the first slot left without work
 				"2s accept t3 w2",
 				"2.5s accept t0 w1",
 				"5s accept t2 w1",
@@ -122,7 +122,7 @@ func TestHandSchedulesDelay(t *testing.T) {
 				"1.2s accept t1 w2", "1.2s send t2 w2",
 				"2.4s accept t2 w2", "2.4s send t3 w2",
 				"2.7s accept t0 w1", "2.7s send t4 w1",
-				"3.6s accept t3 w2",
+				"3.6s accept t3 w2", "3.6s sync-wait w2",
 				"5.4s accept t4 w1",
 			},
 			total: 5400 * time.Millisecond, sync: 1800 * time.Millisecond, comm: 450 * time.Millisecond,
@@ -139,7 +139,7 @@ func TestHandSchedulesDelay(t *testing.T) {
 				"1.2s accept t1 w2", "1.2s send t2 w2",
 				"2.4s accept t2 w2", "2.4s send t3 w2",
 				"2.7s accept t0 w1", "2.7s send t4 w1",
-				"3.6s accept t3 w2", "3.6s replica t4 w2",
+				"3.6s accept t3 w2", "3.6s replica t4 w2", "3.6s sync-wait w2",
 				"4.8s accept t4 w2", "4.8s cancel-running t4 w1",
 			},
 			total: 4800 * time.Millisecond, sync: 1200 * time.Millisecond, comm: 450 * time.Millisecond,
@@ -154,7 +154,7 @@ func TestHandSchedulesDelay(t *testing.T) {
 			trace: []string{
 				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2",
 				"1.2s accept t1 w2", "1.2s send t4 w2",
-				"2.2s accept t3 w2",
+				"2.2s accept t3 w2", "2.2s sync-wait w2",
 				"2.7s accept t0 w1",
 				"3.2s accept t4 w2",
 				"5.2s accept t2 w1",
@@ -174,7 +174,7 @@ func TestHandSchedulesDelay(t *testing.T) {
 			trace: []string{
 				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2",
 				"1.2s accept t1 w2", "1.2s send t4 w2",
-				"2.2s accept t3 w2", "2.2s replica t2 w2",
+				"2.2s accept t3 w2", "2.2s replica t2 w2", "2.2s sync-wait w2",
 				"2.7s accept t0 w1", "2.7s replica t4 w1",
 				"3.2s accept t4 w2", "3.2s cancel-held t4 w1",
 				"4.2s accept t2 w2", "4.2s cancel-running t2 w1",
@@ -190,7 +190,7 @@ func TestHandSchedulesDelay(t *testing.T) {
 			policy: "cyclic",
 			trace: []string{
 				"0s send t0 w1", "0s send t1 w2", "0s send t2 w1", "0s send t3 w2", "0s send t4 w1",
-				"1.2s accept t1 w2",
+				"1.2s accept t1 w2", "1.2s sync-wait w2",
 				"2.2s accept t3 w2",
 				"2.7s accept t0 w1",
 				"5.2s accept t2 w1",
@@ -248,8 +248,9 @@ func TestHandTwoSlots(t *testing.T) {
 	want := []string{
 		"0s send t0 w7", "0s send t1 w7", "0s send t2 w7", "0s send t3 w7",
 		"1s accept t0 w7", "1s send t4 w7",
-		// t1 done; w7 holds every other task of R: nothing to replicate.
-		"1s accept t1 w7",
+		// t1 done; w7 holds every other task of R: nothing to replicate,
+		// and the slot t1 freed waits: the sync wait begins.
+		"1s accept t1 w7", "1s sync-wait w7",
 		"2s accept t2 w7", "2s accept t3 w7",
 		"3s accept t4 w7",
 	}
@@ -275,7 +276,7 @@ func TestHandUnequalSlots(t *testing.T) {
 	// w2 returns t1 (Q is empty): the newest task it lacks is t7, held on w1.
 	d.trace = d.trace[:0]
 	d.step(Event{Kind: ResultArrived, Worker: 2, Task: 1})
-	want = []string{"0s accept t1 w2", "0s replica t7 w2"}
+	want = []string{"0s accept t1 w2", "0s replica t7 w2", "0s sync-wait w2"}
 	if got := strings.Join(d.trace, "\n"); got != strings.Join(want, "\n") {
 		t.Fatalf("trace:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
 	}

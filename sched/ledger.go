@@ -16,30 +16,59 @@ type LedgerConfig struct {
 	// excluding execution), used for the barrier bound. Zero: estimated from
 	// observations.
 	RoundTrip time.Duration
+	// OnGeneration, when set, is given each generation's figures once they
+	// are final (Generation.Final), in the order of the generations, on
+	// the goroutine that feeds the ledger, from within the call that made
+	// them final. It is the ledger's incremental output: metrics and
+	// progress displays read it instead of keeping books of their own. It
+	// must not call back into the ledger.
+	OnGeneration func(Generation)
 }
 
 // Execution reports one instance of a task that ran on a worker: it started
 // at Start and ended at End (in the ledger's timeline), either by finishing
 // (Cancelled false) or by being stopped by a cancel (Cancelled true). An
-// instance cancelled while still held never ran and is not reported.
+// instance cancelled while still held never ran and is not reported (see
+// Ledger.Dropped).
 type Execution struct {
 	Worker    WorkerID
 	Task      TaskID
 	Start     time.Duration
 	End       time.Duration
 	Cancelled bool
+	// Arrival says Start and End are dated on the driver's clock at the
+	// moment the result reached it (End is its arrival, End − Start the
+	// execution time the worker reported), as a real master dates them:
+	// the execution really ended one one-way delay earlier. The ledger
+	// moves it back by half the worker's smallest round trip observed so
+	// far (its clock offset, this instance's own round trip included).
+	// A simulator, which knows when an execution ended, leaves it false.
+	Arrival bool
 }
 
-// Counts are the scheduling events of a generation or a run.
+// Counts are the scheduling events of a generation or a run. The cancel
+// outcomes are what the workers did with the cancels, as they report it
+// (a real master gets an acknowledgement of each cancel with the results):
+// facts, where the Held flag of a Cancel action is only the policy's
+// belief. Every count is of instances the driver really sent: a report
+// of a cancel, an aborted execution or a drop that matches no cancel the
+// ledger saw sent counts for nothing.
 type Counts struct {
-	Originals      int           // Send actions of first instances
-	Replicas       int           // Send actions with Replica set
-	CancelsHeld    int           // Cancel actions with Held set
-	CancelsRunning int           // Cancel actions without Held
-	Aborted        int           // executions reported Cancelled (stopped while running)
-	Wasted         time.Duration // execution time of Aborted instances
-	Dropped        int           // held instances reported removed by a cancel before they ran
-	Duplicates     int           // results stepped that produced no Accept
+	Originals int // first instances sent
+	Replicas  int // further instances sent
+	// CancelsHeld counts cancels that found their instance held in the
+	// worker's remote queue and dropped it before it ran.
+	CancelsHeld int
+	// CancelsRunning counts cancels that found their instance running and
+	// stopped it.
+	CancelsRunning int
+	// CancelsLate counts cancels that found their instance finished: its
+	// result had left the worker (it arrives as a duplicate or stale).
+	CancelsLate int
+	Aborted     int           // executions stopped by a cancel (= CancelsRunning)
+	Wasted      time.Duration // execution time of the Aborted instances
+	Dropped     int           // held instances removed by a cancel (= CancelsHeld)
+	Duplicates  int           // results stepped that produced no Accept
 }
 
 // Generation is the accounting of one batch.
@@ -49,39 +78,70 @@ type Generation struct {
 	Start    time.Duration // BatchStarted step
 	End      time.Duration // step that accepted the last result
 	Complete bool          // every result was accepted; else End is when the next batch started, Finish, or (still open) the latest time seen
+	// Final says the figures will not change any more (see Ledger): the
+	// generation has ended and its instances have been accounted for.
+	Final    bool
 	Total    time.Duration
 	SyncWait time.Duration
-	Comm     time.Duration // outside the sync wait only; see Ledger
-	Busy     time.Duration // mean time a slot executed, over the workers present
-	Compute  time.Duration // Total − SyncWait − Comm, never below zero
-	LB       time.Duration // 0 when no speed is known or estimable
+	// Comm is ours: per worker, the time before the sync wait that its
+	// slots spent neither executing nor starved of work (Q empty),
+	// averaged over the workers; see Ledger.
+	Comm time.Duration
+	// CommPaper is the paper's: per worker, the time it did not execute
+	// within the generation, sync wait included, averaged over the
+	// workers present.
+	CommPaper time.Duration
+	Busy      time.Duration // mean time a slot executed, over the workers present
+	Compute   time.Duration // Total − SyncWait − Comm, never below zero
+	LB        time.Duration // 0 when no speed is known or estimable
+	Workers   int           // workers present at some time during it
+	Accepted  int           // results accepted (Tasks once Complete)
+	// RoundTrip is the run's round trip as the ledger had it when the
+	// figures were made (see Report.RoundTrip): LB + RoundTrip is the
+	// generation's barrier bound.
+	RoundTrip time.Duration
 	Counts
 }
 
 // WorkerReport is the accounting of one worker over the run.
 type WorkerReport struct {
-	Worker     WorkerID
-	Slots      int
-	Speed      float64       // as given to SetSpeed; 0 when unknown
-	Present    time.Duration // time in the run's interval while joined
-	Busy       time.Duration // Σ execution time over its slots (slot-time)
-	SyncWait   time.Duration // of Present, the time inside generations' sync wait
-	SyncBusy   time.Duration // of Busy, the slot-time inside generations' sync wait
-	Comm       time.Duration // (Present − SyncWait) − (Busy − SyncBusy)/Slots
+	Worker   WorkerID
+	Slots    int
+	Speed    float64       // as given to SetSpeed or SetSpeedAt (the latest); 0 when unknown
+	Present  time.Duration // time in the run's interval while joined
+	Busy     time.Duration // Σ execution time over its slots (slot-time)
+	SyncWait time.Duration // of Present, the time inside generations' sync wait
+	SyncBusy time.Duration // of Busy, the slot-time inside generations' sync wait
+	// Starved is the slot-time before the sync waits during which its
+	// slots had nothing to run and Q was empty (Idle).
+	Starved time.Duration
+	// Comm is ours: (Present − SyncWait) − (Busy − SyncBusy + Starved)/Slots.
+	Comm time.Duration
+	// CommPaper is the paper's: Present − Busy/Slots.
+	CommPaper  time.Duration
 	Accepted   int           // results accepted from it
 	Executions int           // executions reported, finished or aborted
 	MeanExec   time.Duration // mean time of its finished executions
 	RoundTrip  time.Duration // smallest observed result arrival − send − execution; 0 when none
-	Counts                   // sends and cancels to it; its Aborted, Wasted, Dropped (Duplicates stay 0)
+	Counts                   // sends to it; the outcomes of cancels to it; its Aborted, Wasted, Dropped (Duplicates stay 0)
 }
 
 // Report is the accounting of the run so far.
 type Report struct {
 	Total    time.Duration
 	SyncWait time.Duration
-	Comm     time.Duration // outside the sync wait only; see Ledger
-	Busy     time.Duration // mean time a slot executed, over the workers present
-	Compute  time.Duration // Total − SyncWait − Comm, never below zero
+	// Comm is ours (the comm the dashboards show): per worker, the time
+	// outside the sync waits that it neither executed nor was starved of
+	// work, averaged over the workers; see Ledger.
+	Comm time.Duration
+	// CommPaper is the paper's comm (papers.md §1): per worker, the time
+	// over the whole run that it did not execute a task, averaged over
+	// the workers. Set it beside the paper's Fig. 5; the paper's compute
+	// is then Total − SyncWait − CommPaper, which may be negative (the
+	// barrier's idleness is counted twice).
+	CommPaper time.Duration
+	Busy      time.Duration // mean time a slot executed, over the workers present
+	Compute   time.Duration // Total − SyncWait − Comm, never below zero
 	// LB and BarrierBound are lower bounds on Total; see Ledger for how
 	// they are obtained.
 	LB           time.Duration
@@ -96,27 +156,45 @@ type Report struct {
 	SpeedsEstimated bool
 	Counts
 	Generations []Generation
-	Workers     []WorkerReport // in order of first appearance
+	// Workers lists the last DepartedKept workers that left, in the order
+	// they were forgotten, then the workers present, in order of first
+	// appearance; every departed worker, listed or not, counts in the
+	// run's figures.
+	Workers  []WorkerReport
+	Departed int // workers that left and were forgotten, listed or not
 }
+
+// DepartedKept is how many departed workers a Report still lists one by
+// one. A master that runs for weeks sees workers come and go without end;
+// the ledger keeps each departed worker's figures in aggregate and only the
+// last DepartedKept in full.
+const DepartedKept = 256
+
+// maxPendingCancels bounds the cancels a ledger remembers per worker while
+// it waits for their outcome (a worker that never reports them, an old
+// one, must not grow it without end).
+const maxPendingCancels = 4096
 
 // Ledger is the paper's time accounting (papers.md §1 "Time accounting")
 // computed from what a driver already has in hand: every policy step with its
-// timestamp, and a report of each task execution. A simulator passes virtual
-// times, a real master passes time.Since(runStart); neither keeps books of
-// its own.
+// timestamp, and what the workers report they did. A simulator passes
+// virtual times, a real master passes time.Since(runStart); neither keeps
+// books of its own.
 //
 // Feeding it:
 //
 //	acts = p.Step(ev, acts[:0])
 //	ledger.Step(now, ev, acts)   // every event the policy sees (joins and leaves too), in order
-//	ledger.Ran(Execution{...})   // each execution that ended, before any later Step
-//	ledger.Dropped(now, w, t)    // optional: a cancel removed a held instance
+//	ledger.Ran(Execution{...})   // each execution that ended, finished or stopped by a cancel, before any later Step
+//	ledger.Dropped(now, w, t)    // a cancel removed a held instance
+//	ledger.Late(now, w, t)       // a cancel found its instance finished
+//	ledger.Unsent(w, t)          // the driver never sent an instance a Send asked for
 //	ledger.Finish(now)           // optional: the run ends
-//	rep := ledger.Report()       // at any time
+//	rep := ledger.Report()       // at any time; LedgerConfig.OnGeneration for each final generation
 //
-// A driver that knows the speeds calls SetSpeed and sets
-// LedgerConfig.TaskWork; one that does not (a real master) leaves them and
-// LB is estimated.
+// A driver that knows the speeds calls SetSpeed (or SetSpeedAt, when a
+// machine changes pace) and sets LedgerConfig.TaskWork; one that does not
+// (a real master) leaves them and LB is estimated.
 //
 // Definitions (per generation g = one batch, from its BatchStarted step to
 // the step that accepts its last result):
@@ -125,32 +203,37 @@ type Report struct {
 //     BatchStarted to the last generation's end (or Finish, if later).
 //   - SyncWait: from the moment Q is empty and a master-side sender slot
 //     waits for work, until every result of the generation is back. The
-//     ledger sees that moment as the first step that either sends a replica
-//     (RR, R3Q: "from the first replica sent") or accepts a result from a live
-//     worker while sending that worker nothing new (WQ, RWQ, cyclic: the
-//     worker's slot in the master found Q empty; under cyclic, Q is empty
-//     from the start, so sync wait begins with the first result).
-//   - Comm: for each worker, the time it was present outside the sync wait
-//     minus the time its slots spent executing there divided by its slots
-//     (time not executing a task, per CPU); averaged over the workers
-//     present outside the sync wait. For a generation that is the part of
-//     its interval before its sync wait began; for the run, the run's
-//     interval less every generation's sync wait (so time between
-//     generations counts as comm).
-//   - Compute: Total − SyncWait − Comm, the paper's definition; it is never
-//     negative, since comm lies outside the sync wait.
+//     policy says when that moment comes (the SyncWait action): the first
+//     step at which a place freed on a worker finds Q empty, or gets a
+//     replica (RR, R3Q: "from the first replica sent").
+//   - Comm (ours): for each worker, the time it was present before the
+//     sync wait began, less the time its slots spent executing there and
+//     the time they were starved of work (nothing to run while Q was
+//     empty, as the policy's Idle actions say), divided by its slots;
+//     averaged over the workers present before the sync wait. For the
+//     run, the same over the run's interval less every generation's sync
+//     wait (so time between generations counts as comm).
+//   - CommPaper (the paper's): for each worker, the time it was present
+//     less the time its slots executed, divided by its slots, averaged
+//     over the workers present: sync wait, starvation and time between
+//     generations included.
+//   - Compute: Total − SyncWait − Comm, the paper's definition with our
+//     comm; it is never negative, since our comm lies outside the sync
+//     wait.
 //   - Busy: the mean, over the workers present, of the time its slots
 //     spent executing divided by its slots (within the generation or the
 //     run): how much of Total a CPU worked, wasted replicas included.
 //   - LB: each worker gets a rate in tasks per second: slots × speed /
 //     TaskWork when SetSpeed gave it a speed and LedgerConfig.TaskWork is
-//     set (the paper's "work on the reference machine / Σ speed ratios");
-//     otherwise, as for a real run where speeds are unknown, estimated from
-//     its own finished executions, slots / meanExec (workers with none
-//     count for nothing). A generation's LB is its accepted tasks / Σ rates
-//     of the workers present at any time during it (so LB stays a lower
-//     bound when workers come and go). The run's LB is the sum over
-//     generations.
+//     set (the paper's "work on the reference machine / Σ speed ratios";
+//     a speed that SetSpeedAt changes within a generation counts by its
+//     time-weighted mean there); otherwise, as for a real run where
+//     speeds are unknown, estimated from its own finished executions so
+//     far, slots / meanExec (workers with none count for nothing). A
+//     generation's LB is its accepted tasks / Σ rates of the workers
+//     present at any time during it (so LB stays a lower bound when
+//     workers come and go), taken when it ends. The run's LB is the sum
+//     over generations.
 //   - BarrierBound: Σ over generations with results of (LB_g + RoundTrip),
 //     the floor of any synchronous generational run. RoundTrip is
 //     LedgerConfig.RoundTrip or, when zero, estimated: for each worker the
@@ -158,26 +241,43 @@ type Report struct {
 //     over the workers that have one.
 //   - Efficiency: LB / Total and BarrierBound / Total (fractions, 1 = 100 %).
 //
-// Why comm stops at the sync wait: the paper defines comm as the time a
-// worker is not executing, and notes that for RR and R3Q sync wait and comm
-// overlap "somewhat" (replicas are transferred during the sync wait), so for
-// WQ and RWQ it means them not to overlap. A worker idle while the barrier
-// is pending is idle because of the barrier, which sync wait already
-// charges; counting it again as comm charged the barrier twice (compute
-// went negative under cyclic, and a fast worker's wait at the barrier
-// passed for a network cost). Comm is thus the CPU time lost to transfers
-// and to waiting on the network while there was work to hand out. As in
-// the paper, a CPU running an instance that is later cancelled is
-// executing, not idle.
+// Why our comm stops at the sync wait, and leaves out starved slots: the
+// paper defines comm as the time a worker is not executing, and notes that
+// for RR and R3Q sync wait and comm overlap "somewhat" (replicas are
+// transferred during the sync wait), so for WQ and RWQ it means them not
+// to overlap. A worker idle while the barrier is pending is idle because
+// of the barrier, which sync wait already charges; counting it again as
+// comm charged the barrier twice (compute went negative under cyclic, and
+// a fast worker's wait at the barrier passed for a network cost). A slot
+// with nothing to run because the batch is smaller than the grid is not
+// waiting on the network either. Our comm is thus the CPU time lost to
+// transfers and to waiting on the network while there was work to hand
+// out. As in the paper, a CPU running an instance that is later cancelled
+// is executing, not idle. The paper's own comm is reported beside it
+// (CommPaper), to be set beside its figures.
 //
-// Counts: Originals and Replicas count Send actions; CancelsHeld and
-// CancelsRunning count Cancel actions by their Held flag (what the master
-// believed when it cancelled); Aborted and Wasted come from executions
-// reported Cancelled (instances stopped while running, and the compute they
-// had used) and Dropped from Dropped reports (held instances removed), what
-// really happened at the workers; Duplicates counts results that arrived
-// with no Accept. A cancel that reaches a worker after its instance
-// finished is neither Aborted nor Dropped (its result is a Duplicate).
+// Counts: Originals and Replicas count Send actions (less those the driver
+// reports Unsent); the cancel outcomes come from the workers' reports
+// (Dropped, Late, and Ran with Cancelled for a running instance stopped),
+// each matched to a Cancel the ledger saw for that worker and task, once;
+// Duplicates counts results that arrived with no Accept. A cancel's
+// outcome counts in the generation that sent it (or, if that generation's
+// figures are final already, in the first one that is not).
+//
+// Final figures: a generation's figures are final once it has ended, the
+// next one has started (what arrives in between, a late duplicate or the
+// outcome of a cancel, still belongs to it) and every cancel it sent has
+// been answered, or at the latest when the next generation ends (or
+// Finish). LedgerConfig.OnGeneration then receives
+// them, once, in order; Report copies them, and computes only the
+// generations not final yet, so that a Report costs O(generations +
+// workers), not O(generations × workers).
+//
+// Departed workers: once a worker has left and every generation it was
+// present in is final, the ledger folds its figures into per-run
+// aggregates and forgets it (its place is reused), so its memory follows
+// the workers present, not every worker that ever joined. A report about
+// a forgotten worker counts in the run's Counts only.
 //
 // The driver must drop results of earlier batches before stepping the
 // policy (task ids repeat in every batch); the ledger relies on the same.
@@ -187,22 +287,50 @@ type Ledger struct {
 
 	idx     map[WorkerID]int32
 	workers []ledgerWorker
+	vacant  []int32 // places of forgotten workers, for reuse
+	idleW   []int32 // workers whose Idle was not 0 in the open generation
 
-	gens    []genRec
-	open    bool // the last generation has not ended
-	last    time.Duration
-	finish  time.Duration
-	started bool
+	// Departed workers, in aggregate.
+	gone      workerAgg
+	departed  []WorkerReport // the last DepartedKept, oldest first
+	departedN int
 
-	inst [][]instRec // live instances per task of the open batch, for the round trip
+	gens      []genRec
+	open      bool // the last generation has not ended
+	firstLive int  // index of the first generation not final
+	last      time.Duration
+	finish    time.Duration
+	started   bool
+	finished  bool
+
+	inst [][]instRec // live instances per task of the open batch
 	run  Counts
+
+	// Sums over final generations.
+	finSync time.Duration
+	finLB   time.Duration
+	finLBN  int
+}
+
+// workerAgg sums what departed workers contribute to the run's averages.
+type workerAgg struct {
+	present     int           // workers present
+	busy        time.Duration // Σ busy / slots
+	comm        time.Duration // Σ comm (ours)
+	commPaper   time.Duration // Σ comm (the paper's)
+	commPresent int           // workers present outside the sync waits
+	rtt         time.Duration // Σ minRTT of those with one
+	rttN        int
+	est         bool // some rate was estimated from executions
 }
 
 type ledgerWorker struct {
 	id       WorkerID
 	slots    int
 	speed    float64
+	speedAt  time.Duration // when speed took effect (SetSpeedAt)
 	joined   bool
+	used     bool // the place holds a worker (not vacant)
 	joinAt   time.Duration
 	leftAt   time.Duration // forever while present
 	accepted int
@@ -213,6 +341,24 @@ type ledgerWorker struct {
 	finSum   time.Duration
 	minRTT   time.Duration // -1: none observed
 	counts   Counts
+
+	// From final generations: presence and slot-time inside their sync
+	// waits, starved slot-time before them.
+	syncPresent, syncBusy, starved time.Duration
+
+	// The open generation, before its sync wait: slots starved since.
+	idle   int
+	idleAt time.Duration
+
+	cancels []pendingCancel // sent, outcome not reported yet, oldest first
+}
+
+// pendingCancel is a cancel the ledger saw sent and whose outcome has not
+// been reported.
+type pendingCancel struct {
+	task    TaskID
+	gen     int32 // the generation that sent it
+	replica bool  // the instance was a replica
 }
 
 type genRec struct {
@@ -221,15 +367,23 @@ type genRec struct {
 	end       time.Duration // valid once closed
 	closed    bool
 	complete  bool
+	final     bool
 	accepted  int
 	syncStart time.Duration // -1: sync wait has not begun
 	counts    Counts
-	busy      []time.Duration // slot-time executing within it, per worker index
+	pending   int // its cancels whose outcome has not been reported
+	lb        time.Duration
+	rateEst   bool            // lb used an estimated rate
+	speedInt  []float64       // per worker index: ∫ speed dt since max(speedAt, start), SetSpeedAt only
+	busy      []time.Duration // slot-time executing within it, per worker index; nil once final
 	syncBusy  []time.Duration // of busy, the part inside its sync wait
+	starved   []time.Duration // slot-time starved of work before its sync wait
+	out       Generation      // once final
 }
 
 type instRec struct {
 	wi                 int32
+	replica            bool
 	sent, arrived, ran time.Duration
 	has                uint8 // hasArrived | hasRan
 }
@@ -251,17 +405,54 @@ func (l *Ledger) worker(w WorkerID) int32 {
 	if wi, ok := l.idx[w]; ok {
 		return wi
 	}
-	wi := int32(len(l.workers))
+	rec := ledgerWorker{id: w, used: true, leftAt: forever, minRTT: -1}
+	var wi int32
+	if k := len(l.vacant); k > 0 {
+		wi = l.vacant[k-1]
+		l.vacant = l.vacant[:k-1]
+		l.workers[wi] = rec
+	} else {
+		wi = int32(len(l.workers))
+		l.workers = append(l.workers, rec)
+	}
 	l.idx[w] = wi
-	l.workers = append(l.workers, ledgerWorker{id: w, leftAt: forever, minRTT: -1})
 	return wi
 }
 
 // SetSpeed records worker w's speed ratio per slot against the reference
-// machine (time of a task on the reference / time on w). It may be called
-// before or after w joins.
+// machine (time of a task on the reference / time on w), for the whole
+// run. It may be called before or after w joins.
 func (l *Ledger) SetSpeed(w WorkerID, ratio float64) {
-	l.workers[l.worker(w)].speed = ratio
+	wi := l.worker(w)
+	l.workers[wi].speed, l.workers[wi].speedAt = ratio, 0
+	if l.open {
+		if g := &l.gens[len(l.gens)-1]; int(wi) < len(g.speedInt) {
+			g.speedInt[wi] = 0
+		}
+	}
+}
+
+// SetSpeedAt records that worker w's speed ratio changes to ratio at time
+// at (a machine that slows down or recovers); at must not be earlier than
+// the last Step. The generation open at the time counts each speed for
+// the time it was in effect.
+func (l *Ledger) SetSpeedAt(at time.Duration, w WorkerID, ratio float64) {
+	wi := l.worker(w)
+	lw := &l.workers[wi]
+	if l.open {
+		g := &l.gens[len(l.gens)-1]
+		if from := max(lw.speedAt, g.start); at > from {
+			growTo(&g.speedInt, wi)
+			g.speedInt[wi] += lw.speed * (at - from).Seconds()
+		}
+	}
+	lw.speed, lw.speedAt = ratio, at
+}
+
+func growTo[T any](s *[]T, wi int32) {
+	if len(*s) <= int(wi) {
+		*s = append(*s, make([]T, int(wi)+1-len(*s))...)
+	}
 }
 
 // Step records one policy step: at is when the driver applied ev (its
@@ -273,6 +464,15 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 	}
 	switch ev.Kind {
 	case BatchStarted:
+		// The cancels of an abandoned batch come first; they belong to it.
+		prev := int32(len(l.gens) - 1)
+		i := 0
+		for ; i < len(acts) && acts[i].Kind == Cancel; i++ {
+			if wi, ok := l.idx[acts[i].Worker]; ok {
+				l.cancel(wi, acts[i].Task, prev)
+			}
+		}
+		acts = acts[i:]
 		l.closeGen(at, false)
 		// The time since the last generation ended is inside the run now.
 		for i := range l.workers {
@@ -289,63 +489,94 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 			l.inst = append(l.inst[:cap(l.inst)], make([][]instRec, n-cap(l.inst))...)
 		}
 		l.inst = l.inst[:n]
+		l.prunePending()
+		l.advance() // the previous generation may be final now
 	case WorkerJoined:
 		wi := l.worker(ev.Worker)
 		if w := &l.workers[wi]; !w.joined {
 			w.joined, w.joinAt, w.slots = true, at, min(max(ev.Slots, 1), MaxSlots)
 		}
+	case SlotsChanged:
+		l.slotsChanged(at, ev)
 	case WorkerLeft:
-		if wi, ok := l.idx[ev.Worker]; ok {
+		if wi, ok := l.idx[ev.Worker]; ok && !l.workers[wi].joined && l.workers[wi].execs == 0 && l.workers[wi].counts == (Counts{}) {
+			// Set aside from the start (slotsChanged): nothing to keep.
+			delete(l.idx, ev.Worker)
+			l.workers[wi] = ledgerWorker{}
+			l.vacant = append(l.vacant, wi)
+		} else if ok {
 			if w := &l.workers[wi]; w.joined && w.leftAt == forever {
+				l.setIdle(wi, at, 0)
 				w.leftAt = at
+				// Its instances never end, its cancels will never be
+				// answered.
+				for t := range l.inst {
+					l.dropInst(TaskID(t), wi)
+				}
+				cancels := w.cancels
+				w.cancels = nil
+				for _, p := range cancels {
+					l.answered(p.gen)
+				}
 			}
 		}
+		defer l.forgetDeparted()
 	}
 	var g *genRec
+	gi := int32(-1)
 	if l.open {
-		g = &l.gens[len(l.gens)-1]
+		gi = int32(len(l.gens) - 1)
+		g = &l.gens[gi]
 	}
 	accepted := false
 	for _, a := range acts {
-		wi := l.worker(a.Worker)
+		wi, known := l.idx[a.Worker]
+		if !known {
+			// A forgotten worker's result (or a policy's action for a
+			// worker never seen): the run's counts only.
+			if a.Kind == Accept {
+				accepted = true
+				if g != nil {
+					g.accepted++
+				}
+			}
+			if a.Kind == SyncWait {
+				l.syncWait(at)
+			}
+			continue
+		}
 		w := &l.workers[wi]
 		switch a.Kind {
 		case Send:
 			if a.Replica {
 				l.add(g, w, Counts{Replicas: 1})
-				if g != nil && g.syncStart < 0 {
-					g.syncStart = at // RR, R3Q: from the first replica sent
-				}
 			} else {
 				l.add(g, w, Counts{Originals: 1})
 			}
 			if a.Task >= 0 && int(a.Task) < len(l.inst) {
 				l.dropInst(a.Task, wi)
-				l.inst[a.Task] = append(l.inst[a.Task], instRec{wi: wi, sent: at})
+				l.inst[a.Task] = append(l.inst[a.Task], instRec{wi: wi, sent: at, replica: a.Replica})
 			}
 		case Cancel:
-			if a.Held {
-				l.add(g, w, Counts{CancelsHeld: 1})
-			} else {
-				l.add(g, w, Counts{CancelsRunning: 1})
-			}
-			l.dropInst(a.Task, wi)
+			l.cancel(wi, a.Task, gi)
 		case Accept:
 			w.accepted++
 			accepted = true
 			if g != nil {
 				g.accepted++
-				if ev.Kind == ResultArrived && g.syncStart < 0 && w.joined && w.leftAt == forever && !sendsTo(acts, a.Worker) {
-					// The worker's slot in the master found Q empty.
-					g.syncStart = at
-				}
+			}
+		case SyncWait:
+			l.syncWait(at)
+		case Idle:
+			if g != nil && g.syncStart < 0 {
+				l.setIdle(wi, at, a.Slots)
 			}
 		}
 	}
 	if ev.Kind == ResultArrived {
 		if !accepted {
 			// A late copy belongs to the last batch, even once it has ended.
-			l.add(l.genAt(at), nil, Counts{Duplicates: 1})
+			l.add(l.countGen(l.genIndexAt(at)), nil, Counts{Duplicates: 1})
 		}
 		if wi, ok := l.idx[ev.Worker]; ok {
 			if r := l.findInst(ev.Task, wi); r != nil {
@@ -359,13 +590,201 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 	}
 }
 
-func sendsTo(acts []Action, w WorkerID) bool {
-	for _, a := range acts {
-		if a.Kind == Send && a.Worker == w {
-			return true
+// cancel records a Cancel of task t on worker wi sent by generation gi
+// (-1: none): the instance leaves the books, and its outcome is awaited.
+func (l *Ledger) cancel(wi int32, t TaskID, gi int32) {
+	p := pendingCancel{task: t, gen: gi}
+	if r := l.findInst(t, wi); r != nil {
+		p.replica = r.replica
+		l.dropInst(t, wi)
+	}
+	w := &l.workers[wi]
+	if len(w.cancels) == maxPendingCancels {
+		l.answered(w.cancels[0].gen)
+		w.cancels = slices.Delete(w.cancels, 0, 1)
+	}
+	w.cancels = append(w.cancels, p)
+	if gi >= 0 && !l.gens[gi].final {
+		l.gens[gi].pending++
+	}
+}
+
+// takeCancel finds and removes the oldest pending cancel of task t on
+// worker wi.
+func (l *Ledger) takeCancel(wi int32, t TaskID) (pendingCancel, bool) {
+	w := &l.workers[wi]
+	for i, p := range w.cancels {
+		if p.task == t {
+			w.cancels = slices.Delete(w.cancels, i, i+1)
+			return p, true
 		}
 	}
-	return false
+	return pendingCancel{}, false
+}
+
+// answered notes that one cancel of generation gi is settled.
+func (l *Ledger) answered(gi int32) {
+	if gi < 0 || int(gi) >= len(l.gens) || l.gens[gi].final {
+		return
+	}
+	if g := &l.gens[gi]; g.pending > 0 {
+		g.pending--
+		if g.closed && g.pending == 0 {
+			l.advance()
+		}
+	}
+}
+
+// prunePending forgets cancels sent more than 8 generations ago: their
+// outcome will not come (a worker too old to report it).
+func (l *Ledger) prunePending() {
+	cut := int32(len(l.gens) - 9)
+	if cut <= 0 {
+		return
+	}
+	for wi := range l.workers {
+		w := &l.workers[wi]
+		if len(w.cancels) > 0 && w.cancels[0].gen < cut {
+			w.cancels = slices.DeleteFunc(w.cancels, func(p pendingCancel) bool { return p.gen < cut })
+		}
+	}
+}
+
+// syncWait begins the open generation's sync wait at at.
+func (l *Ledger) syncWait(at time.Duration) {
+	if !l.open {
+		return
+	}
+	g := &l.gens[len(l.gens)-1]
+	if g.syncStart >= 0 {
+		return
+	}
+	l.flushIdle(at)
+	g.syncStart = at
+}
+
+// slotsChanged handles SlotsChanged exactly while the worker has done
+// nothing yet (a plan applied as it joins): set aside, it is not present
+// at all; given slots, it is present from then on with that many. A change
+// once the worker has worked keeps its slots and presence as they were
+// (the accounting per slot stays that of its join): an approximation for
+// a plan changed mid-run.
+func (l *Ledger) slotsChanged(at time.Duration, ev Event) {
+	wi, ok := l.idx[ev.Worker]
+	if !ok {
+		return
+	}
+	w := &l.workers[wi]
+	if w.leftAt != forever || w.execs > 0 || w.counts != (Counts{}) {
+		return
+	}
+	if ev.Slots <= 0 {
+		w.joined = false
+		return
+	}
+	w.joined, w.joinAt, w.slots = true, at, min(ev.Slots, MaxSlots)
+}
+
+// setIdle records that idle of worker wi's slots are starved of work from
+// at on, in the open generation before its sync wait.
+func (l *Ledger) setIdle(wi int32, at time.Duration, idle int) {
+	w := &l.workers[wi]
+	if l.open && w.idle > 0 {
+		g := &l.gens[len(l.gens)-1]
+		if d := at - max(w.idleAt, g.start); d > 0 {
+			growTo(&g.starved, wi)
+			g.starved[wi] += time.Duration(w.idle) * d
+		}
+	}
+	if w.idle == 0 && idle > 0 {
+		l.idleW = append(l.idleW, wi)
+	}
+	w.idle, w.idleAt = max(min(idle, w.slots), 0), at
+}
+
+// flushIdle ends every starved interval at at.
+func (l *Ledger) flushIdle(at time.Duration) {
+	for _, wi := range l.idleW {
+		if l.workers[wi].idle > 0 {
+			l.setIdle(wi, at, 0)
+		}
+	}
+	l.idleW = l.idleW[:0]
+}
+
+// Unsent says the driver never sent the instance of task t on worker w
+// that a Send of the open batch asked for (the policy withdrew it, or the
+// worker left, before it went out): it leaves the counts, and a Cancel
+// that withdrew it awaits no outcome.
+func (l *Ledger) Unsent(w WorkerID, t TaskID) {
+	wi, ok := l.idx[w]
+	if !ok || !l.open {
+		return
+	}
+	gi := int32(len(l.gens) - 1)
+	d := Counts{Originals: -1}
+	if r := l.findInst(t, wi); r != nil {
+		if r.replica {
+			d = Counts{Replicas: -1}
+		}
+		l.dropInst(t, wi)
+	} else {
+		lw := &l.workers[wi]
+		i := len(lw.cancels) - 1
+		for ; i >= 0 && (lw.cancels[i].task != t || lw.cancels[i].gen != gi); i-- {
+		}
+		if i < 0 {
+			return
+		}
+		if lw.cancels[i].replica {
+			d = Counts{Replicas: -1}
+		}
+		lw.cancels = slices.Delete(lw.cancels, i, i+1)
+		l.add(&l.gens[gi], lw, d)
+		l.answered(gi)
+		return
+	}
+	l.add(&l.gens[gi], &l.workers[wi], d)
+}
+
+// Dropped records that a cancel removed task t from worker w's remote
+// queue, before it ran, as the worker reports it. It counts only if it
+// answers a Cancel of t on w that the ledger saw and that has no outcome
+// yet.
+func (l *Ledger) Dropped(at time.Duration, w WorkerID, t TaskID) {
+	l.outcome(w, t, Counts{CancelsHeld: 1, Dropped: 1})
+}
+
+// Late records that a cancel of task t on worker w found the instance
+// finished (its result had left), as the worker reports it; like Dropped,
+// it counts only as the answer to a Cancel the ledger saw.
+func (l *Ledger) Late(at time.Duration, w WorkerID, t TaskID) {
+	l.outcome(w, t, Counts{CancelsLate: 1})
+}
+
+func (l *Ledger) outcome(w WorkerID, t TaskID, d Counts) {
+	wi, ok := l.idx[w]
+	if !ok {
+		return
+	}
+	p, ok := l.takeCancel(wi, t)
+	if !ok {
+		return
+	}
+	l.add(l.countGen(p.gen), &l.workers[wi], d)
+	l.answered(p.gen)
+}
+
+// countGen is the generation whose counts an event of generation gi
+// goes to: gi's, or once gi is final the first that is not; nil if none.
+func (l *Ledger) countGen(gi int32) *genRec {
+	if gi >= 0 && int(gi) < len(l.gens) && !l.gens[gi].final {
+		return &l.gens[gi]
+	}
+	if l.firstLive < len(l.gens) {
+		return &l.gens[l.firstLive]
+	}
+	return nil
 }
 
 // add adds d to the run's counts, g's (if any) and w's (if any).
@@ -384,6 +803,7 @@ func (c *Counts) add(d Counts) {
 	c.Replicas += d.Replicas
 	c.CancelsHeld += d.CancelsHeld
 	c.CancelsRunning += d.CancelsRunning
+	c.CancelsLate += d.CancelsLate
 	c.Aborted += d.Aborted
 	c.Wasted += d.Wasted
 	c.Duplicates += d.Duplicates
@@ -437,48 +857,349 @@ func (l *Ledger) settle(t TaskID, r *instRec) {
 	}
 }
 
+// closeGen ends the open generation at at, and takes its LB.
 func (l *Ledger) closeGen(at time.Duration, complete bool) {
 	if !l.open {
 		return
 	}
-	g := &l.gens[len(l.gens)-1]
+	gi := len(l.gens) - 1
+	g := &l.gens[gi]
 	g.end, g.closed, g.complete = at, true, complete
 	l.open = false
+	if g.syncStart < 0 {
+		l.flushIdle(at)
+	}
+	l.idleW = l.idleW[:0]
+	for wi := range l.workers {
+		l.workers[wi].idle = 0
+	}
+	// LB from the rates of the workers present during it.
+	rate := 0.0
+	for wi := range l.workers {
+		w := &l.workers[wi]
+		if !w.used || !w.joined || overlap(w.joinAt, w.leftAt, g.start, g.end) <= 0 {
+			continue
+		}
+		r, est := l.rate(w, g, int32(wi))
+		rate += r
+		g.rateEst = g.rateEst || est
+	}
+	if rate > 0 && g.accepted > 0 {
+		g.lb = time.Duration(float64(g.accepted) / rate * float64(time.Second))
+	}
+	g.speedInt = nil
+	l.advance()
+}
+
+// advance makes final, in order, every ended generation that the next
+// one has followed and whose cancels are answered, or that the next one
+// has followed to its end.
+func (l *Ledger) advance() {
+	for l.firstLive < len(l.gens) {
+		g := &l.gens[l.firstLive]
+		if !g.closed {
+			break
+		}
+		i := l.firstLive + 1
+		if !l.finished && (i == len(l.gens) || g.pending > 0 && !l.gens[i].closed) {
+			break
+		}
+		l.finalize(l.firstLive)
+		l.firstLive++
+	}
+	l.forgetDeparted()
+}
+
+// finalize fixes generation i's figures, folds its per-worker figures
+// into the workers' run totals, frees its per-worker memory and hands the
+// figures to OnGeneration.
+func (l *Ledger) finalize(i int) {
+	g := &l.gens[i]
+	out := l.figures(i, g.end, func(wi int32, syncPresent, syncBusy, starved time.Duration) {
+		w := &l.workers[wi]
+		w.syncPresent += syncPresent
+		w.syncBusy += syncBusy
+		w.starved += starved
+	})
+	out.Final = true
+	out.RoundTrip = l.roundTrip()
+	g.out, g.final = out, true
+	g.busy, g.syncBusy, g.starved = nil, nil, nil
+	l.finSync += out.SyncWait
+	if out.LB > 0 {
+		l.finLB += out.LB
+		l.finLBN++
+	}
+	if l.cfg.OnGeneration != nil {
+		l.cfg.OnGeneration(out)
+	}
+}
+
+// figures computes generation i's figures with it ending at e (its end,
+// or the latest time seen while it is open), handing each worker's
+// presence and slot-time inside its sync wait and its starved slot-time
+// to each.
+func (l *Ledger) figures(i int, e time.Duration, each func(wi int32, syncPresent, syncBusy, starved time.Duration)) Generation {
+	g := &l.gens[i]
+	s := g.start
+	out := Generation{
+		Index: i, Tasks: g.tasks, Start: s, End: e, Complete: g.complete,
+		Total: e - s, Counts: g.counts, LB: g.lb, Accepted: g.accepted,
+	}
+	ss := syncStartOf(g, e) // start of the sync wait, e when it has not begun
+	out.SyncWait = e - ss
+	if !g.closed {
+		out.LB = l.openLB(g)
+	}
+	var comm, commPaper, busySum time.Duration
+	present, commPresent := 0, 0
+	for wi := range l.workers {
+		w := &l.workers[wi]
+		if !w.used || !w.joined {
+			continue
+		}
+		p := overlap(w.joinAt, w.leftAt, s, e)
+		if p <= 0 {
+			continue
+		}
+		present++
+		busy, sb, st := at(g.busy, wi), at(g.syncBusy, wi), at(g.starved, wi)
+		if !g.closed && w.idle > 0 && g.syncStart < 0 {
+			st += time.Duration(w.idle) * max(e-max(w.idleAt, s), 0)
+		}
+		slots := time.Duration(w.slots)
+		busySum += busy / slots
+		commPaper += max(p-busy/slots, 0)
+		each(int32(wi), overlap(w.joinAt, w.leftAt, ss, e), sb, st)
+		if pre := overlap(w.joinAt, w.leftAt, s, ss); pre > 0 {
+			commPresent++
+			comm += max(pre-(busy-sb+st)/slots, 0)
+		}
+	}
+	if commPresent > 0 {
+		out.Comm = comm / time.Duration(commPresent)
+	}
+	if present > 0 {
+		out.Busy = busySum / time.Duration(present)
+		out.CommPaper = commPaper / time.Duration(present)
+	}
+	out.Workers = present
+	out.Compute = out.Total - out.SyncWait - out.Comm
+	return out
+}
+
+func at(s []time.Duration, i int) time.Duration {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
+}
+
+// openLB is the LB of the open generation g so far.
+func (l *Ledger) openLB(g *genRec) time.Duration {
+	if g.accepted == 0 {
+		return 0
+	}
+	rate := 0.0
+	for wi := range l.workers {
+		w := &l.workers[wi]
+		if w.used && w.joined && overlap(w.joinAt, w.leftAt, g.start, l.last+1) > 0 {
+			r, _ := l.rate(w, g, int32(wi))
+			rate += r
+		}
+	}
+	if rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(g.accepted) / rate * float64(time.Second))
+}
+
+// forgetDeparted folds every departed worker whose generations are all
+// final into the aggregates and frees its place.
+func (l *Ledger) forgetDeparted() {
+	for wi := range l.workers {
+		w := &l.workers[wi]
+		if !w.used || !w.joined || w.leftAt == forever {
+			continue
+		}
+		if l.presentInLive(w) {
+			continue // a generation it was present in is not final
+		}
+		l.forget(int32(wi))
+	}
+}
+
+// presentInLive says w was present in a generation not final yet.
+func (l *Ledger) presentInLive(w *ledgerWorker) bool {
+	for i := l.firstLive; i < len(l.gens); i++ {
+		if g := &l.gens[i]; g.start < w.leftAt && (!g.closed || g.end > w.joinAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// forget folds worker wi's figures into the aggregates, as Report would
+// count it, and frees its place.
+func (l *Ledger) forget(wi int32) {
+	w := &l.workers[wi]
+	_, est := l.rate(w, nil, wi)
+	l.gone.est = l.gone.est || est
+	w.busy += w.tail
+	wr := l.workerReport(w, w.syncPresent, w.syncBusy, w.starved, forever)
+	l.gone.addWorker(wr)
+	if w.minRTT >= 0 {
+		l.gone.rtt += w.minRTT
+		l.gone.rttN++
+	}
+	if len(l.departed) == DepartedKept {
+		copy(l.departed, l.departed[1:])
+		l.departed = l.departed[:DepartedKept-1]
+	}
+	l.departed = append(l.departed, wr)
+	l.departedN++
+	// Its pending cancels, if any, belong to final generations: nothing
+	// waits for them.
+	for t := range l.inst {
+		l.dropInst(TaskID(t), wi)
+	}
+	delete(l.idx, w.id)
+	*w = ledgerWorker{}
+	l.vacant = append(l.vacant, wi)
+}
+
+// addWorker adds one worker's run figures to the averages' sums.
+func (a *workerAgg) addWorker(wr WorkerReport) {
+	slots := time.Duration(max(wr.Slots, 1))
+	if wr.Present > 0 {
+		a.present++
+		a.busy += wr.Busy / slots
+		a.commPaper += wr.CommPaper
+	}
+	if wr.Present > wr.SyncWait {
+		a.commPresent++
+		a.comm += wr.Comm
+	}
+}
+
+// syncStartOf is when g's sync wait began, clamped to [start, e]; e when
+// it has not begun.
+func syncStartOf(g *genRec, e time.Duration) time.Duration {
+	if g.syncStart < 0 {
+		return e
+	}
+	return min(max(g.syncStart, g.start), e)
+}
+
+// rate is w's rate in tasks per second for LB in generation g (nil: the
+// latest), and whether it was estimated from executions; 0 when nothing
+// is known.
+func (l *Ledger) rate(w *ledgerWorker, g *genRec, wi int32) (float64, bool) {
+	switch {
+	case !w.joined:
+	case l.cfg.TaskWork > 0 && w.speed > 0:
+		speed := w.speed
+		if g != nil {
+			end := g.end
+			if !g.closed {
+				end = l.last
+			}
+			if d := (end - g.start).Seconds(); d > 0 {
+				from := max(w.speedAt, g.start)
+				integral := w.speed * max(end-from, 0).Seconds()
+				if int(wi) < len(g.speedInt) {
+					integral += g.speedInt[wi]
+				}
+				if w.speedAt > g.start || int(wi) < len(g.speedInt) && g.speedInt[wi] > 0 {
+					speed = integral / d
+				}
+			}
+		}
+		return float64(w.slots) * speed / l.cfg.TaskWork.Seconds(), false
+	case w.finished > 0 && w.finSum > 0:
+		return float64(w.slots) * float64(w.finished) / w.finSum.Seconds(), true
+	}
+	return 0, false
+}
+
+// workerReport is w's accounting over the run, given its presence and
+// slot-time inside the sync waits and its starved slot-time, with the run
+// ending at runEnd.
+func (l *Ledger) workerReport(w *ledgerWorker, syncPresent, syncBusy, starved, runEnd time.Duration) WorkerReport {
+	wr := WorkerReport{
+		Worker: w.id, Slots: w.slots, Speed: w.speed, Busy: w.busy,
+		Accepted: w.accepted, Executions: w.execs, Counts: w.counts,
+		SyncWait: syncPresent, SyncBusy: syncBusy, Starved: starved,
+	}
+	if w.minRTT >= 0 {
+		wr.RoundTrip = w.minRTT
+	}
+	if w.finished > 0 {
+		wr.MeanExec = w.finSum / time.Duration(w.finished)
+	}
+	if w.joined && len(l.gens) > 0 {
+		slots := time.Duration(w.slots)
+		wr.Present = overlap(w.joinAt, w.leftAt, l.gens[0].start, runEnd)
+		wr.Comm = max(wr.Present-wr.SyncWait-(wr.Busy-wr.SyncBusy+wr.Starved)/slots, 0)
+		wr.CommPaper = max(wr.Present-wr.Busy/slots, 0)
+	}
+	return wr
 }
 
 // Ran records an execution. Executions may be reported in any order, also
 // after their generation has ended, but only once they have ended: End must
-// not be later than the time of any Step that follows the call.
+// not be later than the time of any Step that follows the call. An
+// execution stopped by a cancel (Cancelled) counts only as the outcome of
+// a Cancel of that task on that worker that the ledger saw and that has
+// no outcome yet; any other is ignored.
 func (l *Ledger) Ran(e Execution) {
 	if e.End < e.Start {
 		return
+	}
+	d := e.End - e.Start
+	wi, known := l.idx[e.Worker]
+	if !known {
+		return // a forgotten worker: its figures are final
+	}
+	w := &l.workers[wi]
+	var p pendingCancel
+	if e.Cancelled {
+		var ok bool
+		if p, ok = l.takeCancel(wi, e.Task); !ok {
+			return // no cancel of it was sent: not an instance of ours
+		}
+	} else if r := l.findInst(e.Task, wi); r != nil && r.has&hasRan == 0 {
+		r.ran, r.has = d, r.has|hasRan
+		if e.Arrival {
+			r.arrived, r.has = e.End, r.has|hasArrived
+		}
+		l.settle(e.Task, r)
+	}
+	if e.Arrival && w.minRTT > 0 {
+		// One one-way delay earlier: half the smallest round trip.
+		off := min(w.minRTT/2, e.Start)
+		e.Start, e.End = e.Start-off, e.End-off
 	}
 	if l.open && e.End > l.last {
 		// The run has reached e.End: an open generation lasts at least
 		// until then, so its execution time fits in its interval.
 		l.last = e.End
 	}
-	wi := l.worker(e.Worker)
-	w := &l.workers[wi]
 	w.execs++
 	l.attribute(wi, e.Start, e.End)
-	d := e.End - e.Start
 	if e.Cancelled {
-		g := l.genAt(e.End)
-		l.add(g, w, Counts{Aborted: 1, Wasted: d})
+		l.add(l.countGen(p.gen), w, Counts{CancelsRunning: 1, Aborted: 1, Wasted: d})
+		l.answered(p.gen)
 		return
 	}
 	w.finished++
 	w.finSum += d
-	if r := l.findInst(e.Task, wi); r != nil && r.has&hasRan == 0 {
-		r.ran, r.has = d, r.has|hasRan
-		l.settle(e.Task, r)
-	}
 }
 
 // attribute adds the execution [s, e) on worker wi to the busy time of
-// the run and of each generation it overlaps. It relies on e not being
-// later than the next step: a generation still open ends after e.
+// the run and of each generation it overlaps whose figures are not final.
+// It relies on e not being later than the next step: a generation still
+// open ends after e.
 func (l *Ledger) attribute(wi int32, s, e time.Duration) {
 	if !l.started {
 		return
@@ -499,24 +1220,20 @@ func (l *Ledger) attribute(wi int32, s, e time.Duration) {
 		}
 		return 1
 	})
-	for i = max(i-1, 0); i < len(l.gens) && l.gens[i].start < e; i++ {
+	for i = max(i-1, l.firstLive); i < len(l.gens) && l.gens[i].start < e; i++ {
 		g := &l.gens[i]
 		end := forever
 		if g.closed {
 			end = g.end
 		}
 		if d := overlap(s, e, g.start, end); d > 0 {
-			if len(g.busy) <= int(wi) {
-				g.busy = append(g.busy, make([]time.Duration, int(wi)+1-len(g.busy))...)
-			}
+			growTo(&g.busy, wi)
 			g.busy[wi] += d
 			// A sync wait not begun yet begins at a later step, so after
 			// e: nothing of this execution is inside it.
 			if g.syncStart >= 0 {
 				if sd := overlap(s, e, g.syncStart, end); sd > 0 {
-					if len(g.syncBusy) <= int(wi) {
-						g.syncBusy = append(g.syncBusy, make([]time.Duration, int(wi)+1-len(g.syncBusy))...)
-					}
+					growTo(&g.syncBusy, wi)
 					g.syncBusy[wi] += sd
 				}
 			}
@@ -524,35 +1241,26 @@ func (l *Ledger) attribute(wi int32, s, e time.Duration) {
 	}
 }
 
-// Dropped records that a cancel removed task t from worker w's remote queue
-// at at, before it ran: what really happened to a cancel, where CancelsHeld
-// is what the master believed. Optional: a driver that cannot observe it
-// leaves Counts.Dropped at zero.
-func (l *Ledger) Dropped(at time.Duration, w WorkerID, t TaskID) {
-	l.add(l.genAt(at), &l.workers[l.worker(w)], Counts{Dropped: 1})
-}
-
-// genAt returns the last generation started at or before t, or nil.
-func (l *Ledger) genAt(t time.Duration) *genRec {
+// genIndexAt returns the index of the last generation started at or
+// before t, or -1.
+func (l *Ledger) genIndexAt(t time.Duration) int32 {
 	i, _ := slices.BinarySearchFunc(l.gens, t, func(g genRec, t time.Duration) int {
 		if g.start <= t {
 			return -1
 		}
 		return 1
 	})
-	if i == 0 {
-		return nil
-	}
-	return &l.gens[i-1]
+	return int32(i - 1)
 }
 
 // Finish marks the end of the run at at (optional: without it the run ends
 // when its last generation ends). A generation still open is closed, not
-// Complete.
+// Complete, and every generation's figures become final.
 func (l *Ledger) Finish(at time.Duration) {
 	if at > l.last {
 		l.last = at
 	}
+	l.finished = true
 	l.closeGen(at, false)
 	if at > l.finish {
 		l.finish = at
@@ -562,10 +1270,12 @@ func (l *Ledger) Finish(at time.Duration) {
 		l.workers[i].busy += l.workers[i].tail
 		l.workers[i].tail = 0
 	}
+	l.advance()
 }
 
 // Report computes the accounting of everything recorded so far. It does not
-// change the ledger; it may be called at any time.
+// change the ledger; it may be called at any time. It costs O(generations
+// + workers × generations not final yet).
 func (l *Ledger) Report() Report {
 	var rep Report
 	rep.Counts = l.run
@@ -575,155 +1285,107 @@ func (l *Ledger) Report() Report {
 	nw := len(l.workers)
 	runStart := l.gens[0].start
 	runEnd := l.finish
-	ends := make([]time.Duration, len(l.gens))
-	for i := range l.gens {
-		g := &l.gens[i]
-		ends[i] = g.end
-		if !g.closed {
-			ends[i] = l.last
-		}
-		runEnd = max(runEnd, ends[i])
+	for i := l.firstLive; i < len(l.gens); i++ {
+		runEnd = max(runEnd, l.genEnd(i))
+	}
+	if l.firstLive > 0 {
+		runEnd = max(runEnd, l.gens[l.firstLive-1].end)
 	}
 
-	// Rates (tasks per second) for LB: from speeds where known, else
-	// observed.
-	rates := make([]float64, nw)
+	rep.SpeedsEstimated = l.gone.est
+	for i := range l.gens[:l.firstLive] {
+		rep.SpeedsEstimated = rep.SpeedsEstimated || l.gens[i].rateEst
+	}
 	for i := range l.workers {
-		w := &l.workers[i]
-		switch {
-		case !w.joined:
-		case l.cfg.TaskWork > 0 && w.speed > 0:
-			rates[i] = float64(w.slots) * w.speed / l.cfg.TaskWork.Seconds()
-		case w.finished > 0 && w.finSum > 0:
-			rates[i] = float64(w.slots) * float64(w.finished) / w.finSum.Seconds()
-			rep.SpeedsEstimated = true
-		}
+		_, est := l.rate(&l.workers[i], nil, int32(i))
+		rep.SpeedsEstimated = rep.SpeedsEstimated || est
 	}
 
-	// The round trip.
-	rtt := l.cfg.RoundTrip
-	if rtt == 0 {
-		var sum time.Duration
-		n := 0
-		for i := range l.workers {
-			if l.workers[i].minRTT >= 0 {
-				sum += l.workers[i].minRTT
-				n++
-			}
-		}
-		if n > 0 {
-			rtt = sum / time.Duration(n)
-		}
-	}
+	rtt := l.roundTrip()
 	rep.RoundTrip = rtt
 
-	// Per worker, over the run: presence and slot-time inside the sync
-	// waits, to take out of its comm.
+	// The generations: final ones as they were fixed, the others now.
 	syncPresent := make([]time.Duration, nw)
 	syncBusy := make([]time.Duration, nw)
-
+	starved := make([]time.Duration, nw)
 	rep.Generations = make([]Generation, len(l.gens))
-	for i := range l.gens {
-		g := &l.gens[i]
-		s, e := g.start, ends[i]
-		out := Generation{
-			Index: i, Tasks: g.tasks, Start: s, End: e, Complete: g.complete,
-			Total: e - s, Counts: g.counts,
-		}
-		ss := e // start of the sync wait, e when it has not begun
-		if g.syncStart >= 0 {
-			ss = min(max(g.syncStart, s), e)
-			out.SyncWait = e - ss
-		}
-		var comm, busySum time.Duration
-		present, commPresent := 0, 0
-		rate := 0.0
-		for wi := range l.workers {
-			w := &l.workers[wi]
-			if !w.joined {
-				continue
-			}
-			if overlap(w.joinAt, w.leftAt, s, e) <= 0 {
-				continue
-			}
-			present++
-			rate += rates[wi]
-			var busy, sb time.Duration
-			if wi < len(g.busy) {
-				busy = g.busy[wi]
-			}
-			if wi < len(g.syncBusy) {
-				sb = g.syncBusy[wi]
-			}
-			slots := time.Duration(w.slots)
-			busySum += busy / slots
-			syncPresent[wi] += overlap(w.joinAt, w.leftAt, ss, e)
-			syncBusy[wi] += sb
-			if p := overlap(w.joinAt, w.leftAt, s, ss); p > 0 {
-				commPresent++
-				comm += max(p-(busy-sb)/slots, 0)
-			}
-		}
-		if commPresent > 0 {
-			out.Comm = comm / time.Duration(commPresent)
-		}
-		if present > 0 {
-			out.Busy = busySum / time.Duration(present)
-		}
-		out.Compute = out.Total - out.SyncWait - out.Comm
-		if rate > 0 && g.accepted > 0 {
-			out.LB = time.Duration(float64(g.accepted) / rate * float64(time.Second))
-			rep.LB += out.LB
-			rep.BarrierBound += out.LB + rtt
-		}
-		rep.SyncWait += out.SyncWait
-		rep.Generations[i] = out
+	rep.SyncWait, rep.LB = l.finSync, l.finLB
+	lbGens := l.finLBN
+	for i := range l.gens[:l.firstLive] {
+		rep.Generations[i] = l.gens[i].out
 	}
+	for i := l.firstLive; i < len(l.gens); i++ {
+		out := l.figures(i, l.genEnd(i), func(wi int32, sp, sb, st time.Duration) {
+			syncPresent[wi] += sp
+			syncBusy[wi] += sb
+			starved[wi] += st
+		})
+		out.RoundTrip = rtt
+		rep.Generations[i] = out
+		rep.SyncWait += out.SyncWait
+		if out.LB > 0 {
+			rep.LB += out.LB
+			lbGens++
+		}
+	}
+	rep.BarrierBound = rep.LB + time.Duration(lbGens)*rtt
 
 	rep.Total = runEnd - runStart
-	rep.Workers = make([]WorkerReport, 0, nw)
-	var comm, busySum time.Duration
-	present, commPresent := 0, 0
+	rep.Departed = l.departedN
+	rep.Workers = make([]WorkerReport, 0, len(l.departed)+nw)
+	rep.Workers = append(rep.Workers, l.departed...)
+	agg := l.gone
 	for wi := range l.workers {
 		w := &l.workers[wi]
-		wr := WorkerReport{
-			Worker: w.id, Slots: w.slots, Speed: w.speed, Busy: w.busy,
-			Accepted: w.accepted, Executions: w.execs, Counts: w.counts,
-			SyncWait: syncPresent[wi], SyncBusy: syncBusy[wi],
+		if !w.used {
+			continue
 		}
-		if w.minRTT >= 0 {
-			wr.RoundTrip = w.minRTT
-		}
-		if w.finished > 0 {
-			wr.MeanExec = w.finSum / time.Duration(w.finished)
-		}
+		wr := l.workerReport(w, w.syncPresent+syncPresent[wi], w.syncBusy+syncBusy[wi], w.starved+starved[wi], runEnd)
 		if w.joined {
-			slots := time.Duration(w.slots)
-			wr.Present = overlap(w.joinAt, w.leftAt, runStart, runEnd)
-			wr.Comm = max(wr.Present-wr.SyncWait-(wr.Busy-wr.SyncBusy)/slots, 0)
-			if wr.Present > 0 {
-				present++
-				busySum += wr.Busy / slots
-			}
-			if wr.Present > wr.SyncWait {
-				commPresent++
-				comm += wr.Comm
-			}
+			agg.addWorker(wr)
 		}
 		rep.Workers = append(rep.Workers, wr)
 	}
-	if commPresent > 0 {
-		rep.Comm = comm / time.Duration(commPresent)
+	if agg.commPresent > 0 {
+		rep.Comm = agg.comm / time.Duration(agg.commPresent)
 	}
-	if present > 0 {
-		rep.Busy = busySum / time.Duration(present)
+	if agg.present > 0 {
+		rep.Busy = agg.busy / time.Duration(agg.present)
+		rep.CommPaper = agg.commPaper / time.Duration(agg.present)
 	}
-	rep.Compute = rep.Total - rep.SyncWait - rep.Comm
+	rep.Compute = max(rep.Total-rep.SyncWait-rep.Comm, 0)
 	if rep.Total > 0 {
 		rep.EfficiencyLB = float64(rep.LB) / float64(rep.Total)
 		rep.EfficiencyBarrier = float64(rep.BarrierBound) / float64(rep.Total)
 	}
 	return rep
+}
+
+// roundTrip is LedgerConfig.RoundTrip or, when zero, the mean over the
+// workers of their smallest observed round trip.
+func (l *Ledger) roundTrip() time.Duration {
+	if l.cfg.RoundTrip != 0 {
+		return l.cfg.RoundTrip
+	}
+	sum, n := l.gone.rtt, l.gone.rttN
+	for i := range l.workers {
+		if l.workers[i].used && l.workers[i].minRTT >= 0 {
+			sum += l.workers[i].minRTT
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / time.Duration(n)
+}
+
+// genEnd is generation i's end, or the latest time seen while it is open.
+func (l *Ledger) genEnd(i int) time.Duration {
+	if g := &l.gens[i]; g.closed {
+		return g.end
+	}
+	return l.last
 }
 
 // overlap is the length of [a0, a1) ∩ [b0, b1).

@@ -91,19 +91,20 @@ func TestLedgerByHand(t *testing.T) {
 	l.SetSpeed(2, 1) // after it
 	l.Step(0, Event{Kind: BatchStarted, N: 2}, []Action{{Kind: Send, Worker: 1, Task: 0}, {Kind: Send, Worker: 2, Task: 1}})
 	l.Ran(Execution{Worker: 2, Task: 1, Start: 0, End: 2 * s})
-	l.Step(2*s, Event{Kind: ResultArrived, Worker: 2, Task: 1}, []Action{{Kind: Accept, Worker: 2, Task: 1}, {Kind: Send, Worker: 2, Task: 0, Replica: true}})
+	l.Step(2*s, Event{Kind: ResultArrived, Worker: 2, Task: 1}, []Action{{Kind: Accept, Worker: 2, Task: 1}, {Kind: Send, Worker: 2, Task: 0, Replica: true}, {Kind: SyncWait, Worker: 2}})
 	l.Ran(Execution{Worker: 2, Task: 0, Start: 2 * s, End: 3 * s})
 	l.Step(3*s, Event{Kind: ResultArrived, Worker: 2, Task: 0}, []Action{{Kind: Accept, Worker: 2, Task: 0}, {Kind: Cancel, Worker: 1, Task: 0}})
 	l.Ran(Execution{Worker: 1, Task: 0, Start: 0, End: 3 * s, Cancelled: true})
 	l.Step(3500*ms, Event{Kind: ResultArrived, Worker: 2, Task: 1}, nil) // a duplicate
-	l.Dropped(3600*ms, 2, 1)                                             // a (made-up) held copy removed
+	l.Dropped(3600*ms, 2, 1)                                             // a made-up drop: no cancel of t1 on w2 was sent
 	l.Step(5*s, Event{Kind: WorkerLeft, Worker: 2}, nil)
 	l.Step(6*s, Event{Kind: BatchStarted, N: 1}, []Action{{Kind: Send, Worker: 1, Task: 0}})
 	l.Ran(Execution{Worker: 1, Task: 0, Start: 6 * s, End: 7 * s})
 	l.Finish(7500 * ms)
 
 	rep := l.Report()
-	// Generation 0 (0–3 s): sync wait from the replica at 2 s, so comm is
+	// Generation 0 (0–3 s): sync wait from the policy's SyncWait (with the
+	// replica) at 2 s, so comm is
 	// measured over 0–2 s. w1 executed throughout: 0. w2 executed t1 on one
 	// of its 2 slots for 2 s: 2 slot-seconds / 2 slots = 1 s of 2 s, so 1 s
 	// without work. Mean 0.5 s; compute 3 − 1 − 0.5 = 1.5 s. Busy: w1 3 s,
@@ -119,7 +120,7 @@ func TestLedgerByHand(t *testing.T) {
 	checkDur(t, "gen 0 busy", g.Busy, 2250*ms)
 	// Rates: w1 1×0.5/2 s = 0.25/s, w2 2×1/2 s = 1/s; 2 tasks: 1.6 s.
 	checkDur(t, "gen 0 LB", g.LB, 1600*ms)
-	wantG0 := Counts{Originals: 2, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: 3 * s, Duplicates: 1, Dropped: 1}
+	wantG0 := Counts{Originals: 2, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: 3 * s, Duplicates: 1}
 	if g.Counts != wantG0 {
 		t.Errorf("gen 0 counts %+v, want %+v", g.Counts, wantG0)
 	}
@@ -149,14 +150,18 @@ func TestLedgerByHand(t *testing.T) {
 	if rep.Counts != wantRun {
 		t.Errorf("run counts %+v, want %+v", rep.Counts, wantRun)
 	}
-	w1, w2 := rep.Workers[0], rep.Workers[1]
+	// w2 left and is forgotten: it is listed first, its figures intact.
+	if rep.Departed != 1 || len(rep.Workers) != 2 {
+		t.Fatalf("departed %d, workers %d; want 1 and 2", rep.Departed, len(rep.Workers))
+	}
+	w2, w1 := rep.Workers[0], rep.Workers[1]
 	if w1.Worker != 1 || w1.Speed != 0.5 || w1.Accepted != 0 || w1.Executions != 2 || w1.MeanExec != s ||
 		w1.Present != 7500*ms || w1.Busy != 4*s || w1.SyncWait != s || w1.SyncBusy != s || w1.Comm != 3500*ms ||
 		w1.CancelsRunning != 1 || w1.Aborted != 1 || w1.Wasted != 3*s || w1.Originals != 2 {
 		t.Errorf("w1 %+v", w1)
 	}
 	if w2.Worker != 2 || w2.Slots != 2 || w2.Accepted != 2 || w2.MeanExec != 1500*ms || w2.Present != 5*s ||
-		w2.Busy != 3*s || w2.SyncWait != s || w2.SyncBusy != s || w2.Comm != 3*s || w2.Originals != 1 || w2.Replicas != 1 || w2.RoundTrip != 0 || w2.Dropped != 1 {
+		w2.Busy != 3*s || w2.SyncWait != s || w2.SyncBusy != s || w2.Comm != 3*s || w2.Originals != 1 || w2.Replicas != 1 || w2.RoundTrip != 0 || w2.Dropped != 0 {
 		t.Errorf("w2 %+v", w2)
 	}
 }
@@ -195,5 +200,73 @@ func checkFloat(t *testing.T, what string, got, want float64) {
 	t.Helper()
 	if math.Abs(got-want) > 1e-6 {
 		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// A ledger forgets departed workers once their figures are final: its
+// memory follows the workers present, and the run's figures still count
+// every worker.
+func TestLedgerForgetsDeparted(t *testing.T) {
+	l := NewLedger(LedgerConfig{})
+	l.Step(0, Event{Kind: WorkerJoined, Worker: 1, Slots: 1}, nil)
+	at := time.Duration(0)
+	for i := range 10_000 {
+		id := WorkerID(i + 2)
+		at += ms
+		l.Step(at, Event{Kind: WorkerJoined, Worker: id, Slots: 1}, nil)
+		if i%100 == 0 {
+			l.Step(at, Event{Kind: BatchStarted, N: 1}, []Action{{Kind: Send, Worker: id, Task: 0}})
+			l.Ran(Execution{Worker: id, Task: 0, Start: at, End: at + ms})
+			at += ms
+			l.Step(at, Event{Kind: ResultArrived, Worker: id, Task: 0}, []Action{{Kind: Accept, Worker: id, Task: 0}})
+		}
+		at += ms
+		l.Step(at, Event{Kind: WorkerLeft, Worker: id}, nil)
+	}
+	l.Finish(at)
+	// Three places at most: w1, the worker of a generation not final yet
+	// (until the next one starts), and the one joining.
+	if len(l.workers) > 3 || len(l.idx) != 1 {
+		t.Errorf("%d worker places, %d ids after 10,000 joins and leaves; want ≤ 3 and 1", len(l.workers), len(l.idx))
+	}
+	rep := l.Report()
+	if rep.Departed != 10_000 || len(rep.Workers) != DepartedKept+1 {
+		t.Errorf("departed %d, listed %d; want 10000 and %d", rep.Departed, len(rep.Workers), DepartedKept+1)
+	}
+	if len(rep.Generations) != 100 || rep.Generations[99].Busy == 0 || rep.Generations[99].LB == 0 {
+		t.Errorf("generations lost their departed workers' figures: %d, last %+v", len(rep.Generations), rep.Generations[len(rep.Generations)-1])
+	}
+}
+
+// A worker set aside as it joins (a plan) is not present: its idle slots
+// are no one's comm; given slots before it works, it counts with those.
+func TestLedgerSetAsideAtJoin(t *testing.T) {
+	l := NewLedger(LedgerConfig{})
+	s := time.Second
+	l.Step(0, Event{Kind: WorkerJoined, Worker: 1, Slots: 1}, nil)
+	l.Step(0, Event{Kind: WorkerJoined, Worker: 2, Slots: 4}, nil)
+	l.Step(0, Event{Kind: SlotsChanged, Worker: 2, Slots: 0}, nil)
+	l.Step(0, Event{Kind: WorkerJoined, Worker: 3, Slots: 4}, nil)
+	l.Step(0, Event{Kind: SlotsChanged, Worker: 3, Slots: 2}, nil)
+	l.Step(0, Event{Kind: BatchStarted, N: 1}, []Action{{Kind: Send, Worker: 1, Task: 0}})
+	l.Ran(Execution{Worker: 1, Task: 0, Start: 0, End: s})
+	l.Step(s, Event{Kind: ResultArrived, Worker: 1, Task: 0}, []Action{{Kind: Accept, Worker: 1, Task: 0}})
+	l.Finish(s)
+	rep := l.Report()
+	for _, w := range rep.Workers {
+		switch w.Worker {
+		case 2:
+			if w.Present != 0 {
+				t.Errorf("the set-aside worker is present for %v", w.Present)
+			}
+		case 3:
+			if w.Slots != 2 || w.Present != s {
+				t.Errorf("worker 3: %d slots, present %v; want 2 and 1s", w.Slots, w.Present)
+			}
+		}
+	}
+	l.Step(2*s, Event{Kind: WorkerLeft, Worker: 2}, nil)
+	if _, ok := l.idx[2]; ok {
+		t.Error("a set-aside worker that left is still kept")
 	}
 }

@@ -75,15 +75,47 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 // replicas, wq and rwq have nothing for it, and cyclic, being static, gives
 // it nothing (cyclic deals tasks given back to Q over the remaining
 // workers, and a batch that started with no worker when the first joins).
-// WorkerJoined for a known worker is ignored (ids are never reused); Slots
-// < 1 counts as 1 and Slots > MaxSlots as MaxSlots. WorkerLeft for an
-// unknown or departed worker is ignored.
+// WorkerJoined for a known worker is ignored; Slots < 1 counts as 1 and
+// Slots > MaxSlots as MaxSlots. WorkerLeft for an unknown or departed
+// worker is ignored. A departed worker is forgotten (its place is reused
+// by a later join), so a policy's memory follows the workers present, not
+// every worker that ever joined; drivers must not reuse ids.
+//
+// Progress (papers.md leaves it to the driver: time is an event). Overdue
+// marks a worker late: its held instances are withdrawn (Cancel, Held) and
+// go back to the head of Q, the overdue task goes back too unless a worker
+// that is not late holds it, and the late worker gets nothing new until it
+// answers (ResultArrived, Failed or Measured from it); its overdue instance
+// stays live, so whichever copy finishes first wins. A task taken from Q
+// while an instance of it is still live (on a late worker) is sent as a
+// replica. Failed frees the instance and puts the task back at the head of
+// Q unless another instance is live; a worker that failed a task is not
+// given it again while some worker open for work has not failed it. Returned (a
+// draining worker's held task) puts the task back likewise, and
+// WorkerDraining stops new work to that worker without taking back what
+// it runs.
+//
+// Slots (slots.go). SlotsChanged gives a worker a new number of slots (its
+// capacity follows), or with 0 sets it aside: no new work, its held
+// instances withdrawn (Cancel, Held) and back at the head of Q, what it runs
+// left to finish; SlotsChanged ≥ 1 takes it back.
 //
 // Batches. BatchStarted cancels every live instance of the previous batch
 // (if it was abandoned unfinished; held ones first) and starts afresh with
 // Q = 0..N-1; workers stay. The driver must drop results of earlier batches
 // before stepping: task ids repeat in every batch, so a policy cannot tell
 // them apart.
+//
+// Time accounting (papers.md §1). A policy knows when Q is empty, so it
+// says when the sync wait begins instead of leaving a driver to guess it
+// from the sends: SyncWait at the first step of a batch at which a place
+// freed on a worker that takes work finds Q empty (the worker has room
+// and nothing to fill it with) or gets a replica. Places that never had a
+// task because the batch is smaller than the grid's room do not start the
+// sync wait (so a batch sent whole at once is not all sync wait); until
+// the sync wait begins, Idle reports how many of each worker's slots have
+// nothing to run while Q is empty, so that their idleness is not taken
+// for time lost on the network.
 //
 // Adaptive depth (Config.Adaptive, rwq and r3q). Each worker keeps
 // exponentially weighted means (gain 1/8) of the RTT and Exec its events
@@ -96,8 +128,9 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 //
 // Cost. Step is O(Depth × Slots + instances of the task) per event, plus
 // O(free workers × tasks of R) while replicating and O(N log N) once per
-// batch when Q empties; once the first batch has sized its buffers it
-// allocates nothing beyond growing out.
+// batch when Q empties, and O(workers) per step between Q emptying and the
+// sync wait's start (usually one or two steps); once the first batch has
+// sized its buffers it allocates nothing beyond growing out.
 func New(name string, cfg Config) (Policy, error) {
 	if cfg.Depth < 0 || cfg.Depth > MaxDepth {
 		return nil, fmt.Errorf("sched: policy %q: depth %d out of range 0..%d", name, cfg.Depth, MaxDepth)
@@ -122,6 +155,10 @@ func New(name string, cfg Config) (Policy, error) {
 		p.reverse = true
 	case "cyclic":
 		p.static = true
+	case "eft":
+		if err := p.setEFT(cfg); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownPolicy, name, Names)
 	}
@@ -156,10 +193,16 @@ type policy struct {
 	reverse   bool // r3q: replicate in reverse order of transfer
 	static    bool // cyclic
 
-	// Workers, indexed densely in join order; departed ones stay (ids are
-	// never reused).
+	eft *eftState // eft (eft.go); nil for the paper's policies
+
+	holdMark  []uint32 // per worker place: the stamp of the last task it was found holding (markHolders)
+	holdStamp uint32
+
+	// Workers, indexed densely; a departed worker's place is reused by the
+	// next join (vacant lists them).
 	idx     map[WorkerID]int32
 	workers []worker
+	vacant  []int32
 	live    int // workers joined and not left
 
 	// free holds worker indexes that may have room (a queue; entries are
@@ -178,6 +221,13 @@ type policy struct {
 	r      []TaskID // R in replication order (send order, or reverse)
 	rPos   int      // round-robin cursor into r
 	rLive  int      // tasks of r still in R
+	nFail  int      // tasks not done that some worker failed (Failed)
+
+	// The time accounting's view (SyncWait, Idle).
+	syncBegun   bool    // SyncWait was emitted for this batch
+	nIdle       int     // workers whose last Idle was not 0
+	freed       []int32 // this step: workers a place was freed on
+	stepReplica bool    // this step sent a replica
 }
 
 type worker struct {
@@ -187,12 +237,19 @@ type worker struct {
 	rtt    float64 // adaptive: smoothed RTT in ns, 0 until measured
 	exec   float64 // adaptive: smoothed Exec in ns, 0 until measured
 	alive  bool
+	late   bool // an instance was Overdue and the worker has not answered since
+	drain  bool // WorkerDraining: no new work
+	aside  bool // SlotsChanged to 0: no new work until slots are given back
 	inFree bool
+	idle   int      // the last Idle emitted for it in this batch
 	lo     int      // inst[lo:] are the live instances, in send order
 	inst   []TaskID // instances on this worker
 }
 
 func (w *worker) count() int { return len(w.inst) - w.lo }
+
+// open says the worker may be given new work (room aside).
+func (w *worker) open() bool { return w.alive && !w.late && !w.drain && !w.aside }
 
 // pos is the place of t among w's live instances in send order, or -1.
 func (w *worker) pos(t TaskID) int {
@@ -219,11 +276,13 @@ func (w *worker) remove(i int) {
 }
 
 type task struct {
-	done bool
-	inQ  bool
-	inR  bool
-	seq  uint32  // order of its latest original transfer
-	on   []int32 // workers holding a live instance
+	done   bool
+	inQ    bool
+	inR    bool
+	seq    uint32     // order of its latest original transfer
+	on     []int32    // workers holding a live instance
+	failed []WorkerID // workers on which it failed (Failed), in order
+	absent bool       // not in this master's batch (split.go); counted as done
 }
 
 func (p *policy) Name() string { return p.name }
@@ -231,6 +290,10 @@ func (p *policy) Name() string { return p.name }
 func (p *policy) Done() bool { return p.nDone == p.n }
 
 func (p *policy) Step(ev Event, out []Action) []Action {
+	p.freed, p.stepReplica = p.freed[:0], false
+	if p.eft != nil {
+		p.eft.begin(ev)
+	}
 	switch ev.Kind {
 	case BatchStarted:
 		out = p.startBatch(ev.N, out)
@@ -242,14 +305,76 @@ func (p *policy) Step(ev Event, out []Action) []Action {
 		p.measure(ev)
 		out = p.result(ev.Worker, ev.Task, out)
 	case Measured:
-		if !p.measure(ev) {
+		changed := p.measure(ev)
+		if !p.answered(ev.Worker) && !changed {
 			return out
 		}
+	case Overdue:
+		out = p.overdue(ev.Worker, ev.Task, out)
+	case Failed:
+		p.failed(ev.Worker, ev.Task)
+	case Returned:
+		p.returned(ev.Worker, ev.Task)
+	case WorkerDraining:
+		if wi, ok := p.idx[ev.Worker]; ok {
+			p.workers[wi].drain, p.workers[wi].inFree = true, false
+		}
+	case TasksAdded:
+		p.addTasks(ev.IDs) // split.go
+	case TasksTaken:
+		out = p.takeTasks(ev.N, out) // split.go
+	case SlotsChanged:
+		out = p.changeSlots(ev.Worker, ev.Slots, out) // slots.go
 	default:
 		return out
 	}
-	return p.fill(out)
+	return p.account(p.fill(out))
 }
+
+// account appends the time accounting's actions for this step: SyncWait
+// once a freed place finds Q empty, else the changes of Idle (see the
+// ActionKinds). Between Q emptying and the sync wait's start it looks at
+// every worker; otherwise it costs O(freed places).
+func (p *policy) account(out []Action) []Action {
+	if p.syncBegun || p.nDone == p.n {
+		return out
+	}
+	if p.qLive == 0 {
+		for _, wi := range p.freed {
+			w := &p.workers[wi]
+			if w.open() && (p.stepReplica || w.count() < w.cap) {
+				p.syncBegun = true
+				return append(out, Action{Kind: SyncWait, Worker: w.id})
+			}
+		}
+	} else if p.nIdle == 0 {
+		return out
+	}
+	for i := range p.workers {
+		w := &p.workers[i]
+		if !w.alive {
+			continue
+		}
+		idle := 0
+		if p.qLive == 0 && w.open() {
+			idle = max(w.slots-w.count(), 0)
+		}
+		if idle != w.idle {
+			switch {
+			case w.idle == 0:
+				p.nIdle++
+			case idle == 0:
+				p.nIdle--
+			}
+			w.idle = idle
+			out = append(out, Action{Kind: Idle, Worker: w.id, Slots: idle})
+		}
+	}
+	return out
+}
+
+// release notes that a place was freed on worker wi at this step.
+func (p *policy) release(wi int32) { p.freed = append(p.freed, wi) }
 
 func (p *policy) startBatch(n int, out []Action) []Action {
 	// Cancel what an abandoned batch left, held instances first (last sent
@@ -273,10 +398,14 @@ func (p *policy) startBatch(n int, out []Action) []Action {
 	p.q.reset(n)
 	for i := range p.tasks {
 		t := &p.tasks[i]
-		*t = task{on: t.on[:0], inQ: true}
+		*t = task{on: t.on[:0], failed: t.failed[:0], inQ: true}
 		p.q.pushBack(TaskID(i))
 	}
-	p.n, p.nDone, p.qLive, p.seq = n, 0, n, 0
+	p.n, p.nDone, p.qLive, p.seq, p.nFail = n, 0, n, 0, 0
+	p.syncBegun, p.nIdle = false, 0
+	for i := range p.workers {
+		p.workers[i].idle = 0
+	}
 	p.clearR()
 	// Every live worker has room again.
 	p.free, p.freeHead = p.free[:0], 0
@@ -296,13 +425,20 @@ func (p *policy) join(id WorkerID, slots int) {
 	if p.static {
 		c = math.MaxInt
 	}
-	wi := int32(len(p.workers))
-	p.idx[id] = wi
 	w := worker{id: id, slots: slots, cap: c, alive: true}
 	if !p.static {
 		w.inst = make([]TaskID, 0, min(c, 64))
 	}
-	p.workers = append(p.workers, w)
+	var wi int32
+	if k := len(p.vacant); k > 0 {
+		wi = p.vacant[k-1]
+		p.vacant = p.vacant[:k-1]
+		p.workers[wi] = w
+	} else {
+		wi = int32(len(p.workers))
+		p.workers = append(p.workers, w)
+	}
+	p.idx[id] = wi
 	p.live++
 	p.markFree(wi)
 }
@@ -315,6 +451,9 @@ const measureGain = 1.0 / 8
 // measure folds ev's measurements into its worker's means and sets the
 // worker's adaptive depth; it reports whether the depth changed.
 func (p *policy) measure(ev Event) bool {
+	if p.eft != nil {
+		return p.eftMeasure(ev)
+	}
 	if !p.adaptive || ev.RTT <= 0 && ev.Exec <= 0 {
 		return false
 	}
@@ -358,27 +497,144 @@ func (p *policy) leave(id WorkerID) {
 	w := &p.workers[wi]
 	w.alive, w.inFree = false, false
 	p.live--
+	if w.idle > 0 {
+		p.nIdle--
+	}
 	// Give back, in send order, each task no other worker still holds.
 	// Pushing to the front in reverse keeps that order at the head of Q.
 	for k := len(w.inst) - 1; k >= w.lo; k-- {
 		ti := w.inst[k]
-		t := &p.tasks[ti]
-		t.on = removeWorker(t.on, wi)
-		if len(t.on) == 0 && !t.done {
-			t.inQ = true
-			p.q.pushFront(ti)
-			p.qLive++
-			if t.inR {
-				t.inR = false
-				p.rLive--
-			}
+		p.tasks[ti].on = removeWorker(p.tasks[ti].on, wi)
+		p.requeue(ti)
+	}
+	// Forget the worker: no task refers to its place any more, and the
+	// free queue must not either once the place is reused.
+	*w = worker{}
+	delete(p.idx, id)
+	p.vacant = append(p.vacant, wi)
+	p.compactFree()
+}
+
+// requeue puts task ti back at the head of Q, unless it is done, in Q
+// already, or live on a worker that is not late. Q is then not empty, so R
+// is taken afresh when it empties again.
+func (p *policy) requeue(ti TaskID) {
+	t := &p.tasks[ti]
+	if t.done || t.inQ {
+		return
+	}
+	for _, vi := range t.on {
+		if !p.workers[vi].late {
+			return
 		}
 	}
-	w.lo, w.inst = 0, w.inst[:0]
-	if p.qLive > 0 && p.rBuilt {
-		// Q is not empty any more: R is taken afresh when it empties again.
+	t.inQ = true
+	p.q.pushFront(ti)
+	p.qLive++
+	if p.rBuilt {
 		p.clearR()
 	}
+}
+
+// answered notes that worker id has answered: a late worker is open for
+// work again. It reports whether the worker was late.
+func (p *policy) answered(id WorkerID) bool {
+	wi, ok := p.idx[id]
+	if !ok || !p.workers[wi].late {
+		return false
+	}
+	w := &p.workers[wi]
+	w.late = false
+	// What it holds is no longer only on a late worker: out of Q (a
+	// worker never gets a second instance of a task it holds).
+	for _, ti := range w.inst[w.lo:] {
+		if t := &p.tasks[ti]; t.inQ {
+			t.inQ = false
+			p.qLive--
+		}
+	}
+	p.markFree(wi)
+	return true
+}
+
+// overdue handles Overdue: see New.
+func (p *policy) overdue(id WorkerID, ti TaskID, out []Action) []Action {
+	wi, ok := p.idx[id]
+	if !ok || ti < 0 || int(ti) >= p.n || p.tasks[ti].done || p.workers[wi].pos(ti) < 0 {
+		return out
+	}
+	w := &p.workers[wi]
+	w.late, w.inFree = true, false
+	// Withdraw what it holds, last sent first, so the held tasks come back
+	// to Q in send order; the overdue instance itself stays live, unless it
+	// is (in the books) still held.
+	for k := w.count() - 1; k >= w.slots; k-- {
+		hi := w.inst[w.lo+k]
+		out = append(out, Action{Kind: Cancel, Worker: id, Task: hi, Held: true})
+		w.remove(k)
+		p.tasks[hi].on = removeWorker(p.tasks[hi].on, wi)
+		p.requeue(hi)
+	}
+	p.requeue(ti)
+	return out
+}
+
+// failed handles Failed: see New.
+func (p *policy) failed(id WorkerID, ti TaskID) {
+	wi, ok := p.idx[id]
+	if !ok || ti < 0 || int(ti) >= p.n {
+		return
+	}
+	w := &p.workers[wi]
+	t := &p.tasks[ti]
+	if k := w.pos(ti); k >= 0 {
+		w.remove(k)
+		t.on = removeWorker(t.on, wi)
+		p.markFree(wi)
+		p.release(wi)
+	}
+	p.answered(id)
+	if t.done {
+		return
+	}
+	if !slices.Contains(t.failed, id) {
+		if len(t.failed) == 0 {
+			p.nFail++
+		}
+		t.failed = append(t.failed, id)
+	}
+	p.requeue(ti)
+}
+
+// returned handles Returned: see New.
+func (p *policy) returned(id WorkerID, ti TaskID) {
+	wi, ok := p.idx[id]
+	if !ok || ti < 0 || int(ti) >= p.n {
+		return
+	}
+	w := &p.workers[wi]
+	if k := w.pos(ti); k >= 0 {
+		w.remove(k)
+		p.tasks[ti].on = removeWorker(p.tasks[ti].on, wi)
+		p.markFree(wi)
+		p.release(wi)
+		p.requeue(ti)
+	}
+}
+
+// excluded says worker id must not be given task t: it failed t, and some
+// worker that may be given work (alive, not late, not draining) has not.
+// A late or draining worker does not count: it may never take the task.
+func (p *policy) excluded(t *task, id WorkerID) bool {
+	if !slices.Contains(t.failed, id) {
+		return false
+	}
+	for i := range p.workers {
+		if w := &p.workers[i]; w.open() && !slices.Contains(t.failed, w.id) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
@@ -394,13 +650,18 @@ func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
 			w.remove(k)
 			t.on = removeWorker(t.on, wi)
 			p.markFree(wi)
+			p.release(wi)
 		}
+		p.answered(id)
 	}
 	if t.done {
 		return out
 	}
 	t.done = true
 	p.nDone++
+	if len(t.failed) > 0 {
+		p.nFail--
+	}
 	out = append(out, Action{Kind: Accept, Worker: id, Task: ti})
 	for _, vi := range t.on {
 		v := &p.workers[vi]
@@ -408,6 +669,7 @@ func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
 		out = append(out, Action{Kind: Cancel, Worker: v.id, Task: ti, Held: k >= v.slots})
 		v.remove(k)
 		p.markFree(vi)
+		p.release(vi)
 	}
 	t.on = t.on[:0]
 	if t.inQ {
@@ -425,6 +687,9 @@ func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
 // fill hands out work to free workers: originals from Q first, then (rr,
 // r3q, once Q is empty) replicas.
 func (p *policy) fill(out []Action) []Action {
+	if p.eft != nil {
+		return p.fillEFT(out)
+	}
 	if p.static {
 		return p.fillStatic(out)
 	}
@@ -436,20 +701,30 @@ func (p *policy) fill(out []Action) []Action {
 		for k, end := p.freeHead, len(p.free); k < end && p.qLive > 0; k++ {
 			wi := p.free[k]
 			w := &p.workers[wi]
-			if w.inFree && w.alive && w.count() < min(w.slots, w.cap) {
-				out = p.send(wi, p.popQ(), false, out)
-				sent = true
+			if w.inFree && w.open() && w.count() < min(w.slots, w.cap) {
+				if ti, ok := p.popQFor(wi); ok {
+					out = p.sendFromQ(wi, ti, out)
+					sent = true
+				}
 			}
 		}
 	}
-	// Then the held places, one task per free worker in turn.
-	for p.qLive > 0 {
-		wi, ok := p.popFree()
-		if !ok {
-			break
+	// Then the held places, one task per free worker in turn, in passes
+	// over the free workers until Q is empty or a pass sends nothing (only
+	// tasks that the free workers failed are left).
+	for sent := true; sent && p.qLive > 0; {
+		sent = false
+		for k := len(p.free) - p.freeHead; k > 0 && p.qLive > 0; k-- {
+			wi, ok := p.popFree()
+			if !ok {
+				break
+			}
+			if ti, ok := p.popQFor(wi); ok {
+				out = p.sendFromQ(wi, ti, out)
+				sent = true
+			}
+			p.markFree(wi) // back to the tail if it still has room
 		}
-		out = p.send(wi, p.popQ(), false, out)
-		p.markFree(wi) // back to the tail if it still has room
 	}
 	if p.qLive == 0 && p.replicate && p.nDone < p.n {
 		if !p.rBuilt {
@@ -464,16 +739,19 @@ func (p *policy) fill(out []Action) []Action {
 // fillStatic deals every task in Q round-robin over the live workers'
 // slots (cyclic).
 func (p *policy) fillStatic(out []Action) []Action {
-	if p.live == 0 {
-		return out
-	}
-	for p.qLive > 0 {
+	for sent := true; sent && p.qLive > 0; {
+		sent = false
 		for i := range p.workers {
-			if !p.workers[i].alive {
+			if !p.workers[i].open() {
 				continue
 			}
 			for s := 0; s < p.workers[i].slots && p.qLive > 0; s++ {
-				out = p.send(int32(i), p.popQ(), false, out)
+				ti, ok := p.popQFor(int32(i))
+				if !ok {
+					break
+				}
+				out = p.sendFromQ(int32(i), ti, out)
+				sent = true
 			}
 		}
 	}
@@ -489,10 +767,11 @@ func (p *policy) replicas(out []Action) []Action {
 	for p.rLive > 0 && misses < p.rLive && p.freeHead < len(p.free) {
 		ti := p.nextR()
 		before := len(out)
+		stamp := p.markHolders(ti)
 		for k := p.freeHead; k < len(p.free); k++ {
 			wi := p.free[k]
 			w := &p.workers[wi]
-			if !w.inFree || w.count() >= w.cap || holds(p.tasks[ti].on, wi) {
+			if !w.inFree || !w.open() || w.count() >= w.cap || p.holdMark[wi] == stamp || p.excluded(&p.tasks[ti], w.id) {
 				continue
 			}
 			out = p.send(wi, ti, true, out)
@@ -578,8 +857,16 @@ func (p *policy) send(wi int32, ti TaskID, replica bool, out []Action) []Action 
 	if !replica {
 		t.seq = p.seq
 		p.seq++
+	} else {
+		p.stepReplica = true
 	}
 	return append(out, Action{Kind: Send, Worker: w.id, Task: ti, Replica: replica})
+}
+
+// sendFromQ sends task ti, just taken from Q, to worker wi: an original,
+// or a replica when an instance of it is still live (on a late worker).
+func (p *policy) sendFromQ(wi int32, ti TaskID, out []Action) []Action {
+	return p.send(wi, ti, len(p.tasks[ti].on) > 0, out)
 }
 
 func (p *policy) popQ() TaskID {
@@ -594,11 +881,31 @@ func (p *policy) popQ() TaskID {
 	}
 }
 
+// popQFor takes from Q the first task that worker wi may be given, and
+// reports false if there is none (every task in Q was failed by wi).
+func (p *policy) popQFor(wi int32) (TaskID, bool) {
+	if p.nFail == 0 {
+		return p.popQ(), true
+	}
+	id := p.workers[wi].id
+	for i := 0; i < p.q.size; i++ {
+		ti := p.q.at(i)
+		t := &p.tasks[ti]
+		if t.inQ && !p.excluded(t, id) {
+			// Taken from the middle: its entry stays, skipped as not in Q.
+			t.inQ = false
+			p.qLive--
+			return ti, true
+		}
+	}
+	return 0, false
+}
+
 // markFree queues worker wi for work if it is alive, has room and is not
 // queued already.
 func (p *policy) markFree(wi int32) {
 	w := &p.workers[wi]
-	if w.alive && !w.inFree && w.count() < w.cap {
+	if w.open() && !w.inFree && w.count() < w.cap {
 		w.inFree = true
 		p.free = append(p.free, wi)
 	}
@@ -612,7 +919,7 @@ func (p *policy) popFree() (int32, bool) {
 		w := &p.workers[wi]
 		if w.inFree {
 			w.inFree = false
-			if w.alive && w.count() < w.cap {
+			if w.open() && w.count() < w.cap {
 				return wi, true
 			}
 		}
@@ -633,13 +940,22 @@ func (p *policy) compactFree() {
 	p.free, p.freeHead = p.free[:j], 0
 }
 
-func holds(on []int32, wi int32) bool {
-	for _, x := range on {
-		if x == wi {
-			return true
-		}
+// markHolders stamps the places of the workers that hold task ti, so
+// that whether a worker holds it is one look (holdMark[wi] == stamp)
+// while its replicas are handed out: O(holders) once, not per worker.
+func (p *policy) markHolders(ti TaskID) uint32 {
+	if len(p.holdMark) < len(p.workers) {
+		p.holdMark = append(p.holdMark, make([]uint32, len(p.workers)-len(p.holdMark))...)
 	}
-	return false
+	p.holdStamp++
+	if p.holdStamp == 0 { // wrapped: forget every old stamp
+		clear(p.holdMark)
+		p.holdStamp = 1
+	}
+	for _, vi := range p.tasks[ti].on {
+		p.holdMark[vi] = p.holdStamp
+	}
+	return p.holdStamp
 }
 
 func removeWorker(on []int32, wi int32) []int32 {
@@ -668,15 +984,33 @@ func (r *ring) reset(n int) {
 }
 
 func (r *ring) pushBack(t TaskID) {
+	r.grow()
 	r.buf[(r.head+r.size)%len(r.buf)] = t
 	r.size++
 }
 
 func (r *ring) pushFront(t TaskID) {
+	r.grow()
 	r.head = (r.head - 1 + len(r.buf)) % len(r.buf)
 	r.buf[r.head] = t
 	r.size++
 }
+
+// grow makes room for one more entry: entries of tasks taken from the
+// middle (popQFor) or done while in Q stay until they reach the head.
+func (r *ring) grow() {
+	if r.size < len(r.buf) {
+		return
+	}
+	buf := make([]TaskID, 2*len(r.buf)+1)
+	for i := 0; i < r.size; i++ {
+		buf[i] = r.at(i)
+	}
+	r.buf, r.head = buf, 0
+}
+
+// at is the i-th entry from the head.
+func (r *ring) at(i int) TaskID { return r.buf[(r.head+i)%len(r.buf)] }
 
 func (r *ring) popFront() TaskID {
 	t := r.buf[r.head]

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,6 +20,7 @@ type propDriver struct {
 	depth  int  // effective depth (adaptive: the floor)
 	maxDep int  // adaptive: the cap; 0 when the policy does not adapt
 	fifo   bool // results only from running instances: Held must be exact
+	eft    bool // eft: room per worker from its measurements; Q may wait for the plan
 	churn  bool // joins and leaves
 	static bool
 	repl   bool
@@ -38,6 +40,7 @@ type propDriver struct {
 	dup      []bool   // tasks replicated in this batch
 	nDup     int      // ...
 	firstRep bool     // the batch's first replica has been checked
+	syncSeen bool     // the batch's SyncWait has come
 	acts     []Action // reused
 	steps    int
 }
@@ -53,6 +56,17 @@ type propWorker struct {
 	// every measurement, so its depth is known exactly once measured.
 	rtt, exec time.Duration
 	rttSeen   bool // an RTT has been measured: until then it counts as 0
+	execSeen  bool // eft: an Exec has been measured
+}
+
+// room is how many instances w may hold: depth × slots, or under eft,
+// once an Exec is measured, maxDep × slots (how many it is sent below
+// that is eft's model, checked by its hand traces).
+func (d *propDriver) room(w *propWorker) int {
+	if !d.eft || !w.execSeen {
+		return w.depth * w.slots
+	}
+	return d.maxDep * w.slots
 }
 
 // measured is the depth an adaptive policy must give a worker once it has
@@ -102,10 +116,15 @@ func (d *propDriver) liveWorkers() []*propWorker {
 func (d *propDriver) step(ev Event) {
 	d.t.Helper()
 	d.steps++
-	if w := d.workers[ev.Worker]; d.maxDep > 0 && w != nil && w.alive && ev.Exec > 0 &&
+	if w := d.workers[ev.Worker]; d.maxDep > 0 && !d.eft && w != nil && w.alive && ev.Exec > 0 &&
 		(ev.Kind == ResultArrived || ev.Kind == Measured) {
 		w.rttSeen = w.rttSeen || ev.RTT > 0
 		w.depth = d.measured(w)
+	}
+	if w := d.workers[ev.Worker]; d.eft && w != nil && w.alive && ev.Exec > 0 &&
+		(ev.Kind == ResultArrived || ev.Kind == Measured) {
+		w.rttSeen = w.rttSeen || ev.RTT > 0
+		w.execSeen = true
 	}
 	d.acts = d.p.Step(ev, d.acts[:0])
 	acts := d.acts
@@ -125,7 +144,7 @@ func (d *propDriver) step(ev Event) {
 		d.live = make([]int, d.n)
 		d.seq = make([]int, d.n)
 		d.dup = make([]bool, d.n)
-		d.nAcc, d.nDup, d.nextSeq, d.firstRep = 0, 0, 0, false
+		d.nAcc, d.nDup, d.nextSeq, d.firstRep, d.syncSeen = 0, 0, 0, false, false
 		d.ghosts, d.crossed = nil, nil
 		acts = acts[i:]
 	}
@@ -147,6 +166,20 @@ func (d *propDriver) step(ev Event) {
 			d.send(a)
 		case Cancel:
 			d.cancel(ev, a)
+		case SyncWait:
+			// Once per batch, while results are still due, with Q empty.
+			d.aliveWorker(a.Worker, a)
+			if d.syncSeen || d.nAcc == d.n || d.inQ() >= 0 {
+				d.fatalf("sync wait at %+v (seen %v, %d of %d accepted, Q holds t%d)", ev, d.syncSeen, d.nAcc, d.n, d.inQ())
+			}
+			d.syncSeen = true
+		case Idle:
+			// Before the sync wait, the slots with nothing to run while Q
+			// is empty.
+			w := d.aliveWorker(a.Worker, a)
+			if d.syncSeen || a.Slots < 0 || a.Slots > w.slots || a.Slots > 0 && (d.inQ() >= 0 || a.Slots != w.slots-len(w.out)) {
+				d.fatalf("idle %+v with w%d holding %v of %d slots, Q holds t%d, sync seen %v", a, w.id, w.out, w.slots, d.inQ(), d.syncSeen)
+			}
 		default:
 			d.fatalf("unknown action %+v", a)
 		}
@@ -166,11 +199,22 @@ func (d *propDriver) step(ev Event) {
 	}
 	// Work-conserving: while a task waits in Q, every worker is full to its
 	// depth (an adaptive one to the depth its measurements give).
-	if !d.static && d.inQ() >= 0 {
+	if !d.static && !d.eft && d.inQ() >= 0 {
 		for _, w := range d.liveWorkers() {
 			if len(w.out) != w.depth*w.slots {
 				d.fatalf("t%d waits in Q while w%d holds %d, room for %d × %d", d.inQ(), w.id, len(w.out), w.depth, w.slots)
 			}
+		}
+	}
+	// eft keeps a task in Q for a faster worker only while some worker
+	// has an instance out, whose answer brings the plan on.
+	if d.eft && d.inQ() >= 0 {
+		live, out := d.liveWorkers(), false
+		for _, w := range live {
+			out = out || len(w.out) > 0
+		}
+		if len(live) > 0 && !out {
+			d.fatalf("t%d waits in Q with nothing out on %d live workers", d.inQ(), len(live))
 		}
 	}
 }
@@ -217,7 +261,7 @@ func (d *propDriver) send(a Action) {
 				d.fatalf("replica of t%d while t%d is still in Q", a.Task, t)
 			}
 		}
-		if !d.firstRep && !d.churn {
+		if !d.firstRep && !d.churn && !d.eft {
 			d.checkFirstPick(w, a.Task)
 		}
 		d.firstRep = true
@@ -231,8 +275,11 @@ func (d *propDriver) send(a Action) {
 	}
 	w.out = append(w.out, a.Task)
 	d.live[a.Task]++
-	if !d.static && len(w.out) > w.depth*w.slots {
-		d.fatalf("w%d holds %d instances, more than depth %d × %d slots", w.id, len(w.out), w.depth, w.slots)
+	if !d.static && len(w.out) > d.room(w) {
+		d.fatalf("w%d holds %d instances, more than its room %d (depth %d × %d slots)", w.id, len(w.out), d.room(w), w.depth, w.slots)
+	}
+	if d.eft && d.live[a.Task] > DefaultCopies {
+		d.fatalf("t%d has %d live instances, more than %d copies", a.Task, d.live[a.Task], DefaultCopies)
 	}
 }
 
@@ -447,7 +494,7 @@ func TestPoliciesRandom(t *testing.T) {
 					}
 					depth := cfg.Depth
 					if depth == 0 {
-						depth = map[string]int{"wq": 1, "rr": 1, "rwq": 2, "r3q": 2}[name]
+						depth = map[string]int{"wq": 1, "rr": 1, "rwq": 2, "r3q": 2, "eft": 2}[name]
 					}
 					maxDep := 0
 					if mode.adaptive && (name == "rwq" || name == "r3q") {
@@ -457,10 +504,14 @@ func TestPoliciesRandom(t *testing.T) {
 						}
 						maxDep = max(maxDep, depth)
 					}
+					if name == "eft" { // measures always, within AdaptiveMax
+						maxDep = max(cmp.Or(cfg.AdaptiveMax, DefaultAdaptiveMax), depth)
+					}
 					d := &propDriver{
 						t: t, name: name, p: p, rng: rng, depth: depth, maxDep: maxDep,
 						fifo: mode.fifo, churn: mode.churn,
-						static: name == "cyclic", repl: name == "rr" || name == "r3q",
+						static: name == "cyclic", repl: name == "rr" || name == "r3q" || name == "eft",
+						eft:     name == "eft",
 						workers: map[WorkerID]*propWorker{},
 					}
 					for range 1 + rng.IntN(6) {

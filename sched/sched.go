@@ -34,17 +34,60 @@ const (
 	ResultArrived
 	// Measured: a measurement of worker Event.Worker that came without a
 	// result (a ping's Event.RTT, the Event.Exec of a duplicate or stale
-	// result). Only adaptive policies use it (Config.Adaptive).
+	// result). Adaptive policies use its values (Config.Adaptive); every
+	// policy takes it as a sign of life from a late worker (see Overdue).
 	Measured
+	// Overdue: the instance of Event.Task on Event.Worker has run past the
+	// deadline its driver set for it. The instance stays live (its result
+	// is still welcome), but the task goes back to the head of Q unless
+	// another worker that is not late holds it, the worker's held
+	// instances are withdrawn (Cancel with Held) and go back to Q too,
+	// and the worker is late: it gets no new work until it answers
+	// (ResultArrived, Failed or Measured from it).
+	Overdue
+	// Failed: the instance of Event.Task on Event.Worker failed (the
+	// evaluation returned an error). The instance is gone; the task goes
+	// back to the head of Q unless another instance is live, and is not
+	// given to that worker again while a live worker that has not failed
+	// it exists. How often a task may fail is the driver's business.
+	Failed
+	// Returned: worker Event.Worker gave back its instance of Event.Task
+	// without running it (a draining worker's held task). The task goes
+	// back to the head of Q unless another instance is live.
+	Returned
+	// WorkerDraining: worker Event.Worker takes no new work; the instances
+	// it runs stay live until their results arrive or it leaves.
+	WorkerDraining
+	// TasksAdded: the tasks Event.IDs join the running batch, at the back
+	// of Q, in that order (a sub-master's share, a grant from another
+	// master, or tasks lent away and given back). An id at or past the
+	// batch's size grows it (the ids between stay out of the batch); an
+	// id already in the batch, or out of [0, MaxTaskID], is ignored. A
+	// sub-master starts with BatchStarted{N: 0} and adds its share.
+	// See split.go.
+	TasksAdded
+	// TasksTaken: up to Event.N tasks leave the running batch, taken from
+	// the tail of Q (the ones it would send last), each named by a Taken
+	// action; a task with a live instance is never taken. They count as
+	// done for Done until TasksAdded brings them back. See split.go.
+	TasksTaken
+	// SlotsChanged: worker Event.Worker now has Event.Slots execution
+	// slots (a plan, or a calibration that varies a worker's concurrency).
+	// Slots 0 sets the worker aside: it gets no new work, its held
+	// instances are withdrawn (Cancel with Held) and go back to Q, and the
+	// ones it runs stay live until their results arrive; a later
+	// SlotsChanged with Slots ≥ 1 takes it back. See slots.go.
+	SlotsChanged
 )
 
 // Event is one input to a policy.
 type Event struct {
 	Kind   EventKind
-	Worker WorkerID // WorkerJoined, WorkerLeft, ResultArrived, Measured
-	Slots  int      // WorkerJoined
-	Task   TaskID   // ResultArrived
-	N      int      // BatchStarted
+	Worker WorkerID // every kind but BatchStarted
+	Slots  int      // WorkerJoined, SlotsChanged
+	Task   TaskID   // ResultArrived, Overdue, Failed, Returned
+	N      int      // BatchStarted, TasksTaken
+	IDs    []TaskID // TasksAdded
 	// RTT (ResultArrived, Measured) is one round trip between the master
 	// and Worker without the time the worker spent on the task: from the
 	// master handing a task over to its result reaching the master, less
@@ -56,6 +99,13 @@ type Event struct {
 	// Exec (ResultArrived, Measured) is how long one task executed on
 	// Worker, as the worker reports it. 0 (or below): not measured.
 	Exec time.Duration
+	// At (any kind) is when the driver applies the event, on its own
+	// clock since the run started (the ledger's timeline): time as data,
+	// so a policy still never reads a clock and replays the same. Only
+	// eft uses it, to tell how long a running instance has run; 0 when a
+	// driver does not say (eft then takes every running instance as just
+	// started).
+	At time.Duration
 }
 
 // ActionKind says what the driver must do.
@@ -73,6 +123,30 @@ const (
 	// Accept the result of Action.Task from Action.Worker: it is the first
 	// for that task in this batch. A result with no Accept is a duplicate.
 	Accept
+	// SyncWait says the batch's sync wait begins at this step (papers.md
+	// §1, "Time accounting"): Q is empty and a place that this step freed
+	// on worker Action.Worker (a result, a failure, a returned task or a
+	// cancel took an instance off it) found no task in Q, so a
+	// master-side sender slot now waits for work, or got a replica (RR,
+	// R3Q: "from the first replica sent"). Places that were never filled
+	// because a batch has fewer tasks than the workers have room for do
+	// not start it: their idleness is reported by Idle. At most one per
+	// batch, never at the step that accepts its last result, after the
+	// step's other actions. It is bookkeeping only: a driver carries out
+	// nothing for it.
+	SyncWait
+	// Idle says that, from this step on, Action.Slots of worker
+	// Action.Worker's slots have nothing to run and nothing on the way:
+	// Q is empty and the worker holds fewer instances than slots (or it
+	// takes no work: 0). It is emitted, after the step's other actions,
+	// whenever that number changes between a batch's start and its
+	// SyncWait (or its end); a reader takes the last value as lasting
+	// until then. A slot starved of work is not waiting on the network.
+	// Bookkeeping only, like SyncWait.
+	Idle
+	// Taken says task Action.Task left the batch for a TasksTaken (the
+	// driver hands it to another master); Worker is unused.
+	Taken
 )
 
 // Action is one output of a policy.
@@ -82,6 +156,7 @@ type Action struct {
 	Task    TaskID
 	Replica bool // Send: this instance is a replica
 	Held    bool // Cancel: the instance is held, not running
+	Slots   int  // Idle: the worker's slots left without work
 }
 
 // Policy is a scheduling policy as a deterministic state machine.
@@ -113,8 +188,13 @@ type Config struct {
 	// worker has Depth.
 	Adaptive bool
 	// AdaptiveMax caps the adaptive depth per slot. 0 means
-	// DefaultAdaptiveMax; a cap below Depth counts as Depth.
+	// DefaultAdaptiveMax; a cap below Depth counts as Depth. It caps
+	// eft's depth too.
 	AdaptiveMax int
+	// Copies bounds eft's live instances of a task, the original and its
+	// replicas (the other policies ignore it). 0 means DefaultCopies; 1
+	// replicates nothing.
+	Copies int
 }
 
 // DefaultAdaptiveMax is the cap on an adaptive depth when
@@ -122,5 +202,6 @@ type Config struct {
 // shallow enough that a worker never hoards a batch.
 const DefaultAdaptiveMax = 16
 
-// Names lists the policies New knows, in the order the paper presents them.
-var Names = []string{"wq", "rr", "rwq", "r3q", "cyclic"}
+// Names lists the policies New knows: the paper's, in the order it
+// presents them, then eft (earliest expected finish, eft.go).
+var Names = []string{"wq", "rr", "rwq", "r3q", "cyclic", "eft"}

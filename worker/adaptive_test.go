@@ -59,7 +59,7 @@ func TestMasterAdaptiveDepthFromRealResults(t *testing.T) {
 		for _, adaptive := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/adaptive=%v", policy, adaptive), func(t *testing.T) {
 				t.Parallel()
-				key, _ := grid.NewKey("k")
+				key, _ := grid.NewKey(testSecret)
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				m, err := grid.NewMaster(ctx, grid.MasterConfig{

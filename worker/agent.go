@@ -26,7 +26,9 @@ import (
 // comments.
 type Config struct {
 	// Master is the master's data address (host:port). When empty, the
-	// address is found through gossip (Join).
+	// address is found through gossip (Join). It may list several
+	// addresses, comma-separated (a relay, then another path to the
+	// master): each failure to connect moves on to the next.
 	Master string
 	// Join lists gossip addresses (host:port) of cluster members, usually
 	// the master's. With Join the agent becomes a gossip member (so the
@@ -52,6 +54,9 @@ type Config struct {
 	// computing for d, the slot waits (F−1)·d more (cut short by a
 	// cancel). It emulates a slower machine. Default 1.
 	Slowdown float64
+	// Faults emulates a misbehaving machine (failing, hanging or silent
+	// evaluations). Default: none.
+	Faults Faults
 	// Delay adds a one-way delay to every message on the link to the
 	// master, both ways: outgoing frames leave Delay late, incoming ones are
 	// acted on Delay after they arrive. It emulates a WAN (the paper's
@@ -60,6 +65,20 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait between connection attempts;
 	// it doubles after each failure. Defaults 100 ms and 5 s.
 	MinBackoff, MaxBackoff time.Duration
+	// Serve makes the agent serve run after run: when a master ends its
+	// run, the agent waits for the next master instead of returning
+	// ErrShutdown (a lab agent; esworker without -once). Default false.
+	Serve bool
+	// IdleTimeout, when > 0, makes Run return ErrIdle once the agent has
+	// been without a master for that long (it cannot reach one, or is
+	// refused). Default 0: wait for a master for ever.
+	IdleTimeout time.Duration
+	// AbandonGrace is how long a cancelled evaluation may take to return
+	// before the agent gives up on it: its slot is freed and the master
+	// told it was cancelled, and a session that ends stops waiting for it
+	// (a Go evaluation that ignores its context cannot be stopped; its
+	// goroutine runs on until it returns). Default 5 s.
+	AbandonGrace time.Duration
 	// Build turns the master's problem spec into a problem. Default:
 	// problems.New(Name, Dim) wrapped in problems.WithLoad(·, LoadN).
 	Build func(grid.ProblemSpec) (problems.Problem, error)
@@ -92,6 +111,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Delay < 0 {
 		return c, fmt.Errorf("worker: negative delay %v", c.Delay)
 	}
+	if err := c.Faults.check(); err != nil {
+		return c, err
+	}
 	if c.Name == "" {
 		c.Name = DefaultName()
 	}
@@ -109,6 +131,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Build == nil {
 		c.Build = BuildProblem
+	}
+	if c.IdleTimeout < 0 {
+		return c, fmt.Errorf("worker: negative idle timeout %v", c.IdleTimeout)
+	}
+	if c.AbandonGrace <= 0 {
+		c.AbandonGrace = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -137,6 +165,9 @@ func DefaultName() string {
 // BuildProblem is the default Config.Build: the registered problem of that
 // name and dimension, with the spec's LU load.
 func BuildProblem(spec grid.ProblemSpec) (problems.Problem, error) {
+	if spec.LoadN > problems.MaxLoadN {
+		return nil, fmt.Errorf("load of %d×%d is more than this worker takes (%d×%d)", spec.LoadN, spec.LoadN, problems.MaxLoadN, problems.MaxLoadN)
+	}
 	p, err := problems.New(spec.Name, spec.Dim)
 	if err != nil {
 		return nil, err
@@ -144,8 +175,17 @@ func BuildProblem(spec grid.ProblemSpec) (problems.Problem, error) {
 	return problems.WithLoad(p, spec.LoadN), nil
 }
 
-// ErrShutdown is what Run returns when the master ended the run.
+// ErrShutdown is what Run returns when the master ended the run (and the
+// agent does not Serve run after run).
 var ErrShutdown = errors.New("worker: the master ended the run")
+
+// ErrIdle is what Run returns when the agent was without a master for
+// Config.IdleTimeout.
+var ErrIdle = errors.New("worker: no master for the idle timeout")
+
+// errRestart ends a session whose master was interrupted and will be
+// back (Shutdown.Restart): the agent waits for it.
+var errRestart = errors.New("worker: the master was interrupted; it will be back")
 
 // Agent is one worker: it connects to the master, reconnects whenever the
 // connection is lost (the master restarted, the network broke), and runs
@@ -156,8 +196,19 @@ type Agent struct {
 	drain chan struct{}
 	once  sync.Once
 
-	mu      sync.Mutex
-	current *session // the live session, if any
+	mu        sync.Mutex
+	current   *session      // the live session, if any
+	since     time.Time     // when the live session started
+	connected time.Duration // time in sessions that ended
+
+	// Executions by outcome, and the slot-time of those that ended
+	// (Activity).
+	finished, cancelled, failed atomic.Int64
+	busy                        atomic.Int64 // ns
+
+	evals    atomic.Int64  // evaluations so far (Faults)
+	stop     chan struct{} // closed when Run returns: ends emulated hangs
+	stopOnce sync.Once
 }
 
 // New checks cfg and returns an agent ready to Run.
@@ -170,6 +221,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:   cfg,
 		log:   cfg.Logger.With("worker", cfg.Name),
 		drain: make(chan struct{}),
+		stop:  make(chan struct{}),
 	}, nil
 }
 
@@ -205,12 +257,56 @@ func (a *Agent) Status() (queued, running int) {
 	return s.status()
 }
 
+// Activity is an agent's work so far, for its metrics: cumulative
+// figures never decrease.
+type Activity struct {
+	Slots     int
+	Connected bool          // in a session with a master now
+	Held      int           // tasks held in the remote queue now
+	Running   int           // tasks on a slot now
+	Finished  int64         // executions that finished (with a value)
+	Cancelled int64         // executions stopped by a cancel
+	Failed    int64         // executions that returned an error
+	Busy      time.Duration // slot-time executing, the running tasks' so far included
+	Session   time.Duration // time in sessions with a master, the live one's so far included
+}
+
+// Activity reports the agent's work so far.
+func (a *Agent) Activity() Activity {
+	act := Activity{
+		Slots: a.cfg.Slots, Finished: a.finished.Load(), Cancelled: a.cancelled.Load(), Failed: a.failed.Load(),
+		Busy: time.Duration(a.busy.Load()),
+	}
+	a.mu.Lock()
+	s := a.current
+	act.Session = a.connected
+	if s != nil {
+		act.Connected = true
+		act.Session += time.Since(a.since)
+	}
+	a.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		act.Held, act.Running = s.held.Len(), len(s.running)
+		now := time.Now()
+		for _, rt := range s.running {
+			act.Busy += now.Sub(rt.start)
+		}
+		s.mu.Unlock()
+	}
+	return act
+}
+
 // Run connects and serves the master until the master ends the run
 // (ErrShutdown), Drain completes (nil), or ctx is done (ctx's error, at
 // once: running evaluations are cancelled, and Run waits for them to
 // return). A lost connection drops the tasks it carried, and Run connects
 // again, with backoff.
 func (a *Agent) Run(ctx context.Context) (err error) {
+	defer a.stopOnce.Do(func() { close(a.stop) })
+	if a.cfg.Faults.any() {
+		a.log.Warn("emulating faults", "faults", fmt.Sprintf("%+v", a.cfg.Faults))
+	}
 	var ms *grid.Membership
 	if len(a.cfg.Join) > 0 {
 		if ms, err = a.joinGossip(ctx); err != nil {
@@ -230,6 +326,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}()
 	}
 	backoff := a.cfg.MinBackoff
+	var quiet quietLog
+	since := time.Now() // without a master since
+	// Where a promotion or a move sends the agent next (split.go).
+	var next redirect
 	for failures := 0; ; failures++ {
 		if a.draining() {
 			return nil
@@ -237,7 +337,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		addr, err := a.masterAddr(ctx, ms, failures)
+		if d := a.cfg.IdleTimeout; d > 0 && time.Since(since) >= d {
+			a.log.Warn("no master for the idle timeout; exiting", "idle_timeout", d)
+			return ErrIdle
+		}
+		addr, err := a.nextAddr(ctx, ms, failures, &next) // split.go
 		var conn *grid.Conn
 		var welcome *grid.Welcome
 		if err == nil {
@@ -248,16 +352,35 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 		if err == nil {
 			backoff = a.cfg.MinBackoff
+			quiet = quietLog{}
 			err = a.serve(ctx, conn, welcome)
-			if err == nil || errors.Is(err, ErrShutdown) || ctx.Err() != nil {
+			since = time.Now()
+			if a.redirected(ctx, &err, addr, &next) { // split.go: promoted, or moved
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				return err
+				backoff = a.cfg.MinBackoff
+				failures = -1
+				continue
 			}
-			a.log.Warn("lost the master; reconnecting", "err", err)
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case err == nil:
+				return nil // drained
+			case errors.Is(err, ErrShutdown) && !a.cfg.Serve:
+				return err
+			case errors.Is(err, ErrShutdown):
+				a.log.Info("the run is over; waiting for the next master")
+				failures = -1
+			case errors.Is(err, errRestart):
+				a.log.Info("the master was interrupted; waiting for it to come back")
+				failures = -1
+			default:
+				a.log.Warn("lost the master; reconnecting", "err", err)
+			}
 		} else if ctx.Err() == nil {
-			a.log.Warn("cannot reach the master", "addr", addr, "err", err, "retry_in", backoff.Round(time.Millisecond))
+			quiet.log(a.log, err, "addr", addr, "retry_in", backoff.Round(time.Millisecond))
 		}
 		if !a.sleep(ctx, jitter(backoff)) {
 			if a.draining() {
@@ -292,6 +415,33 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// quietLog logs failed connection attempts: the first, and then only a
+// changed reason or one line a minute, so that an agent waiting for a
+// master for days writes one line per attempt at most, and usually far
+// fewer.
+type quietLog struct {
+	last     string
+	lastAt   time.Time
+	repeated int
+}
+
+func (q *quietLog) log(log *slog.Logger, err error, args ...any) {
+	msg := err.Error()
+	if msg == q.last && time.Since(q.lastAt) < time.Minute {
+		q.repeated++
+		return
+	}
+	if msg == q.last {
+		args = append(args, "attempts_since_last_line", q.repeated+1)
+	}
+	q.last, q.lastAt, q.repeated = msg, time.Now(), 0
+	if errors.Is(err, errNoMasterYet) {
+		log.Info("waiting for a master to join the cluster")
+		return
+	}
+	log.Warn("cannot reach the master", append([]any{"err", msg}, args...)...)
+}
+
 // jitter spreads reconnections of many workers by ±20 %.
 func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
@@ -309,15 +459,18 @@ func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) err
 		<-conn.Done()
 		return err
 	}
+	defer closeProblem(p) // a plugin's processes end with the session (worker/plugins.go)
 	a.log.Info("connected to the master", "addr", conn.RemoteAddr().String(), "worker_id", w.Worker,
 		"problem", w.Problem.Name, "dim", w.Problem.Dim, "load_n", w.Problem.LoadN, "slots", a.cfg.Slots)
-	s := newSession(ctx, a, conn, p)
+	s := newSession(ctx, a, conn, withFaults(p, a.cfg.Faults, &a.evals, a.stop))
+	s.welcome = w
 	a.mu.Lock()
-	a.current = s
+	a.current, a.since = s, time.Now()
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
 		a.current = nil
+		a.connected += time.Since(a.since)
 		a.mu.Unlock()
 	}()
 	return s.run(ctx, a.drain)

@@ -242,7 +242,7 @@ func waitStarted(t *testing.T, g *gateProblem, ids ...int32) {
 
 func TestAgentRunsCancelsAndReportsStatus(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
 	g := newGateProblem()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -260,11 +260,22 @@ func TestAgentRunsCancelsAndReportsStatus(t *testing.T) {
 		t.Fatalf("status queued %d running %d, want 3 and 2", q, r)
 	}
 
-	// Cancel held 3 and running 0: 0 reports as cancelled, its slot takes
-	// the head of the queue (2), and 3 is gone.
+	// Cancel held 3 and running 0: 3 is gone, acknowledged as dropped at
+	// once; 0 reports as cancelled (stopped), and its slot takes the head
+	// of the queue (2).
 	mc.c.Send(&grid.Cancel{Gen: 1, IDs: []int32{3, 0}})
 	rs := receive[*grid.Results](t, mc)
-	if len(rs.Items) != 1 || rs.Items[0].ID != 0 || !rs.Items[0].Cancelled || rs.Items[0].Gen != 1 {
+	if len(rs.Items) > 0 && rs.Items[0].ID == 3 {
+		if a := rs.Items[0]; a.Ack != grid.AckDropped || !a.Cancelled || a.Gen != 1 || a.Exec != 0 {
+			t.Fatalf("acknowledgement of the held 3: %+v", a)
+		}
+		if rs.Items = rs.Items[1:]; len(rs.Items) == 0 {
+			rs = receive[*grid.Results](t, mc)
+		}
+	} else {
+		t.Fatalf("no acknowledgement of the held 3 first: %+v", rs)
+	}
+	if len(rs.Items) != 1 || rs.Items[0].ID != 0 || !rs.Items[0].Cancelled || rs.Items[0].Ack != grid.AckStopped || rs.Items[0].Gen != 1 {
 		t.Fatalf("after cancel: %+v", rs)
 	}
 	if rs.Queued != 1 || rs.Running != 2 {
@@ -312,7 +323,7 @@ func TestAgentRunsCancelsAndReportsStatus(t *testing.T) {
 
 func TestAgentNewGenerationDropsStaleWork(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
 	g := newGateProblem()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -344,7 +355,7 @@ func TestAgentNewGenerationDropsStaleWork(t *testing.T) {
 
 func TestAgentDrain(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
 	g := newGateProblem()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -392,7 +403,7 @@ func TestAgentDrain(t *testing.T) {
 
 func TestAgentReconnectsAndDropsTasksOfDeadConnection(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
 	g := newGateProblem()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -427,8 +438,8 @@ func TestAgentReconnectsAndDropsTasksOfDeadConnection(t *testing.T) {
 
 func TestAgentWrongKeyRefusedOnBothSides(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("right")
-	wrong, _ := grid.NewKey("wrong")
+	key, _ := grid.NewKey(testSecret + " right")
+	wrong, _ := grid.NewKey(testSecret + " wrong")
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
 	wlog := new(logBuffer)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -465,7 +476,7 @@ func TestAgentRefusesMasterOfAnotherVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	wlog := new(logBuffer)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -493,7 +504,7 @@ func TestAgentRefusesMasterOfAnotherVersion(t *testing.T) {
 
 func TestAgentRejectsProblemItCannotBuild(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "no-such-problem", Dim: 3})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -520,7 +531,7 @@ func (p sleepProblem) Eval(ctx context.Context, x []float64) (float64, error) {
 
 func TestAgentSlowdownAndDelay(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "sleep", Dim: 1})
 	const compute, slowdown, delay = 20 * time.Millisecond, 3, 30 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -551,7 +562,7 @@ func TestAgentSlowdownAndDelay(t *testing.T) {
 }
 
 func TestNewChecksConfig(t *testing.T) {
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	cases := []struct {
 		name string
 		cfg  Config
@@ -577,7 +588,7 @@ func TestNewChecksConfig(t *testing.T) {
 
 func TestAgentFindsMasterThroughGossip(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

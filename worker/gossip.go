@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -41,6 +42,9 @@ func (a *Agent) joinGossip(ctx context.Context) (*grid.Membership, error) {
 	return ms, nil
 }
 
+// errNoMasterYet: the cluster has no master now; a lab agent waits.
+var errNoMasterYet = errors.New("no master in the cluster yet")
+
 // masterWait bounds how long one attempt waits for gossip to name a master.
 const masterWait = 3 * time.Second
 
@@ -51,11 +55,11 @@ const masterWait = 3 * time.Second
 // hold the worker up until failure detection catches it.
 func (a *Agent) masterAddr(ctx context.Context, ms *grid.Membership, attempt int) (string, error) {
 	if ms == nil {
-		return a.cfg.Master, nil
+		return pickAddr(a.cfg.Master, attempt), nil // relay.go: a list is tried in turn
 	}
 	joinErr := ms.Join(a.cfg.Join...)
 	if a.cfg.Master != "" {
-		return a.cfg.Master, nil
+		return pickAddr(a.cfg.Master, attempt), nil
 	}
 	if masters := ms.Masters(); len(masters) > 0 {
 		return masters[attempt%len(masters)].DataAddr(), nil
@@ -67,6 +71,9 @@ func (a *Agent) masterAddr(ctx context.Context, ms *grid.Membership, attempt int
 	defer cancel()
 	m, err := ms.WaitMaster(wctx)
 	if err != nil {
+		if ctx.Err() == nil {
+			return "", errNoMasterYet
+		}
 		return "", err
 	}
 	return m.DataAddr(), nil

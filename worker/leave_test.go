@@ -55,7 +55,7 @@ func TestAgentLeavesGossipQuicklyOnlyWhenTheRunIsOver(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			leaktest.Check(t)
-			key, _ := grid.NewKey("k")
+			key, _ := grid.NewKey(testSecret)
 			fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

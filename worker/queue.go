@@ -74,6 +74,17 @@ func (q *remoteQueue) Remove(k taskKey) bool {
 	return true
 }
 
+// Take removes a held task from the queue and returns it.
+func (q *remoteQueue) Take(k taskKey) (heldTask, bool) {
+	e, ok := q.byKey[k]
+	if !ok {
+		return heldTask{}, false
+	}
+	h := q.order.Remove(e).(heldTask)
+	delete(q.byKey, k)
+	return h, true
+}
+
 // RemoveIf removes every held task for which drop is true and returns them
 // in queue order.
 func (q *remoteQueue) RemoveIf(drop func(heldTask) bool) []heldTask {

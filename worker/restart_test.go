@@ -75,7 +75,7 @@ func joinGossipAs(t *testing.T, ctx context.Context, name string, key *grid.Key,
 // address; the agent reconnects and serves it.
 func TestAgentServesMasterRestartedAtSameAddress(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fm := startFakeMaster(t, key, sphereSpec)
@@ -109,7 +109,7 @@ func TestAgentServesMasterRestartedAtSameAddress(t *testing.T) {
 // the new master.
 func TestAgentServesMasterRestartedElsewhere(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fm := startFakeMaster(t, key, sphereSpec)
@@ -143,7 +143,7 @@ func TestAgentServesMasterRestartedElsewhere(t *testing.T) {
 // it; the agent must still take it as the end of the run, not reconnect.
 func TestAgentShutdownThroughDelay(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, sphereSpec)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -24,7 +24,7 @@ func (p constProblem) Eval(context.Context, []float64) (float64, error) {
 // not errors (the ES ranks NaN worst); the agent must not alter them.
 func TestAgentReturnsNonFiniteFitnessAsComputed(t *testing.T) {
 	leaktest.Check(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1)} {
 		fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "const", Dim: 1})
 		ctx, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
@@ -23,7 +24,8 @@ type session struct {
 
 	ctx    context.Context // cancelled when the session ends
 	cancel context.CancelFunc
-	tasks  sync.WaitGroup // running evaluations
+	tasks  sync.WaitGroup // running evaluations (and the delay line)
+	evals  atomic.Int32   // evaluations not returned yet, abandoned ones included
 
 	mu       sync.Mutex
 	held     *remoteQueue
@@ -33,15 +35,22 @@ type session struct {
 	draining bool
 	closing  bool // SendAndClose issued
 	over     bool // the master sent Shutdown
+	restart  bool // ... saying it will be back
+	sentAt   time.Time
 	inbox    *delayLine
+	next     error         // a promotion or a move: where the agent goes next (split.go)
+	welcome  *grid.Welcome // the master's, for a promotion
 }
 
 // runningTask is a task on a slot.
 type runningTask struct {
 	gen       int32
 	task      grid.Task
+	start     time.Time
 	cancel    context.CancelFunc
-	cancelled bool // by the master (or a newer generation)
+	cancelled bool        // by the master (or a newer generation)
+	abandoned bool        // it ignored its cancel for AbandonGrace: its slot is free
+	abandon   *time.Timer // set once cancelled
 }
 
 func newSession(ctx context.Context, a *Agent, conn *grid.Conn, p problems.Problem) *session {
@@ -72,6 +81,12 @@ func (s *session) run(ctx context.Context, drain <-chan struct{}) error {
 		}()
 	}
 	s.conn.Start(handler)
+	reports := make(chan struct{})
+	go func() {
+		defer close(reports)
+		s.reportStatus()
+	}()
+	defer func() { <-reports }()
 	select {
 	case <-s.conn.Done():
 	case <-ctx.Done():
@@ -87,7 +102,7 @@ func (s *session) run(ctx context.Context, drain <-chan struct{}) error {
 	s.mu.Lock()
 	s.held.RemoveIf(func(heldTask) bool { return true }) // a lost master gets nothing back
 	s.mu.Unlock()
-	s.tasks.Wait()
+	s.waitTasks()
 	if s.inbox != nil {
 		// With an emulated delay the master's last word (Shutdown) may
 		// still be on its way when the connection closes behind it.
@@ -98,11 +113,15 @@ func (s *session) run(ctx context.Context, drain <-chan struct{}) error {
 		}
 	}
 	s.mu.Lock()
-	over, draining := s.over, s.draining
+	over, restart, draining, next := s.over, s.restart, s.draining, s.next
 	s.mu.Unlock()
 	switch {
+	case next != nil && !over:
+		return next // split.go: the agent waits for its child master, or moves
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case over && restart:
+		return errRestart
 	case over:
 		return ErrShutdown
 	case draining:
@@ -110,6 +129,52 @@ func (s *session) run(ctx context.Context, drain <-chan struct{}) error {
 		return nil
 	}
 	return fmt.Errorf("worker: connection to the master: %w", s.conn.Err())
+}
+
+// waitTasks waits for the session's evaluations to return, but no longer
+// than AbandonGrace: an evaluation that ignores its cancel is abandoned
+// (its goroutine returns when it returns), so that the agent can go on.
+func (s *session) waitTasks() {
+	done := make(chan struct{})
+	go func() {
+		s.tasks.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(s.a.cfg.AbandonGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		if n := s.evals.Load(); n > 0 {
+			s.log.Warn("abandoning evaluations that ignored their cancel; their goroutines run on until they return",
+				"evaluations", n, "grace", s.a.cfg.AbandonGrace)
+		}
+	}
+}
+
+// reportStatus sends the master a status report (Results without items:
+// the slots' state) whenever no results went for a heartbeat interval.
+// It comes from the session, not the connection's writer, so the master
+// knows the slots are served, not just that the socket is open.
+func (s *session) reportStatus() {
+	every := s.conn.Config().Heartbeat
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.conn.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		if time.Since(s.sentAt) >= every && !s.closing {
+			s.sentAt = time.Now()
+			s.conn.Send(&grid.Results{Queued: int32(s.held.Len()), Running: int32(len(s.running))})
+		}
+		s.mu.Unlock()
+	}
 }
 
 // status is the remote queue's length and the number of running tasks.
@@ -128,12 +193,16 @@ func (s *session) handle(m grid.Message) {
 	case *grid.Cancel:
 		s.cancelTasks(m)
 	case *grid.Shutdown:
-		s.log.Info("the master ended the run", "reason", m.Reason)
+		s.log.Info("the master ended the run", "reason", m.Reason, "restart", m.Restart)
 		s.mu.Lock()
-		s.over = true
+		s.over, s.restart = true, m.Restart
 		s.mu.Unlock()
 		s.cancel()
 		s.conn.Close()
+	case *grid.Promote:
+		s.onPromote(m) // split.go
+	case *grid.Move:
+		s.onMove(m) // split.go
 	default:
 		s.log.Warn("ignoring an unexpected message from the master", "type", m.Type())
 	}
@@ -152,8 +221,7 @@ func (s *session) addTasks(m *grid.Tasks) {
 		s.held.RemoveIf(func(h heldTask) bool { return h.gen < m.Gen })
 		for _, rt := range s.running {
 			if rt.gen < m.Gen {
-				rt.cancelled = true
-				rt.cancel()
+				s.cancelRunning(rt)
 			}
 		}
 		s.gen = m.Gen
@@ -175,33 +243,76 @@ func (s *session) addTasks(m *grid.Tasks) {
 	s.startHeld()
 }
 
+// cancelTasks carries out a Cancel and acknowledges each of its tasks to
+// the master, with the results: dropped while held, or finished already
+// (a running one is acknowledged by its Cancelled result, with the
+// compute it used, once it has stopped).
 func (s *session) cancelTasks(m *grid.Cancel) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	acked := false
 	for _, id := range m.IDs {
 		k := taskKey{m.Gen, id}
-		if s.held.Remove(k) {
-			continue // a held task is simply dropped (R3Q's cheap cancel)
+		ack := grid.Result{Gen: m.Gen, ID: id, Cancelled: true, Ack: grid.AckLate}
+		if h, ok := s.held.Take(k); ok {
+			ack.Ack = grid.AckDropped // a held task is simply dropped (R3Q's cheap cancel)
+			ack.Token = h.task.Token
+		} else if rt, ok := s.running[k]; ok {
+			s.cancelRunning(rt)
+			continue
 		}
-		if rt, ok := s.running[k]; ok && !rt.cancelled {
-			rt.cancelled = true
-			rt.cancel()
-		}
+		s.ready = append(s.ready, ack)
+		acked = true
 	}
+	s.mu.Unlock()
+	if acked {
+		s.flush()
+	}
+}
+
+// cancelRunning cancels a running task's context and, should the
+// evaluation ignore it for AbandonGrace, abandons it. Called with s.mu
+// held.
+func (s *session) cancelRunning(rt *runningTask) {
+	if rt.cancelled {
+		return
+	}
+	rt.cancelled = true
+	rt.cancel()
+	rt.abandon = time.AfterFunc(s.a.cfg.AbandonGrace, func() { s.abandonTask(rt) })
+}
+
+// abandonTask frees the slot of a cancelled evaluation that has not
+// returned, and tells the master it was cancelled.
+func (s *session) abandonTask(rt *runningTask) {
+	s.mu.Lock()
+	k := taskKey{rt.gen, rt.task.ID}
+	if s.running[k] != rt {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.running, k)
+	rt.abandoned = true
+	s.log.Warn("an evaluation ignored its cancel; abandoning it and freeing its slot (its goroutine runs on until it returns)",
+		"gen", rt.gen, "task", rt.task.ID, "grace", s.a.cfg.AbandonGrace)
+	s.ready = append(s.ready, grid.Result{Gen: rt.gen, ID: rt.task.ID, Cancelled: true, Ack: grid.AckStopped, Exec: int64(time.Since(rt.start)), Token: rt.task.Token})
+	s.startHeld()
+	s.mu.Unlock()
+	s.flush()
 }
 
 // startHeld fills free slots from the head of the remote queue. Called
 // with s.mu held.
 func (s *session) startHeld() {
-	for len(s.running) < s.slots && !s.draining && s.ctx.Err() == nil {
+	for len(s.running) < s.slots && !s.draining && s.ctx.Err() == nil && !s.a.cfg.Faults.Silent {
 		h, ok := s.held.Pop()
 		if !ok {
 			return
 		}
 		ctx, cancel := context.WithCancel(s.ctx)
-		rt := &runningTask{gen: h.gen, task: h.task, cancel: cancel}
+		rt := &runningTask{gen: h.gen, task: h.task, cancel: cancel, start: time.Now()}
 		s.running[h.key()] = rt
 		s.tasks.Add(1)
+		s.evals.Add(1)
 		go s.execute(ctx, rt)
 	}
 }
@@ -212,6 +323,7 @@ func (s *session) execute(ctx context.Context, rt *runningTask) {
 	defer rt.cancel()
 	start := time.Now()
 	f, err := evaluate(ctx, s.problem, rt.task.X)
+	s.evals.Add(-1)
 	if slow := s.a.cfg.Slowdown; slow > 1 && ctx.Err() == nil {
 		// The emulated slower machine: the compute took (F−1)·d longer.
 		extra := time.Duration(float64(time.Since(start)) * (slow - 1))
@@ -222,14 +334,36 @@ func (s *session) execute(ctx context.Context, rt *runningTask) {
 		}
 		t.Stop()
 	}
-	r := grid.Result{Gen: rt.gen, ID: rt.task.ID, F: f, Exec: int64(time.Since(start))}
+	// The task's token goes back with its result: the master believes
+	// nothing without it.
+	r := grid.Result{Gen: rt.gen, ID: rt.task.ID, F: f, Exec: int64(time.Since(start)), Token: rt.task.Token}
 	if err != nil {
 		r.Err = err.Error()
 	}
 	s.mu.Lock()
+	// The agent's activity (metrics): the slot was busy from rt.start.
+	s.a.busy.Add(int64(time.Since(rt.start)))
+	switch {
+	case rt.cancelled || ctx.Err() != nil:
+		s.a.cancelled.Add(1)
+	case err != nil:
+		s.a.failed.Add(1)
+	default:
+		s.a.finished.Add(1)
+	}
+	if rt.abandon != nil {
+		rt.abandon.Stop()
+	}
+	if rt.abandoned {
+		s.mu.Unlock()
+		return // its slot was freed and the master told long ago
+	}
 	delete(s.running, taskKey{rt.gen, rt.task.ID})
 	if rt.cancelled || ctx.Err() != nil {
 		r.Cancelled, r.Err, r.F = true, "", 0
+		if rt.cancelled {
+			r.Ack = grid.AckStopped
+		}
 	}
 	s.ready = append(s.ready, r)
 	s.startHeld()
@@ -244,6 +378,7 @@ func (s *session) flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ready) > 0 {
+		s.sentAt = time.Now()
 		s.conn.Send(&grid.Results{Items: s.ready, Queued: int32(s.held.Len()), Running: int32(len(s.running))})
 		clear(s.ready) // Send has encoded them: the slice can be reused
 		s.ready = s.ready[:0]

@@ -214,7 +214,7 @@ func TestMinWorkersInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdout, stderr, wait := esrunAsync(ctx, append(small, "-local", "0", "-min-workers", "3",
-		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-key", "k")...)
+		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-key", testSecret)...)
 	stderr.await(t, regexp.MustCompile(`esrun: waiting for workers: 0/3 joined; start esworker -join 127\.0\.0\.1:\d+ with the same key`))
 	cancel()
 	code := wait()

@@ -58,6 +58,9 @@ func loadClusterKey(o *options) (*clusterKey, error) {
 			return nil, fmt.Errorf("cluster key: %w", err)
 		}
 		return &clusterKey{key: k, secret: secret, workerArg: "-key " + secret}, nil
+	case errors.Is(err, grid.ErrWeakKey):
+		// LoadKey's error names where the key came from.
+		return nil, usagef("%v", err)
 	case o.keyFile != "":
 		return nil, usagef("-key-file: %v", err)
 	default:
@@ -86,7 +89,8 @@ type localGrid struct {
 
 // localAgent is one in-process agent's Run in progress.
 type localAgent struct {
-	name string
+	name  string
+	agent *worker.Agent
 	// welcomed is set once the master has accepted the agent: from then
 	// on the master's Shutdown ends its Run.
 	welcomed atomic.Bool
@@ -98,10 +102,21 @@ type localAgent struct {
 // o.local agents with o.localSlots() slots each. The grid outlives ctx's
 // cancellation on purpose: it is stopped by close, once the run has
 // stopped using it.
-func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger) (*localGrid, error) {
+//
+// The master logs at log's level; the local agents only their warnings
+// (the master's lines say when they join and leave). onGeneration, when
+// set, receives each generation's final figures (the metrics).
+func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger, onGeneration func(sched.Generation)) (*localGrid, error) {
 	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
 		Listen: o.listen, Key: key, Policy: o.sched, Problem: spec, Logger: log,
-		Sched: sched.Config{Adaptive: o.adaptive},
+		Ledger:      sched.LedgerConfig{OnGeneration: onGeneration},
+		Sched:       sched.Config{Adaptive: o.adaptive, Copies: o.copies},
+		TaskTimeout: orNone(o.taskTimeout),
+		MaxRetries:  orNone(o.maxRetries),
+		MaxFrame:    o.maxFrame(spec.Dim),
+		Verify:      o.verify,
+		Plan:        o.planned,
+		Split:       o.split.config(), // split.go
 	})
 	if err != nil {
 		return nil, addrError("-listen", o.listen, err)
@@ -124,6 +139,12 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &localGrid{master: m, gossip: ms, stopAgents: cancel}
 	g.agentExited, g.exit = context.WithCancelCause(context.Background())
+	// The local agents offer, and may run, the plugins of -plugin too.
+	build := worker.PluginBuild(o.catalog, o.localSlots(), log)
+	agentLog := log
+	if !o.verbose {
+		agentLog = slog.New(minLevel{log.Handler(), slog.LevelWarn})
+	}
 	for i := range o.local {
 		la := &localAgent{done: make(chan struct{})}
 		a, err := worker.New(worker.Config{
@@ -133,18 +154,19 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 			GossipBind: net.JoinHostPort(host, "0"),
 			Key:        key,
 			Name:       "local-" + strconv.Itoa(i+1),
-			Slots:      o.localSlots(),
-			Logger:     log,
+			Slots:      o.planSlots("local-"+strconv.Itoa(i+1), o.localSlots()), // plan.go
+			Logger:     agentLog,
+			Problems:   worker.OfferedProblems(o.catalog),
 			Build: func(spec grid.ProblemSpec) (problems.Problem, error) {
 				la.welcomed.Store(true)
-				return worker.BuildProblem(spec)
+				return build(spec)
 			},
 		})
 		if err != nil {
-			g.close()
+			g.close(false)
 			return nil, fmt.Errorf("local worker %d: %w", i+1, err)
 		}
-		la.name = a.Name()
+		la.name, la.agent = a.Name(), a
 		go func() {
 			defer close(la.done)
 			la.err = a.Run(ctx)
@@ -153,6 +175,32 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 		g.agents = append(g.agents, la)
 	}
 	return g, nil
+}
+
+// minLevel is a slog.Handler that passes on only records of at least
+// level.
+type minLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.level}
+}
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.level}
+}
+
+// orNone maps a flag's 0 ("none") to the negative value that a config
+// struct reads as none (its 0 is "the default").
+func orNone[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // splitHostPort splits a checked -gossip address.
@@ -219,22 +267,29 @@ func (g *localGrid) waitWorkers(ctx context.Context, n int, announce bool, w io.
 	}
 }
 
-// close ends the run on the grid: the master tells every worker, local
-// or remote, that the run is over and closes; the local agents exit (or
-// are stopped after agentStopGrace); gossip leaves last. It returns the
-// agents that failed otherwise than by being told the run was over.
-func (g *localGrid) close() error {
+// close ends the run on the grid. final: the master tells every worker,
+// local or remote, that the run is over and closes, and the local agents
+// exit (or are stopped after agentStopGrace). Not final (the run was
+// interrupted or failed): the master tells the workers it will be back,
+// so that remote workers wait for a resumed run, and the local agents are
+// stopped. Gossip leaves last. It returns the agents that failed otherwise
+// than by being told the run was over.
+func (g *localGrid) close(final bool) error {
 	if g.closed {
 		return nil
 	}
 	g.closed = true
-	g.master.Close()
+	if final {
+		g.master.Close()
+	} else {
+		g.master.Interrupt()
+	}
 	// The agents the master has welcomed got its Shutdown and leave by
 	// themselves; the others are still looking for the master, and are
 	// stopped.
 	grace := time.After(agentStopGrace)
 	for _, a := range g.agents {
-		if !a.welcomed.Load() {
+		if !a.welcomed.Load() || !final {
 			continue
 		}
 		select {

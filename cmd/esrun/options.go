@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -24,6 +28,10 @@ type options struct {
 	gens       int
 	seed       uint64
 	comma      bool
+	strategy   string
+	recombine  string
+	sigmaRecom string
+	rho        int
 	sigma      float64
 	target     float64
 	maxEvals   int
@@ -32,6 +40,7 @@ type options struct {
 
 	sched      string
 	adaptive   bool
+	copies     int
 	local      int
 	slots      int
 	minWorkers int
@@ -39,13 +48,30 @@ type options struct {
 	gossip     string
 	key        string
 	keyFile    string
+	genkey     string  // -genkey FILE: write a fresh key and exit
+	verify     float64 // -verify P: the fraction of results checked on a second worker
+	nonfinite  bool    // -nonfinite: NaN and ±Inf are the problem's answers, not errors
 	inprocess  bool
+	plan       string          // -plan FILE (plan.go)
+	planned    *grid.Plan      // read from -plan
+	split      splitOptions    // -split, -overload-window, -master-cost (split.go)
+	plugins    plugin.Entries  // -plugin NAME=PATH, repeatable (plugins.go)
+	catalog    *plugin.Catalog // checked -plugin, once a problem is built
+
+	taskTimeout time.Duration
+	maxRetries  int
+	maxFrameMiB int
 
 	checkpoint string
 	resume     string
 	report     string
+	force      bool
 	quiet      bool
 	verbose    bool
+	logJSON    bool
+
+	metrics       string        // -metrics ADDR (metrics.go)
+	metricsLinger time.Duration // -metrics-linger
 
 	set map[string]bool // the flags given on the command line
 }
@@ -61,6 +87,10 @@ var (
 	remoteListen = net.JoinHostPort("0.0.0.0", strconv.Itoa(grid.DefaultDataPort))
 	remoteGossip = net.JoinHostPort("0.0.0.0", strconv.Itoa(grid.DefaultGossipPort))
 )
+
+// maxWorkers bounds -min-workers: more workers than one master could
+// ever hold a connection to is a typing error, not a grid.
+const maxWorkers = 1 << 16
 
 // usageError is a bad command line: esrun prints it on one line and exits 2.
 type usageError struct{ msg string }
@@ -89,9 +119,21 @@ the esworker command line to use (see "Run on several machines" in the
 README). However it is evaluated, the same seed gives the same run, bit
 for bit.
 
+Files are never lost. A -checkpoint or -report FILE that already exists
+stops esrun before it starts, unless -force is given or the checkpoint is
+the one -resume continues. The checkpoint is replaced whole after every
+generation. The report is written when the run ends; a run that fails or
+is interrupted writes its report to FILE.partial instead and leaves FILE
+as it was. A run that would need more memory than half of this machine's
+(estimated from -mu, -lambda, -dim, the load and the slots) is refused.
+
 Examples:
   esrun                                  the default run, on a local grid
   esrun -problem rastrigin -dim 10 -gens 300 -seed 7
+  esrun -problem sphere -gens 0 -target 1e-8 -mu 10 -recombine intermediate -sigma-recombine intermediate
+                                         the recommended ES: recombination of x and σ
+  esrun -strategy cma -problem ellipsoid -gens 0 -target 1e-8
+                                         CMA-ES, on the grid like any run
   esrun -load-ms 100 -gens 20            add an LU load of about 100 ms per evaluation
   esrun -sched wq -report wq.json        another scheduling policy, and a JSON report
   esrun -adaptive                        size remote queues from measured round trips
@@ -100,6 +142,7 @@ Examples:
                                          wait for 4 esworker processes, then run on them
   esrun -checkpoint run.ckpt -report run.json
   esrun -resume run.ckpt -gens 200       continue a run, here up to generation 200
+  esrun -checkpoint run.ckpt -force      start afresh, replacing an old run.ckpt
 `
 
 // flagGroups orders the help text; every flag is in exactly one group.
@@ -107,27 +150,33 @@ var flagGroups = []struct {
 	title string
 	names []string
 }{
-	{"Evolution Strategy", []string{"problem", "dim", "mu", "lambda", "gens", "seed", "comma", "sigma", "target", "max-evals"}},
+	{"Evolution Strategy", []string{"problem", "plugin", "dim", "strategy", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
 	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
-	{"Grid", []string{"sched", "adaptive", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "inprocess"}},
-	{"Output", []string{"checkpoint", "resume", "report", "quiet", "v"}},
+	{"Grid", []string{"sched", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
+	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
+	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so
 // that -inprocess refuses them.
-var gridFlags = []string{"sched", "adaptive", "local", "min-workers", "listen", "gossip", "key", "key-file"}
+var gridFlags = []string{"sched", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esrun", flag.ContinueOnError)
-	fs.StringVar(&o.problem, "problem", "ridge", "fitness function to minimise: "+strings.Join(problems.Names(), ", "))
+	fs.StringVar(&o.problem, "problem", "ridge", "fitness function to minimise: "+strings.Join(problems.Names(), ", ")+", or a plugin's NAME given with -plugin")
+	fs.Var(&o.plugins, "plugin", "the problem plugin `NAME=PATH`: the executable PATH evaluates the problem NAME (repeatable; see \"Problem plugins\" in the README); local workers get it too, remote ones list it themselves")
 	fs.IntVar(&o.dim, "dim", 30, "number of dimensions n")
 	fs.IntVar(&o.mu, "mu", 30, "μ, the number of parents")
 	fs.IntVar(&o.lambda, "lambda", 70, "λ, the number of offspring per generation (the tasks of a generation)")
 	fs.IntVar(&o.gens, "gens", 100, "last generation to run (generation 0 evaluates the μ initial parents); 0 = no limit")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; the same seed gives the same run")
 	fs.BoolVar(&o.comma, "comma", false, "use (μ,λ) selection instead of (μ+λ)")
-	fs.Float64Var(&o.sigma, "sigma", 0, "initial step size; 0 = a tenth of the box width")
+	fs.StringVar(&o.strategy, "strategy", "es", "the `STRATEGY` to run: es, the paper's self-adaptive Evolution Strategy (with the recombination flags below), or cma, CMA-ES (Hansen and Ostermeier); with cma, -mu and -lambda default to ⌊λ/2⌋ and 4 + ⌊3 ln n⌋, -sigma to 0.3 × the box width, and -comma, -recombine, -sigma-recombine and -rho do not apply")
+	fs.StringVar(&o.recombine, "recombine", "none", "how a child's object variables are made from its ρ parents: `HOW` is none (copy one parent: the paper's ES), discrete (each coordinate from one of the ρ parents) or intermediate (their mean)")
+	fs.StringVar(&o.sigmaRecom, "sigma-recombine", "none", "how a child's step sizes are made from its ρ parents: `HOW` is none (copy one parent's) or intermediate (their mean); recommended: -mu 10 -recombine intermediate -sigma-recombine intermediate")
+	fs.IntVar(&o.rho, "rho", 0, "ρ, the number of parents each child is recombined from (2..μ); 0 = all μ when -recombine or -sigma-recombine is set, else 1")
+	fs.Float64Var(&o.sigma, "sigma", 0, "initial step size; 0 = a tenth of the box width (with -strategy cma: 0.3 × the box width)")
 	fs.Float64Var(&o.target, "target", 0, "stop once the best fitness is ≤ this value (unset: no target)")
 	fs.IntVar(&o.maxEvals, "max-evals", 0, "evaluation budget: do not start a generation that would exceed it; 0 = none")
 
@@ -135,6 +184,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Float64Var(&o.loadMS, "load-ms", 0, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
 
 	fs.StringVar(&o.sched, "sched", "r3q", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
+	fs.IntVar(&o.copies, "copies", 0, "eft: most live instances of a task, the original and its replicas (0: "+strconv.Itoa(sched.DefaultCopies)+"; 1: no replicas)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from its measured round trip and task time (at least 2 tasks per slot, at most "+strconv.Itoa(sched.DefaultAdaptiveMax)+"), instead of the paper's fixed 2")
 	fs.IntVar(&o.local, "local", runtime.NumCPU(), "start `N` worker agents in this process, by default one per CPU; 0 = only remote workers")
 	fs.IntVar(&o.slots, "slots", 0, "`N` evaluations at once in each local worker, or with -inprocess in the pool; 0 = share out the CPUs: CPUs ÷ -local, at least 1")
@@ -143,18 +193,31 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.gossip, "gossip", "", "the master's gossip address `HOST:PORT` (TCP and UDP), which workers -join; default "+localGossip+" for a purely local grid, "+remoteGossip+" when remote workers are expected")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY`, shared by master and workers (visible in ps: prefer -key-file or "+grid.KeyEnv+"); none of the three: a random key for this run")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
+	fs.StringVar(&o.genkey, "genkey", "", "write a fresh cluster key (32 random bytes, base64) to `FILE`, readable by you only, and exit; FILE must not exist")
+	fs.Float64Var(&o.verify, "verify", 0, "check a fraction `P` of the results by evaluating the task again on a second, different worker and comparing bit for bit; a worker whose value differs is excluded from the run and its results of the generation evaluated again (0 = none, 1 = all)")
+	fs.BoolVar(&o.nonfinite, "nonfinite", false, "the problem may return NaN or ±Inf: take them as its answers (by default a non-finite value from a worker is an evaluation error, retried on another worker)")
+	fs.StringVar(&o.plan, "plan", "", "act on the esplan plan `FILE`: each worker it names gets its slots, and a worker it sets aside gets no tasks (start the workers with esworker -plan FILE too)")
+	addSplitFlags(fs, &o.split) // split.go
 	fs.BoolVar(&o.inprocess, "inprocess", false, "evaluate with a pool of goroutines in this process instead of a grid (the reference a grid run equals)")
+
+	fs.DurationVar(&o.taskTimeout, "task-timeout", 10*time.Minute, "hard limit on one evaluation: a worker running a task longer than `D` is dropped and its tasks go elsewhere (a task is already given to another worker once it runs 4× its worker's usual time, at least 1 s); 0 = none")
+	fs.IntVar(&o.maxRetries, "max-retries", 3, "retry a failed evaluation on another worker up to `N` times before the run fails")
+	fs.IntVar(&o.maxFrameMiB, "max-frame", 0, "cap on one message, in `MiB`; workers take the master's cap; 0 = 4 MiB, or room for two tasks of -dim numbers if more")
 
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the state to `FILE` after every generation")
 	fs.StringVar(&o.resume, "resume", "", "continue the run saved in checkpoint `FILE` (and keep checkpointing to it unless -checkpoint is given)")
-	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE`: config, per-generation best, mean and wall time, final best, schedule")
+	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE` when the run ends: config, per-generation best, mean and wall time, final best, schedule; a run that fails or is interrupted writes what it has to FILE"+partialSuffix+" instead and leaves FILE as it was")
+	fs.BoolVar(&o.force, "force", false, "overwrite the -checkpoint and -report files even if they exist (without it, a run refuses to start rather than replace a file it did not write; -resume FILE may always rewrite FILE)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the final summary")
-	fs.BoolVar(&o.verbose, "v", false, "log the grid's events (joins, leaves, connections) on standard error")
+	fs.BoolVar(&o.verbose, "v", false, "log the grid's debug detail on standard error (by default: workers joining and leaving, refused connections, warnings; nothing per task)")
+	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines on standard error as JSON, one object per line, for machines")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9464, or 127.0.0.1:0 for any free port): the time accounting per generation, tasks, cancels, results, workers, the master's inbox (see \"Metrics and dashboards\" in the README)")
+	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with -metrics: keep serving the metrics for `D` after the run ends, so that Prometheus scrapes its final figures (e.g. 2 scrape intervals)")
 	return fs
 }
 
 // resumeFixed lists the flags that a checkpoint fixes.
-var resumeFixed = []string{"problem", "dim", "mu", "lambda", "seed", "comma", "sigma"}
+var resumeFixed = []string{"problem", "dim", "strategy", "mu", "lambda", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma"}
 
 // parseOptions parses args. -h yields flag.ErrHelp; anything else wrong is a
 // *usageError.
@@ -177,6 +240,8 @@ func parseOptions(args []string) (*options, error) {
 	switch {
 	case o.lu < 0:
 		return nil, usagef("-lu must be ≥ 0, got %d", o.lu)
+	case o.lu > problems.MaxLoadN:
+		return nil, usagef("-lu must be ≤ %d, got %d", problems.MaxLoadN, o.lu)
 	case o.loadMS < 0 || o.loadMS > 60_000 || o.loadMS != o.loadMS:
 		return nil, usagef("-load-ms must be in [0, 60000], got %v", o.loadMS)
 	case o.lu > 0 && o.loadMS > 0:
@@ -189,16 +254,42 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-sched %q is not a policy (known: %s)", o.sched, strings.Join(sched.Names, ", "))
 	case o.adaptive && o.sched != "rwq" && o.sched != "r3q":
 		return nil, usagef("-adaptive applies to -sched rwq and r3q only, not %s", o.sched)
+	case o.copies < 0 || o.copies > sched.MaxCopies:
+		return nil, usagef("-copies must be in [0, %d], got %d", sched.MaxCopies, o.copies)
+	case o.copies > 0 && o.sched != "eft":
+		return nil, usagef("-copies applies to -sched eft only, not %s", o.sched)
 	case o.local < 0:
 		return nil, usagef("-local must be ≥ 0, got %d", o.local)
 	case o.local > 1024:
 		return nil, usagef("-local must be ≤ 1024, got %d", o.local)
+	case o.metricsLinger < 0 || o.metricsLinger > time.Hour:
+		return nil, usagef("-metrics-linger must be in [0, 1h], got %v", o.metricsLinger)
+	case o.metricsLinger > 0 && o.metrics == "":
+		return nil, usagef("-metrics-linger needs -metrics")
+	case o.taskTimeout < 0:
+		return nil, usagef("-task-timeout must be ≥ 0, got %v", o.taskTimeout)
+	case o.maxRetries < 0 || o.maxRetries > 1000:
+		return nil, usagef("-max-retries must be in [0, 1000], got %d", o.maxRetries)
+	case o.maxFrameMiB < 0 || o.maxFrameMiB > grid.MaxFrameLimit>>20:
+		return nil, usagef("-max-frame must be in [0, %d] MiB, got %d", grid.MaxFrameLimit>>20, o.maxFrameMiB)
 	case o.minWorkers < 0:
 		return nil, usagef("-min-workers must be ≥ 0, got %d", o.minWorkers)
+	case o.minWorkers > maxWorkers:
+		return nil, usagef("-min-workers must be ≤ %d, got %d", maxWorkers, o.minWorkers)
 	case o.key != "" && o.keyFile != "":
 		return nil, usagef("-key and -key-file both give the key; give one")
+	case !(o.verify >= 0 && o.verify <= 1):
+		return nil, usagef("-verify must be in [0, 1], got %v", o.verify)
+	case o.genkey != "" && len(o.set) > 1:
+		return nil, usagef("-genkey FILE writes a key and exits: give it alone")
 	}
-	for _, a := range []struct{ name, addr string }{{"listen", o.listen}, {"gossip", o.gossip}} {
+	if err := checkStrategyFlags(o); err != nil {
+		return nil, err
+	}
+	if err := o.split.check(); err != nil { // split.go
+		return nil, err
+	}
+	for _, a := range []struct{ name, addr string }{{"listen", o.listen}, {"gossip", o.gossip}, {"metrics", o.metrics}} {
 		if a.addr == "" && !o.set[a.name] {
 			continue
 		}
@@ -228,6 +319,20 @@ func parseOptions(args []string) (*options, error) {
 		if o.checkpoint == "" {
 			o.checkpoint = o.resume
 		}
+	}
+	if o.report != "" {
+		for _, f := range []struct{ name, path string }{{"checkpoint", o.checkpoint}, {"resume", o.resume}} {
+			if f.path != "" && filepath.Clean(f.path) == filepath.Clean(o.report) {
+				return nil, usagef("-report and -%s name the same file %s", f.name, o.report)
+			}
+		}
+	}
+	if o.plan != "" {
+		p, err := grid.ReadPlan(o.plan)
+		if err != nil {
+			return nil, usagef("-plan: %v", err)
+		}
+		o.planned = p
 	}
 	if !o.inprocess {
 		if o.listen == "" {
@@ -272,6 +377,16 @@ func (o *options) wantWorkers() int {
 // remoteExpected says the run cannot start on local agents alone.
 func (o *options) remoteExpected() bool { return o.wantWorkers() > o.local }
 
+// maxFrame is the frame cap in bytes: -max-frame, or by default 4 MiB or
+// room for two tasks of dimension dim, whichever is more (at most
+// grid.MaxFrameLimit).
+func (o *options) maxFrame(dim int) int {
+	if o.maxFrameMiB > 0 {
+		return o.maxFrameMiB << 20
+	}
+	return min(max(grid.DefaultMaxFrame, 2*grid.TaskFrameSize(dim)), grid.MaxFrameLimit)
+}
+
 // localSlots is the number of slots of each local agent.
 func (o *options) localSlots() int {
 	if o.slots > 0 {
@@ -315,3 +430,35 @@ func printFlag(w io.Writer, f *flag.Flag) {
 	}
 	fmt.Fprintln(w, line)
 }
+
+// checkStrategyFlags checks -strategy and the recombination flags, and
+// that none is given where it does not apply.
+func checkStrategyFlags(o *options) error {
+	switch {
+	case !slices.Contains(es.Strategies, es.Strategy(o.strategy)):
+		return usagef("-strategy %q is not a strategy (known: es, cma)", o.strategy)
+	case !slices.Contains(es.Recombinations, es.Recombination(o.recombine)):
+		return usagef("-recombine %q is not a recombination (known: none, discrete, intermediate)", o.recombine)
+	case o.sigmaRecom != string(es.RecombineNone) && o.sigmaRecom != string(es.RecombineIntermediate):
+		return usagef("-sigma-recombine %q is not a recombination of step sizes (known: none, intermediate)", o.sigmaRecom)
+	case o.rho < 0 || o.rho > maxRho:
+		return usagef("-rho must be in [0, %d], got %d", maxRho, o.rho)
+	}
+	if o.strategy == string(es.StrategyCMA) {
+		for _, name := range []string{"comma", "recombine", "sigma-recombine", "rho"} {
+			if o.set[name] {
+				return usagef("-%s does not apply to -strategy cma", name)
+			}
+		}
+		if !o.set["mu"] {
+			o.mu = 0
+		}
+		if !o.set["lambda"] {
+			o.lambda = 0
+		}
+	}
+	return nil
+}
+
+// maxRho bounds -rho before it is compared with -mu.
+const maxRho = 1 << 24

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -120,12 +121,12 @@ func (r *recorder) restart() {
 // header describes the run in one line.
 func (r *recorder) header() string {
 	c := r.rep.Config
-	sel := "+"
-	if c.Comma {
-		sel = ","
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "(%d%s%d)-ES on %s, %d-D in [%g, %g], seed %d", c.Mu, sel, c.Lambda, c.Problem, c.Dim, c.Lower, c.Upper, c.Seed)
+	b.WriteString(c.Notation())
+	if c.Config.Strategy != es.StrategyCMA && c.Rho > 1 {
+		fmt.Fprintf(&b, " (recombination: x %s, σ %s)", c.Recombination, c.SigmaRecombination)
+	}
+	fmt.Fprintf(&b, " on %s, %d-D in [%g, %g], seed %d", c.Problem, c.Dim, c.Lower, c.Upper, c.Seed)
 	if c.Stop.Generations > 0 {
 		fmt.Fprintf(&b, ", generations %d..%d", c.StartGen, c.Stop.Generations)
 	}
@@ -223,14 +224,40 @@ func summary(rep *report) string {
 		float64(rep.Best.F), last, rep.Evals, rep.NaNs, rep.Stop, roundDuration(time.Duration(rep.WallSeconds*float64(time.Second))))
 }
 
-// writeReport writes rep as indented JSON.
-func writeReport(path string, rep *report) error {
+// partialSuffix names the report of a run that failed or was interrupted:
+// it is written beside -report FILE, as FILE.partial, so that FILE, if it
+// exists, keeps the report of a run that ended.
+const partialSuffix = ".partial"
+
+// writeReport writes rep as indented JSON to path, whole or not at all: to
+// a temporary file in the same directory, synced, then renamed over path.
+func writeReport(path string, rep *report) (err error) {
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("report %s: %w", path, err)
 	}
-	return nil
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			err = fmt.Errorf("report %s: %w", path, err)
+		}
+	}()
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -8,7 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
@@ -24,7 +24,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printUsage(stdout)
 		return 0
 	}
-	if err == nil {
+	switch {
+	case err == nil && o.genkey != "":
+		err = genkey(o.genkey, stdout)
+	case err == nil:
 		err = execute(ctx, o, stdout, stderr)
 	}
 	var ue *usageError
@@ -42,28 +45,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // execute sets the run up from o, runs it and reports.
 func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
+	if err := checkOutputFiles(o); err != nil {
+		return err
+	}
+	if o.resume == "" {
+		// Before anything is allocated: the problem itself may hold a
+		// vector of -dim numbers.
+		if err := checkMemory(o, footprint{mu: o.mu, lambda: o.lambda, dim: o.dim, loadN: o.lu}); err != nil {
+			return err
+		}
+	}
 	eng, prob, err := setup(o)
 	if err != nil {
 		return err
 	}
+	defer closeProblem(prob) // a plugin's processes (plugins.go)
 	loadN, err := loadSize(o)
 	if err != nil {
+		return err
+	}
+	cfg := eng.Config()
+	if err := checkMemory(o, footprint{mu: cfg.Mu, lambda: cfg.Lambda, dim: cfg.Dim, loadN: loadN, cma: cfg.Strategy == es.StrategyCMA}); err != nil {
 		return err
 	}
 	var (
 		ev    es.Evaluator
 		slots int
 		g     *localGrid
+		mon   *monitor // -metrics (metrics.go)
 	)
 	if o.inprocess {
 		pool := problems.NewPool(problems.WithLoad(prob, loadN), o.slots)
 		ev, slots = pool, pool.Slots()
 	} else {
-		cfg := eng.Config()
-		if g, err = openGrid(o, grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN}, stderr); err != nil {
+		mon = newMonitor(o)
+		if g, err = openGrid(o, grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite}, stderr, mon); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, g.close()) }()
+		defer func() { err = errors.Join(err, g.close(false)) }()
+		defer mon.close(o.metricsLinger, stderr)
 		ev, slots = g.master, o.local*o.localSlots()
 	}
 
@@ -82,27 +102,50 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err err
 	}
 	reason := es.StopReason("")
 	if runErr == nil {
-		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: rec.generation})
+		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: func(s es.Stats) error {
+			mon.progress(s)
+			return rec.generation(s)
+		}})
 	}
 	rep := rec.finish(eng, reason, runErr)
 	if g != nil {
 		// Closed now, so that the ledger has seen the end of the run and
 		// every worker is told the run is over before the report is made.
-		if cerr := g.close(); cerr != nil && runErr == nil {
+		// A run that did not finish tells the workers the master will be
+		// back, so that -resume finds them.
+		if cerr := g.close(runErr == nil); cerr != nil && runErr == nil {
 			runErr = cerr
 		}
 		rep.Schedule = newScheduleRecord(g.master.Policy(), g.master.Report(), g.master.Stats(), rep.Config.StartGen)
+		rep.Schedule.nameWorkers(g.master.WorkerInfo) // workers.go
+		// The overload test and the splits (split.go).
+		rep.Schedule.Masters = newMastersRecord(o.split.rule, g.master.Stats())
+	}
+	if runErr != nil {
+		// The report of a run that did not end goes beside -report FILE,
+		// which keeps whatever it held; the hints name only files that
+		// are there.
+		var hints []string
+		if ckpt := resumableCheckpoint(o, len(rep.Generations) > 0); ckpt != "" {
+			hints = append(hints, "continue with -resume "+ckpt)
+		}
+		if o.report != "" {
+			partial := o.report + partialSuffix
+			if err := writeReport(partial, rep); err != nil {
+				hints = append(hints, err.Error())
+			} else {
+				hints = append(hints, "partial report in "+partial)
+			}
+		}
+		if len(hints) > 0 {
+			return fmt.Errorf("%w (%s)", runErr, strings.Join(hints, "; "))
+		}
+		return runErr
 	}
 	if o.report != "" {
 		if err := writeReport(o.report, rep); err != nil {
-			return errors.Join(runErr, err)
+			return err
 		}
-	}
-	if runErr != nil {
-		if o.checkpoint != "" && eng.Gen() > 0 {
-			return fmt.Errorf("%w (continue with -resume %s)", runErr, o.checkpoint)
-		}
-		return runErr
 	}
 	if !o.quiet && rep.Schedule != nil {
 		fmt.Fprint(stdout, rep.Schedule.summary())
@@ -111,23 +154,32 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err err
 	return nil
 }
 
+// genkey writes a fresh cluster key to path (esrun -genkey).
+func genkey(path string, stdout io.Writer) error {
+	if err := grid.WriteKeyFile(path); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "esrun: wrote a new cluster key to %s (readable by you only); copy it to every machine of the grid and give it with -key-file %s\n", path, path)
+	return nil
+}
+
 // openGrid starts the run's grid and tells the user where it listens, and
 // how remote workers join when they can.
-func openGrid(o *options, spec grid.ProblemSpec, stderr io.Writer) (*localGrid, error) {
+func openGrid(o *options, spec grid.ProblemSpec, stderr io.Writer, mon *monitor) (*localGrid, error) {
 	k, err := loadClusterKey(o)
 	if err != nil {
 		return nil, err
 	}
-	level := slog.LevelWarn
-	if o.verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	g, err := startGrid(o, spec, k.key, log)
+	log := newLogger(o.logJSON, o.verbose, stderr)
+	g, err := startGrid(o, spec, k.key, log, mon.onGeneration())
 	if err != nil {
 		return nil, err
 	}
-	g.hint = g.joinCommand(k)
+	if err := mon.start(o, g, spec.Name, stderr, log); err != nil {
+		g.close(false)
+		return nil, err
+	}
+	g.hint = g.joinCommand(k) + pluginHint(o, spec.Name)
 	fmt.Fprintf(stderr, "esrun: listening data=%s gossip=%s\n", g.master.Addr(), g.gossip.Addr())
 	remote := o.remoteExpected() || !isLoopback(o.gossip)
 	if remote && k.secret != "" {
@@ -138,6 +190,21 @@ func openGrid(o *options, spec grid.ProblemSpec, stderr io.Writer) (*localGrid, 
 		fmt.Fprintf(stderr, "esrun: remote workers can join with: %s\n", g.hint)
 	}
 	return g, nil
+}
+
+// newLogger is the grid's logger on stderr: text, or JSON with -log-json;
+// at the default level one line per worker joining or leaving, per
+// refused connection (rate-limited) and per warning, none per task; with
+// -v the debug detail too.
+func newLogger(json, verbose bool, stderr io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if verbose {
+		opts.Level = slog.LevelDebug
+	}
+	if json {
+		return slog.New(slog.NewJSONHandler(stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(stderr, opts))
 }
 
 // isLoopback says the host of addr is a loopback address, so that no
@@ -157,21 +224,21 @@ func setup(o *options) (*es.Engine, problems.Problem, error) {
 	if o.resume != "" {
 		return resume(o)
 	}
-	if !slices.Contains(problems.Names(), o.problem) {
-		return nil, nil, usagef("-problem %q is not known (known: %v)", o.problem, problems.Names())
-	}
-	p, err := problems.New(o.problem, o.dim)
+	p, err := openProblem(o) // plugins.go: a built-in, else a -plugin (which may set o.dim)
 	if err != nil {
-		return nil, nil, usagef("-dim %d: %v", o.dim, err)
+		return nil, nil, err
 	}
 	lo, hi := p.Bounds()
 	cfg := es.Config{
 		Problem: o.problem, Mu: o.mu, Lambda: o.lambda, Dim: o.dim,
 		Lower: lo, Upper: hi, Seed: o.seed, Comma: o.comma, InitSigma: o.sigma,
+		Strategy: es.Strategy(o.strategy), Recombination: es.Recombination(o.recombine),
+		SigmaRecombination: es.Recombination(o.sigmaRecom), Rho: o.rho,
 		Stop: stopCriteria(o, es.Stop{Generations: o.gens, MaxEvals: o.maxEvals}),
 	}
 	eng, err := es.New(cfg)
 	if err != nil {
+		closeProblem(p)
 		return nil, nil, flagError(err)
 	}
 	return eng, p, nil
@@ -185,14 +252,16 @@ func resume(o *options) (*es.Engine, problems.Problem, error) {
 		return nil, nil, err
 	}
 	cfg := eng.Config()
-	p, err := problems.New(cfg.Problem, cfg.Dim)
+	p, err := newProblem(o, cfg.Problem, cfg.Dim) // plugins.go
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", o.resume, err)
 	}
 	if lo, hi := p.Bounds(); lo != cfg.Lower || hi != cfg.Upper {
+		closeProblem(p)
 		return nil, nil, fmt.Errorf("checkpoint %s: bounds [%v, %v] but %s now has [%v, %v]", o.resume, cfg.Lower, cfg.Upper, cfg.Problem, lo, hi)
 	}
 	if err := eng.SetStop(stopCriteria(o, cfg.Stop)); err != nil {
+		closeProblem(p)
 		return nil, nil, flagError(err)
 	}
 	return eng, p, nil
@@ -218,6 +287,8 @@ func stopCriteria(o *options, base es.Stop) es.Stop {
 var flagOfField = map[string]string{
 	"Mu": "-mu", "Lambda": "-lambda", "Dim": "-dim", "InitSigma": "-sigma",
 	"Stop.Generations": "-gens", "Stop.Target": "-target", "Stop.MaxEvals": "-max-evals",
+	"Strategy": "-strategy", "Comma": "-comma", "Recombination": "-recombine",
+	"SigmaRecombination": "-sigma-recombine", "Rho": "-rho",
 }
 
 // flagError turns an invalid es.Config into a usage error about the flag.

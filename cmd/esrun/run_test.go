@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/sched"
 )
 
 // esrun runs the command in-process and returns its exit status and output.
@@ -45,7 +46,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-lu", "5", "-load-ms", "10"}, "-lu and -load-ms both"},
 		{[]string{"-slots", "-1"}, "-slots must be ≥ 0"},
 		{[]string{"-resume", "x.ckpt", "-mu", "5"}, "-mu cannot be given with -resume"},
-		{[]string{"-sched", "fifo"}, `-sched "fifo" is not a policy (known: wq, rr, rwq, r3q, cyclic)`},
+		{[]string{"-sched", "fifo"}, `-sched "fifo" is not a policy (known: ` + strings.Join(sched.Names, ", ") + `)`},
 		{[]string{"-local", "-1"}, "-local must be ≥ 0"},
 		{[]string{"-min-workers", "-2"}, "-min-workers must be ≥ 0"},
 		{[]string{"-slots", "100000"}, "-slots must be ≤ 65536"},

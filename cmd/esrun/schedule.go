@@ -20,7 +20,8 @@ type scheduleRecord struct {
 	Workers           int     `json:"workers"` // workers that joined during the run
 	Total             float64 `json:"total"`
 	SyncWait          float64 `json:"sync_wait"`
-	Comm              float64 `json:"comm"`
+	Comm              float64 `json:"comm"`       // ours: outside the sync wait, starved slots left out
+	CommPaper         float64 `json:"comm_paper"` // the paper's: every moment a worker slot did not execute
 	Compute           float64 `json:"compute"`
 	LB                float64 `json:"lb"`            // total work ÷ Σ worker speeds (estimated)
 	BarrierBound      float64 `json:"barrier_bound"` // LB per generation + a round trip each
@@ -35,14 +36,16 @@ type scheduleRecord struct {
 	BytesIn     int64            `json:"bytes_in"`
 	Generations []scheduleGen    `json:"generations"`
 	PerWorker   []scheduleWorker `json:"per_worker"`
+	Masters     *mastersRecord   `json:"masters,omitempty"` // the overload test and splits (split.go)
 }
 
 // scheduleCounts are the policy's actions.
 type scheduleCounts struct {
 	Originals      int     `json:"originals"`
 	Replicas       int     `json:"replicas"`
-	CancelsHeld    int     `json:"cancels_held"`    // replicas removed from a remote queue before they ran
-	CancelsRunning int     `json:"cancels_running"` // replicas stopped while running
+	CancelsHeld    int     `json:"cancels_held"`    // cancels that removed an instance from a remote queue before it ran (the workers' word)
+	CancelsRunning int     `json:"cancels_running"` // cancels that stopped a running instance
+	CancelsLate    int     `json:"cancels_late"`    // cancels that found the instance finished
 	Aborted        int     `json:"aborted"`
 	Wasted         float64 `json:"wasted"` // execution time of aborted instances
 	Dropped        int     `json:"dropped"`
@@ -51,29 +54,44 @@ type scheduleCounts struct {
 
 func newScheduleCounts(c sched.Counts) scheduleCounts {
 	return scheduleCounts{
-		Originals: c.Originals, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning,
+		Originals: c.Originals, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning, CancelsLate: c.CancelsLate,
 		Aborted: c.Aborted, Wasted: c.Wasted.Seconds(), Dropped: c.Dropped, Duplicates: c.Duplicates,
 	}
 }
 
 // scheduleGen is one generation's account.
 type scheduleGen struct {
-	Gen      int     `json:"gen"`
-	Tasks    int     `json:"tasks"`
-	Total    float64 `json:"total"`
-	SyncWait float64 `json:"sync_wait"`
-	Comm     float64 `json:"comm"`
-	Compute  float64 `json:"compute"`
-	Replicas int     `json:"replicas"`
+	Gen            int     `json:"gen"`
+	Tasks          int     `json:"tasks"`
+	Start          float64 `json:"start"` // seconds since the first generation started
+	End            float64 `json:"end"`
+	Total          float64 `json:"total"`
+	SyncWait       float64 `json:"sync_wait"`
+	Comm           float64 `json:"comm"`
+	CommPaper      float64 `json:"comm_paper"`
+	Compute        float64 `json:"compute"`
+	Busy           float64 `json:"busy"` // mean time a worker slot executed
+	LB             float64 `json:"lb"`
+	Workers        int     `json:"workers"`
+	Originals      int     `json:"originals"`
+	Replicas       int     `json:"replicas"`
+	CancelsHeld    int     `json:"cancels_held"`
+	CancelsRunning int     `json:"cancels_running"`
+	CancelsLate    int     `json:"cancels_late"`
 }
 
 // scheduleWorker is one worker's account.
 type scheduleWorker struct {
-	Worker    int     `json:"worker"` // the master's id for it
+	Worker    int     `json:"worker"`         // the master's id for it
+	Name      string  `json:"name,omitempty"` // as it introduced itself (esworker -name); see workers.go
+	Host      string  `json:"host,omitempty"` // the address it connected from
 	Slots     int     `json:"slots"`
 	Present   float64 `json:"present"`
-	Busy      float64 `json:"busy"` // slot-seconds spent executing
+	Busy      float64 `json:"busy"`      // slot-seconds spent executing
+	SyncWait  float64 `json:"sync_wait"` // of present, inside the sync waits
+	Starved   float64 `json:"starved"`   // slot-seconds with nothing to run while Q was empty, before the sync waits
 	Comm      float64 `json:"comm"`
+	CommPaper float64 `json:"comm_paper"`
 	Accepted  int     `json:"accepted"` // results that counted
 	MeanExec  float64 `json:"mean_exec"`
 	RoundTrip float64 `json:"round_trip"`
@@ -85,7 +103,7 @@ type scheduleWorker struct {
 func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, startGen int) *scheduleRecord {
 	s := &scheduleRecord{
 		Policy: policy, Workers: st.Joined,
-		Total: r.Total.Seconds(), SyncWait: r.SyncWait.Seconds(), Comm: r.Comm.Seconds(), Compute: r.Compute.Seconds(),
+		Total: r.Total.Seconds(), SyncWait: r.SyncWait.Seconds(), Comm: r.Comm.Seconds(), CommPaper: r.CommPaper.Seconds(), Compute: r.Compute.Seconds(),
 		LB: r.LB.Seconds(), BarrierBound: r.BarrierBound.Seconds(), RoundTrip: r.RoundTrip.Seconds(),
 		EfficiencyLB: r.EfficiencyLB, EfficiencyBarrier: r.EfficiencyBarrier,
 		scheduleCounts: newScheduleCounts(r.Counts),
@@ -94,16 +112,24 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 		Generations: make([]scheduleGen, 0, len(r.Generations)),
 		PerWorker:   make([]scheduleWorker, 0, len(r.Workers)),
 	}
+	var t0 time.Duration
+	if len(r.Generations) > 0 {
+		t0 = r.Generations[0].Start
+	}
 	for _, g := range r.Generations {
 		s.Generations = append(s.Generations, scheduleGen{
-			Gen: startGen + g.Index, Tasks: g.Tasks, Total: g.Total.Seconds(), SyncWait: g.SyncWait.Seconds(),
-			Comm: g.Comm.Seconds(), Compute: g.Compute.Seconds(), Replicas: g.Replicas,
+			Gen: startGen + g.Index, Tasks: g.Tasks, Start: (g.Start - t0).Seconds(), End: (g.End - t0).Seconds(),
+			Total: g.Total.Seconds(), SyncWait: g.SyncWait.Seconds(),
+			Comm: g.Comm.Seconds(), CommPaper: g.CommPaper.Seconds(), Compute: g.Compute.Seconds(), Busy: g.Busy.Seconds(),
+			LB: g.LB.Seconds(), Workers: g.Workers, Originals: g.Originals, Replicas: g.Replicas,
+			CancelsHeld: g.CancelsHeld, CancelsRunning: g.CancelsRunning, CancelsLate: g.CancelsLate,
 		})
 	}
 	for _, w := range r.Workers {
 		s.PerWorker = append(s.PerWorker, scheduleWorker{
 			Worker: int(w.Worker), Slots: w.Slots, Present: w.Present.Seconds(), Busy: w.Busy.Seconds(),
-			Comm: w.Comm.Seconds(), Accepted: w.Accepted, MeanExec: w.MeanExec.Seconds(), RoundTrip: w.RoundTrip.Seconds(),
+			SyncWait: w.SyncWait.Seconds(), Starved: w.Starved.Seconds(),
+			Comm: w.Comm.Seconds(), CommPaper: w.CommPaper.Seconds(), Accepted: w.Accepted, MeanExec: w.MeanExec.Seconds(), RoundTrip: w.RoundTrip.Seconds(),
 		})
 	}
 	return s
@@ -118,11 +144,11 @@ func (s *scheduleRecord) summary() string {
 	}
 	d := func(sec float64) time.Duration { return roundDuration(time.Duration(sec * float64(time.Second))) }
 	var b strings.Builder
-	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v; efficiency %s of LB %v\n",
+	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v (the paper's comm: %v); efficiency %s of LB %v\n",
 		s.Policy, plural(s.Workers, "worker"), plural(slots, "slot"),
-		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), percent(s.EfficiencyLB), d(s.LB))
-	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running; %d duplicate and %d stale results discarded\n",
-		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.Duplicates, s.Stale)
+		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), d(s.CommPaper), percent(s.EfficiencyLB), d(s.LB))
+	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running, %d late; %d duplicate and %d stale results discarded\n",
+		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, s.Duplicates, s.Stale)
 	return b.String()
 }
 

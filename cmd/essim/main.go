@@ -3,11 +3,12 @@
 // setting with a few flags.
 //
 // By default it runs granularity 100/500/1000 ms × added delay 10/30/50 ms ×
-// {wq, rr, rwq, r3q, cyclic} on the paper's LAN set, a (30+70)-ES for 100
-// generations, 10 seeded trials each, and prints the mean total, sync wait,
-// comm and compute times, the efficiency against LB and against the barrier
-// bound, and the replication and cancel counts. -csv writes the table, -png
-// draws it as stacked bars like the paper's Fig. 5.
+// {wq, rr, rwq, r3q, cyclic, eft} on the paper's LAN set, a (30+70)-ES for
+// 100 generations, 10 seeded trials each, and prints the mean total, sync
+// wait, comm and compute times, the efficiency against LB, against the
+// barrier bound and against the clairvoyant optimum, and the replication,
+// cancel and message counts. -csv writes the table, -png draws it as
+// stacked bars like the paper's Fig. 5.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -31,6 +33,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "masters" {
+		os.Exit(runMasters(ctx, os.Args[2:], os.Stdout, os.Stderr)) // masters.go
+	}
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -58,6 +63,7 @@ type options struct {
 	noise      float64
 	depth      int
 	adaptive   bool
+	copies     int
 	engineCost time.Duration
 	slowdowns  []sim.Slowdown
 	parallel   int
@@ -70,9 +76,10 @@ type options struct {
 const usageHead = `essim simulates esgrid's scheduling policies on a virtual clock.
 
 With no flags it runs the R3Q paper's sweep: granularity 100/500/1000 ms ×
-added delay 10/30/50 ms × {wq, rr, rwq, r3q, cyclic} on the paper's LAN set
-(M1 master and worker, L1-L6), a (30+70)-ES for 100 generations, 10 seeded
-trials per setting, and prints the mean times and efficiencies.
+added delay 10/30/50 ms × {wq, rr, rwq, r3q, cyclic, eft} on the paper's
+LAN set (M1 master and worker, L1-L6), a (30+70)-ES for 100 generations, 10
+seeded trials per setting, and prints the mean times and efficiencies,
+against the clairvoyant optimum too.
 
 Usage:
   essim [flags]
@@ -82,9 +89,14 @@ Examples:
   essim -policy rwq,r3q -gran 100 -adaptive         remote queues sized from measurements
   essim -machines wan -delay 0 -png wan.png         the WAN set, no added delay
   essim -workload bag -tasks 480 -shape mandelbrot  Clop's Mandelbrot strips
+  essim -policy eft,r3q -machines hetero9 -copies 3  eft with up to 3 copies of a task
+  essim -machines scale4096 -policy eft -gens 10     4,096 workers
   essim -machines my.txt -show-machines             check a machine file
 
 Lists take commas (-gran 100,500); a bare number is milliseconds.
+Bounds: at most 1000000 tasks a batch and 10000000 a run, times up to 1h,
+slowdown factors up to 1e6, and a sweep whose results fit in half of this
+machine's memory (MemTotal, or the cgroup's limit).
 
 Flags:
 `
@@ -99,7 +111,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.StringVar(&o.machines, "machines", "lan", "machine set: lan, wan, or a set `file` (format: -show-machines)")
 	fs.IntVar(&o.trials, "trials", 10, "seeded trials per setting (averaged)")
 	fs.IntVar(&o.gens, "gens", 100, "ES generations (workload es)")
-	fs.IntVar(&o.lambda, "lambda", 70, "offspring per generation: tasks per batch (workload es)")
+	lambda := fs.String("lambda", "70", "offspring per generation: tasks per batch (workload es); `N`, or Fx for F per slot of the set (2x: two per CPU)")
 	fs.IntVar(&o.mu, "mu", 30, "parents: size of the initial batch, generation 0 (workload es; 0: none)")
 	seed := fs.String("seed", "1", "base `seed` of the trials")
 	fs.StringVar(&o.workload, "workload", "es", "workload: es (generations behind a barrier) or bag (one batch)")
@@ -108,6 +120,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.Float64Var(&o.noise, "noise", 0.1, "`sigma` of log-normal noise on each task's time (0: none)")
 	fs.IntVar(&o.depth, "depth", 0, "instances per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from measured round trip and task time (-depth is then the floor)")
+	fs.IntVar(&o.copies, "copies", 0, "eft: most live instances of a task, original and replicas (0: 2; 1: no replicas)")
 	engine := fs.String("engine-cost", "0", "master's own `time` between generations (selection, mutation)")
 	var slow slowFlag
 	fs.Var(&slow, "slowdown", "`M@T*F`: machine M runs F times slower from time T on (repeatable, e.g. L1@60s*4)")
@@ -126,6 +139,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			fmt.Fprint(stdout, "\nMachine set files:\n"+machineFormat)
+			fmt.Fprintf(stdout, "  Built-in sets: %s.\n", strings.Join(sim.BuiltinSets(), ", "))
 			return nil, err
 		}
 		return nil, usageError{err}
@@ -142,6 +156,15 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	}
 	if o.delays, err = parseDurations("-delay", *delay, true); err != nil {
 		return nil, err
+	}
+	perSlot := 0.0
+	if f, ok := strings.CutSuffix(*lambda, "x"); ok {
+		if perSlot, err = strconv.ParseFloat(f, 64); err != nil || !(perSlot > 0 && perSlot <= 1e6) {
+			return nil, badf("-lambda: %q is not a positive factor per slot", *lambda)
+		}
+		o.lambda = 1
+	} else if o.lambda, err = strconv.Atoi(*lambda); err != nil {
+		return nil, badf("-lambda: %q is not an integer or a factor per slot (2x)", *lambda)
 	}
 	if o.seed, err = strconv.ParseUint(*seed, 0, 64); err != nil {
 		return nil, badf("-seed: %q is not an unsigned integer", *seed)
@@ -160,25 +183,34 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		return nil, badf("-mu must not be negative")
 	case o.tasks < 1:
 		return nil, badf("-tasks must be at least 1")
-	case o.noise < 0 || o.noise > 2:
-		return nil, badf("-noise must be between 0 and 2")
+	case !(o.noise >= 0 && o.noise <= 2):
+		return nil, badf("-noise must be between 0 and 2, got %v", o.noise)
 	case o.depth < 0:
 		return nil, badf("-depth must not be negative")
+	case o.depth > sched.MaxDepth:
+		return nil, badf("-depth must be at most %d, got %d", sched.MaxDepth, o.depth)
+	case o.copies < 0 || o.copies > sched.MaxCopies:
+		return nil, badf("-copies must be 0 to %d, got %d", sched.MaxCopies, o.copies)
 	case o.parallel < 0:
 		return nil, badf("-parallel must not be negative")
+	case o.parallel > maxParallel:
+		return nil, badf("-parallel must be at most %d, got %d", maxParallel, o.parallel)
 	case o.workload != "es" && o.workload != "bag":
 		return nil, badf("-workload must be es or bag, not %q", o.workload)
 	case o.shape != "uniform" && o.shape != "mandelbrot":
 		return nil, badf("-shape must be uniform or mandelbrot, not %q", o.shape)
 	}
 	o.slowdowns = slow
-	if o.set, err = sim.LoadSet(o.machines); err != nil {
+	if o.set, err = loadSet(o.machines); err != nil {
 		return nil, usageError{fmt.Errorf("-machines: %w", err)}
 	}
 	for _, s := range o.slowdowns {
 		if o.set.Index(s.Machine) < 0 {
 			return nil, badf("-slowdown: no machine %q in set %s", s.Machine, o.set.Name)
 		}
+	}
+	if perSlot > 0 {
+		o.lambda = max(1, int(math.Round(perSlot*float64(slots(o.set)))))
 	}
 	for _, c := range []struct {
 		name, v string
@@ -203,7 +235,13 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		if err != nil {
 			return nil, badf("%s: %v", c.name, err)
 		}
+		if d > maxFlagTime {
+			return nil, badf("%s: %v is longer than %v", c.name, d, maxFlagTime)
+		}
 		c.apply(d)
+	}
+	if err := checkLimits(o); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -219,6 +257,9 @@ const machineFormat = `  # comment
     local         the master's own host (no delay; -delay does not apply)
     send=D recv=D time to send / receive one message
     relay=D       time to forward one message when acting as a relay
+    slow=T*F      from time T on its tasks take F times as long (repeatable)
+    leave=T       it leaves the run at time T (what it holds is lost)
+    count=N       N machines alike, named NAME-1 ... NAME-N
   essim -show-machines -machines lan prints the built-in LAN set.
 `
 
@@ -241,7 +282,16 @@ func parseDuration(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	var d time.Duration
 	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		d = time.Duration(f * float64(time.Millisecond))
+		switch ns := f * float64(time.Millisecond); {
+		case math.IsNaN(ns):
+			return 0, fmt.Errorf("%q is not a duration", v)
+		case ns < 0:
+			return 0, fmt.Errorf("%q is negative", v)
+		case ns >= math.MaxInt64:
+			return 0, fmt.Errorf("%q is too long", v)
+		default:
+			d = time.Duration(ns)
+		}
 	} else if d, err = time.ParseDuration(v); err != nil {
 		return 0, fmt.Errorf("%q is not a duration", v)
 	}
@@ -283,7 +333,7 @@ func (s *slowFlag) Set(v string) error {
 			return err
 		}
 		f, err := strconv.ParseFloat(factor, 64)
-		if err != nil || !(f > 0) {
+		if err != nil || !(f > 0) || math.IsInf(f, 1) {
 			return fmt.Errorf("factor %q must be a positive number", factor)
 		}
 		*s = append(*s, sim.Slowdown{Machine: name, At: d, Factor: f})
@@ -343,7 +393,7 @@ func sweep(ctx context.Context, o *options, stdout io.Writer) error {
 				cfgs = append(cfgs, sim.Config{
 					Set:          o.set,
 					Policy:       p,
-					PolicyConfig: sched.Config{Depth: o.depth, Adaptive: o.adaptive},
+					PolicyConfig: sched.Config{Depth: o.depth, Adaptive: o.adaptive, Copies: o.copies},
 					Workload:     wl,
 					AddedDelay:   d,
 					Noise:        o.noise,
@@ -408,12 +458,17 @@ func describe(w io.Writer, o *options) {
 	if o.adaptive {
 		fmt.Fprintf(w, ", adaptive depth (rwq, r3q; cap %d)", sched.DefaultAdaptiveMax)
 	}
+	if o.copies > 0 {
+		fmt.Fprintf(w, ", eft copies %d", o.copies)
+	}
 	for _, sd := range o.slowdowns {
 		fmt.Fprintf(w, ", %s x%g from %v", sd.Machine, sd.Factor, sd.At)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "times are means over trials; comm counts only time outside the sync wait, so compute = total - sync - comm;")
-	fmt.Fprintln(w, "eff = LB/total and barrier-bound/total; counts are per run")
+	fmt.Fprintln(w, "effLB = LB/total, effBar = barrier-bound/total; opt = the clairvoyant optimum of each trial's actual task times")
+	fmt.Fprintln(w, "(noise included) on these slots, delays and costs (a proven floor, see below), effOpt = opt/total, effNom =")
+	fmt.Fprintln(w, "the exact optimum of the same tasks at their mean time / total; counts are per run, msg/t and rep/t per task")
 	fmt.Fprintln(w)
 }
 
@@ -432,9 +487,11 @@ func ms(d time.Duration) string {
 }
 
 func printTable(w io.Writer, o *options, settings []setting, sums []sim.Summary) {
-	fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %6s %6s %7s %6s %6s %6s\n",
-		"grain", "delay", "policy", "total s", "sync s", "comm s", "compute s", "effLB", "effBar", "replica", "c.held", "c.run", "stop")
+	fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %9s %6s %6s %6s %6s %7s %6s %6s %6s %5s %5s\n",
+		"grain", "delay", "policy", "total s", "sync s", "comm s", "compute s", "opt s", "effLB", "effBar", "effOpt", "effNom",
+		"replica", "c.held", "c.run", "stop", "msg/t", "rep/t")
 	i := 0
+	exact, gap := true, 0.0
 	for si, st := range settings {
 		if si > 0 {
 			fmt.Fprintln(w)
@@ -442,12 +499,22 @@ func printTable(w io.Writer, o *options, settings []setting, sums []sim.Summary)
 		for range o.policies {
 			s := sums[i]
 			i++
-			fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %5.1f%% %5.1f%% %7.0f %6.0f %6.0f %6.0f\n",
-				ms(st.grain), ms(st.delay), s.Config.Policy, secs(s.Total), secs(s.SyncWait), secs(s.Comm), secs(s.Compute),
-				100*s.EfficiencyLB, 100*s.EfficiencyBarrier, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.Aborted)
+			exact = exact && s.OptExact
+			if s.Opt > 0 {
+				gap = max(gap, float64(s.OptUB-s.Opt)/float64(s.Opt))
+			}
+			fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %9s %5.1f%% %5.1f%% %5.1f%% %5.1f%% %7.0f %6.0f %6.0f %6.0f %5.2f %5.2f\n",
+				ms(st.grain), ms(st.delay), s.Config.Policy, secs(s.Total), secs(s.SyncWait), secs(s.Comm), secs(s.Compute), secs(s.Opt),
+				100*s.EfficiencyLB, 100*s.EfficiencyBarrier, 100*s.EfficiencyOpt, 100*s.EfficiencyNominal,
+				s.Replicas, s.CancelsHeld, s.CancelsRunning, s.Aborted, s.MessagesPerTask, s.ReplicasPerTask)
 		}
 	}
 	fmt.Fprintln(w, "\nreplica: replicas sent; c.held/c.run: cancels of instances the master believed held/running; stop: instances actually stopped while running")
+	if exact {
+		fmt.Fprintln(w, "opt: exact (the clairvoyant schedule meets the floor in every batch of every trial)")
+	} else {
+		fmt.Fprintf(w, "opt: a proven lower bound; a clairvoyant schedule found is at most %.2f%% above it (so the true optimum is too)\n", 100*gap)
+	}
 }
 
 // printShape checks the paper's qualitative results setting by setting.
@@ -460,10 +527,10 @@ func printShape(w io.Writer, o *options, settings []setting, sums []sim.Summary)
 	var r3qBest, rwqComm, queueComm, rrSync int
 	for si := range settings {
 		row := sums[si*n : (si+1)*n]
-		best, comm := 0, 0
+		best, comm := idx("wq"), idx("wq")
 		for j, s := range row {
-			if s.Config.Policy == "cyclic" {
-				continue
+			if p := s.Config.Policy; p != "wq" && p != "rr" && p != "rwq" && p != "r3q" {
+				continue // the paper's shape is about its four policies
 			}
 			if s.Total < row[best].Total {
 				best = j
@@ -515,8 +582,9 @@ func writeCSV(path string, o *options, settings []setting, sums []sim.Summary) (
 	cw := csv.NewWriter(f)
 	_ = cw.Write([]string{"machines", "workload", "grain_ms", "delay_ms", "policy", "trials",
 		"total_s", "sync_s", "comm_s", "compute_s", "busy_s", "lb_s", "barrier_s", "eff_lb", "eff_barrier",
+		"opt_s", "opt_ub_s", "opt_exact", "eff_opt", "eff_opt_min", "nominal_s", "eff_nominal",
 		"originals", "replicas", "cancels_held", "cancels_running", "stopped_running", "wasted_s",
-		"duplicates", "held_dropped", "late_cancels", "noise", "seed"})
+		"duplicates", "held_dropped", "late_cancels", "messages_per_task", "replicas_per_task", "copies", "noise", "seed"})
 	n := len(o.policies)
 	f64 := func(x float64, p int) string { return strconv.FormatFloat(x, 'f', p, 64) }
 	sec := func(d time.Duration) string { return f64(d.Seconds(), 4) }
@@ -525,8 +593,11 @@ func writeCSV(path string, o *options, settings []setting, sums []sim.Summary) (
 		_ = cw.Write([]string{o.set.Name, o.workload, ms(st.grain), ms(st.delay), s.Config.Policy, strconv.Itoa(s.Trials),
 			sec(s.Total), sec(s.SyncWait), sec(s.Comm), sec(s.Compute), sec(s.Busy), sec(s.LB), sec(s.BarrierBound),
 			f64(s.EfficiencyLB, 4), f64(s.EfficiencyBarrier, 4),
+			sec(s.Opt), sec(s.OptUB), strconv.FormatBool(s.OptExact), f64(s.EfficiencyOpt, 4), f64(s.MinEfficiencyOpt, 4),
+			sec(s.Nominal), f64(s.EfficiencyNominal, 4),
 			f64(s.Originals, 1), f64(s.Replicas, 1), f64(s.CancelsHeld, 1), f64(s.CancelsRunning, 1), f64(s.Aborted, 1),
 			sec(s.Wasted), f64(s.Duplicates, 1), f64(s.HeldDropped, 1), f64(s.LateCancels, 1),
+			f64(s.MessagesPerTask, 3), f64(s.ReplicasPerTask, 3), strconv.Itoa(o.copies),
 			f64(o.noise, 3), strconv.FormatUint(o.seed, 10)})
 	}
 	cw.Flush()

@@ -26,7 +26,7 @@ func TestSmallSweep(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"machines lan: 7 machines", "effLB", " r3q ", " cyclic ", "paper's shape", "tasks/s"} {
+	for _, want := range []string{"machines lan: 7 machines", "effLB", "effOpt", "effNom", " r3q ", " cyclic ", " eft ", "paper's shape", "tasks/s", "opt: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -40,7 +40,7 @@ func TestSmallSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+2*2*5 || rows[0][0] != "machines" || rows[1][4] != "wq" || rows[1][2] != "100" || rows[20][3] != "50" {
+	if len(rows) != 1+2*2*6 || rows[0][0] != "machines" || rows[1][4] != "wq" || rows[1][2] != "100" || rows[20][3] != "50" {
 		t.Fatalf("csv: %d rows, first %v", len(rows), rows[:2])
 	}
 	png, err := os.ReadFile(pngPath)

@@ -32,7 +32,7 @@ func buildEsworker(t *testing.T) string {
 // A real esworker process, signalled as a user or a service manager would.
 func TestProcessSignals(t *testing.T) {
 	bin := buildEsworker(t)
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	for _, c := range []struct {
 		name     string
 		signals  int
@@ -49,7 +49,7 @@ func TestProcessSignals(t *testing.T) {
 			}
 			defer ln.Close()
 			cmd := exec.Command(bin, "-master", ln.Addr().String(), "-slots", "1", "-slowdown", c.slowdown)
-			cmd.Env = append(os.Environ(), grid.KeyEnv+"=k")
+			cmd.Env = append(os.Environ(), grid.KeyEnv+"="+testSecret)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}

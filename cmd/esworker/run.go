@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/worker"
 )
 
@@ -28,6 +29,16 @@ type options struct {
 	slowdown float64
 	delay    time.Duration
 	verbose  bool
+	logJSON  bool
+	metrics  string // -metrics ADDR
+	once     bool
+	idle     time.Duration
+	faults   worker.Faults
+	config   string          // -config FILE (config.go)
+	plan     string          // -plan FILE (plan.go)
+	plugins  plugin.Entries  // -plugin NAME=PATH, repeatable
+	catalog  *plugin.Catalog // the plugins allowed, from -plugin and -config
+	relay    relayOptions    // -relay, -relay-only (relay.go)
 }
 
 const usageText = `Usage: esworker -join HOST[:PORT] [flags]
@@ -35,19 +46,22 @@ const usageText = `Usage: esworker -join HOST[:PORT] [flags]
 esworker evaluates fitness for an esgrid run. It joins the cluster through
 the master's gossip address, finds the master's data address there, and
 runs the tasks it is sent, one per slot (one slot per CPU by default). It
-reconnects when the connection drops or the master restarts. On SIGTERM or
-Ctrl-C it drains: it stops taking tasks, gives the held ones back, finishes
-the running ones and sends their results, then exits; a second signal exits
-at once.
+is a lab agent: it reconnects when the connection drops or the master
+restarts, and when a run is over it waits for the next one (-once exits
+instead). On SIGTERM or Ctrl-C it drains: it stops taking tasks, gives the
+held ones back, finishes the running ones and sends their results, then
+exits; a second signal exits at once.
 
-Every node of a run needs the same cluster key: -key, -key-file, or the
-ESGRID_KEY environment variable. A node with another key or none is
-refused, and both sides log why.
+Every node of a run needs the same cluster key: -key-file, -key, or the
+ESGRID_KEY environment variable. Make one with esrun -genkey FILE (a key
+must carry 128 bits: at least 24 characters, such as 16 random bytes in
+base64). A node with another key or none is refused, and both sides log
+why.
 
 Examples:
-  ESGRID_KEY=s3cret esworker -join master.lab:7946
+  ESGRID_KEY="$(cat ~/.esgrid-key)" esworker -join master.lab:7946
   esworker -join master.lab -key-file ~/.esgrid-key -slots 4
-  esworker -master 127.0.0.1:7950 -key s3cret -slowdown 4 -delay 20ms
+  esworker -master 127.0.0.1:7950 -key-file K -slowdown 4 -delay 20ms
                       emulate a machine 4x slower behind a 20 ms link
 
 Flags:
@@ -65,7 +79,8 @@ func usagef(format string, args ...any) error {
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esworker", flag.ContinueOnError)
 	fs.StringVar(&o.join, "join", "", "gossip address `HOST[:PORT]` of the master (default port "+strconv.Itoa(grid.DefaultGossipPort)+"); several may be given, comma-separated")
-	fs.StringVar(&o.master, "master", "", "the master's data address `HOST:PORT`, to connect without asking gossip")
+	fs.StringVar(&o.master, "master", "", "the master's data address `HOST:PORT`, to connect without asking gossip; or a relay's (esworker -relay); several, comma-separated, are tried in turn (another path when one is gone)")
+	addRelayFlags(fs, &o.relay) // relay.go
 	fs.StringVar(&o.gossip, "gossip", "0.0.0.0:0", "`HOST:PORT` this worker's gossip listens on; port 0 = any free port (fix it when a firewall sits between the machines)")
 	fs.IntVar(&o.slots, "slots", 0, "run `N` tasks at once; 0 = one per CPU")
 	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME` (default hostname-pid)")
@@ -73,7 +88,17 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.Float64Var(&o.slowdown, "slowdown", 1, "emulate a slower machine: every task takes `F` times as long (F ≥ 1)")
 	fs.DurationVar(&o.delay, "delay", 0, "emulate a slow link: add `D` to every message each way, e.g. 20ms")
+	fs.IntVar(&o.faults.FailEvery, "fail-every", 0, "emulate a faulty machine: every `K`-th evaluation fails; 0 = none")
+	fs.IntVar(&o.faults.HangEvery, "hang-every", 0, "emulate a stuck fitness function: every `K`-th evaluation hangs, deaf to cancels, until esworker exits; 0 = none")
+	fs.BoolVar(&o.faults.Silent, "silent", false, "emulate a wedged machine: accept tasks and never answer them, while the connection stays alive")
+	fs.BoolVar(&o.once, "once", false, "exit when the master ends its run, instead of waiting for the next one")
+	fs.DurationVar(&o.idle, "idle-timeout", 0, "exit after `D` without a master (unreachable, or refusing this worker); 0 = wait for ever")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
+	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines as JSON, one object per line, for machines")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
+	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
+	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, once, idle_timeout; see the README); flags on the command line win")
+	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run")
 	return fs
 }
 
@@ -89,6 +114,9 @@ func parseOptions(args []string) (*options, error) {
 		}
 		return nil, usagef("%v", err)
 	}
+	if err := o.applyConfig(fs); err != nil { // config.go
+		return nil, err
+	}
 	switch {
 	case fs.NArg() > 0:
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
@@ -96,20 +124,69 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("give -join HOST[:PORT] (the master's gossip address) or -master HOST:PORT")
 	case o.slots < 0:
 		return nil, usagef("-slots must be ≥ 0, got %d", o.slots)
+	case o.slots > grid.MaxMetaSlots:
+		return nil, usagef("-slots must be ≤ %d, got %d", grid.MaxMetaSlots, o.slots)
 	case !(o.slowdown >= 1) || o.slowdown > 1e6:
 		return nil, usagef("-slowdown must be in [1, 1e6], got %v", o.slowdown)
+	case o.faults.FailEvery < 0 || o.faults.HangEvery < 0:
+		return nil, usagef("-fail-every and -hang-every must be ≥ 0")
+	case o.idle < 0:
+		return nil, usagef("-idle-timeout must be ≥ 0, got %v", o.idle)
 	case o.delay < 0:
 		return nil, usagef("-delay must be ≥ 0, got %v", o.delay)
+	case o.delay > maxDelay:
+		return nil, usagef("-delay must be ≤ %v, got %v", maxDelay, o.delay)
 	}
-	if o.master != "" {
-		if _, _, err := net.SplitHostPort(o.master); err != nil {
-			return nil, usagef("-master %q: %v", o.master, err)
+	if o.metrics != "" {
+		if err := checkHostPort(o.metrics, 0); err != nil {
+			return nil, usagef("-metrics %q: %v", o.metrics, err)
 		}
 	}
-	if _, _, err := net.SplitHostPort(o.gossip); err != nil {
+	if o.master != "" {
+		if err := checkMasters(o.master); err != nil { // relay.go: a list
+			return nil, err
+		}
+	}
+	if err := o.relay.check(); err != nil { // relay.go
+		return nil, err
+	}
+	if err := checkHostPort(o.gossip, 0); err != nil {
 		return nil, usagef("-gossip %q: %v", o.gossip, err)
 	}
+	if host, _, _ := net.SplitHostPort(o.gossip); host != "" && net.ParseIP(host) == nil {
+		// Gossip binds to an address, and would take a name for "any".
+		return nil, usagef("-gossip %q: the host must be an IP address, such as 0.0.0.0", o.gossip)
+	}
+	if o.join != "" {
+		addrs := joinAddrs(o.join)
+		if len(addrs) == 0 {
+			return nil, usagef("-join %q names no address", o.join)
+		}
+		for _, a := range addrs {
+			if err := checkHostPort(a, 1); err != nil {
+				return nil, usagef("-join %q: %v", a, err)
+			}
+		}
+	}
 	return o, nil
+}
+
+// maxDelay bounds -delay: a one-way delay longer than the connection's
+// own timeouts (10 s to write a frame or to finish a handshake) is a
+// link the grid cannot use, not a slow one.
+const maxDelay = 10 * time.Second
+
+// checkHostPort accepts HOST:PORT with a numeric port of at least
+// minPort (1 where the port is dialled, 0 where 0 means any free port).
+func checkHostPort(addr string, minPort int) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < minPort || n > 65535 {
+		return fmt.Errorf("port %q is not a number in [%d, 65535]", port, minPort)
+	}
+	return nil
 }
 
 // joinAddrs splits -join and gives a bare host the default gossip port.
@@ -156,22 +233,66 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	if o.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var log *slog.Logger
+	if o.logJSON {
+		log = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	} else {
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	}
+	if err := probePlugins(ctx, o.catalog, log); err != nil { // config.go
+		log.Error("esworker cannot start: a listed plugin does not work", "err", err)
+		return 1
+	}
 
+	if err := o.applyPlan(log); err != nil { // plan.go
+		fmt.Fprintf(stderr, "esworker: %v\n", err)
+		return 2
+	}
+	// -relay: the relay first; this esworker's agent works behind it
+	// (relay.go).
+	relayAddr, stopRelay, err := startRelay(ctx, o, key, log, stderr)
+	if err != nil {
+		log.Error("esworker cannot start the relay", "err", err)
+		return 1
+	}
+	defer stopRelay()
+	if relayAddr != "" {
+		if o.relay.only {
+			return relayOnly(ctx, drain, stopRelay, log)
+		}
+		o.master, o.join = relayAddr, ""
+	}
 	agent, err := worker.New(worker.Config{
-		Master:     o.master,
-		Join:       joinAddrs(o.join),
-		GossipBind: o.gossip,
-		Key:        key,
-		Name:       o.name,
-		Slots:      o.slots,
-		Slowdown:   o.slowdown,
-		Delay:      o.delay,
-		Logger:     log,
+		Master:      o.master,
+		Join:        joinAddrs(o.join),
+		GossipBind:  o.gossip,
+		Key:         key,
+		Name:        o.name,
+		Slots:       o.slots,
+		Slowdown:    o.slowdown,
+		Delay:       o.delay,
+		Faults:      o.faults,
+		Serve:       !o.once,
+		IdleTimeout: o.idle,
+		Logger:      log,
+		// Built-ins and the listed plugins, and nothing else (config.go).
+		Problems: worker.OfferedProblems(o.catalog),
+		Build:    worker.PluginBuild(o.catalog, o.slots, log),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "esworker: %v\n", err)
 		return 2
+	}
+	if o.metrics != "" {
+		mctx, stop := context.WithCancel(context.Background())
+		addr, done, err := serveMetrics(mctx, o.metrics, agent, log)
+		if err != nil {
+			stop()
+			fmt.Fprintf(stderr, "esworker: -metrics %s: %v\n", o.metrics, err)
+			return 1
+		}
+		defer func() { stop(); <-done }()
+		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	}
 	finished := make(chan struct{})
 	defer close(finished)
@@ -192,6 +313,8 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	case errors.Is(err, worker.ErrShutdown):
 		log.Info("the run is over")
 		return 0
+	case errors.Is(err, worker.ErrIdle):
+		return 1
 	default:
 		log.Error("esworker stopped", "err", err)
 		return 1

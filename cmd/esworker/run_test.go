@@ -80,14 +80,14 @@ func TestEvaluatesAndDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	key, _ := grid.NewKey("k")
+	key, _ := grid.NewKey(testSecret)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	drain := make(chan struct{})
 	code := make(chan int, 1)
 	stderr := new(syncBuffer)
 	go func() {
-		code <- run(ctx, []string{"-master", ln.Addr().String(), "-key", "k", "-slots", "1", "-name", "lab-9"}, drain, new(bytes.Buffer), stderr)
+		code <- run(ctx, []string{"-master", ln.Addr().String(), "-key", testSecret, "-slots", "1", "-name", "lab-9"}, drain, new(bytes.Buffer), stderr)
 	}()
 	nc, err := ln.Accept()
 	if err != nil {

@@ -75,7 +75,7 @@ type agentRun struct {
 
 func newCluster(t *testing.T, policy string) *cluster {
 	t.Helper()
-	key, err := grid.NewKey("integration")
+	key, err := grid.NewKey(testSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestAgentsWorkerKilledMidRun(t *testing.T) {
 
 func TestAgentsWrongKeyNeverGetsATask(t *testing.T) {
 	c := newCluster(t, "wq")
-	other, err := grid.NewKey("not the cluster's")
+	other, err := grid.NewKey(testSecret + " of another cluster")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ var esFlags = []string{"-problem", "rastrigin", "-dim", "8", "-mu", "5", "-lambd
 // wantGens is the number of generations of that ES: 0 to 8.
 const wantGens = 9
 
-const clusterSecret = "process test cluster key"
+const clusterSecret = "process test cluster key 0123456789"
 
 // keyEnv gives a process the cluster key through the environment.
 var keyEnv = []string{grid.KeyEnv + "=" + clusterSecret}
@@ -173,7 +173,8 @@ func startMaster(t *testing.T, policy string, minWorkers int) *master {
 func startWorker(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
 	_, esworker := binaries(t)
-	return start(t, name, esworker, env, append([]string{"-name", name, "-gossip", "127.0.0.1:0"}, args...)...)
+	// -once: each test is one run, and its workers exit with it.
+	return start(t, name, esworker, env, append([]string{"-name", name, "-gossip", "127.0.0.1:0", "-once"}, args...)...)
 }
 
 // finish waits for the master to end the run and returns its outcome.
@@ -241,8 +242,8 @@ func exitedCleanly(t *testing.T, workers ...*proc) {
 // esworker processes of different speeds, found through gossip.
 func TestProcessesTrajectoryEqualsInProcess(t *testing.T) {
 	want := reference(t)
-	if len(sched.Names) != 5 {
-		t.Fatalf("policies %v, want five", sched.Names)
+	if len(sched.Names) != 6 {
+		t.Fatalf("policies %v, want six (the paper's five and eft)", sched.Names)
 	}
 	for _, policy := range sched.Names {
 		t.Run(policy, func(t *testing.T) {
@@ -263,10 +264,11 @@ func TestProcessesTrajectoryEqualsInProcess(t *testing.T) {
 
 // TestProcessesWorkerKilled kills -9 one worker while it holds tasks of
 // generation 3. With WQ the run can only finish if the master sends the
-// lost worker's tasks again; with R3Q replicas may win first.
+// lost worker's tasks again; with R3Q replicas may win first; EFT plans
+// them again (sched/eft.go).
 func TestProcessesWorkerKilled(t *testing.T) {
 	want := reference(t)
-	for _, policy := range []string{"wq", "r3q"} {
+	for _, policy := range []string{"wq", "r3q", "eft"} {
 		t.Run(policy, func(t *testing.T) {
 			m := startMaster(t, policy, 4)
 			// Link delays make each generation last a few round trips
@@ -313,7 +315,7 @@ func TestProcessesWorkerKilled(t *testing.T) {
 func TestProcessesWrongKeyRejected(t *testing.T) {
 	want := reference(t)
 	m := startMaster(t, "rr", 2)
-	const wrong = "not the cluster key"
+	const wrong = "not the cluster key 0123456789"
 	viaGossip := startWorker(t, "intruder-gossip", nil, "-join", m.gossip, "-key", wrong, "-slots", "2")
 	viaData := startWorker(t, "intruder-data", nil, "-master", m.data, "-key", wrong, "-slots", "2")
 
@@ -324,11 +326,11 @@ func TestProcessesWrongKeyRejected(t *testing.T) {
 	}{
 		// The handshake: each side names the reason.
 		{m.proc, `refusing connection[^\n]*intruder-data[^\n]*wrong cluster key`},
-		{viaData, `peer refused the connection[^\n]*wrong cluster key`},
+		{viaData, `cannot reach the master[^\n]*wrong cluster key`},
 		// Gossip: encrypted with the cluster key, so the master can only
 		// tell that someone with another key knocked.
 		{m.proc, `gossip rejected[^\n]*another cluster key`},
-		{viaGossip, `join failed[^\n]*different cluster key`},
+		{viaGossip, `cannot reach the master[^\n]*different cluster key`},
 	} {
 		if _, err := c.p.waitStderr(ctx, regexp.MustCompile(c.line)); err != nil {
 			t.Errorf("%s: no line /%s/: %v", c.p.name, c.line, err)

@@ -24,8 +24,31 @@ type ledgerAccountant struct{ l *sched.Ledger }
 func (a ledgerAccountant) step(at time.Duration, ev sched.Event, acts []sched.Action) {
 	a.l.Step(at, ev, acts)
 }
-func (a ledgerAccountant) ran(x sched.Execution)                               { a.l.Ran(x) }
-func (a ledgerAccountant) dropped(time.Duration, sched.WorkerID, sched.TaskID) {}
+func (a ledgerAccountant) ran(x sched.Execution) { a.l.Ran(x) }
+func (a ledgerAccountant) dropped(at time.Duration, w sched.WorkerID, t sched.TaskID) {
+	a.l.Dropped(at, w, t)
+}
+
+// late says a cancel found its instance finished at its worker.
+func (a ledgerAccountant) late(at time.Duration, w sched.WorkerID, t sched.TaskID) {
+	a.l.Late(at, w, t)
+}
+
+// speed says machine w's speed ratio changed at at (a slowdown), so LB
+// follows the machine's pace.
+func (a ledgerAccountant) speed(at time.Duration, w sched.WorkerID, ratio float64) {
+	a.l.SetSpeedAt(at, w, ratio)
+}
+
+// lateAccountant and speedAccountant are what an accountant may also take:
+// cancels that found their instance finished, and machines changing pace.
+type lateAccountant interface {
+	late(at time.Duration, w sched.WorkerID, t sched.TaskID)
+}
+
+type speedAccountant interface {
+	speed(at time.Duration, w sched.WorkerID, ratio float64)
+}
 
 // newLedger returns the ledger of a run of cfg, told what the simulator
 // knows exactly: every machine's speed at the workload's mean grain (for

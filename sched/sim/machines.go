@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,13 @@ type Machine struct {
 	// RelayCost is the time this machine spends forwarding one message for
 	// the machines behind it; forwarding is one message at a time.
 	RelayCost time.Duration
+	// Slowdowns are changes of the machine's pace during a run (At and
+	// Factor as in a Config's Slowdowns; Machine is this machine).
+	Slowdowns []Slowdown
+	// LeaveAt, when positive, is when the machine leaves the run: its
+	// slots stop, what it held and ran is lost, and the master is told
+	// (sched.WorkerLeft). Results already on their way still arrive.
+	LeaveAt time.Duration
 }
 
 // GrainTime is one row of a machine's task-time table: a task of Grain
@@ -130,6 +138,11 @@ func LoadSet(nameOrPath string) (*Set, error) {
 //	local         the master's own host (no delay allowed, no added delay)
 //	send=D recv=D time to send / receive one message (default 0)
 //	relay=D       time to forward one message when acting as a relay
+//	slow=T*F      from time T on, its tasks take F times as long (F = 1
+//	              restores it); repeatable
+//	leave=T       the machine leaves the run at time T
+//	count=N       N machines alike, named NAME-1 ... NAME-N (at most
+//	              MaxMachines in a set)
 //
 // Every machine needs speed or at least one tG entry. Errors name the line.
 func ParseSet(name string, r io.Reader) (*Set, error) {
@@ -173,14 +186,33 @@ func ParseSet(name string, r io.Reader) (*Set, error) {
 				return nil, errf("machine: missing name")
 			}
 			m := Machine{Name: f[1], CPUs: 1}
-			if _, dup := seen[m.Name]; dup {
-				return nil, errf("machine %s defined twice", m.Name)
-			}
-			if err := parseMachineFields(&m, f[2:]); err != nil {
+			count, err := parseMachineFields(&m, f[2:])
+			if err != nil {
 				return nil, errf("machine %s: %v", m.Name, err)
 			}
-			seen[m.Name] = len(s.Machines)
-			s.Machines = append(s.Machines, m)
+			if count > MaxMachines-len(s.Machines) {
+				return nil, errf("machine %s: more than %d machines in the set", m.Name, MaxMachines)
+			}
+			names := []string{m.Name}
+			if count > 0 {
+				names = names[:0]
+				for i := 1; i <= count; i++ {
+					names = append(names, fmt.Sprintf("%s-%d", m.Name, i))
+				}
+			}
+			for _, name := range names {
+				if _, dup := seen[name]; dup {
+					return nil, errf("machine %s defined twice", name)
+				}
+				c := m
+				c.Name = name
+				c.Slowdowns = slices.Clone(m.Slowdowns)
+				for i := range c.Slowdowns {
+					c.Slowdowns[i].Machine = name
+				}
+				seen[name] = len(s.Machines)
+				s.Machines = append(s.Machines, c)
+			}
 		default:
 			return nil, errf("unknown directive %q (want master or machine)", f[0])
 		}
@@ -194,7 +226,10 @@ func ParseSet(name string, r io.Reader) (*Set, error) {
 	return s, nil
 }
 
-func parseMachineFields(m *Machine, fields []string) error {
+// parseMachineFields reads a machine line's fields into m and returns its
+// count= (0 when not given).
+func parseMachineFields(m *Machine, fields []string) (int, error) {
+	count := 0
 	for _, kv := range fields {
 		if kv == "local" {
 			m.Local = true
@@ -202,14 +237,37 @@ func parseMachineFields(m *Machine, fields []string) error {
 		}
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || v == "" {
-			return fmt.Errorf("field %q: want key=value", kv)
+			return 0, fmt.Errorf("field %q: want key=value", kv)
 		}
 		var err error
 		switch k {
 		case "cpus":
 			m.CPUs, err = strconv.Atoi(v)
-			if err == nil && m.CPUs < 1 {
-				err = errors.New("must be at least 1")
+			if err == nil && (m.CPUs < 1 || m.CPUs > MaxCPUs) {
+				err = fmt.Errorf("must be 1 to %d", MaxCPUs)
+			}
+		case "count":
+			count, err = strconv.Atoi(v)
+			if err == nil && (count < 1 || count > MaxMachines) {
+				err = fmt.Errorf("must be 1 to %d", MaxMachines)
+			}
+		case "slow":
+			at, factor, ok := strings.Cut(v, "*")
+			var sd Slowdown
+			if !ok {
+				err = errors.New("want TIME*FACTOR, e.g. slow=60s*5")
+			} else if sd.At, err = parseDur(at); err == nil {
+				sd.Factor, err = strconv.ParseFloat(factor, 64)
+				if err == nil && !(sd.Factor > 0 && sd.Factor <= 1e6) {
+					err = errors.New("factor must be a number in (0, 1e6]")
+				}
+			}
+			sd.Machine = m.Name
+			m.Slowdowns = append(m.Slowdowns, sd)
+		case "leave":
+			m.LeaveAt, err = parseDur(v)
+			if err == nil && m.LeaveAt <= 0 {
+				err = errors.New("must be after the start")
 			}
 		case "speed":
 			m.Speed, err = strconv.ParseFloat(v, 64)
@@ -228,11 +286,11 @@ func parseMachineFields(m *Machine, fields []string) error {
 			m.RelayCost, err = parseDur(v)
 		default:
 			if !strings.HasPrefix(k, "t") {
-				return fmt.Errorf("unknown field %q", k)
+				return 0, fmt.Errorf("unknown field %q", k)
 			}
 			g, gerr := time.ParseDuration(k[1:])
 			if gerr != nil || g <= 0 {
-				return fmt.Errorf("unknown field %q (a task-time entry is tGRAIN=TIME, e.g. t100ms=42ms)", k)
+				return 0, fmt.Errorf("unknown field %q (a task-time entry is tGRAIN=TIME, e.g. t100ms=42ms)", k)
 			}
 			var d time.Duration
 			d, err = parseDur(v)
@@ -247,12 +305,20 @@ func parseMachineFields(m *Machine, fields []string) error {
 			m.Times = append(m.Times, GrainTime{Grain: g, Time: d})
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
+			return 0, fmt.Errorf("%s: %w", k, err)
 		}
 	}
 	sort.Slice(m.Times, func(i, j int) bool { return m.Times[i].Grain < m.Times[j].Grain })
-	return nil
+	sort.SliceStable(m.Slowdowns, func(i, j int) bool { return m.Slowdowns[i].At < m.Slowdowns[j].At })
+	return count, nil
 }
+
+// MaxMachines bounds the machines of a set, MaxCPUs a machine's slots
+// (as sched.MaxSlots bounds what a policy counts).
+const (
+	MaxMachines = 1 << 16
+	MaxCPUs     = 4096
+)
 
 // parseDur parses a non-negative Go duration; a bare 0 is allowed.
 func parseDur(v string) (time.Duration, error) {
@@ -286,6 +352,14 @@ func (s *Set) Validate() error {
 		}
 		if m.Local && (m.Delay != 0 || m.Via != "") {
 			return fmt.Errorf("machine %s: a local machine has no delay and no relay", m.Name)
+		}
+		if m.LeaveAt < 0 {
+			return fmt.Errorf("machine %s: negative leave time", m.Name)
+		}
+		for _, sd := range m.Slowdowns {
+			if !(sd.Factor > 0) || math.IsInf(sd.Factor, 1) || sd.At < 0 {
+				return fmt.Errorf("machine %s: slowdown factor must be > 0 and time >= 0", m.Name)
+			}
 		}
 		if m.Via != "" {
 			r, ok := idx[m.Via]
@@ -362,34 +436,44 @@ type route struct {
 // routes computes every machine's route; added is added to the delay of
 // each link that starts at the master, except a local machine's.
 func (s *Set) routes(added time.Duration) []route {
+	idx := s.indexByName()
+	rs := make([]route, len(s.Machines))
+	for k := range s.Machines {
+		rs[k] = s.route(k, added, idx)
+	}
+	return rs
+}
+
+func (s *Set) indexByName() map[string]int {
 	idx := make(map[string]int, len(s.Machines))
 	for i, m := range s.Machines {
 		idx[m.Name] = i
 	}
-	rs := make([]route, len(s.Machines))
-	for k := range s.Machines {
-		var chain []int // machine, its relay, the relay's relay, ...
-		for j := k; ; j = idx[s.Machines[j].Via] {
-			chain = append(chain, j)
-			if s.Machines[j].Via == "" {
-				break
-			}
+	return idx
+}
+
+// route is machine k's route (see routes), with idx from indexByName.
+func (s *Set) route(k int, added time.Duration, idx map[string]int) route {
+	var chain []int // machine, its relay, the relay's relay, ...
+	for j := k; ; j = idx[s.Machines[j].Via] {
+		chain = append(chain, j)
+		if s.Machines[j].Via == "" {
+			break
 		}
-		var r route
-		for i := len(chain) - 1; i >= 0; i-- {
-			m := &s.Machines[chain[i]]
-			d := m.Delay
-			if i == len(chain)-1 && !m.Local {
-				d += added
-			}
-			r.hops = append(r.hops, d)
-			if i > 0 {
-				r.relays = append(r.relays, chain[i])
-			}
-		}
-		rs[k] = r
 	}
-	return rs
+	var r route
+	for i := len(chain) - 1; i >= 0; i-- {
+		m := &s.Machines[chain[i]]
+		d := m.Delay
+		if i == len(chain)-1 && !m.Local {
+			d += added
+		}
+		r.hops = append(r.hops, d)
+		if i > 0 {
+			r.relays = append(r.relays, chain[i])
+		}
+	}
+	return r
 }
 
 // PathDelay is the one-way delay between the master and machine k with
@@ -397,7 +481,7 @@ func (s *Set) routes(added time.Duration) []route {
 // the machine's own (relay forwarding costs not included).
 func (s *Set) PathDelay(k int, added time.Duration) time.Duration {
 	var d time.Duration
-	for _, h := range s.routes(added)[k].hops {
+	for _, h := range s.route(k, added, s.indexByName()).hops {
 		d += h
 	}
 	return d
@@ -408,23 +492,35 @@ func (s *Set) PathDelay(k int, added time.Duration) time.Duration {
 // forwarded by each relay, the worker receives it; the result comes back the
 // same way. Queueing behind other messages is not included.
 func (s *Set) RoundTrip(k int, added time.Duration) time.Duration {
+	down, up := s.legs(k, s.route(k, added, s.indexByName()))
+	return down + up
+}
+
+// legs splits machine k's round trip on route r into the way down (the
+// master's cost to send, the links and relays, the worker's cost to
+// receive) and the way up (the worker's cost to send, the links and
+// relays, the master's cost to receive).
+func (s *Set) legs(k int, r route) (down, up time.Duration) {
 	m := &s.Machines[k]
-	r := s.routes(added)[k]
-	d := 2*s.MasterCost + m.RecvCost + m.SendCost
+	down, up = s.MasterCost+m.RecvCost, s.MasterCost+m.SendCost
 	for _, h := range r.hops {
-		d += 2 * h
+		down += h
+		up += h
 	}
 	for _, j := range r.relays {
-		d += 2 * s.Machines[j].RelayCost
+		down += s.Machines[j].RelayCost
+		up += s.Machines[j].RelayCost
 	}
-	return d
+	return down, up
 }
 
 // MeanRoundTrip is RoundTrip averaged over the machines.
 func (s *Set) MeanRoundTrip(added time.Duration) time.Duration {
 	var sum time.Duration
+	idx := s.indexByName()
 	for k := range s.Machines {
-		sum += s.RoundTrip(k, added)
+		down, up := s.legs(k, s.route(k, added, idx))
+		sum += down + up
 	}
 	return sum / time.Duration(len(s.Machines))
 }

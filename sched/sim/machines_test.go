@@ -46,7 +46,12 @@ func TestParseSetErrors(t *testing.T) {
 		{"duplicate", "machine A speed=1\nmachine A speed=2", "test:2: machine A defined twice"},
 		{"no speed", "machine A delay=1ms", "machine A: needs speed=F or task times"},
 		{"bad speed", "machine A speed=-1", "test:1: machine A: speed: must be a positive number"},
-		{"bad cpus", "machine A speed=1 cpus=0", "cpus: must be at least 1"},
+		{"bad cpus", "machine A speed=1 cpus=0", "cpus: must be 1 to 4096"},
+		{"bad count", "machine A speed=1 count=0", "count: must be 1 to"},
+		{"bad slow", "machine A speed=1 slow=5s", "slow: want TIME*FACTOR"},
+		{"bad slow factor", "machine A speed=1 slow=5s*0", "factor must be"},
+		{"bad leave", "machine A speed=1 leave=0s", "leave: must be after the start"},
+		{"count clash", "machine A-2 speed=1\nmachine A speed=1 count=3", "machine A-2 defined twice"},
 		{"bad duration", "machine A speed=1 delay=5", "test:1: machine A: delay:"},
 		{"negative duration", "machine A speed=1 delay=-5ms", "negative duration"},
 		{"unknown field", "machine A speed=1 colour=red", `unknown field "colour"`},
@@ -75,7 +80,7 @@ func TestParseSetErrors(t *testing.T) {
 // ratio totals (17.23 / 18.85 / 21.33 for all eleven machines) and the
 // relay path of W1-W3.
 func TestBuiltinSets(t *testing.T) {
-	if got := strings.Join(BuiltinSets(), ","); got != "lan,wan" {
+	if got := strings.Join(BuiltinSets(), ","); got != "hetero9,lan,leave,relay,scale1024,scale4096,slowdown,spread20,wan" {
 		t.Fatalf("built-in sets = %s", got)
 	}
 	lan, err := LoadSet("lan")

@@ -13,7 +13,8 @@ const (
 	evTaskDone                       // slot ev.slot of worker ev.m.w finishes (if ev.ver matches)
 	evAtMaster                       // result ev.m reaches the master
 	evMasterHandle                   // the master has decoded result ev.m
-	evSlowdown                       // cfg.Slowdowns[ev.slot] takes effect
+	evSlowdown                       // the engine's slows[ev.slot] takes effect
+	evLeave                          // machine ev.m.w leaves
 )
 
 // msgKind is the kind of a simulated message.

@@ -12,15 +12,22 @@
 // order they arrive (its remote queue) on its slots: a cancel of a held task
 // removes it, a cancel of a running task stops it and the time it ran is
 // wasted, a cancel that arrives after the result left does nothing. Task
-// times can carry seeded log-normal noise, and a machine can become slower
-// at a given time. Same Config and seed, same result, bit for bit.
+// times can carry seeded log-normal noise, a machine can become slower at a
+// given time, and a machine can leave. Same Config and seed, same result,
+// bit for bit.
+//
+// Noise is a property of the task, not of the instance: task i of batch b
+// has one factor, drawn from (seed, b, i) alone, and every instance of it
+// takes that factor times the machine's time. So every policy faces the
+// same task times for a seed, and Optimum can compute, from those very
+// times, the clairvoyant floor that no schedule beats (see optimum.go).
 package sim
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/esgrid/esgrid/sched"
@@ -52,14 +59,28 @@ type Config struct {
 	// at the master, except a local machine's: the paper's emulated WAN
 	// delay. Machines behind a relay pay it once, on the relay's link.
 	AddedDelay time.Duration
-	// Noise is the sigma of log-normal multiplicative noise on each task
-	// instance's time (mean-preserving: the factor is exp(sigma*Z -
-	// sigma²/2)). 0 means no noise.
+	// Noise is the sigma of log-normal multiplicative noise on each task's
+	// time (mean-preserving: the factor is exp(sigma*Z - sigma²/2)), the
+	// same for every instance of the task. 0 means no noise.
 	Noise float64
-	// Slowdowns are sudden changes of machine speed.
+	// Slowdowns are sudden changes of machine speed, besides those of the
+	// set's machines (Machine.Slowdowns).
 	Slowdowns []Slowdown
+	// Leaves are machines that leave the run, besides those of the set
+	// (Machine.LeaveAt).
+	Leaves []Leave
+	// NoOptimum skips the clairvoyant optimum (Result.Optimum stays zero).
+	NoOptimum bool
 	// Seed seeds the noise; same seed, same run.
 	Seed uint64
+}
+
+// Leave makes a machine leave the run at time At: its slots stop, the
+// tasks it holds and runs are lost, and the master is told (WorkerLeft).
+// Results already sent still reach the master; messages to it are lost.
+type Leave struct {
+	Machine string
+	At      time.Duration
 }
 
 // Stats are the simulator's own counters (the time accounting is in the
@@ -80,6 +101,8 @@ type Stats struct {
 	// StaleResults counts results that reached the master after their
 	// batch had ended.
 	StaleResults int
+	// Lost counts messages that reached a machine after it had left.
+	Lost int
 }
 
 // Result is the outcome of one run.
@@ -90,18 +113,26 @@ type Result struct {
 	End time.Duration
 	// Stats are the simulator's counters.
 	Stats Stats
+	// Optimum is the clairvoyant floor of the same run (zero with
+	// Config.NoOptimum).
+	Optimum Optimum
 }
 
 // worker is the simulated state of one machine acting as a worker.
 type worker struct {
-	m        *Machine
-	sent     []sentTask // the master's books: its instances on this worker, in send order
+	m *Machine
+	// The master's books: its instances on this worker, in send order;
+	// sent[sentLo:] holds them, nSent of them not yet taken (taken ones
+	// stay as gaps until the front passes them).
+	sent     []sentTask
+	sentLo   int
+	nSent    int
 	slots    []slot
+	idle     []int32       // indexes of the idle slots (a stack)
 	held     []heldTask    // the remote queue Q_r,k, FIFO
 	commBusy time.Duration // busy-until of its message handling (send and receive)
 	factor   float64       // current slowdown factor
-	rng      *rand.Rand
-	noiseMu  float64 // -sigma²/2, so the noise factor has mean 1
+	gone     bool          // the machine has left
 }
 
 // slot is one execution slot of a worker.
@@ -122,6 +153,7 @@ type sentTask struct {
 	task  int32
 	at    time.Duration
 	idle  bool
+	taken bool // cancelled or answered: a gap in the books
 }
 
 // heldTask is a task waiting in a worker's remote queue.
@@ -146,6 +178,7 @@ type engine struct {
 	end        time.Duration
 	acct       accountant
 	stats      Stats
+	slows      []Slowdown // cfg.Slowdowns, then every machine's own
 }
 
 // Run simulates cfg to the end of its workload.
@@ -159,7 +192,11 @@ func Run(cfg Config) (Result, error) {
 	if err := e.run(); err != nil {
 		return Result{}, err
 	}
-	return Result{Report: led.Report(), End: e.end, Stats: e.stats}, nil
+	res := Result{Report: led.Report(), End: e.end, Stats: e.stats}
+	if !cfg.NoOptimum {
+		res.Optimum = ComputeOptimum(cfg)
+	}
+	return res, nil
 }
 
 func newEngine(cfg Config) (*engine, error) {
@@ -198,17 +235,20 @@ func newEngine(cfg Config) (*engine, error) {
 	e.workers = make([]worker, len(cfg.Set.Machines))
 	for k := range e.workers {
 		m := &cfg.Set.Machines[k]
-		e.workers[k] = worker{
-			m:       m,
-			slots:   make([]slot, m.CPUs),
-			factor:  1,
-			rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(k)+1)),
-			noiseMu: -cfg.Noise * cfg.Noise / 2,
+		w := worker{m: m, slots: make([]slot, m.CPUs), idle: make([]int32, m.CPUs), factor: 1}
+		for i := range w.idle {
+			w.idle[i] = int32(m.CPUs - 1 - i) // slot 0 on top
 		}
+		e.workers[k] = w
 	}
-	for i, s := range cfg.Slowdowns {
-		k := cfg.Set.Index(s.Machine)
-		if k < 0 {
+	idx := cfg.Set.indexByName()
+	e.slows = append(e.slows, cfg.Slowdowns...)
+	for _, m := range cfg.Set.Machines {
+		e.slows = append(e.slows, m.Slowdowns...)
+	}
+	for i, s := range e.slows {
+		k, ok := idx[s.Machine]
+		if !ok {
 			return nil, fmt.Errorf("sim: slowdown of unknown machine %q", s.Machine)
 		}
 		if !(s.Factor > 0) || math.IsInf(s.Factor, 1) || s.At < 0 {
@@ -216,7 +256,28 @@ func newEngine(cfg Config) (*engine, error) {
 		}
 		e.q.push(event{at: s.At, kind: evSlowdown, slot: int32(i), m: msg{w: int32(k)}})
 	}
+	for _, l := range leavesOf(&cfg) {
+		k, ok := idx[l.Machine]
+		if !ok {
+			return nil, fmt.Errorf("sim: leave of unknown machine %q", l.Machine)
+		}
+		if l.At < 0 {
+			return nil, fmt.Errorf("sim: leave of %s: negative time", l.Machine)
+		}
+		e.q.push(event{at: l.At, kind: evLeave, m: msg{w: int32(k)}})
+	}
 	return e, nil
+}
+
+// leavesOf lists cfg.Leaves, then the set's machines' own leaves.
+func leavesOf(cfg *Config) []Leave {
+	ls := slices.Clone(cfg.Leaves)
+	for _, m := range cfg.Set.Machines {
+		if m.LeaveAt > 0 {
+			ls = append(ls, Leave{Machine: m.Name, At: m.LeaveAt})
+		}
+	}
+	return ls
 }
 
 // run joins every worker, starts the first batch and handles events until
@@ -260,19 +321,21 @@ func (e *engine) handle(ev event) {
 	case evMasterHandle:
 		e.masterHandle(ev.m)
 	case evSlowdown:
-		e.slowdown(int(ev.m.w), e.cfg.Slowdowns[ev.slot].Factor)
+		e.slowdown(int(ev.m.w), e.slows[ev.slot].Factor)
+	case evLeave:
+		e.leave(int(ev.m.w))
 	}
 }
 
 // step feeds ev to the policy and carries out its actions.
 func (e *engine) step(ev sched.Event) {
+	ev.At = e.now
 	e.acts = e.pol.Step(ev, e.acts[:0])
 	e.acct.step(e.now, ev, e.acts)
 	for _, a := range e.acts {
 		switch a.Kind {
 		case sched.Send:
-			w := &e.workers[a.Worker]
-			w.sent = append(w.sent, sentTask{batch: e.batch, task: int32(a.Task), at: e.now, idle: len(w.sent) < w.m.CPUs})
+			e.addSent(int(a.Worker), sentTask{batch: e.batch, task: int32(a.Task), at: e.now, idle: e.workers[a.Worker].nSent < e.workers[a.Worker].m.CPUs})
 			e.masterSend(msg{kind: msgTask, w: int32(a.Worker), batch: e.batch, task: int32(a.Task)})
 		case sched.Cancel:
 			e.takeSent(int(a.Worker), e.batch, int32(a.Task))
@@ -281,24 +344,58 @@ func (e *engine) step(ev sched.Event) {
 	}
 }
 
+// addSent records an instance sent to worker k, reusing the room that
+// taken records left at the front rather than growing.
+func (e *engine) addSent(k int, s sentTask) {
+	w := &e.workers[k]
+	if len(w.sent) == cap(w.sent) && w.sentLo > 0 {
+		j := 0
+		for _, r := range w.sent[w.sentLo:] {
+			if !r.taken {
+				w.sent[j] = r
+				j++
+			}
+		}
+		w.sent, w.sentLo = w.sent[:j], 0
+	}
+	w.sent = append(w.sent, s)
+	w.nSent++
+}
+
 // takeSent removes the master's record of an instance on worker k and
-// returns it (ok false when there is none: cancelled already).
+// returns it (ok false when there is none: cancelled already). Results
+// come back about in send order, so the search from the front is short.
 func (e *engine) takeSent(k int, batch, task int32) (sentTask, bool) {
 	w := &e.workers[k]
-	for i, s := range w.sent {
-		if s.batch == batch && s.task == task {
-			w.sent = append(w.sent[:i], w.sent[i+1:]...)
-			return s, true
+	for i := w.sentLo; i < len(w.sent); i++ {
+		s := &w.sent[i]
+		if s.taken || s.batch != batch || s.task != task {
+			continue
 		}
+		s.taken = true
+		w.nSent--
+		for w.sentLo < len(w.sent) && w.sent[w.sentLo].taken {
+			w.sentLo++
+		}
+		if w.nSent == 0 {
+			w.sent, w.sentLo = w.sent[:0], 0
+		}
+		return *s, true
 	}
 	return sentTask{}, false
+}
+
+// clearSent forgets every record of worker k.
+func (e *engine) clearSent(k int) {
+	w := &e.workers[k]
+	w.sent, w.sentLo, w.nSent = w.sent[:0], 0, 0
 }
 
 // startBatch begins batch b.
 func (e *engine) startBatch(b int32) {
 	e.batch, e.open = b, true
 	for k := range e.workers {
-		e.workers[k].sent = e.workers[k].sent[:0] // every instance was settled, or its result is stale now
+		e.clearSent(k) // every instance was settled, or its result is stale now
 	}
 	e.step(sched.Event{Kind: sched.BatchStarted, N: e.cfg.Workload.Batches[b].N})
 	e.checkDone()
@@ -374,6 +471,10 @@ func (e *engine) atRelay(m msg) {
 // already sending or receiving.
 func (e *engine) atWorker(m msg) {
 	w := &e.workers[m.w]
+	if w.gone {
+		e.stats.Lost++
+		return
+	}
 	w.commBusy = max(w.commBusy, e.now) + w.m.RecvCost
 	if w.commBusy == e.now {
 		e.workerHandle(m)
@@ -386,6 +487,10 @@ func (e *engine) atWorker(m msg) {
 func (e *engine) workerHandle(m msg) {
 	k := int(m.w)
 	w := &e.workers[k]
+	if w.gone {
+		e.stats.Lost++
+		return
+	}
 	switch m.kind {
 	case msgTask:
 		w.held = append(w.held, heldTask{batch: m.batch, task: m.task})
@@ -404,6 +509,7 @@ func (e *engine) workerHandle(m msg) {
 			if s.busy && s.batch == m.batch && s.task == m.task {
 				s.busy = false
 				s.ver++
+				w.idle = append(w.idle, int32(i))
 				e.acct.ran(sched.Execution{Worker: sched.WorkerID(k), Task: sched.TaskID(m.task),
 					Start: s.start, End: e.now, Cancelled: true})
 				e.fillSlots(k)
@@ -411,32 +517,29 @@ func (e *engine) workerHandle(m msg) {
 			}
 		}
 		e.stats.LateCancels++
+		if la, ok := e.acct.(lateAccountant); ok {
+			la.late(e.now, sched.WorkerID(k), sched.TaskID(m.task))
+		}
 	}
 }
 
-// fillSlots starts held tasks, oldest first, on the worker's free slots.
+// fillSlots starts held tasks, oldest first, on the worker's idle slots.
 func (e *engine) fillSlots(k int) {
 	w := &e.workers[k]
-	for i := range w.slots {
-		if len(w.held) == 0 {
-			return
-		}
+	for len(w.idle) > 0 && len(w.held) > 0 {
+		i := w.idle[len(w.idle)-1]
+		w.idle = w.idle[:len(w.idle)-1]
 		s := &w.slots[i]
-		if s.busy {
-			continue
-		}
 		h := w.held[0]
 		w.held = w.held[1:]
 		b := &e.cfg.Workload.Batches[h.batch]
 		d := float64(e.cfg.Set.TaskTime(k, b.grain(int(h.task)))) * w.factor
-		if e.cfg.Noise > 0 {
-			d *= math.Exp(e.cfg.Noise*w.rng.NormFloat64() + w.noiseMu)
-		}
+		d *= NoiseFactor(e.cfg.Seed, h.batch, h.task, e.cfg.Noise)
 		s.busy, s.batch, s.task, s.start = true, h.batch, h.task, e.now
 		s.end = e.now + time.Duration(math.Round(d))
 		s.ver++
 		e.stats.Instances++
-		e.q.push(event{at: s.end, kind: evTaskDone, slot: int32(i), ver: s.ver, m: msg{w: int32(k)}})
+		e.q.push(event{at: s.end, kind: evTaskDone, slot: i, ver: s.ver, m: msg{w: int32(k)}})
 	}
 }
 
@@ -446,6 +549,7 @@ func (e *engine) taskDone(k, i int) {
 	w := &e.workers[k]
 	s := &w.slots[i]
 	s.busy = false
+	w.idle = append(w.idle, int32(i))
 	e.acct.ran(sched.Execution{Worker: sched.WorkerID(k), Task: sched.TaskID(s.task), Start: s.start, End: e.now})
 	w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
 	e.stats.Messages++
@@ -500,8 +604,16 @@ func execMicros(d time.Duration) uint32 {
 // work at the new pace.
 func (e *engine) slowdown(k int, f float64) {
 	w := &e.workers[k]
+	if w.gone {
+		return
+	}
 	old := w.factor
 	w.factor = f
+	if sa, ok := e.acct.(speedAccountant); ok {
+		// LB follows the pace: the speed ratio at the workload's mean grain, f times slower.
+		grain := e.cfg.Workload.MeanGrain()
+		sa.speed(e.now, sched.WorkerID(k), float64(grain)/float64(e.cfg.Set.TaskTime(k, grain))/f)
+	}
 	for i := range w.slots {
 		s := &w.slots[i]
 		if !s.busy {
@@ -512,4 +624,45 @@ func (e *engine) slowdown(k int, f float64) {
 		s.ver++
 		e.q.push(event{at: s.end, kind: evTaskDone, slot: int32(i), ver: s.ver, m: msg{w: int32(k)}})
 	}
+}
+
+// leave: machine k leaves. What it runs and holds is lost, with no word to
+// the master but the WorkerLeft it is told now.
+func (e *engine) leave(k int) {
+	w := &e.workers[k]
+	if w.gone {
+		return
+	}
+	w.gone = true
+	for i := range w.slots {
+		w.slots[i].busy = false
+		w.slots[i].ver++
+	}
+	w.held = nil
+	e.clearSent(k)
+	e.step(sched.Event{Kind: sched.WorkerLeft, Worker: sched.WorkerID(k)})
+	e.checkDone()
+}
+
+// NoiseFactor is the noise of task task of batch batch: exp(sigma·Z −
+// sigma²/2) with Z a standard normal drawn from (seed, batch, task) alone
+// (mean 1; 1 when sigma is 0). Every instance of the task, on any machine
+// and under any policy, is slowed by this same factor.
+func NoiseFactor(seed uint64, batch, task int32, sigma float64) float64 {
+	if sigma == 0 {
+		return 1
+	}
+	h := mix64(seed ^ mix64(uint64(uint32(batch))<<32|uint64(uint32(task))))
+	u1 := (float64(h>>11) + 0.5) / (1 << 53) // in (0, 1)
+	u2 := float64(mix64(h+0x9e3779b97f4a7c15)>>11) / (1 << 53)
+	z := math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
+	return math.Exp(sigma*z - sigma*sigma/2)
+}
+
+// mix64 is splitmix64's finaliser.
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }

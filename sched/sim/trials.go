@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -21,12 +22,29 @@ type Summary struct {
 	// EfficiencyLB is LB / Total and EfficiencyBarrier BarrierBound /
 	// Total, of the means (the paper's efficiency of the average time).
 	EfficiencyLB, EfficiencyBarrier float64
+	// Opt is the mean clairvoyant floor (Result.Optimum.LB) and OptUB the
+	// mean total of the clairvoyant schedule; EfficiencyOpt is Opt / Total.
+	// OptExact says every trial's floor was exact (the model's optimum).
+	Opt, OptUB    time.Duration
+	EfficiencyOpt float64
+	// Nominal is the mean exact optimum with every task at its mean time
+	// (Optimum.Nominal) and EfficiencyNominal Nominal / Total.
+	Nominal           time.Duration
+	EfficiencyNominal float64
+	OptExact          bool
+	// MinEfficiencyOpt is the lowest Optimum.LB / total over the trials.
+	MinEfficiencyOpt float64
 	// Mean counts per run, from the ledger.
 	Originals, Replicas, CancelsHeld, CancelsRunning, Aborted, Duplicates float64
 	// Wasted is the mean compute spent on instances stopped while running.
 	Wasted time.Duration
 	// Mean counts per run, from the simulator.
 	HeldDropped, LateCancels, StaleResults float64
+	// Messages is the mean number of messages per run (tasks, cancels,
+	// results); MessagesPerTask and ReplicasPerTask divide by the tasks
+	// of a run.
+	Messages                         float64
+	MessagesPerTask, ReplicasPerTask float64
 	// Tasks, Instances and Events are totals over all trials.
 	Tasks, Instances, Events int
 }
@@ -93,10 +111,18 @@ feed:
 
 // summarize averages the results of one configuration's trials.
 func summarize(cfg Config, rs []Result) Summary {
-	s := Summary{Config: cfg, Trials: len(rs)}
+	s := Summary{Config: cfg, Trials: len(rs), OptExact: true, MinEfficiencyOpt: math.Inf(1)}
 	n := float64(len(rs))
-	var total, sync, comm, compute, busy, lb, bb, wasted float64
+	var total, sync, comm, compute, busy, lb, bb, wasted, opt, optUB, nominal float64
 	for _, r := range rs {
+		opt += float64(r.Optimum.LB)
+		nominal += float64(r.Optimum.Nominal)
+		optUB += float64(r.Optimum.UB)
+		s.OptExact = s.OptExact && r.Optimum.Exact
+		if r.Report.Total > 0 {
+			s.MinEfficiencyOpt = min(s.MinEfficiencyOpt, float64(r.Optimum.LB)/float64(r.Report.Total))
+		}
+		s.Messages += float64(r.Stats.Messages) / n
 		p := &r.Report
 		total += float64(p.Total)
 		sync += float64(p.SyncWait)
@@ -122,9 +148,19 @@ func summarize(cfg Config, rs []Result) Summary {
 	mean := func(x float64) time.Duration { return time.Duration(x / n) }
 	s.Total, s.SyncWait, s.Comm, s.Compute, s.Busy = mean(total), mean(sync), mean(comm), mean(compute), mean(busy)
 	s.LB, s.BarrierBound, s.Wasted = mean(lb), mean(bb), mean(wasted)
+	s.Opt, s.OptUB, s.Nominal = mean(opt), mean(optUB), mean(nominal)
 	if s.Total > 0 {
 		s.EfficiencyLB = float64(s.LB) / float64(s.Total)
 		s.EfficiencyBarrier = float64(s.BarrierBound) / float64(s.Total)
+		s.EfficiencyOpt = float64(s.Opt) / float64(s.Total)
+		s.EfficiencyNominal = float64(s.Nominal) / float64(s.Total)
+	}
+	if math.IsInf(s.MinEfficiencyOpt, 1) {
+		s.MinEfficiencyOpt = 0
+	}
+	if tasks := float64(cfg.Workload.Tasks()); tasks > 0 {
+		s.MessagesPerTask = s.Messages / tasks
+		s.ReplicasPerTask = s.Replicas / tasks
 	}
 	return s
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// A small part of the table: on the 10-D sphere, every strategy reaches
+// 1e-8 with every seed, the recommended ES and CMA-ES within the budgets
+// the README's table shows, and the numbers do not depend on -j.
+func TestSmallTable(t *testing.T) {
+	args := []string{"-problems", "sphere", "-dims", "10", "-seeds", "2", "-budget", "3000"}
+	code, out, errs := runCmd(t, append(args, "-j", "1")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var row []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| sphere ") {
+			for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+				row = append(row, strings.TrimSpace(c))
+			}
+		}
+	}
+	// problem, n, then evals, ok, best for paper, recommended, cma.
+	if len(row) != 11 || row[1] != "10" {
+		t.Fatalf("sphere row %q in:\n%s", row, out)
+	}
+	for i, name := range []string{"paper", "recommended", "cma"} {
+		if row[3+3*i] != "2/2" {
+			t.Errorf("%s: %s seeds reached 1e-8, want 2/2", name, row[3+3*i])
+		}
+	}
+	// Seeds 1 and 2 need (README): recommended 6,400–7,700, CMA-ES
+	// 1,400–1,500 evaluations; the paper's ES about 15,000.
+	for _, c := range []struct {
+		name   string
+		col    int
+		lo, hi int
+	}{{"recommended", 5, 5000, 9000}, {"cma", 8, 1000, 2000}, {"paper", 2, 12000, 20000}} {
+		var got int
+		if _, err := fmt.Sscan(row[c.col], &got); err != nil || got < c.lo || got > c.hi {
+			t.Errorf("%s: median evaluations %q, want in [%d, %d]", c.name, row[c.col], c.lo, c.hi)
+		}
+	}
+	for _, want := range []string{"paper        (30+70)-ES", "recommended  (10/10+70)-ES, recombination of x: intermediate, of σ: intermediate", "cma          CMA-ES"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, again, _ := runCmd(t, append(args, "-j", "3")...); code != 0 || again != out {
+		t.Errorf("-j 3 printed another table:\n%s", again)
+	}
+}
+
+// The collapse table shows the paper's ES stalling while its step sizes
+// vanish, and the recommended ES converging.
+func TestCollapse(t *testing.T) {
+	code, out, errs := runCmd(t, "-collapse", "-dim", "10", "-gens", "400", "-every", "200")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"paper: (30+70)-ES", "recommended: (10/10+70)-ES", "| 400 ", "σ geo-mean"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-problems", "mandelbrot"}, {"-problems", "nosuch"}, {"-dims", "1"}, {"-dims", "x"},
+		{"-seeds", "0"}, {"-budget", "0"}, {"-j", "0"}, {"-strategies", "nosuch"},
+		{"-strategies", "es,mu=x"}, {"-strategies", "es,colour=red"}, {"-target", "NaN"}, {"extra"},
+	} {
+		if code, _, errs := runCmd(t, args...); code != 2 || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+	if code, out, _ := runCmd(t, "-h"); code != 0 || !strings.Contains(out, "Usage: esbench") {
+		t.Errorf("-h: exit %d", code)
+	}
+	// A strategy that is not a valid configuration fails the run, exit 1.
+	if code, _, errs := runCmd(t, "-problems", "sphere", "-dims", "2", "-seeds", "1", "-strategies", "es,mu=5,rho=9,x=discrete"); code != 1 || !strings.Contains(errs, "Rho") {
+		t.Errorf("invalid strategy: exit %d, %q", code, errs)
+	}
+}

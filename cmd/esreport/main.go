@@ -1,0 +1,203 @@
+// Command esreport reads the JSON report of a run (esrun -report FILE),
+// prints a text summary of it and, with -png, draws it: per generation,
+// the time stacked as compute, sync wait and comm (papers.md §1, as in
+// the paper's Fig. 5); the convergence (best and mean fitness of the
+// parents per generation); and each worker's utilisation.
+//
+//	esreport run.json
+//	esreport run.json -png run.png
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usageText = `Usage: esreport REPORT.json [-png FILE] [-width PX] [-height PX]
+
+esreport prints a summary of a run's JSON report (esrun -report FILE):
+where the time went (compute, sync wait and comm, esgrid's and the
+paper's), the efficiency, what the policy did, the best fitness and each
+worker's utilisation. With -png it also draws the run: the time of every
+generation stacked as compute, sync wait and comm; the convergence (best
+and mean fitness of the parents per generation); and the utilisation of
+every worker.
+
+Flags:
+`
+
+type options struct {
+	report        string
+	png           string
+	width, height int
+}
+
+func parseOptions(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("esreport", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.png, "png", "", "draw the run into the PNG `FILE`")
+	fs.IntVar(&o.width, "width", 1200, "the picture's width in `PX`")
+	fs.IntVar(&o.height, "height", 1500, "the picture's height in `PX`")
+	// The report may come before or after the flags.
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		o.report, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.report == "" && fs.NArg() == 1:
+		o.report = fs.Arg(0)
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.report == "":
+		return nil, errors.New("name the report: esreport REPORT.json")
+	case o.width < 200 || o.width > 10000 || o.height < 200 || o.height > 10000:
+		return nil, fmt.Errorf("-width and -height must be in [200, 10000], got %d×%d", o.width, o.height)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usageText)
+		fs := flag.NewFlagSet("esreport", flag.ContinueOnError)
+		fs.SetOutput(stdout)
+		fs.String("png", "", "draw the run into the PNG `FILE`")
+		fs.Int("width", 1200, "the picture's width in `PX`")
+		fs.Int("height", 1500, "the picture's height in `PX`")
+		fs.PrintDefaults()
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "esreport: %v (esreport -h for help)\n", err)
+		return 2
+	}
+	rep, err := readReport(o.report)
+	if err != nil {
+		fmt.Fprintf(stderr, "esreport: %v\n", err)
+		return 1
+	}
+	fmt.Fprint(stdout, summary(rep))
+	if o.png != "" {
+		if err := ctx.Err(); err != nil {
+			return 1
+		}
+		if err := drawReport(rep, o.png, o.width, o.height); err != nil {
+			fmt.Fprintf(stderr, "esreport: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "picture: %s\n", o.png)
+	}
+	return 0
+}
+
+// report is the part of esrun's -report file that esreport reads.
+type report struct {
+	Config struct {
+		Problem  string `json:"problem"`
+		Strategy string `json:"strategy"`
+		Mu       int    `json:"mu"`
+		Lambda   int    `json:"lambda"`
+		Dim      int    `json:"dim"`
+		Seed     uint64 `json:"seed"`
+		Grid     *struct {
+			Sched string `json:"sched"`
+		} `json:"grid"`
+		Evaluator string `json:"evaluator"`
+	} `json:"config"`
+	Generations []struct {
+		Gen   int      `json:"gen"`
+		Evals int      `json:"evals"`
+		Best  *float64 `json:"best"`
+		Mean  *float64 `json:"mean"`
+	} `json:"generations"`
+	Stop string `json:"stop"`
+	Best struct {
+		F *float64 `json:"f"`
+	} `json:"best"`
+	Evals       int     `json:"evals"`
+	WallSeconds float64 `json:"wall_seconds"`
+	Schedule    *struct {
+		Policy            string  `json:"policy"`
+		Workers           int     `json:"workers"`
+		Total             float64 `json:"total"`
+		SyncWait          float64 `json:"sync_wait"`
+		Comm              float64 `json:"comm"`
+		CommPaper         float64 `json:"comm_paper"`
+		Compute           float64 `json:"compute"`
+		LB                float64 `json:"lb"`
+		BarrierBound      float64 `json:"barrier_bound"`
+		RoundTrip         float64 `json:"round_trip"`
+		EfficiencyLB      float64 `json:"efficiency_lb"`
+		EfficiencyBarrier float64 `json:"efficiency_barrier"`
+		Originals         int     `json:"originals"`
+		Replicas          int     `json:"replicas"`
+		CancelsHeld       int     `json:"cancels_held"`
+		CancelsRunning    int     `json:"cancels_running"`
+		CancelsLate       int     `json:"cancels_late"`
+		Wasted            float64 `json:"wasted"`
+		Duplicates        int     `json:"duplicates"`
+		Stale             int     `json:"stale"`
+		Generations       []struct {
+			Gen       int     `json:"gen"`
+			Total     float64 `json:"total"`
+			SyncWait  float64 `json:"sync_wait"`
+			Comm      float64 `json:"comm"`
+			CommPaper float64 `json:"comm_paper"`
+			Compute   float64 `json:"compute"`
+			Replicas  int     `json:"replicas"`
+		} `json:"generations"`
+		PerWorker []struct {
+			Worker    int     `json:"worker"`
+			Name      string  `json:"name"`
+			Host      string  `json:"host"`
+			Slots     int     `json:"slots"`
+			Present   float64 `json:"present"`
+			Busy      float64 `json:"busy"`
+			Comm      float64 `json:"comm"`
+			CommPaper float64 `json:"comm_paper"`
+			Accepted  int     `json:"accepted"`
+			MeanExec  float64 `json:"mean_exec"`
+			RoundTrip float64 `json:"round_trip"`
+		} `json:"per_worker"`
+	} `json:"schedule"`
+}
+
+// maxReport bounds the file read: a report of a million generations is
+// a few hundred MB.
+const maxReport = 1 << 30
+
+func readReport(path string) (*report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rep report
+	dec := json.NewDecoder(io.LimitReader(f, maxReport))
+	if err := dec.Decode(&rep); err != nil {
+		return nil, fmt.Errorf("%s: not an esrun report: %w", path, err)
+	}
+	if len(rep.Generations) == 0 && rep.Schedule == nil {
+		return nil, fmt.Errorf("%s: the report has no generation", path)
+	}
+	return &rep, nil
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// writeFile writes s to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, s string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// unchanged fails the test if path does not hold want.
+func unchanged(t *testing.T, path, want string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != want {
+		t.Errorf("%s now holds %q (%v), want it left as %q", path, b, err, want)
+	}
+}
+
+// A run refuses, before any work, to replace a checkpoint or a report that
+// it did not write, unless -force says so or the checkpoint is the one
+// -resume continues; and a file it could not write at all is refused
+// at once too.
+func TestOutputFilesNotClobbered(t *testing.T) {
+	dir := t.TempDir()
+	// A real checkpoint of another run, to continue.
+	ckpt := filepath.Join(dir, "run.ckpt")
+	if code, _, stderr := esrun(context.Background(), "-inprocess", "-dim", "4", "-gens", "2", "-quiet", "-checkpoint", ckpt); code != 0 {
+		t.Fatal(stderr)
+	}
+	saved, err := os.ReadFile(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := writeFile(t, dir, "run.json", `{"a good": "report"}`)
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+
+	small := []string{"-inprocess", "-dim", "4", "-gens", "3", "-quiet"}
+	tests := []struct {
+		name string
+		args []string
+		want string // in the one-line message
+	}{
+		{"fresh run over a checkpoint", []string{"-checkpoint", ckpt}, "-checkpoint " + ckpt + ": the file exists"},
+		{"the hint names the flags", []string{"-checkpoint", ckpt}, "-resume " + ckpt + ", or give -force"},
+		{"fresh run over a report", []string{"-report", report}, "-report " + report + ": the file exists"},
+		{"resume into another run's checkpoint", []string{"-resume", ckpt, "-checkpoint", report}, "-checkpoint " + report + ": the file exists"},
+		{"resume over a report", []string{"-resume", ckpt, "-report", report}, "-report " + report + ": the file exists"},
+		{"no directory", []string{"-checkpoint", filepath.Join(dir, "nodir", "x.ckpt")}, "there is no directory " + filepath.Join(dir, "nodir")},
+		{"report in no directory", []string{"-report", filepath.Join(report, "x.json")}, "there is no directory " + report},
+		{"checkpoint is a directory", []string{"-checkpoint", sub, "-force"}, "-checkpoint " + sub + " is a directory"},
+		{"report is a directory", []string{"-report", sub, "-force"}, "-report " + sub + " is a directory"},
+		{"report is the checkpoint", []string{"-checkpoint", ckpt, "-report", ckpt, "-force"}, "-report and -checkpoint name the same file"},
+		{"report is the resumed checkpoint", []string{"-resume", ckpt, "-report", ckpt, "-force"}, "-report and -checkpoint name the same file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if !strings.Contains(strings.Join(args, " "), "-resume") {
+				args = append(append([]string{}, small...), args...)
+			}
+			code, stdout, stderr := esrun(context.Background(), args...)
+			if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one line with %q", code, stdout, stderr, tt.want)
+			}
+			unchanged(t, ckpt, string(saved))
+			unchanged(t, report, `{"a good": "report"}`)
+		})
+	}
+
+	// Allowed: -resume rewrites the checkpoint it continues; -force
+	// replaces both files.
+	if code, _, stderr := esrun(context.Background(), "-resume", ckpt, "-gens", "3", "-quiet"); code != 0 {
+		t.Fatalf("-resume: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := esrun(context.Background(), append(small, "-checkpoint", ckpt, "-report", report, "-force")...); code != 0 {
+		t.Fatalf("-force: exit %d: %s", code, stderr)
+	}
+	if r := readReport(t, report); r.Stop != "generations" || len(r.Generations) != 4 {
+		t.Errorf("-force: report stop %q, %d generations", r.Stop, len(r.Generations))
+	}
+	// A second path to the checkpoint is still the checkpoint resumed.
+	link := filepath.Join(dir, "link.ckpt")
+	if err := os.Symlink(ckpt, link); err == nil {
+		if code, _, stderr := esrun(context.Background(), "-resume", ckpt, "-checkpoint", link, "-gens", "4", "-quiet"); code != 0 {
+			t.Errorf("-resume through a link: exit %d: %s", code, stderr)
+		}
+	}
+}
+
+// cancelAt is a stdout that cancels the run once the progress line of a
+// generation has been printed: Ctrl-C in the middle of a run.
+type cancelAt struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	line   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelAt) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.line) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// An interrupted run leaves an existing report as it was, even with
+// -force, and writes its own beside it as FILE.partial; the hint to
+// continue names the checkpoint it wrote, which is there.
+func TestInterruptedRunKeepsReport(t *testing.T) {
+	for _, mode := range [][]string{{"-inprocess"}, {"-local", "2", "-sched", "wq"}} {
+		t.Run(mode[0], func(t *testing.T) {
+			dir := t.TempDir()
+			report := writeFile(t, dir, "run.json", `{"a good": "report"}`)
+			ckpt := filepath.Join(dir, "run.ckpt")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := &cancelAt{line: "gen    3 ", cancel: cancel}
+			var errb bytes.Buffer
+			args := append([]string{"-dim", "4", "-gens", "50", "-checkpoint", ckpt, "-report", report, "-force"}, mode...)
+			code := run(ctx, args, out, &errb)
+			stderr := errb.String()
+			if code != 1 {
+				t.Fatalf("exit %d, want 1; stderr %q", code, stderr)
+			}
+			unchanged(t, report, `{"a good": "report"}`)
+			last := stderr[strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n")+1:]
+			for _, want := range []string{"interrupted", "(continue with -resume " + ckpt + "; partial report in " + report + ".partial)"} {
+				if !strings.Contains(last, want) {
+					t.Errorf("last line %q lacks %q", last, want)
+				}
+			}
+			if _, err := os.Stat(ckpt); err != nil {
+				t.Errorf("the hint names %s: %v", ckpt, err)
+			}
+			r := readReport(t, report+".partial")
+			if r.Stop != "" || len(r.Generations) < 4 || r.Generations[3].Gen != 3 {
+				t.Errorf("partial report: stop %q, %d generations", r.Stop, len(r.Generations))
+			}
+			var raw map[string]any
+			b, _ := os.ReadFile(report + ".partial")
+			if json.Unmarshal(b, &raw) != nil || !strings.Contains(raw["error"].(string), "interrupted") {
+				t.Errorf("partial report's error: %v", raw["error"])
+			}
+			// The checkpoint continues the run.
+			if code, _, stderr := esrun(context.Background(), "-resume", ckpt, "-gens", "6", "-quiet", "-inprocess"); code != 0 {
+				t.Errorf("resume: exit %d: %s", code, stderr)
+			}
+		})
+	}
+}
+
+// A run that stops before it has written a checkpoint names none, and a
+// run without -report writes no report anywhere.
+func TestNoHintWithoutCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "run.ckpt")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code, _, stderr := esrun(ctx, "-inprocess", "-dim", "4", "-quiet", "-checkpoint", ckpt)
+	if code != 1 || strings.Contains(stderr, "-resume") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want 1 and no -resume hint", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("files left: %v", entries)
+	}
+}
+
+func TestResumableCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	there := writeFile(t, dir, "there.ckpt", "x")
+	other := writeFile(t, dir, "other.ckpt", "x")
+	gone := filepath.Join(dir, "gone.ckpt")
+	tests := []struct {
+		checkpoint, resume string
+		wrote              bool
+		want               string
+	}{
+		{there, "", true, there},
+		{there, "", false, ""},       // this run wrote nothing: the file is another run's
+		{gone, "", true, ""},         // written, then lost: name nothing
+		{there, other, false, other}, // interrupted before a generation: the one resumed
+		{there, other, true, there},
+		{gone, other, true, other},
+		{dir, "", true, ""}, // not a file
+		{"", "", true, ""},
+	}
+	for _, tt := range tests {
+		o := &options{checkpoint: tt.checkpoint, resume: tt.resume}
+		if got := resumableCheckpoint(o, tt.wrote); got != tt.want {
+			t.Errorf("checkpoint %q resume %q wrote %v: %q, want %q", tt.checkpoint, tt.resume, tt.wrote, got, tt.want)
+		}
+	}
+}
+
+// The report is replaced whole: no temporary file is left behind, and
+// the mode is the usual one.
+func TestWriteReportAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "r.json", "old")
+	if err := writeReport(path, &report{Stop: "generations"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := readReport(t, path); r.Stop != "generations" {
+		t.Errorf("stop %q", r.Stop)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("files: %v", entries)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, %v", fi.Mode(), err)
+	}
+	if err := writeReport(filepath.Join(dir, "nodir", "r.json"), &report{}); err == nil || !strings.Contains(err.Error(), "report "+filepath.Join(dir, "nodir", "r.json")) {
+		t.Errorf("unwritable: %v", err)
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/esgrid/esgrid/problems"
+)
+
+// Every numeric flag with a hostile value is a usage error: exit status 2,
+// one line on stderr, before any work, and never a Go panic or an
+// out-of-memory trace. The sizes asked for here exceed any machine's
+// memory, so the test does not depend on this one's.
+func TestHostileFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-lu", "4000000000"}, "-lu must be ≤ " + strconv.Itoa(problems.MaxLoadN)},
+		{[]string{"-lu", "100000"}, "-lu must be ≤ "},
+		{[]string{"-lu", strconv.Itoa(problems.MaxLoadN + 1)}, "-lu must be ≤ "},
+		{[]string{"-lu", "99999999999999999999"}, `invalid value "99999999999999999999" for flag -lu`},
+		{[]string{"-mu", "2000000000"}, "a (2000000000+70)-ES in 30 dimensions"},
+		{[]string{"-mu", "2e9"}, `invalid value "2e9" for flag -mu`},
+		{[]string{"-mu", "-2000000000"}, "-mu must be ≥ 1"},
+		{[]string{"-lambda", "2000000000"}, "needs about"},
+		{[]string{"-lambda", "9223372036854775807"}, "needs about"},
+		{[]string{"-dim", "1000000000"}, "a (30+70)-ES in 1000000000 dimensions"},
+		{[]string{"-dim", "9223372036854775807"}, "needs about"},
+		{[]string{"-dim", "1e9"}, `invalid value "1e9" for flag -dim`},
+		{[]string{"-problem", "ellipsoid", "-dim", "1000000000000"}, "needs about"},
+		{[]string{"-inprocess", "-dim", "1000000000"}, "needs about"},
+		{[]string{"-inprocess", "-slots", "65536", "-lu", "4096"}, "with an LU load of 4096×4096 on 65536 slots needs about"},
+		{[]string{"-local", "1024", "-slots", "65536"}, "on 1024 local workers × 65536 slots needs about"},
+		{[]string{"-local", "1000000"}, "-local must be ≤ 1024"},
+		{[]string{"-slots", "9223372036854775807"}, "-slots must be ≤ 65536"},
+		{[]string{"-min-workers", "1000000000"}, "-min-workers must be ≤ 65536"},
+		{[]string{"-gens", "-9223372036854775808"}, "-gens must be ≥ 0"},
+		{[]string{"-max-evals", "-1"}, "-max-evals must be ≥ 0"},
+		{[]string{"-seed", "-1"}, `invalid value "-1" for flag -seed`},
+		{[]string{"-sigma", "NaN"}, "-sigma must be finite"},
+		{[]string{"-sigma", "Inf"}, "-sigma must be finite"},
+		{[]string{"-sigma", "1e308"}, "-sigma must be ≤"},
+		{[]string{"-target", "-Inf"}, "-target must be finite"},
+		{[]string{"-target", "NaN"}, "-target must be finite"},
+		{[]string{"-load-ms", "NaN"}, "-load-ms must be in [0, 60000]"},
+		{[]string{"-load-ms", "Inf"}, "-load-ms must be in [0, 60000]"},
+		{[]string{"-load-ms", "-Inf"}, "-load-ms must be in [0, 60000]"},
+		{[]string{"-load-ms", "1e308"}, "-load-ms must be in [0, 60000]"},
+		{[]string{"-load-ms", "1e-300"}, "-load-ms 1e-300"},
+		{[]string{"-listen", "127.0.0.1:99999999999999999999"}, "is not a number in [0, 65535]"},
+		{[]string{"-gossip", "127.0.0.1:-1"}, "is not a number in [0, 65535]"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, stdout, stderr := esrun(context.Background(), tt.args...)
+			if code != 2 || stdout != "" {
+				t.Errorf("exit %d, stdout %q; want 2 and nothing", code, stdout)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "esrun: ") || !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr %q, want one line with %q", stderr, tt.want)
+			}
+			for _, bad := range []string{"goroutine", "panic", "listening"} {
+				if strings.Contains(stderr, bad) {
+					t.Errorf("stderr has %q: %q", bad, stderr)
+				}
+			}
+		})
+	}
+}
+
+// The estimate grows with what sizes a run, and the default run is far
+// below any machine's budget.
+func TestMemoryEstimate(t *testing.T) {
+	def, err := parseOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := footprint{mu: 30, lambda: 70, dim: 30}
+	if b := memoryEstimate(def, base); b > 100<<20 {
+		t.Errorf("default run: %v bytes", b)
+	}
+	for _, tt := range []struct {
+		name string
+		f    footprint
+	}{
+		{"dim", footprint{mu: 30, lambda: 70, dim: 3000}},
+		{"mu", footprint{mu: 3000, lambda: 70, dim: 30}},
+		{"lambda", footprint{mu: 30, lambda: 7000, dim: 30}},
+		{"load", footprint{mu: 30, lambda: 70, dim: 30, loadN: 1000}},
+		{"cma", footprint{mu: 30, lambda: 70, dim: 1000, cma: true}},
+	} {
+		f := tt.f
+		if f.cma {
+			base.dim = f.dim
+		}
+		if memoryEstimate(def, f) <= memoryEstimate(def, base) {
+			t.Errorf("%s: the estimate does not grow", tt.name)
+		}
+	}
+	// Each local agent builds its own load.
+	o1, _ := parseOptions([]string{"-local", "1", "-slots", "1"})
+	o4, _ := parseOptions([]string{"-local", "4", "-slots", "1"})
+	f := footprint{mu: 30, lambda: 70, dim: 30, loadN: 2000}
+	if d := memoryEstimate(o4, f) - memoryEstimate(o1, f); d < 3*float64(problems.LoadBytes(2000, 1)) {
+		t.Errorf("3 more agents with a 2000×2000 load add %v bytes", d)
+	}
+}

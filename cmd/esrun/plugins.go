@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/problems/plugin"
+)
+
+// Problem plugins in esrun: -plugin NAME=PATH lists one (repeatable).
+// -problem NAME is a built-in if there is one of that name (a plugin may
+// not take a built-in's name), else a listed plugin. A plugin problem is
+// started once here, to read its hello: the ES needs its bounds, and its
+// dimension when it accepts only one. With -inprocess it is the pool's
+// problem; on a grid, the local agents get the same list, and remote
+// workers must list the plugin under the same name themselves.
+
+// catalogOf checks -plugin once and keeps the catalog in o.
+func catalogOf(o *options) (*plugin.Catalog, error) {
+	if o.catalog != nil || len(o.plugins) == 0 {
+		return o.catalog, nil
+	}
+	cat, err := plugin.NewCatalog(o.plugins...)
+	if err != nil {
+		return nil, usagef("-plugin: %v", err)
+	}
+	o.catalog = cat
+	return cat, nil
+}
+
+// openProblem builds -problem with -dim. For a plugin whose hello accepts
+// a single dimension, that dimension is the default of -dim (o.dim is set
+// to it).
+func openProblem(o *options) (problems.Problem, error) {
+	cat, err := catalogOf(o)
+	if err != nil {
+		return nil, err
+	}
+	if _, listed := cat.Lookup(o.problem); !listed {
+		if !slices.Contains(problems.Names(), o.problem) {
+			return nil, usagef("-problem %q is not known (built in: %s; a plugin needs -plugin %s=PATH)",
+				o.problem, strings.Join(problems.Names(), ", "), o.problem)
+		}
+		p, err := problems.New(o.problem, o.dim)
+		if err != nil {
+			return nil, usagef("-dim %d: %v", o.dim, err)
+		}
+		return p, nil
+	}
+	p, err := openPlugin(o, o.problem, 0)
+	if err != nil {
+		return nil, err
+	}
+	h := p.Hello()
+	if !o.set["dim"] && h.MinDim == h.MaxDim {
+		o.dim = h.MinDim
+	}
+	if !h.Accepts(o.dim) {
+		p.Close()
+		return nil, usagef("-dim %d: plugin %s accepts dimension %s", o.dim, o.problem, h.Dims())
+	}
+	return p, nil
+}
+
+// newProblem builds the problem name of dimension dim, a built-in or a
+// listed plugin (for -resume, whose checkpoint names both).
+func newProblem(o *options, name string, dim int) (problems.Problem, error) {
+	cat, err := catalogOf(o)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(problems.Names(), name) {
+		return problems.New(name, dim)
+	}
+	if _, listed := cat.Lookup(name); !listed {
+		return nil, fmt.Errorf("problem %q is neither built in nor a plugin given with -plugin %s=PATH", name, name)
+	}
+	return openPlugin(o, name, dim)
+}
+
+// openPlugin starts the listed plugin name; dim 0 accepts any.
+func openPlugin(o *options, name string, dim int) (*plugin.Problem, error) {
+	e, _ := o.catalog.Lookup(name)
+	procs := o.slots
+	if procs <= 0 {
+		procs = runtime.NumCPU()
+	}
+	p, err := plugin.Open(context.Background(), plugin.Config{Name: e.Name, Path: e.Path, Dim: dim, Procs: procs})
+	if err != nil {
+		return nil, fmt.Errorf("-plugin %s: %w", e, err)
+	}
+	return p, nil
+}
+
+// closeProblem stops a plugin problem's processes; built-ins hold none.
+func closeProblem(p problems.Problem) {
+	if c, ok := p.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+// pluginHint is what the esworker command line that esrun suggests
+// needs when the run's problem is a plugin.
+func pluginHint(o *options, problem string) string {
+	if _, listed := o.catalog.Lookup(problem); !listed {
+		return ""
+	}
+	return " -plugin " + problem + "=PATH"
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
+)
+
+// buildGoPlugin builds examples/plugins/rastrigin-go into dir.
+func buildGoPlugin(t *testing.T, dir string) string {
+	t.Helper()
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go tool to build the example plugin")
+		}
+	}
+	path := filepath.Join(dir, "rastrigin-go")
+	if out, err := exec.Command(goTool, "build", "-o", path, "github.com/esgrid/esgrid/examples/plugins/rastrigin-go").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return path
+}
+
+// trajectory reads a -report file: the evolution (every generation's
+// figures, the best individual) without the times.
+func trajectory(t *testing.T, path string) (gens []map[string]any, best any, cfg map[string]any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Config      map[string]any   `json:"config"`
+		Generations []map[string]any `json:"generations"`
+		Best        any              `json:"best"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rep.Generations {
+		delete(g, "wall_seconds")
+	}
+	return rep.Generations, rep.Best, rep.Config
+}
+
+// esrun -problem NAME -plugin NAME=PATH runs the plugin in-process and on
+// the local grid, and both runs equal the built-in's, bit for bit.
+func TestPluginRunsEqualBuiltin(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	plug := "rastrigin-go=" + buildGoPlugin(t, dir)
+	common := []string{"-dim", "6", "-mu", "4", "-lambda", "9", "-gens", "12", "-seed", "5", "-quiet"}
+	runs := []struct {
+		name string
+		args []string
+	}{
+		{"builtin", []string{"-inprocess", "-problem", "rastrigin"}},
+		{"plugin-inprocess", []string{"-inprocess", "-problem", "rastrigin-go", "-plugin", plug, "-slots", "2"}},
+		{"plugin-grid", []string{"-problem", "rastrigin-go", "-plugin", plug, "-local", "2", "-slots", "1"}},
+	}
+	var want []map[string]any
+	var wantBest any
+	for _, r := range runs {
+		report := filepath.Join(dir, r.name+".json")
+		args := append(append(r.args, common...), "-report", report)
+		code, out, errOut := esrun(context.Background(), args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", r.name, code, out, errOut)
+		}
+		gens, best, _ := trajectory(t, report)
+		if want == nil {
+			want, wantBest = gens, best
+			continue
+		}
+		if !reflect.DeepEqual(gens, want) || !reflect.DeepEqual(best, wantBest) {
+			t.Errorf("%s differs from the built-in run:\n%v\n%v", r.name, gens, want)
+		}
+	}
+}
+
+// pythonFixedDim writes a copy of the Python example that accepts only
+// dimension 4, under another name, or skips.
+func pythonFixedDim(t *testing.T, dir string) string {
+	t.Helper()
+	if exec.Command("/usr/bin/python3", "-c", "import msgpack").Run() != nil {
+		t.Skip("/usr/bin/python3 with msgpack not found (apt-get install python3-msgpack)")
+	}
+	b, err := os.ReadFile("../../examples/plugins/sphere-py/sphere.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.NewReplacer(`"min_dim": 1`, `"min_dim": 4`, `"max_dim": 0`, `"max_dim": 4`, `"name": "sphere-py"`, `"name": "sphere4"`).Replace(string(b))
+	if !strings.Contains(src, `"max_dim": 4`) {
+		t.Fatal("the Python example's hello changed; update this test")
+	}
+	path := filepath.Join(dir, "sphere4.py")
+	if err := os.WriteFile(path, []byte(src), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A plugin that accepts one dimension sets -dim's default; another -dim
+// is a usage error naming what it accepts.
+func TestPluginDimensionFromHello(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	plug := "sphere4=" + pythonFixedDim(t, dir)
+	report := filepath.Join(dir, "r.json")
+	code, out, errOut := esrun(context.Background(), "-inprocess", "-problem", "sphere4", "-plugin", plug, "-gens", "3", "-quiet", "-report", report)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if _, _, cfg := trajectory(t, report); cfg["dim"] != 4.0 || cfg["lower"] != -5.12 || cfg["upper"] != 5.12 {
+		t.Errorf("config %v: want dim 4 and the plugin's bounds", cfg)
+	}
+	code, _, errOut = esrun(context.Background(), "-inprocess", "-problem", "sphere4", "-plugin", plug, "-dim", "5")
+	if code != 2 || !strings.Contains(errOut, "-dim 5: plugin sphere4 accepts dimension 4") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+}
+
+func TestBadPlugins(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	dies := filepath.Join(dir, "dies")
+	os.WriteFile(dies, []byte("#!/bin/sh\necho 'cannot open model.dat' >&2\nexit 4\n"), 0o755)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-problem", "sim", "-plugin", "sim=" + dir + "/none"}, 2, "no such file"},
+		{[]string{"-problem", "sim", "-plugin", "sim"}, 2, "want NAME=PATH"},
+		{[]string{"-problem", "ridge", "-plugin", "ridge=" + dies}, 2, "built-in problem"},
+		{[]string{"-problem", "sim", "-plugin", "other=" + dies}, 2, "a plugin needs -plugin sim=PATH"},
+		{[]string{"-problem", "sim", "-plugin", "sim=" + dies}, 1, "cannot open model.dat"},
+	}
+	for _, c := range cases {
+		code, _, errOut := esrun(context.Background(), append([]string{"-inprocess"}, c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%q: exit %d, %q; want %d and one line with %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}
+
+// A checkpointed plugin run resumes with the same -plugin, and says what
+// is missing without it.
+func TestPluginResume(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	plug := "rastrigin-go=" + buildGoPlugin(t, dir)
+	ckpt := filepath.Join(dir, "run.ckpt")
+	code, out, errOut := esrun(context.Background(), "-inprocess", "-problem", "rastrigin-go", "-plugin", plug, "-dim", "4", "-gens", "3", "-quiet", "-checkpoint", ckpt)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = esrun(context.Background(), "-inprocess", "-resume", ckpt, "-gens", "6", "-quiet")
+	if code == 0 || !strings.Contains(errOut, "-plugin rastrigin-go=PATH") {
+		t.Errorf("resume without -plugin: exit %d, %q", code, errOut)
+	}
+	code, out, errOut = esrun(context.Background(), "-inprocess", "-resume", ckpt, "-plugin", plug, "-gens", "6", "-quiet")
+	if code != 0 || !strings.Contains(out, "after generation 6") {
+		t.Errorf("resume: exit %d\n%s%s", code, out, errOut)
+	}
+}

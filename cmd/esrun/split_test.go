@@ -1,0 +1,47 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+)
+
+func TestSplitFlags(t *testing.T) {
+	for _, tc := range []struct {
+		o  splitOptions
+		ok bool
+	}{
+		{splitOptions{rule: "off"}, true},
+		{splitOptions{rule: "paper", window: 36, cost: time.Millisecond}, true},
+		{splitOptions{rule: "gain"}, true},
+		{splitOptions{rule: "sometimes"}, false},
+		{splitOptions{rule: "paper", window: -1}, false},
+		{splitOptions{rule: "paper", window: grid.MaxOverloadWindow + 1}, false},
+		{splitOptions{rule: "paper", cost: 2 * time.Second}, false},
+		{splitOptions{rule: "paper", cost: -time.Millisecond}, false},
+	} {
+		err := tc.o.check()
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: %v", tc.o, err)
+		}
+	}
+	c := (&splitOptions{rule: "gain", window: 10, cost: time.Millisecond}).config()
+	if c.Rule != grid.SplitGain || c.Window != 10 || c.MessageCost != time.Millisecond {
+		t.Errorf("config %+v", c)
+	}
+}
+
+func TestMastersRecord(t *testing.T) {
+	st := grid.MasterStats{Assignments: 100}
+	st.SplitStats = grid.SplitStats{OverloadWindow: 18, OverloadMean: 1.5, Overloaded: true, MastersMax: 3, Splits: 2,
+		Timeline: []grid.MastersAt{{Masters: 1}, {At: time.Second, Masters: 2}}}
+	r := newMastersRecord("paper", st)
+	if r.Rule != "paper" || r.OverloadWindow != 18 || !r.Overloaded || r.MastersMax != 3 || r.Assignments != 100 ||
+		len(r.Timeline) != 2 || r.Timeline[1].At != 1 {
+		t.Errorf("%+v", r)
+	}
+	if r := newMastersRecord("off", grid.MasterStats{}); r.MastersMax != 1 {
+		t.Errorf("no split: %d masters", r.MastersMax)
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every numeric flag with a hostile value is a usage error: exit status 2,
+// one line on stderr, before any simulation, and never a Go panic, an
+// out-of-memory trace or a run that does not end. The sizes asked for
+// exceed any machine's memory, so the test does not depend on this one's.
+func TestHostileFlags(t *testing.T) {
+	dir := t.TempDir()
+	machines := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	huge := machines("huge.txt", "machine M1 speed=1\n"+strings.Repeat("# padding\n", maxSetFile/10+1))
+	nanSpeed := machines("nan.txt", "machine M1 speed=NaN\n")
+	infSpeed := machines("inf.txt", "machine M1 speed=+Inf\n")
+	slow := machines("slow.txt", "machine M1 speed=1e-300\n")
+	manyCPUs := machines("cpus.txt", "machine M1 speed=1 cpus=4096 count=65536\n")
+	tooManyCPUs := machines("cpus2.txt", "machine M1 speed=1 cpus=1000000000000\n")
+
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-trials", "1000000000"}, "needs about"},
+		{[]string{"-trials", "1e9"}, `invalid value "1e9" for flag -trials`},
+		{[]string{"-trials", "0"}, "-trials must be at least 1"},
+		{[]string{"-trials", "100000"}, "54 settings × 100000 trials"},
+		{[]string{"-lambda", "1000000000"}, "-lambda must be at most 1000000"},
+		{[]string{"-lambda", "-1"}, "-lambda must be at least 1"},
+		{[]string{"-mu", "2000000000"}, "-mu must be at most 1000000"},
+		{[]string{"-mu", "-1"}, "-mu must not be negative"},
+		{[]string{"-gens", "1000000000"}, "-gens must be at most 10000000"},
+		{[]string{"-gens", "1000000"}, "one run would have 70000030 tasks"},
+		{[]string{"-gens", "0"}, "-gens must be at least 1"},
+		{[]string{"-workload", "bag", "-tasks", "1000000000"}, "-tasks must be at most 1000000"},
+		{[]string{"-workload", "bag", "-tasks", "-5"}, "-tasks must be at least 1"},
+		{[]string{"-lambda", "1000000", "-gens", "9"}, "cyclic's simulation cost grows with the square of a batch"},
+		{[]string{"-noise", "NaN"}, "-noise must be between 0 and 2"},
+		{[]string{"-noise", "Inf"}, "-noise must be between 0 and 2"},
+		{[]string{"-noise", "-1"}, "-noise must be between 0 and 2"},
+		{[]string{"-gran", "NaN"}, `-gran: "NaN" is not a duration`},
+		{[]string{"-gran", "Inf"}, `-gran: "Inf" is too long`},
+		{[]string{"-gran", "1e300"}, `-gran: "1e300" is too long`},
+		{[]string{"-gran", "-5"}, `-gran: "-5" is negative`},
+		{[]string{"-gran", "0"}, "-gran: must be positive"},
+		{[]string{"-gran", "2h"}, "-gran: 2h0m0s is longer than 1h0m0s"},
+		{[]string{"-gran", "9999999999h"}, "-gran: "},
+		{[]string{"-delay", "-1"}, `-delay: "-1" is negative`},
+		{[]string{"-delay", "1e300"}, `-delay: "1e300" is too long`},
+		{[]string{"-delay", "90m"}, "-delay: 1h30m0s is longer than 1h0m0s"},
+		{[]string{"-engine-cost", "2h"}, "-engine-cost: 2h0m0s is longer"},
+		{[]string{"-master-cost", "1e300"}, "-master-cost: "},
+		{[]string{"-send-cost", "NaN"}, "-send-cost: "},
+		{[]string{"-recv-cost", "2h"}, "-recv-cost: 2h0m0s is longer"},
+		{[]string{"-slowdown", "L1@1s*Inf"}, "must be a positive number"},
+		{[]string{"-slowdown", "L1@1s*NaN"}, "must be a positive number"},
+		{[]string{"-slowdown", "L1@1s*0"}, "must be a positive number"},
+		{[]string{"-slowdown", "L1@1s*1e7"}, "factor 1e+07 is larger than 1e+06"},
+		{[]string{"-slowdown", "L1@-1s*2"}, "is negative"},
+		{[]string{"-slowdown", "L1@1e300*2"}, "is too long"},
+		{[]string{"-depth", "100000"}, "-depth must be at most 1024"},
+		{[]string{"-depth", "-1"}, "-depth must not be negative"},
+		{[]string{"-parallel", "1000000000"}, "-parallel must be at most 1024"},
+		{[]string{"-parallel", "-1"}, "-parallel must not be negative"},
+		{[]string{"-seed", "-1"}, `-seed: "-1" is not an unsigned integer`},
+		{[]string{"-gran", "1h", "-gens", "10000000", "-lambda", "1", "-mu", "0", "-policy", "r3q"}, "years of simulated time"},
+		{[]string{"-machines", huge}, "is larger than 1048576 bytes"},
+		{[]string{"-machines", "/dev/zero"}, "-machines: "},
+		{[]string{"-machines", nanSpeed}, "machine M1: speed: must be a positive number"},
+		{[]string{"-machines", infSpeed}, "machine M1: speed: must be a positive number"},
+		{[]string{"-machines", slow}, "years of simulated time"},
+		{[]string{"-machines", manyCPUs}, "needs about"},
+		{[]string{"-machines", tooManyCPUs}, "cpus: must be 1 to 4096"},
+		{[]string{"-copies", "-1"}, "-copies must be 0 to 64"},
+		{[]string{"-lambda", "0.5y"}, "-lambda: "},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			if tt.args[1] == "/dev/zero" {
+				if _, err := os.Stat("/dev/zero"); err != nil {
+					t.Skip("no /dev/zero")
+				}
+			}
+			code, stdout, stderr := runCmd(t, tt.args...)
+			if code != 2 || stdout != "" {
+				t.Errorf("exit %d, stdout %q; want 2 and nothing", code, stdout)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "essim: ") || !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr %q, want one line with %q", stderr, tt.want)
+			}
+			for _, bad := range []string{"goroutine", "panic"} {
+				if strings.Contains(stderr, bad) {
+					t.Errorf("stderr has %q", bad)
+				}
+			}
+		})
+	}
+}
+
+// Settings within the bounds still run, and the machine-set file is read
+// whole up to the cap.
+func TestWithinBounds(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "set.txt")
+	text := "master cost=10us\nmachine M1 local speed=1 cpus=2\nmachine L1 delay=1ms speed=0.5\n"
+	pad := maxSetFile - len(text)
+	text += strings.Repeat("# padding\n", pad/10) + strings.Repeat("#", pad%10)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCmd(t, "-machines", p, "-gran", "1h", "-delay", "1h", "-gens", "2", "-trials", "1", "-policy", "r3q,cyclic", "-q")
+	if code != 0 || !strings.Contains(out, " r3q ") {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	if !strings.Contains(out, "cyclic") {
+		t.Errorf("no cyclic row:\n%s", out)
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/esgrid/esgrid/problems/plugin"
+)
+
+// maxConfigBytes bounds the -config file.
+const maxConfigBytes = 1 << 20
+
+// fileConfig is the -config file: a JSON object with the settings a lab
+// machine's agent keeps between restarts. Every field is optional; a flag
+// given on the command line wins over the file. Relative paths are
+// relative to the file's directory. Unknown fields are an error, so a
+// misspelt setting is not silently ignored.
+//
+//	{
+//	  "join": "master.lab:7946",          (or a list of addresses)
+//	  "master": "",                       (the master's data address, to skip gossip)
+//	  "gossip": "0.0.0.0:7946",
+//	  "key_file": "/etc/esgrid/key",
+//	  "slots": 4,
+//	  "name": "lab-pc-12",
+//	  "plugins": {"simulator": "/opt/esgrid/plugins/simulator"},
+//	  "once": false,                      (exit when a run ends)
+//	  "idle_timeout": "0s"                (exit after this long without a master; 0: never)
+//	}
+type fileConfig struct {
+	Join        addrList          `json:"join"`
+	Master      string            `json:"master"`
+	Gossip      string            `json:"gossip"`
+	KeyFile     string            `json:"key_file"`
+	Slots       *int              `json:"slots"`
+	Name        string            `json:"name"`
+	Plugins     map[string]string `json:"plugins"`
+	Once        *bool             `json:"once"`
+	IdleTimeout string            `json:"idle_timeout"`
+}
+
+// addrList is one address string ("a:1,b:2" as -join takes) or a JSON
+// list of them.
+type addrList []string
+
+func (a *addrList) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*a = addrList{s}
+		return nil
+	}
+	var l []string
+	if err := json.Unmarshal(b, &l); err != nil {
+		return errors.New("join: want an address or a list of addresses")
+	}
+	*a = l
+	return nil
+}
+
+// loadConfig reads and checks the -config file.
+func loadConfig(path string) (*fileConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		// Whoever can write it can make this agent run any program.
+		return nil, fmt.Errorf("%s is writable by every user (chmod o-w)", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c fileConfig
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: more than one JSON value", path)
+	}
+	dir := filepath.Dir(path)
+	rel := func(p string) string {
+		if p == "" || filepath.IsAbs(p) || !strings.ContainsRune(p, filepath.Separator) && !strings.HasPrefix(p, ".") {
+			return p // absolute, or a bare name (a plugin looked up in PATH)
+		}
+		return filepath.Join(dir, p)
+	}
+	if c.KeyFile != "" && !filepath.IsAbs(c.KeyFile) {
+		c.KeyFile = filepath.Join(dir, c.KeyFile)
+	}
+	for name, p := range c.Plugins {
+		c.Plugins[name] = rel(p)
+	}
+	return &c, nil
+}
+
+// applyConfig merges the -config file (if any) under the flags given on
+// the command line, and checks the plugin list: -plugin entries are added
+// to the file's, replacing a file entry of the same name. It fills
+// o.catalog.
+func (o *options) applyConfig(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var entries []plugin.Entry
+	if o.config != "" {
+		c, err := loadConfig(o.config)
+		if err != nil {
+			return usagef("-config: %v", err)
+		}
+		take := func(flagName string, dst *string, v string) {
+			if !set[flagName] && v != "" {
+				*dst = v
+			}
+		}
+		take("join", &o.join, strings.Join(c.Join, ","))
+		take("master", &o.master, c.Master)
+		take("gossip", &o.gossip, c.Gossip)
+		take("key-file", &o.keyFile, c.KeyFile)
+		take("name", &o.name, c.Name)
+		if !set["slots"] && c.Slots != nil {
+			o.slots = *c.Slots
+		}
+		if !set["once"] && c.Once != nil {
+			o.once = *c.Once
+		}
+		if !set["idle-timeout"] && c.IdleTimeout != "" {
+			d, err := time.ParseDuration(c.IdleTimeout)
+			if err != nil {
+				return usagef("-config %s: idle_timeout: %v", o.config, err)
+			}
+			o.idle = d
+		}
+		names := make([]string, 0, len(c.Plugins))
+		for name := range c.Plugins {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			if slices.ContainsFunc(o.plugins, func(e plugin.Entry) bool { return e.Name == name }) {
+				continue // the command line's wins
+			}
+			if err := plugin.CheckName(name); err != nil {
+				return usagef("-config %s: %v", o.config, err)
+			}
+			entries = append(entries, plugin.Entry{Name: name, Path: c.Plugins[name]})
+		}
+	}
+	entries = append(entries, o.plugins...)
+	cat, err := plugin.NewCatalog(entries...)
+	if err != nil {
+		return usagef("-plugin: %v", err)
+	}
+	o.catalog = cat
+	return nil
+}
+
+// probeTimeout bounds the start-up check of one plugin.
+const probeTimeout = 30 * time.Second
+
+// probePlugins starts every listed plugin once, reads its hello and
+// stops it, so that a plugin that cannot start is reported now, with its
+// stderr, rather than when a master needs it. It logs what each plugin
+// says about itself.
+func probePlugins(ctx context.Context, cat *plugin.Catalog, log *slog.Logger) error {
+	for _, e := range cat.Entries() {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		h, err := plugin.Probe(pctx, plugin.Config{Name: e.Name, Path: e.Path, Logger: log, StartTimeout: probeTimeout})
+		cancel()
+		if err != nil {
+			return err
+		}
+		log.Info("plugin ready", "plugin", e.Name, "path", e.Path, "dims", h.Dims(),
+			"lower", h.Lower, "upper", h.Upper, "honours_cancel", h.Cancel)
+	}
+	return nil
+}

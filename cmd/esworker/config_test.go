@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/problems"
+)
+
+// text is what was written so far.
+func (s *syncBuffer) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// writeFile writes an executable or data file in dir.
+func writeFile(t *testing.T, dir, name, text string, mode os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	sim := writeFile(t, dir, "sim", "#!/bin/sh\n", 0o755)
+	other := writeFile(t, dir, "other", "#!/bin/sh\n", 0o755)
+	writeFile(t, dir, "key", "s3cret\n", 0o600)
+	cfg := writeFile(t, dir, "esworker.json", `{
+		"join": ["m1.lab:7946", "m2.lab"],
+		"gossip": "0.0.0.0:7946",
+		"key_file": "key",
+		"slots": 3,
+		"name": "lab-12",
+		"plugins": {"sim": "./sim", "other": "`+other+`"}
+	}`, 0o644)
+	o, err := parseOptions([]string{"-config", cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.join != "m1.lab:7946,m2.lab" || o.gossip != "0.0.0.0:7946" || o.keyFile != filepath.Join(dir, "key") || o.slots != 3 || o.name != "lab-12" {
+		t.Errorf("options from the file: %+v", o)
+	}
+	if e, ok := o.catalog.Lookup("sim"); !ok || e.Path != sim {
+		t.Errorf("plugin sim: %v %v, want %s (relative to the file)", e, ok, sim)
+	}
+	if got := strings.Join(o.catalog.Names(), ","); got != "other,sim" {
+		t.Errorf("plugins %s", got)
+	}
+
+	// Flags on the command line win; -plugin replaces the file's entry of
+	// the same name and adds to the others.
+	o, err = parseOptions([]string{"-config", cfg, "-slots", "1", "-name", "cli", "-join", "x:1", "-plugin", "sim=" + other, "-plugin", "third=" + sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.slots != 1 || o.name != "cli" || o.join != "x:1" || o.keyFile != filepath.Join(dir, "key") {
+		t.Errorf("command line did not win: %+v", o)
+	}
+	if e, _ := o.catalog.Lookup("sim"); e.Path != other || o.catalog.Len() != 3 {
+		t.Errorf("plugins %v", o.catalog.Entries())
+	}
+
+	// A single join address as a string, and no plugins.
+	one := writeFile(t, dir, "one.json", `{"join": "m.lab"}`, 0o600)
+	if o, err := parseOptions([]string{"-config", one}); err != nil || o.join != "m.lab" || o.catalog.Len() != 0 || o.once || o.idle != 0 {
+		t.Errorf("one address: %+v, %v", o, err)
+	}
+
+	// The agent's lifecycle: once, idle_timeout; the command line wins.
+	life := writeFile(t, dir, "life.json", `{"join": "m.lab", "once": true, "idle_timeout": "90s"}`, 0o600)
+	if o, err := parseOptions([]string{"-config", life}); err != nil || !o.once || o.idle != 90*time.Second {
+		t.Errorf("lifecycle from the file: %+v, %v", o, err)
+	}
+	if o, err := parseOptions([]string{"-config", life, "-once=false", "-idle-timeout", "1m"}); err != nil || o.once || o.idle != time.Minute {
+		t.Errorf("lifecycle from the command line: %+v, %v", o, err)
+	}
+}
+
+func TestBadConfigFiles(t *testing.T) {
+	t.Setenv(grid.KeyEnv, "")
+	dir := t.TempDir()
+	sim := writeFile(t, dir, "sim", "#!/bin/sh\n", 0o755)
+	cases := []struct {
+		name, text string
+		mode       os.FileMode
+		want       string
+	}{
+		{"unknown field", `{"join": "m", "slot": 4}`, 0o644, `unknown field "slot"`},
+		{"syntax", `{"join": "m",}`, 0o644, "invalid character"},
+		{"two values", `{"join": "m"} {}`, 0o644, "more than one JSON value"},
+		{"world-writable", `{"join": "m"}`, 0o666, "writable by every user"},
+		{"bad join", `{"join": 7}`, 0o644, "join: want an address"},
+		{"bad plugin name", `{"join": "m", "plugins": {"a b": "` + sim + `"}}`, 0o644, "letters, digits"},
+		{"missing plugin", `{"join": "m", "plugins": {"a": "./none"}}`, 0o644, "no such file"},
+		{"built-in name", `{"join": "m", "plugins": {"ridge": "` + sim + `"}}`, 0o644, "built-in"},
+		{"slots", `{"join": "m", "slots": -2}`, 0o644, "-slots"},
+		{"idle timeout", `{"join": "m", "idle_timeout": "soon"}`, 0o644, "idle_timeout"},
+		{"negative idle timeout", `{"join": "m", "idle_timeout": "-1s"}`, 0o644, "-idle-timeout"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeFile(t, dir, strings.ReplaceAll(c.name, " ", "-")+".json", c.text, c.mode)
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"-config", path, "-key", testSecret}, nil, &out, &errb)
+			msg := errb.String()
+			if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and one line with %q", code, msg, c.want)
+			}
+		})
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-config", dir + "/none.json"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "no such file") {
+		t.Errorf("missing file: exit %d, %q", code, errb.String())
+	}
+	if code := run(context.Background(), []string{"-join", "m", "-key", testSecret, "-plugin", "nonsense"}, nil, &out, &errb); code != 2 {
+		t.Errorf("-plugin without =: exit %d", code)
+	}
+}
+
+// A listed plugin that cannot start stops esworker at once, with the
+// plugin's own words.
+func TestBrokenPluginStopsStartUp(t *testing.T) {
+	dir := t.TempDir()
+	broken := writeFile(t, dir, "broken", "#!/bin/sh\necho 'ModuleNotFoundError: numpy' >&2\nexit 1\n", 0o755)
+	var out, errb syncBuffer
+	code := run(context.Background(), []string{"-master", "127.0.0.1:1", "-key", testSecret, "-plugin", "sim=" + broken}, nil, &out, &errb)
+	if code != 1 || !strings.Contains(errb.text(), "ModuleNotFoundError: numpy") || !strings.Contains(errb.text(), "plugin sim") {
+		t.Errorf("exit %d, stderr %q", code, errb.text())
+	}
+}
+
+// esworker with -plugin offers the plugin, and evaluates a master's tasks
+// with it.
+func TestWorkerServesPlugin(t *testing.T) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		t.Skip("no go tool to build the example plugin")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rastrigin-go")
+	if out, err := exec.Command(goTool, "build", "-o", path, "github.com/esgrid/esgrid/examples/plugins/rastrigin-go").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	key, _ := grid.NewKey(testSecret)
+	var mlog syncBuffer
+	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
+		Listen: "127.0.0.1:0", Key: key, Problem: grid.ProblemSpec{Name: "rastrigin-go", Dim: 4},
+		Logger: slogTo(&mlog),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := writeFile(t, dir, "w.json", `{"master": "`+m.Addr()+`", "name": "lab-1", "slots": 2, "plugins": {"rastrigin-go": "./rastrigin-go"}}`, 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"-config", cfg, "-key", testSecret}, nil, &out, &errb) }()
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := m.WaitWorkers(wctx, 1); err != nil {
+		t.Fatalf("%v; esworker said:\n%s", err, errb.text())
+	}
+	xs := [][]float64{{1, 2, 3, 4}, {0, 0, 0, 0.5}}
+	f, err := m.Evaluate(wctx, 0, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range xs {
+		p, _ := problems.New("rastrigin", 4)
+		if g, _ := p.Eval(ctx, x); f[i] != g {
+			t.Errorf("task %d: %v, built-in %v", i, f[i], g)
+		}
+	}
+	m.Close()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("esworker did not stop")
+	}
+	if !strings.Contains(errb.text(), "plugin ready") {
+		t.Errorf("esworker did not log the plugin's hello:\n%s", errb.text())
+	}
+}

@@ -1,0 +1,129 @@
+package grid
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A key file is read up to MaxKeyFileSize bytes and no further: a larger
+// file, or an endless one such as /dev/zero, is refused with a message
+// naming the file and the cap.
+func TestLoadKeyFileSize(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	atCap := write("at-cap", bytes.Repeat([]byte("0123456789abcdef"), MaxKeyFileSize/16))
+	if k, err := LoadKey("", atCap); err != nil || k == nil {
+		t.Errorf("key file of %d bytes: %v", MaxKeyFileSize, err)
+	}
+	over := write("over", bytes.Repeat([]byte("k"), MaxKeyFileSize+1))
+	for _, path := range []string{over, "/dev/zero"} {
+		if _, err := os.Stat(path); err != nil {
+			continue // no /dev/zero here
+		}
+		k, err := LoadKey("", path)
+		if err == nil || k != nil {
+			t.Fatalf("LoadKey(%s) = %v, %v; want an error", path, k, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "larger than 4096 bytes") {
+			t.Errorf("LoadKey(%s): %q", path, msg)
+		}
+	}
+}
+
+// A key must carry 128 bits: shorter keys, and long ones of a handful of
+// characters, are refused with a message that says how to make one.
+func TestWeakKeysRefused(t *testing.T) {
+	good, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		secret string
+		ok     bool
+		want   string
+	}{
+		{"a", false, "1 byte long, at least 24"},
+		{"s3cret", false, "6 bytes long, at least 24"},
+		{"correct horse battery", false, "21 bytes long"},
+		{strings.Repeat("a", 64), false, "only 1 different character,"},
+		{strings.Repeat("0123", 10), false, "only 4 different characters"},
+		{"EjRWeJq83vASNFZ4mrze8A==", true, ""}, // 16 bytes in base64
+		{"00112233445566778899aabbccddeeff", true, ""},
+		{good, true, ""},
+	} {
+		k, err := NewKey(c.secret)
+		if c.ok {
+			if err != nil || k == nil {
+				t.Errorf("NewKey(%q): %v", c.secret, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrWeakKey) || k != nil {
+			t.Errorf("NewKey(%q) = %v, %v; want ErrWeakKey", c.secret, k, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.want) || !strings.Contains(msg, "esrun -genkey") {
+			t.Errorf("NewKey(%q): %q; want it to say %q and how to make a key", c.secret, msg, c.want)
+		}
+	}
+	if _, err := NewKey(""); !errors.Is(err, ErrNoKey) {
+		t.Errorf("empty key: %v", err)
+	}
+	// LoadKey says where the weak key came from.
+	t.Setenv(KeyEnv, "short")
+	if _, err := LoadKey("", ""); err == nil || !strings.Contains(err.Error(), KeyEnv) {
+		t.Errorf("weak key in %s: %v", KeyEnv, err)
+	}
+	if _, err := LoadKey("a", ""); err == nil || !strings.Contains(err.Error(), "-key") {
+		t.Errorf("weak -key: %v", err)
+	}
+}
+
+// WriteKeyFile writes a fresh, acceptable key readable by its owner only,
+// and never replaces a file.
+func TestWriteKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "K")
+	if err := WriteKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Errorf("key file mode %v, want 0600", mode)
+	}
+	first, err := LoadKey("", path)
+	if err != nil {
+		t.Fatalf("the key written cannot be loaded: %v", err)
+	}
+	b, _ := os.ReadFile(path)
+	if n := len(strings.TrimSpace(string(b))); n != 44 {
+		t.Errorf("key of %d characters, want 44 (32 bytes in base64)", n)
+	}
+	err = WriteKeyFile(path)
+	if err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("second WriteKeyFile: %v, want a refusal to replace", err)
+	}
+	again, err := LoadKey("", path)
+	if err != nil || again.mac != first.mac {
+		t.Errorf("the key file changed: %v", err)
+	}
+	other := filepath.Join(t.TempDir(), "K2")
+	if err := WriteKeyFile(other); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := LoadKey("", other); k == nil || k.mac == first.mac {
+		t.Error("two generated keys are equal")
+	}
+}

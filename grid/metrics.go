@@ -1,0 +1,23 @@
+package grid
+
+import "github.com/esgrid/esgrid/metrics"
+
+// MetricsState is the master's state for its metrics (metrics.NewMaster):
+// its counters and its view of each connected worker, read when
+// Prometheus scrapes.
+func (m *Master) MetricsState() metrics.MasterState {
+	st := m.Stats()
+	ms := metrics.MasterState{
+		Workers: st.Workers, Joined: st.Joined,
+		Stale: st.Stale, Unsolicited: st.Unsolicited, Failed: st.Failed, Overdue: st.Overdue, Dropped: st.Dropped,
+		BytesIn: st.BytesIn, BytesOut: st.BytesOut, FramesIn: st.FramesIn, FramesOut: st.FramesOut,
+		Inbox: st.Inbox, InboxCap: st.InboxCap, Assignments: st.Assignments, InboxWaiting: st.InboxWaiting,
+		Refused: m.Refused(), Verified: st.Verified, Mismatches: st.Mismatches, Excluded: st.Excluded,
+	}
+	for _, w := range m.WorkerStats() {
+		ms.PerWorker = append(ms.PerWorker, metrics.WorkerState{
+			Name: w.Name, Slots: w.Slots, Queued: w.Queued, Running: w.Running, Exec: w.Exec, RoundTrip: w.RoundTrip,
+		})
+	}
+	return ms
+}

@@ -1,0 +1,752 @@
+package grid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Relays (papers.md §1: the master reaches W1–W3 through R1; §3:
+// Tascell's relay servers form a tree).
+//
+// A relay accepts workers the master cannot reach and carries each one's
+// connection to the master over its single upstream connection, as a
+// stream: the relay's frames (Relay) name the stream, and so the worker,
+// and carry its bytes both ways. The relay does not read them: each
+// relayed worker runs the ordinary handshake with the master through its
+// stream, end to end, so the master authenticates it (the relay cannot
+// answer for it) and serves it as any worker: its own connection, its
+// own place in the policy, held and running cancels unchanged. On the
+// master's side a relay's streams are a net.Listener the master serves
+// like its own (transports are given, not opened).
+//
+// Relays chain: a relay whose upstream is another relay's downstream
+// address is, to that relay, one more worker's connection; its own
+// upstream handshake (Hello role "@relay") reaches the master through
+// it, and the master serves its streams inside that stream. A tree of
+// relays is relays all the way up.
+//
+// Gossip. Relayed workers do not join gossip (they are started with the
+// relay's address, not -join): the peers that could probe them are on
+// the far side of the relay, and memberlist, which declares dead a node
+// it cannot probe directly or through k others, would declare them dead
+// for the wrong reason. The relay speaks for them instead: it is the
+// gossip member (its upstream hello carries its member name), and when
+// gossip declares it dead or gone the master drops its connection,
+// which closes every stream, so its workers' tasks go back to the queue.
+// Whether each relayed worker itself is alive the master learns as for
+// any worker, from its connection (its heartbeats and status reports go
+// through the relay): the failure detector covers exactly the path the
+// master depends on. A relay that dies closes its workers' connections;
+// they reconnect through another path if they were given one (esworker
+// -master takes a list) or wait for this one.
+
+// Relay bounds.
+const (
+	// MaxRelayStreams bounds the streams one relay may have open.
+	MaxRelayStreams = 4096
+	// relayChunk is the most bytes one Relay frame carries.
+	relayChunk = 32 << 10
+	// relayBuffered bounds the bytes waiting on one stream for its
+	// reader; past it the stream is closed (its peer does not read).
+	relayBuffered = 64 << 20
+)
+
+// relayAddr is the address of a stream that reached a master through a
+// relay: "relay/NAME:STREAM", so that a relay's streams count as one
+// source for the handshake gate.
+type relayAddr struct {
+	relay  string
+	stream uint32
+}
+
+// Network implements net.Addr.
+func (a relayAddr) Network() string { return "esgrid-relay" }
+
+// String implements net.Addr.
+func (a relayAddr) String() string {
+	return net.JoinHostPort("relay/"+a.relay, strconv.FormatUint(uint64(a.stream), 10))
+}
+
+// errRelayOverrun closes a stream whose reader fell too far behind.
+var errRelayOverrun = errors.New("grid: relay: stream buffer full (reader not reading)")
+
+// relayStream is one relayed connection as a net.Conn: what is written
+// goes out in Relay frames through send; what arrives is queued by
+// deliver for Read. Writes never block (the frames are queued on the
+// upstream connection, which bounds its queue).
+type relayStream struct {
+	id    uint32
+	local net.Addr
+	peer  net.Addr
+	send  func(*RelayFrame) error
+	gone  func(uint32) // the stream closed: forget it
+
+	mu       sync.Mutex
+	buf      []byte
+	eof      bool  // the far end closed
+	err      error // closed here (ErrClosed) or broken
+	deadline time.Time
+	wake     chan struct{} // capacity 1
+	once     sync.Once
+}
+
+func newRelayStream(id uint32, local, peer net.Addr, send func(*RelayFrame) error, gone func(uint32)) *relayStream {
+	return &relayStream{id: id, local: local, peer: peer, send: send, gone: gone, wake: make(chan struct{}, 1)}
+}
+
+func (s *relayStream) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver queues bytes that arrived for the stream.
+func (s *relayStream) deliver(b []byte) {
+	s.mu.Lock()
+	if s.err == nil && !s.eof {
+		if len(s.buf)+len(b) > relayBuffered {
+			s.err = errRelayOverrun
+		} else {
+			s.buf = append(s.buf, b...)
+		}
+	}
+	s.mu.Unlock()
+	s.nudge()
+}
+
+// remoteClose marks the far end closed: Read returns io.EOF once the
+// queued bytes are read.
+func (s *relayStream) remoteClose() {
+	s.mu.Lock()
+	s.eof = true
+	s.mu.Unlock()
+	s.nudge()
+	s.once.Do(func() { s.gone(s.id) })
+}
+
+// fail breaks the stream (the relay is gone).
+func (s *relayStream) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.nudge()
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+func (timeoutError) Unwrap() error   { return os.ErrDeadlineExceeded }
+
+// Read implements net.Conn.
+func (s *relayStream) Read(b []byte) (int, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		if len(s.buf) > 0 {
+			n := copy(b, s.buf)
+			s.buf = s.buf[n:]
+			if len(s.buf) == 0 {
+				s.buf = nil
+			}
+			s.mu.Unlock()
+			return n, nil
+		}
+		err, eof, dl := s.err, s.eof, s.deadline
+		s.mu.Unlock()
+		switch {
+		case err != nil:
+			return 0, err
+		case eof:
+			return 0, io.EOF
+		case !dl.IsZero() && !time.Now().Before(dl):
+			return 0, timeoutError{}
+		}
+		var tc <-chan time.Time
+		if !dl.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(dl))
+			} else {
+				timer.Reset(time.Until(dl))
+			}
+			tc = timer.C
+		}
+		select {
+		case <-s.wake:
+		case <-tc:
+		}
+	}
+}
+
+// Write implements net.Conn.
+func (s *relayStream) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), relayChunk)
+		if err := s.send(&RelayFrame{S: s.id, Op: RelayData, D: b[:k]}); err != nil {
+			return n, err
+		}
+		n += k
+		b = b[k:]
+	}
+	return n, nil
+}
+
+// Close implements net.Conn: the far end is told.
+func (s *relayStream) Close() error {
+	s.mu.Lock()
+	was := s.err
+	if s.err == nil {
+		s.err = net.ErrClosed
+	}
+	s.mu.Unlock()
+	s.nudge()
+	if was == nil {
+		s.send(&RelayFrame{S: s.id, Op: RelayClose})
+	}
+	s.once.Do(func() { s.gone(s.id) })
+	return nil
+}
+
+// LocalAddr implements net.Conn.
+func (s *relayStream) LocalAddr() net.Addr { return s.local }
+
+// RemoteAddr implements net.Conn.
+func (s *relayStream) RemoteAddr() net.Addr { return s.peer }
+
+// SetDeadline implements net.Conn.
+func (s *relayStream) SetDeadline(t time.Time) error { return s.SetReadDeadline(t) }
+
+// SetReadDeadline implements net.Conn.
+func (s *relayStream) SetReadDeadline(t time.Time) error {
+	s.mu.Lock()
+	s.deadline = t
+	s.mu.Unlock()
+	s.nudge()
+	return nil
+}
+
+// SetWriteDeadline implements net.Conn: writes never block.
+func (s *relayStream) SetWriteDeadline(time.Time) error { return nil }
+
+// relayMux is a relay's upstream connection, on the master's side: a
+// net.Listener whose Accept yields the streams the relay opens.
+type relayMux struct {
+	name string
+	conn *Conn
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	streams map[uint32]*relayStream
+	accept  chan *relayStream
+	closed  bool
+	done    chan struct{}
+}
+
+func newRelayMux(name string, conn *Conn, log *slog.Logger) *relayMux {
+	return &relayMux{name: name, conn: conn, log: log, streams: map[uint32]*relayStream{},
+		accept: make(chan *relayStream, 64), done: make(chan struct{})}
+}
+
+// handle takes one frame from the relay (on its connection's reader).
+func (x *relayMux) handle(msg Message) {
+	r, ok := msg.(*RelayFrame)
+	if !ok {
+		x.log.Warn("unexpected message from a relay; closing it", "relay", x.name, "type", msg.Type())
+		x.conn.SendAndClose(&Reject{Reason: fmt.Sprintf("unexpected %v from a relay", msg.Type())})
+		return
+	}
+	switch r.Op {
+	case RelayOpen:
+		x.mu.Lock()
+		_, dup := x.streams[r.S]
+		full := len(x.streams) >= MaxRelayStreams
+		var s *relayStream
+		if !dup && !full && !x.closed {
+			send := func(m *RelayFrame) error { return x.conn.Send(m) }
+			s = newRelayStream(r.S, x.conn.LocalAddr(), relayAddr{relay: x.name, stream: r.S}, send, x.forget)
+			x.streams[r.S] = s
+		}
+		x.mu.Unlock()
+		if s == nil {
+			x.conn.Send(&RelayFrame{S: r.S, Op: RelayClose})
+			return
+		}
+		select {
+		case x.accept <- s:
+		default:
+			// Nobody accepts fast enough: refuse rather than block the
+			// relay's reader.
+			s.Close()
+		}
+	case RelayData:
+		x.mu.Lock()
+		s := x.streams[r.S]
+		x.mu.Unlock()
+		if s != nil {
+			s.deliver(r.D)
+		}
+	case RelayClose:
+		x.mu.Lock()
+		s := x.streams[r.S]
+		x.mu.Unlock()
+		if s != nil {
+			s.remoteClose()
+		}
+	}
+}
+
+func (x *relayMux) forget(id uint32) {
+	x.mu.Lock()
+	delete(x.streams, id)
+	x.mu.Unlock()
+}
+
+// Accept implements net.Listener.
+func (x *relayMux) Accept() (net.Conn, error) {
+	select {
+	case s := <-x.accept:
+		return s, nil
+	case <-x.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener: the relay is gone, and with it every
+// stream.
+func (x *relayMux) Close() error {
+	x.mu.Lock()
+	if x.closed {
+		x.mu.Unlock()
+		return nil
+	}
+	x.closed = true
+	streams := x.streams
+	x.streams = map[uint32]*relayStream{}
+	x.mu.Unlock()
+	close(x.done)
+	for _, s := range streams {
+		s.fail(io.EOF)
+	}
+	x.conn.Close()
+	return nil
+}
+
+// Addr implements net.Listener.
+func (x *relayMux) Addr() net.Addr { return relayAddr{relay: x.name} }
+
+// relays is the master's registry of the relays connected to it.
+type relays struct {
+	mu     sync.Mutex
+	byName map[string]*relayMux
+}
+
+// acceptRelay serves a relay's upstream connection: its streams are
+// served as the master's own listener is.
+func (m *Master) acceptRelay(conn *Conn, h *Hello) {
+	x := newRelayMux(h.Name, conn, m.log)
+	m.relayReg.mu.Lock()
+	if m.relayReg.byName == nil {
+		m.relayReg.byName = map[string]*relayMux{}
+	}
+	old := m.relayReg.byName[h.Name]
+	m.relayReg.byName[h.Name] = x
+	m.relayReg.mu.Unlock()
+	if old != nil {
+		old.Close() // the same relay reconnected: the old link is dead
+	}
+	m.log.Info("relay connected", "relay", h.Name, "addr", conn.RemoteAddr().String())
+	conn.Start(x.handle)
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		select {
+		case <-conn.Done():
+			m.log.Warn("relay lost; its workers' connections close and their tasks go back to the queue", "relay", h.Name, "cause", conn.Err())
+		case <-m.loopCtx.Done():
+		}
+		x.Close()
+		m.relayReg.mu.Lock()
+		if m.relayReg.byName[h.Name] == x {
+			delete(m.relayReg.byName, h.Name)
+		}
+		m.relayReg.mu.Unlock()
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.serveRelay(x)
+	}()
+}
+
+// serveRelay accepts a relay's streams and runs each one's handshake,
+// as acceptLoop does for the master's listener.
+func (m *Master) serveRelay(x *relayMux) {
+	for {
+		nc, err := x.Accept()
+		if err != nil {
+			return
+		}
+		ip := sourceIP(nc.RemoteAddr())
+		if kind, reason := m.gate.enter(ip); kind != "" {
+			m.refuseConn(nc, kind, reason)
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.handshake(nc, func() { m.gate.leave(ip) })
+		}()
+	}
+}
+
+// relayGone drops the relay that gossip names (declared dead, or left):
+// it speaks for its workers, which go with it.
+func (m *Master) relayGone(name string) {
+	m.relayReg.mu.Lock()
+	x := m.relayReg.byName[name]
+	m.relayReg.mu.Unlock()
+	if x != nil {
+		m.log.Warn("gossip says a relay is gone; dropping it and its workers", "relay", name)
+		x.Close()
+	}
+}
+
+// Relays is the number of relays connected to the master now.
+func (m *Master) Relays() int {
+	m.relayReg.mu.Lock()
+	defer m.relayReg.mu.Unlock()
+	return len(m.relayReg.byName)
+}
+
+// RelayConfig configures RunRelay.
+type RelayConfig struct {
+	// Listener accepts the downstream connections: workers, or relays
+	// further down. Required; RunRelay closes it when it returns.
+	Listener net.Listener
+	// Upstream returns the address to dial upstream (the master's data
+	// address, or another relay's downstream address); attempt counts
+	// the failures so far. Required.
+	Upstream func(ctx context.Context, attempt int) (string, error)
+	// Key is the cluster key; Name the relay's name (its gossip member
+	// name, if it gossips). Required.
+	Key  *Key
+	Name string
+	// Conn tunes the upstream connection.
+	Conn ConnConfig
+	// MinBackoff and MaxBackoff bound the wait between upstream
+	// connection attempts. Defaults 100 ms and 5 s.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives the relay's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// RelayStats counts what a relay carried.
+type RelayStats struct {
+	Upstreams int64 // upstream connections made
+	Streams   int64 // downstream connections carried
+	Open      int   // streams open now
+}
+
+// Relay is a running relay.
+type Relay struct {
+	cfg     RelayConfig
+	log     *slog.Logger
+	mu      sync.Mutex
+	up      *Conn
+	down    map[uint32]*downstream
+	next    uint32
+	stats   RelayStats
+	wg      sync.WaitGroup
+	stopped chan struct{}
+}
+
+// downstream is one downstream connection: its socket and the writer
+// that empties the bytes queued for it.
+type downstream struct {
+	nc   net.Conn
+	mu   sync.Mutex
+	q    []byte
+	fin  bool // upstream closed the stream: close once q is written
+	wake chan struct{}
+	dead chan struct{}
+	once sync.Once
+}
+
+func (d *downstream) close() { d.once.Do(func() { close(d.dead); d.nc.Close() }) }
+
+// RunRelay runs a relay until ctx is done: it keeps one upstream
+// connection (reconnecting with backoff when it breaks) and carries
+// every downstream connection over it as a stream. While it has no
+// upstream, it refuses downstream connections (their workers retry).
+func RunRelay(ctx context.Context, cfg RelayConfig) error {
+	r, err := NewRelay(cfg)
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
+}
+
+// NewRelay checks cfg.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	switch {
+	case cfg.Listener == nil:
+		return nil, errors.New("grid: relay: no listener")
+	case cfg.Upstream == nil:
+		return nil, errors.New("grid: relay: no upstream")
+	case cfg.Key == nil:
+		return nil, fmt.Errorf("grid: relay: %w", ErrNoKey)
+	case cfg.Name == "":
+		return nil, errors.New("grid: relay: no name")
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(5*time.Second, cfg.MinBackoff)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Conn.Logger == nil {
+		cfg.Conn.Logger = cfg.Logger
+	}
+	return &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.Name), down: map[uint32]*downstream{}, stopped: make(chan struct{})}, nil
+}
+
+// Addr is the relay's downstream address.
+func (r *Relay) Addr() string { return r.cfg.Listener.Addr().String() }
+
+// Stats returns the relay's counters.
+func (r *Relay) Stats() RelayStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.stats
+	st.Open = len(r.down)
+	return st
+}
+
+// Run serves until ctx is done.
+func (r *Relay) Run(ctx context.Context) error {
+	defer r.wg.Wait()
+	defer close(r.stopped)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.acceptLoop(ctx)
+	}()
+	stop := context.AfterFunc(ctx, func() { r.cfg.Listener.Close() })
+	defer stop()
+	defer r.cfg.Listener.Close()
+	backoff := r.cfg.MinBackoff
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		addr, err := r.cfg.Upstream(ctx, attempt)
+		var up *Conn
+		if err == nil {
+			up, _, err = Dial(ctx, addr, DialConfig{Key: r.cfg.Key, Name: r.cfg.Name, Slots: 1, Problems: []string{helloRelay}, Conn: r.cfg.Conn})
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("cannot reach upstream", "addr", addr, "err", err, "retry_in", backoff)
+			}
+			t := time.NewTimer(time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64())))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			backoff = min(2*backoff, r.cfg.MaxBackoff)
+			continue
+		}
+		backoff = r.cfg.MinBackoff
+		attempt = -1
+		r.mu.Lock()
+		r.up = up
+		r.stats.Upstreams++
+		r.mu.Unlock()
+		r.log.Info("relay connected upstream", "addr", addr)
+		up.Start(r.fromUpstream)
+		select {
+		case <-up.Done():
+			r.log.Warn("lost upstream; closing the relayed connections", "addr", addr, "err", up.Err())
+		case <-ctx.Done():
+			up.Close()
+		}
+		r.mu.Lock()
+		r.up = nil
+		down := r.down
+		r.down = map[uint32]*downstream{}
+		r.mu.Unlock()
+		for _, d := range down {
+			d.close()
+		}
+	}
+	return ctx.Err()
+}
+
+// acceptLoop accepts downstream connections and opens a stream for each.
+func (r *Relay) acceptLoop(ctx context.Context) {
+	for {
+		nc, err := r.cfg.Listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("accept failed", "err", err)
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		r.mu.Lock()
+		up := r.up
+		if up == nil || len(r.down) >= MaxRelayStreams {
+			r.mu.Unlock()
+			nc.Close() // no upstream (or too many): the worker retries
+			continue
+		}
+		r.next++
+		id := r.next
+		d := &downstream{nc: nc, wake: make(chan struct{}, 1), dead: make(chan struct{})}
+		r.down[id] = d
+		r.stats.Streams++
+		r.mu.Unlock()
+		if err := up.Send(&RelayFrame{S: id, Op: RelayOpen}); err != nil {
+			r.drop(id, d)
+			continue
+		}
+		r.wg.Add(2)
+		go func() {
+			defer r.wg.Done()
+			r.readDown(id, d, up)
+		}()
+		go func() {
+			defer r.wg.Done()
+			r.writeDown(id, d)
+		}()
+	}
+}
+
+// drop forgets a downstream connection and closes it.
+func (r *Relay) drop(id uint32, d *downstream) {
+	r.mu.Lock()
+	if r.down[id] == d {
+		delete(r.down, id)
+	}
+	r.mu.Unlock()
+	d.close()
+}
+
+// readDown carries what a downstream connection sends upstream.
+func (r *Relay) readDown(id uint32, d *downstream, up *Conn) {
+	buf := make([]byte, relayChunk)
+	for {
+		n, err := d.nc.Read(buf)
+		if n > 0 {
+			if up.Send(&RelayFrame{S: id, Op: RelayData, D: buf[:n]}) != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	select {
+	case <-d.dead: // closed by the upstream side: it knows
+	default:
+		up.Send(&RelayFrame{S: id, Op: RelayClose})
+	}
+	r.drop(id, d)
+}
+
+// writeDown writes what arrives from upstream to the downstream
+// connection, from its queue, so that the upstream reader never blocks
+// on a slow worker.
+func (r *Relay) writeDown(id uint32, d *downstream) {
+	var out []byte
+	for {
+		select {
+		case <-d.wake:
+		case <-d.dead:
+			return
+		}
+		d.mu.Lock()
+		out, d.q = d.q, out[:0]
+		fin := d.fin
+		d.mu.Unlock()
+		if len(out) > 0 {
+			d.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := d.nc.Write(out); err != nil {
+				r.drop(id, d)
+				return
+			}
+		}
+		if fin {
+			d.mu.Lock()
+			empty := len(d.q) == 0
+			d.mu.Unlock()
+			if empty {
+				r.drop(id, d)
+				return
+			}
+		}
+	}
+}
+
+// fromUpstream handles a frame from upstream (on the upstream reader).
+func (r *Relay) fromUpstream(msg Message) {
+	x, ok := msg.(*RelayFrame)
+	if !ok {
+		r.log.Warn("unexpected message from upstream", "type", msg.Type())
+		return
+	}
+	r.mu.Lock()
+	d := r.down[x.S]
+	r.mu.Unlock()
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	switch x.Op {
+	case RelayData:
+		if len(d.q)+len(x.D) > relayBuffered {
+			d.mu.Unlock()
+			r.log.Warn("a relayed worker does not read; dropping it", "stream", x.S)
+			r.drop(x.S, d)
+			return
+		}
+		d.q = append(d.q, x.D...)
+	case RelayClose:
+		d.fin = true
+	}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,1157 @@
+package grid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
+// Masters that split, as papers.md §2 specifies them (file 000, Fig. 3
+// and 4), over the grid's connections:
+//
+//   - Split. After a turn of its loop, an overloaded master (the test in
+//     submaster.go) with at least 4 running workers takes the running
+//     worker with the least work on it as p, splits the other running
+//     workers into two halves by id (it keeps the first, p gets the
+//     second, the larger), takes half of Q out of its batch
+//     (sched.TasksTaken) and sends p a Promote with those tasks. p and
+//     the second half take no new work (sched.WorkerDraining).
+//   - p's agent gives back its held tasks and finishes its running ones
+//     (as a draining worker does), listens for workers, and runs this
+//     very Master over its share (RunChild): sched.BatchStarted{N: 0},
+//     then sched.TasksAdded with the share, whose tasks keep the
+//     parent's ids. It dials the parent with a control link
+//     (ChildHello); the parent then tells the second half to Move to the
+//     child's address: each gives back its held tasks, finishes its
+//     running ones, and connects to the child.
+//   - Task requests. A master whose Q is empty sends a TaskRequest to one
+//     master of its candidate set R (its parent first, then its
+//     children), and no other while that one is outstanding; the asked
+//     master grants half of its Q (TaskGrant, taken out of its batch) or
+//     refuses (TaskRefusal), and a refused master drops that candidate.
+//     A child with a request outstanding does not finish.
+//   - Return. A child forwards the results it accepts to its parent
+//     (ChildResults, coalesced); when its share is done and no request
+//     is outstanding it sends the last ones with Done, moves its workers
+//     back to the parent, and its agent connects to the parent as a
+//     worker again.
+//   - Faults. A child whose control link breaks before Done (killed, cut
+//     off) gives back, in the parent, every task lent to it and not
+//     returned (sched.TasksAdded); its workers lose their master and
+//     find one as after any lost connection. A child that loses its
+//     parent stops, telling its workers the master will be back.
+//
+// The ES invariant holds: tasks keep their ids from master to master,
+// the first result for a task wins wherever it was computed, and a task
+// is lent to one child at a time.
+
+// childHelloTimeout bounds how long a promoted worker may take to open
+// its control link before its child counts as lost.
+const childHelloTimeout = 15 * time.Second
+
+// resultsEvery is how often a child forwards the results it accepted
+// (sooner when resultsBatch are waiting, or when it finishes).
+const (
+	resultsEvery = 5 * time.Millisecond
+	resultsBatch = 256
+)
+
+// splitProto is the protocol's state, on the loop.
+type splitProto struct {
+	children  map[uint64]*childMaster // this master's children, by token
+	order     []*childMaster          // R's children, in creation order
+	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
+	// Workers on their way here (from a child, or from the parent to
+	// this child), by name, with how long they are waited for.
+	expect    map[string]time.Duration
+	nextToken uint64
+	lent      map[int32]*childMaster // tasks of the current batch lent to a child
+	moving    map[*mworker]*childMaster
+	taken     []sched.TaskID // scratch: the Taken actions of a step
+	rflag     bool           // a task request is outstanding
+	reqChild  *childMaster   // ... to this child (nil: to the parent)
+
+	parent *parentLink // this master is a child: its link up
+
+	// The busy time of the loop and the tasks its own workers decided,
+	// for SplitGain's estimate of the master's rate.
+	turnStart time.Time
+	busy      time.Duration
+	handled   int64 // messages from workers
+	ownTasks  int64
+}
+
+// childMaster is the parent's view of one child.
+type childMaster struct {
+	token   uint64
+	name    string // the promoted worker's
+	batch   int32
+	created time.Duration
+	link    *Conn // once ChildHello came
+	addr    string
+	lent    int // tasks lent and not returned
+	masters int // masters in its tree
+	inR     bool
+	done    bool
+	lost    bool
+}
+
+// parentLink is a child's view of its parent.
+type parentLink struct {
+	conn  *Conn
+	addr  string
+	self  string // the promoted worker's name, as it comes back
+	token uint64
+	inR   bool
+
+	ids       []int32 // accepted results not forwarded yet
+	f         []float64
+	last      time.Duration
+	finishing bool          // Done sent: waiting for the parent's word
+	moving    bool          // ... which was "return": workers moved back
+	finishBy  time.Duration // stop waiting for the workers to leave
+	done      chan error    // RunChild's answer; capacity 1
+	answered  bool
+}
+
+// proto returns the protocol's state, creating it.
+func (m *Master) proto() *splitProto {
+	if m.split.splitProto == nil {
+		m.split.splitProto = &splitProto{
+			children: map[uint64]*childMaster{},
+			lent:     map[int32]*childMaster{},
+			moving:   map[*mworker]*childMaster{},
+		}
+	}
+	return m.split.splitProto
+}
+
+// turnBegin marks the start of a turn of the loop (its busy time).
+func (m *Master) turnBegin() {
+	if p := m.split.splitProto; p != nil && p.turnStart.IsZero() {
+		p.turnStart = time.Now()
+	}
+}
+
+// afterTurn runs after each turn of the loop: the split, task requests,
+// forwarding results, and a child's return.
+func (m *Master) afterTurn() {
+	msgs := m.split.turnMsgs
+	m.split.endTurn()
+	p := m.split.splitProto
+	if p == nil {
+		if m.cfg.Split.Rule == SplitOff {
+			return
+		}
+		p = m.proto()
+	}
+	p.handled += int64(msgs)
+	if !p.turnStart.IsZero() {
+		p.busy += time.Since(p.turnStart)
+		p.turnStart = time.Time{}
+	}
+	m.maybeSplit()
+	m.maybeRequest()
+	m.noteJoins()
+	m.forwardResults(false)
+	m.checkChildren()
+	m.maybeFinish()
+}
+
+// lentCount is the number of tasks of the current batch out with children.
+func (m *Master) lentCount() int {
+	if p := m.split.splitProto; p != nil {
+		return len(p.lent)
+	}
+	return 0
+}
+
+// batchDone says the current batch is decided here: the policy is done,
+// nothing is out with a child, and (for a child) no task request is
+// outstanding.
+func (m *Master) batchDone() bool {
+	if !m.policy.Done() {
+		return false
+	}
+	p := m.split.splitProto
+	if p == nil {
+		return true
+	}
+	return len(p.lent) == 0 && !(p.parent != nil && p.rflag)
+}
+
+// maybeReply ends the current batch if it is decided.
+func (m *Master) maybeReply() {
+	if b := m.cur; b != nil && !b.replied && m.batchDone() && m.checksDone() {
+		b.replied = true
+		b.reply <- evalReply{f: b.f}
+	}
+}
+
+// onTaken collects a Taken action of the step in progress.
+func (m *Master) onTaken(t sched.TaskID) {
+	p := m.proto()
+	p.taken = append(p.taken, t)
+}
+
+// onAccept notes an accepted result; a child forwards it to its parent.
+func (m *Master) onAccept(t sched.TaskID, f float64) {
+	p := m.split.splitProto
+	if p == nil {
+		return
+	}
+	p.ownTasks++
+	if pl := p.parent; pl != nil && !pl.finishing {
+		pl.ids = append(pl.ids, int32(t))
+		pl.f = append(pl.f, f)
+	}
+}
+
+// takeTasks takes up to n tasks out of the batch (the tail of Q).
+func (m *Master) takeTasks(n int) []Task {
+	p := m.proto()
+	p.taken = p.taken[:0]
+	m.step(sched.Event{Kind: sched.TasksTaken, N: n}, 0)
+	b := m.cur
+	out := make([]Task, 0, len(p.taken))
+	for _, t := range p.taken {
+		out = append(out, Task{ID: int32(t), X: b.xs[t]})
+	}
+	p.taken = p.taken[:0]
+	return out
+}
+
+// addTasks brings tasks (back) into the batch.
+func (m *Master) addTasks(ts []Task) {
+	b := m.cur
+	ids := make([]sched.TaskID, 0, len(ts))
+	for _, t := range ts {
+		if t.ID < 0 || int(t.ID) >= len(b.xs) {
+			continue
+		}
+		if b.xs[t.ID] == nil {
+			b.xs[t.ID] = t.X
+		}
+		if !b.done[t.ID] {
+			ids = append(ids, sched.TaskID(t.ID))
+		}
+	}
+	if len(ids) > 0 {
+		m.step(sched.Event{Kind: sched.TasksAdded, IDs: ids}, 0)
+	}
+}
+
+// relayed says w reached this master through a relay: it is never
+// promoted (the workers moved to it could not reach it).
+func relayed(w *mworker) bool {
+	_, ok := w.conn.RemoteAddr().(relayAddr)
+	return ok
+}
+
+// maybeSplit splits this master if the overload test and the rule say so
+// (papers.md §2, Fig. 3 lines 14–18).
+func (m *Master) maybeSplit() {
+	rule := m.cfg.Split.Rule
+	b := m.cur
+	if rule == SplitOff || b == nil || b.replied || len(b.xs) == 0 || !m.overloaded() {
+		return
+	}
+	q := sched.Queued(m.policy)
+	if q < 2 {
+		return
+	}
+	p := m.split.splitProto
+	// W_r: the running workers.
+	var run []*mworker
+	for _, w := range m.byID {
+		if !w.left && !w.closed && !w.draining && !w.late && len(w.out) > 0 && !relayed(w) {
+			run = append(run, w)
+		}
+	}
+	suppress := func(why string) {
+		m.split.stats.Suppressed++
+		m.split.test.Reset() // the next decision rests on n fresh assignments
+		m.log.Debug("overloaded, but not splitting", "why", why, "running", len(run), "queued", q)
+	}
+	if len(run) < 4 {
+		suppress("fewer than 4 running workers: a master would be left with one child")
+		return
+	}
+	slices.SortFunc(run, func(a, b *mworker) int { return int(a.id) - int(b.id) })
+	// p: the running worker with the least work on it (the paper's p has
+	// just returned its result).
+	pi := 0
+	for i, w := range run {
+		if len(w.out) < len(run[pi].out) {
+			pi = i
+		}
+	}
+	pw := run[pi]
+	others := slices.Delete(slices.Clone(run), pi, pi+1)
+	keep, give := others[:len(others)/2], others[len(others)/2:]
+	if rule == SplitGain {
+		est := m.splitEstimate(keep, give, pw, q)
+		if !sched.SplitWorthIt(est) {
+			suppress(fmt.Sprintf("no expected gain (master %.0f tasks/s, exec %.3gs, rtt %.3gs)", est.MasterRate, est.Exec, est.RTT))
+			return
+		}
+	}
+	tasks := m.takeTasks(q / 2)
+	if len(tasks) == 0 {
+		return
+	}
+	p.nextToken++
+	c := &childMaster{token: p.nextToken, name: pw.name, batch: b.id, created: m.now(), lent: len(tasks), masters: 1, inR: true}
+	p.children[c.token] = c
+	p.order = append(p.order, c)
+	for _, t := range tasks {
+		p.lent[t.ID] = c
+	}
+	m.setDraining(pw)
+	delete(p.expect, pw.name)
+	for _, w := range give {
+		delete(p.expect, w.name)
+		m.setDraining(w)
+		p.moving[w] = c
+	}
+	pr := &Promote{
+		Token: c.token, Gen: b.id, ESGen: b.gen, N: len(b.xs), Tasks: tasks, Workers: names(give),
+		Policy: m.policy.Name(), Depth: m.cfg.Sched.Depth, Adaptive: m.cfg.Sched.Adaptive,
+		Rule: uint8(m.cfg.Split.Rule), Window: m.cfg.Split.Window,
+		MessageCost: int64(m.cfg.Split.MessageCost), GainMargin: m.cfg.Split.GainMargin,
+	}
+	if err := pw.conn.Send(pr); err != nil {
+		m.log.Warn("promote not sent; the child counts as lost", "worker", pw.name, "err", err)
+		m.childLost(c)
+		return
+	}
+	st := &m.split.stats
+	st.Splits++
+	st.Lent += int64(len(tasks))
+	m.split.test.Reset()
+	m.noteMasters()
+	m.log.Info("overloaded: promoting a worker to a child master (papers.md §2)",
+		"gen", b.gen, "worker", pw.name, "moved_workers", len(give), "kept_workers", len(keep),
+		"tasks", len(tasks), "queued_left", sched.Queued(m.policy), "overload_mean", m.split.test.Mean(), "masters", m.mastersNow())
+}
+
+// splitEstimate gathers what SplitGain weighs, from measured costs: the
+// master's rate is the tasks its own workers decided per second of its
+// loop's busy time (what it could do busy all the time), the task time
+// the grid's smoothed execution time, the round trip the mean of the
+// running workers' smoothed round trips.
+func (m *Master) splitEstimate(keep, give []*mworker, p *mworker, q int) sched.SplitEstimate {
+	pp := m.split.splitProto
+	est := sched.SplitEstimate{Exec: m.exec / 1e9, Queued: q, Lost: p.slots, Margin: m.cfg.Split.GainMargin}
+	if est.Margin == 0 {
+		est.Margin = 0.1
+	}
+	if pp.busy > 0 {
+		est.MasterRate = float64(pp.ownTasks) / pp.busy.Seconds()
+		est.Service = pp.busy.Seconds() / float64(max(pp.handled, 1))
+		est.Waiting = m.split.test.Mean()
+	}
+	var rtt float64
+	n := 0
+	for _, set := range [][]*mworker{keep, give, {p}} {
+		for _, w := range set {
+			if w.rtt > 0 {
+				rtt += w.rtt
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		est.RTT = rtt / float64(n) / 1e9
+	}
+	for _, w := range keep {
+		est.Kept += w.slots
+	}
+	for _, w := range m.byID {
+		if !w.left && !w.draining && len(w.out) == 0 {
+			est.Kept += w.slots // idle workers stay too
+		}
+	}
+	for _, w := range give {
+		est.Given += w.slots
+	}
+	return est
+}
+
+// setDraining stops new work to w.
+func (m *Master) setDraining(w *mworker) {
+	if !w.draining {
+		w.draining = true
+		m.step(sched.Event{Kind: sched.WorkerDraining, Worker: w.id}, 0)
+	}
+}
+
+// candidate is the next master to ask for tasks: the parent first, then
+// the children in order (papers.md §2: R starts as {parent}, each new
+// child joins it).
+func (m *Master) candidate() (*childMaster, bool) {
+	p := m.split.splitProto
+	if p.parent != nil && p.parent.inR {
+		return nil, true
+	}
+	for _, c := range p.order {
+		if c.inR && c.link != nil && !c.done && !c.lost {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// maybeRequest sends a task request once Q is empty (Fig. 3 line 22).
+func (m *Master) maybeRequest() {
+	p := m.split.splitProto
+	b := m.cur
+	if p.rflag || b == nil || b.replied || sched.Queued(m.policy) != 0 {
+		return
+	}
+	c, ok := m.candidate()
+	if !ok {
+		return
+	}
+	req := &TaskRequest{Gen: b.id}
+	var err error
+	if c == nil {
+		m.forwardResults(true) // what is done goes up with the request
+		err = p.parent.conn.Send(req)
+	} else {
+		err = c.link.Send(req)
+	}
+	if err != nil {
+		if c == nil {
+			p.parent.inR = false
+		} else {
+			c.inR = false
+		}
+		return
+	}
+	p.rflag, p.reqChild = true, c
+	m.split.stats.Requests++
+}
+
+// onTaskRequest answers a request for tasks from another master: half of
+// Q, or a refusal (Fig. 3 lines 35–39). to is the child that asked, nil
+// for the parent.
+func (m *Master) onTaskRequest(r *TaskRequest, to *childMaster, reply *Conn) {
+	b := m.cur
+	if b == nil || b.replied || r.Gen != b.id {
+		reply.Send(&TaskRefusal{Gen: r.Gen})
+		return
+	}
+	q := sched.Queued(m.policy)
+	var tasks []Task
+	if q > 0 {
+		tasks = m.takeTasks(max(q/2, 1))
+	}
+	if len(tasks) == 0 {
+		reply.Send(&TaskRefusal{Gen: r.Gen})
+		return
+	}
+	p := m.split.splitProto
+	if to != nil {
+		for _, t := range tasks {
+			p.lent[t.ID] = to
+		}
+		to.lent += len(tasks)
+		m.split.stats.Lent += int64(len(tasks))
+	}
+	reply.Send(&TaskGrant{Gen: r.Gen, Tasks: tasks})
+}
+
+// onGrant takes tasks granted by another master (Fig. 3 lines 30–34):
+// from the parent, more of the share; from a child, tasks it gives back.
+func (m *Master) onGrant(g *TaskGrant, from *childMaster) {
+	p := m.split.splitProto
+	if p.rflag && p.reqChild == from {
+		p.rflag, p.reqChild = false, nil
+	}
+	m.split.stats.Grants++
+	b := m.cur
+	if b == nil || g.Gen != b.id {
+		return
+	}
+	if from != nil {
+		n := 0
+		for _, t := range g.Tasks {
+			if p.lent[t.ID] == from {
+				delete(p.lent, t.ID)
+				from.lent--
+				n++
+			}
+		}
+		m.split.stats.GivenBack += int64(n)
+	}
+	m.addTasks(g.Tasks)
+	m.maybeReply()
+}
+
+// onRefusal drops the refusing master from R (Fig. 3 lines 40–45).
+func (m *Master) onRefusal(r *TaskRefusal, from *childMaster) {
+	p := m.split.splitProto
+	m.split.stats.Refusals++
+	if from == nil {
+		if p.parent != nil {
+			p.parent.inR = false
+		}
+	} else {
+		from.inR = false
+	}
+	if p.rflag && p.reqChild == from {
+		p.rflag, p.reqChild = false, nil
+	}
+	m.maybeReply()
+}
+
+// forwardResults sends a child's accepted results up, coalesced: now, or
+// once resultsBatch wait or resultsEvery has passed.
+func (m *Master) forwardResults(now bool) {
+	p := m.split.splitProto
+	pl := p.parent
+	if pl == nil || len(pl.ids) == 0 || pl.finishing {
+		return
+	}
+	t := m.now()
+	if !now && len(pl.ids) < resultsBatch && t-pl.last < resultsEvery {
+		return
+	}
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow()})
+	pl.ids, pl.f, pl.last = pl.ids[:0], pl.f[:0], t
+}
+
+// mastersNow is the number of masters in this master's tree.
+func (m *Master) mastersNow() int {
+	n := 1
+	if p := m.split.splitProto; p != nil {
+		for _, c := range p.children {
+			if !c.done && !c.lost {
+				n += max(c.masters, 1)
+			}
+		}
+	}
+	return n
+}
+
+// noteMasters adds a point to the masters' timeline when the count
+// changed.
+func (m *Master) noteMasters() {
+	st := &m.split.stats
+	n := m.mastersNow()
+	st.MastersMax = max(st.MastersMax, n)
+	if len(st.Timeline) == 0 && n != 1 {
+		st.Timeline = append(st.Timeline, MastersAt{Masters: 1}) // since the master started
+	}
+	if k := len(st.Timeline); (k == 0 || st.Timeline[k-1].Masters != n) && k < maxTimeline {
+		st.Timeline = append(st.Timeline, MastersAt{At: m.now(), Masters: n})
+	}
+}
+
+// checkChildren counts as lost a child that never opened its link.
+func (m *Master) checkChildren() {
+	p := m.split.splitProto
+	now := m.now()
+	for _, c := range p.children {
+		if c.link == nil && !c.lost && !c.done && now-c.created > childHelloTimeout {
+			m.log.Warn("promoted worker never came back as a master; its tasks go back to the queue", "worker", c.name)
+			m.childLost(c)
+		}
+	}
+}
+
+// childLost gives back everything lent to c (papers.md §2 assumes no
+// failure; the grid must survive one).
+func (m *Master) childLost(c *childMaster) {
+	if c.lost || c.done {
+		return
+	}
+	c.lost, c.inR = true, false
+	p := m.split.splitProto
+	delete(p.children, c.token)
+	p.order = slices.DeleteFunc(p.order, func(x *childMaster) bool { return x == c })
+	if p.rflag && p.reqChild == c {
+		p.rflag, p.reqChild = false, nil
+	}
+	var back []Task
+	if b := m.cur; b != nil {
+		for id, x := range p.lent {
+			if x == c {
+				delete(p.lent, id)
+				back = append(back, Task{ID: id, X: b.xs[id]})
+			}
+		}
+		slices.SortFunc(back, func(a, b Task) int { return int(a.ID) - int(b.ID) })
+	}
+	c.lent = 0
+	// Workers waiting to be moved to it go and find a master afresh.
+	for w, x := range p.moving {
+		if x == c {
+			delete(p.moving, w)
+			if !w.left {
+				w.conn.Send(&Move{})
+			}
+		}
+	}
+	m.split.stats.ChildrenLost++
+	m.split.stats.GivenBack += int64(len(back))
+	m.noteMasters()
+	if c.link != nil {
+		c.link.Close()
+	}
+	if len(back) > 0 && m.cur != nil && !m.cur.replied {
+		m.log.Warn("child master lost; the tasks lent to it go back to the queue", "child", c.name, "tasks", len(back))
+		m.addTasks(back)
+	}
+}
+
+// newBatchSplit resets the protocol for a new batch: children still
+// working on an earlier one are cut off (their tasks are of no use now).
+func (m *Master) newBatchSplit() {
+	p := m.split.splitProto
+	if p == nil {
+		return
+	}
+	for _, c := range p.children {
+		if c.lent > 0 && c.link != nil {
+			c.link.Close()
+		}
+	}
+	for _, c := range p.returning {
+		m.returnChild(c)
+	}
+	p.returning = nil
+	clear(p.lent)
+	p.rflag, p.reqChild = false, nil
+	for _, c := range p.order {
+		c.inR = false
+	}
+	m.split.test.Reset()
+}
+
+// acceptRole serves a connection whose Hello claims a role other than
+// worker's.
+func (m *Master) acceptRole(role string, conn *Conn, h *Hello) {
+	switch role {
+	case helloSubMaster:
+		m.acceptChildLink(conn, h)
+	case helloRelay:
+		m.acceptRelay(conn, h) // relay.go
+	default:
+		conn.SendAndClose(&Reject{Reason: "unknown role"})
+	}
+}
+
+// acceptChildLink serves a child master's control link.
+func (m *Master) acceptChildLink(conn *Conn, h *Hello) {
+	var c *childMaster // set by ChildHello, on the loop
+	post := func(f func()) {
+		select {
+		case m.in <- loopMsg{kind: msgCall, call: f}:
+		case <-m.done:
+		}
+	}
+	conn.Start(func(msg Message) {
+		post(func() {
+			m.turnBegin()
+			m.childFrame(&c, conn, msg)
+		})
+	})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		<-conn.Done()
+		post(func() {
+			if c != nil && !c.done {
+				m.log.Warn("child master's link lost", "child", c.name, "err", conn.Err())
+				m.childLost(c)
+			}
+		})
+	}()
+	_ = h
+}
+
+// childFrame handles one frame on a child's control link.
+func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
+	p := m.proto()
+	c := *cp
+	if hello, ok := msg.(*ChildHello); ok {
+		c = p.children[hello.Token]
+		if c == nil || c.link != nil {
+			conn.SendAndClose(&Reject{Reason: "no child master expected with that token"})
+			return
+		}
+		*cp = c
+		c.link, c.addr = conn, hello.Addr
+		moved := 0
+		for w, x := range p.moving {
+			if x == c {
+				delete(p.moving, w)
+				delete(p.expect, w.name) // it goes on to the child: not expected here
+				if !w.left {
+					w.conn.Send(&Move{Addr: hello.Addr})
+					moved++
+				}
+			}
+		}
+		m.log.Info("child master ready; moving its workers to it", "child", c.name, "addr", hello.Addr, "workers", moved)
+		return
+	}
+	if c == nil {
+		conn.SendAndClose(&Reject{Reason: "child hello expected"})
+		return
+	}
+	switch v := msg.(type) {
+	case *TaskRequest:
+		m.onTaskRequest(v, c, conn)
+	case *TaskGrant:
+		m.onGrant(v, c)
+	case *TaskRefusal:
+		m.onRefusal(v, c)
+	case *ChildResults:
+		m.onChildResults(c, v)
+	default:
+		m.log.Warn("unexpected message on a child master's link", "child", c.name, "type", msg.Type())
+	}
+}
+
+// onChildResults accepts the results a child returns (Fig. 3 lines
+// 24–27).
+func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
+	p := m.split.splitProto
+	if r.Masters > 0 {
+		c.masters = r.Masters
+	}
+	b := m.cur
+	if b != nil && r.Gen == b.id && len(r.IDs) == len(r.F) {
+		at := m.now()
+		for i, id := range r.IDs {
+			if p.lent[id] != c {
+				continue
+			}
+			delete(p.lent, id)
+			c.lent--
+			if b.done[id] {
+				continue
+			}
+			b.f[id], b.done[id] = r.F[i], true
+			m.progress.Add(1)
+			m.split.stats.FromChildren++
+			// The ledger counts the generation's results: one decided
+			// elsewhere is an Accept by no worker of this master's.
+			m.ledger.Step(at, sched.Event{}, []sched.Action{{Kind: sched.Accept, Worker: -1, Task: sched.TaskID(id)}})
+			if pl := p.parent; pl != nil && !pl.finishing {
+				pl.ids = append(pl.ids, id)
+				pl.f = append(pl.f, r.F[i])
+			}
+		}
+	}
+	// Workers on their way back from c (and c itself, as a worker):
+	// Close waits for them, so that none misses the end of the run.
+	m.expectWorkers(r.Moved, returnGrace)
+	if r.Done && !c.done {
+		c.done, c.inR = true, false
+		delete(p.children, c.token)
+		p.order = slices.DeleteFunc(p.order, func(x *childMaster) bool { return x == c })
+		if p.rflag && p.reqChild == c {
+			p.rflag, p.reqChild = false, nil
+		}
+		if c.lent > 0 && b != nil {
+			// Done, yet something lent is missing: take it back.
+			var back []Task
+			for id, x := range p.lent {
+				if x == c {
+					delete(p.lent, id)
+					back = append(back, Task{ID: id, X: b.xs[id]})
+				}
+			}
+			c.lent = 0
+			m.addTasks(back)
+		}
+		m.log.Info("child master returned", "child", c.name, "masters", m.mastersNow())
+		m.noteMasters()
+		m.maybeReply()
+		if b != nil && !b.replied {
+			m.returnChild(c) // its workers are welcome now
+		} else {
+			// The batch is over (maybe with these very results): whether
+			// a next one comes or the run ends, the child learns at the
+			// next batch or at Close, so that its workers are never on
+			// their way when the run ends.
+			p.returning = append(p.returning, c)
+		}
+		return
+	}
+	m.noteMasters()
+	m.maybeReply()
+}
+
+// returnGrace bounds how long Close waits for workers on their way back
+// from a child master.
+const returnGrace = 3 * time.Second
+
+// expectWorkers notes workers on their way here, waited for at most
+// grace each; those connected already are not.
+func (m *Master) expectWorkers(names []string, grace time.Duration) {
+	p := m.proto()
+	for _, name := range names {
+		if m.byName[name] == nil {
+			if p.expect == nil {
+				p.expect = map[string]time.Duration{}
+			}
+			p.expect[name] = m.now() + grace
+		}
+	}
+}
+
+// noteJoins forgets the expected workers that came (or are late).
+func (m *Master) noteJoins() {
+	p := m.split.splitProto
+	if len(p.expect) == 0 {
+		return
+	}
+	now := m.now()
+	for name, by := range p.expect {
+		if m.byName[name] != nil || now > by {
+			delete(p.expect, name)
+		}
+	}
+}
+
+// awaitReturns waits, at most ShutdownGrace, for the workers on their way
+// back from child masters, so that Close tells them the run is over too.
+// A child does not wait: what reaches it now it sends on (bounce), and
+// its own agent must get back to its parent.
+func (m *Master) awaitReturns() {
+	deadline := time.Now().Add(m.cfg.ShutdownGrace)
+	for {
+		n := 0
+		if !m.ask(func() {
+			if p := m.split.splitProto; p != nil && p.parent == nil {
+				m.noteJoins()
+				n = len(p.expect)
+			}
+		}) || n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.log.Warn("workers expected back from child masters did not come", "missing", n)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ChildConfig configures RunChild.
+type ChildConfig struct {
+	// Promote is the parent's order.
+	Promote *Promote
+	// Parent is the parent's data address (the one this worker dialled).
+	Parent string
+	// Listen is where the child accepts its workers, e.g. "10.0.0.5:0".
+	Listen string
+	// Key, Name and Problem are the worker's: the cluster key, its name
+	// (the control link is Name + "/master"), and the run's problem.
+	Key     *Key
+	Name    string
+	Problem ProblemSpec
+	// MaxFrame is the frame cap of the parent's connection.
+	MaxFrame int
+}
+
+// errParentLost ends a child whose parent is gone.
+var errParentLost = errors.New("grid: child master: the link to the parent master is lost")
+
+// RunChild runs a child master (papers.md §2's "start master"): this
+// very Master over the tasks of Promote and the workers the parent moves
+// to it, until its share is done and returned (nil), its parent is lost,
+// or ctx ends. It is what a promoted worker runs. mc gives the master's
+// other settings (Logger, timeouts); the policy, split settings, key,
+// problem and listener come from cfg.
+func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error) {
+	pr := cfg.Promote
+	if pr == nil {
+		return errors.New("grid: child master: no promote")
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("grid: child master: %w", err)
+	}
+	mc.Listener = ln
+	mc.Key = cfg.Key
+	mc.Problem = cfg.Problem
+	mc.Policy = pr.Policy
+	mc.Sched.Depth, mc.Sched.Adaptive = pr.Depth, pr.Adaptive
+	mc.Split = SplitConfig{Rule: SplitRule(pr.Rule), Window: pr.Window, MessageCost: time.Duration(pr.MessageCost), GainMargin: pr.GainMargin}
+	mc.MaxFrame = max(mc.MaxFrame, cfg.MaxFrame)
+	m, err := NewMaster(ctx, mc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// The workers that are still here when it stops are told the run is
+	// over if the parent said so, else that the master will be back, so
+	// that they find another (Shutdown.Restart).
+	defer func() {
+		if errors.Is(err, ErrRunOver) {
+			m.Close()
+		} else {
+			m.Interrupt()
+		}
+	}()
+	link, _, err := Dial(ctx, cfg.Parent, DialConfig{
+		Key: cfg.Key, Name: cfg.Name + "/master", Slots: 1, Problems: []string{helloSubMaster},
+		Conn: ConnConfig{MaxFrame: m.cfg.MaxFrame, Logger: m.cfg.Logger},
+	})
+	if err != nil {
+		return fmt.Errorf("grid: child master: control link: %w", err)
+	}
+	defer link.Close()
+	if err := link.Send(&ChildHello{Token: pr.Token, Addr: m.Addr()}); err != nil {
+		return fmt.Errorf("grid: child master: %w", err)
+	}
+	done := make(chan error, 1)
+	if !m.ask(func() { m.startShare(link, pr, cfg.Parent, cfg.Name, done) }) {
+		return ErrMasterClosed
+	}
+	post := func(f func()) {
+		select {
+		case m.in <- loopMsg{kind: msgCall, call: f}:
+		case <-m.done:
+		}
+	}
+	link.Start(func(msg Message) {
+		post(func() {
+			m.turnBegin()
+			m.parentFrame(msg)
+		})
+	})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		<-link.Done()
+		post(m.parentLost)
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-m.done:
+		err = ErrMasterClosed
+	}
+	return err
+}
+
+// startShare starts the child's batch: BatchStarted{N: 0} and its share
+// added, with the parent's ids and batch id.
+func (m *Master) startShare(link *Conn, pr *Promote, parent, self string, done chan error) {
+	p := m.proto()
+	p.parent = &parentLink{conn: link, addr: parent, self: self, token: pr.Token, inR: true, done: done}
+	// The workers the parent moves here (and the promoted worker's own
+	// agent does not come): noteJoins counts them in.
+	m.expectWorkers(pr.Workers, childHelloTimeout)
+	n := min(max(pr.N, 0), sched.MaxTaskID+1)
+	xs := make([][]float64, n)
+	var ids []sched.TaskID
+	for _, t := range pr.Tasks {
+		if t.ID >= 0 && int(t.ID) < n && xs[t.ID] == nil {
+			xs[t.ID] = t.X
+			ids = append(ids, sched.TaskID(t.ID))
+		}
+	}
+	m.cur = &batch{id: pr.Gen, gen: pr.ESGen, xs: xs, f: make([]float64, n), done: make([]bool, n),
+		reply: make(chan evalReply, 1), failures: map[int32][]string{}}
+	m.lastID = pr.Gen
+	m.batches++
+	m.progress.Store(0)
+	m.stepWith(sched.Event{Kind: sched.BatchStarted, N: 0}, 0, -1)
+	m.step(sched.Event{Kind: sched.TasksAdded, IDs: ids}, 0)
+	m.log.Info("child master started", "gen", pr.ESGen, "tasks", len(ids), "addr", m.Addr(), "parent", parent)
+	m.noteMasters()
+}
+
+// parentFrame handles one frame from the parent.
+func (m *Master) parentFrame(msg Message) {
+	p := m.proto()
+	if p.parent == nil {
+		return
+	}
+	switch v := msg.(type) {
+	case *TaskRequest:
+		m.onTaskRequest(v, nil, p.parent.conn)
+	case *TaskGrant:
+		m.onGrant(v, nil)
+	case *TaskRefusal:
+		m.onRefusal(v, nil)
+	case *Move:
+		m.moveBack() // the parent's word after Done: return now
+	case *Shutdown:
+		// The run is over (or the parent was interrupted): tell the
+		// workers so, not "come back".
+		pl := p.parent
+		if !pl.answered {
+			pl.answered = true
+			err := ErrRunOver
+			if v.Restart {
+				err = ErrParentInterrupted
+			}
+			m.log.Info("the parent master ended the run", "reason", v.Reason, "restart", v.Restart)
+			pl.done <- err
+		}
+	default:
+		m.log.Warn("unexpected message from the parent master", "type", msg.Type())
+	}
+}
+
+// parentLost ends a child whose parent is gone (or cut it off).
+func (m *Master) parentLost() {
+	p := m.proto()
+	if pl := p.parent; pl != nil && !pl.answered {
+		pl.answered = true
+		if !pl.moving {
+			m.log.Warn("lost the parent master; stopping this child master")
+			pl.done <- errParentLost
+			return
+		}
+		pl.done <- nil
+	}
+}
+
+// maybeFinish returns a child whose share is done (Fig. 3 lines 46–49):
+// its last results go up with Done. Its workers go back once the parent
+// says so (moveBack): at once while the parent's batch runs, or when the
+// parent's next batch starts; if instead the run ends, the parent says
+// Shutdown, and the workers are told the run is over (so that a worker
+// in transit never misses the end of the run). It answers RunChild once
+// the workers have left (or after a grace).
+func (m *Master) maybeFinish() {
+	p := m.split.splitProto
+	pl := p.parent
+	if pl == nil || pl.answered {
+		return
+	}
+	b := m.cur
+	if !pl.finishing {
+		if b == nil || !b.replied || !m.batchDone() {
+			return
+		}
+		pl.finishing = true
+		pl.conn.Send(&ChildResults{Gen: b.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), Done: true})
+		pl.ids, pl.f = nil, nil
+		m.log.Info("child master done; its results went to the parent", "gen", b.gen, "workers", m.nLive)
+	}
+	if pl.moving {
+		m.bounce()
+	}
+	if pl.moving && (m.nLive == 0 && len(p.expect) == 0 || m.now() > pl.finishBy) {
+		pl.answered = true
+		pl.done <- nil
+	}
+}
+
+// moveBack moves a finished child's workers back to its parent.
+func (m *Master) moveBack() {
+	pl := m.split.splitProto.parent
+	if pl == nil || !pl.finishing || pl.moving {
+		return
+	}
+	pl.moving = true
+	// Its own children that finished after its batch did come back too
+	// (through it: bounce sends them on, and it waits for them).
+	p := m.split.splitProto
+	for _, c := range p.returning {
+		m.returnChild(c)
+	}
+	p.returning = nil
+	moved := []string{pl.self}
+	var ws []*mworker
+	for _, w := range m.byID {
+		if !w.left && !w.closed {
+			moved = append(moved, w.name)
+			ws = append(ws, w)
+		}
+	}
+	// The parent waits for them (and this worker) at the end of the run:
+	// it hears of them before they leave.
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
+	for _, w := range ws {
+		m.setDraining(w)
+		w.conn.Send(&Move{Addr: pl.addr})
+	}
+	pl.finishBy = m.now() + 3*time.Second
+	m.log.Info("child master returning its workers to the parent", "workers", len(moved)-1, "parent", pl.addr)
+}
+
+// names lists the workers' names.
+func names(ws []*mworker) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.name
+	}
+	return out
+}
+
+// bounce sends on to the parent the workers that reach a child that is
+// returning (back from a child of its own, late).
+func (m *Master) bounce() {
+	pl := m.split.splitProto.parent
+	var moved []string
+	var ws []*mworker
+	for _, w := range m.byID {
+		if !w.left && !w.closed && !w.draining {
+			moved = append(moved, w.name)
+			ws = append(ws, w)
+		}
+	}
+	if len(moved) == 0 {
+		return
+	}
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
+	for _, w := range ws {
+		m.setDraining(w)
+		w.conn.Send(&Move{Addr: pl.addr})
+	}
+}
+
+// ErrRunOver is what RunChild returns when its parent ended the run: the
+// promoted worker's agent then ends as it does when its master ends the
+// run. ErrParentInterrupted: the parent was interrupted and will be back.
+var (
+	ErrRunOver           = errors.New("grid: child master: the parent ended the run")
+	ErrParentInterrupted = errors.New("grid: child master: the parent master was interrupted")
+)
+
+// returnChild gives a child that is done the parent's word: return now
+// (the batch runs, or the next one started).
+func (m *Master) returnChild(c *childMaster) {
+	if c.link != nil {
+		c.link.Send(&Move{})
+	}
+}
+
+// shutdownChildren passes the run's end (bye) down to every child whose
+// link is open, so that their workers hear it too. On the loop, as it
+// exits.
+func (m *Master) shutdownChildren(bye *Shutdown) {
+	p := m.split.splitProto
+	if p == nil {
+		return
+	}
+	for _, c := range p.children {
+		if c.link != nil {
+			c.link.SendAndClose(bye)
+		}
+	}
+	for _, c := range p.returning {
+		if c.link != nil {
+			c.link.SendAndClose(bye)
+		}
+	}
+	p.returning = nil
+}

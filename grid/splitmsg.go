@@ -1,0 +1,200 @@
+package grid
+
+// The messages between masters that split (papers.md §2: "start
+// master", task request, task assignment, refusal, results and workers
+// returned) and of relays (papers.md §1's R1, §3's relay tree). Their
+// type numbers start at 64, clear of the core protocol's.
+
+// The split and relay message types.
+const (
+	// MsgPromote: master → worker: become a child master over these
+	// tasks (the paper's "start master").
+	MsgPromote MsgType = 64 + iota
+	// MsgMove: master → worker: give back the held tasks, finish the
+	// running ones, and connect to another master.
+	MsgMove
+	// MsgChildHello: child master → parent, the first frame on the
+	// child's control link.
+	MsgChildHello
+	// MsgTaskRequest: one master asks another for tasks.
+	MsgTaskRequest
+	// MsgTaskGrant: tasks handed from one master to another.
+	MsgTaskGrant
+	// MsgTaskRefusal: the asked master has no task to give.
+	MsgTaskRefusal
+	// MsgChildResults: child master → parent: results accepted.
+	MsgChildResults
+	// MsgRelay: relay ↔ master: one relayed stream's bytes.
+	MsgRelay
+)
+
+// Promote makes a worker a child master (papers.md §2, "start master"):
+// it gives back the tasks it holds, finishes the running ones, and then
+// runs the master over Tasks with the workers that the parent moves to
+// it, under the parent's policy and split settings.
+type Promote struct {
+	Token uint64 `msgpack:"tok"` // names the child on its control link (ChildHello)
+	Gen   int32  `msgpack:"g"`   // the batch, as Tasks.Gen
+	ESGen int    `msgpack:"eg"`  // the ES generation, for logs
+	N     int    `msgpack:"n"`   // the batch's size: task ids are below it
+	Tasks []Task `msgpack:"t"`   // the child's share, with the parent's ids
+	// Workers names the workers the parent moves to the child: the child
+	// does not stop before they came (and, if it is done, went on to the
+	// parent), so that none is left knocking at a closed door.
+	Workers []string `msgpack:"nw,omitempty"`
+
+	Policy      string  `msgpack:"p"`
+	Depth       int     `msgpack:"d,omitempty"`
+	Adaptive    bool    `msgpack:"ad,omitempty"`
+	Rule        uint8   `msgpack:"r,omitempty"`
+	Window      int     `msgpack:"w,omitempty"`
+	MessageCost int64   `msgpack:"mc,omitempty"` // ns
+	GainMargin  float64 `msgpack:"gm,omitempty"`
+}
+
+// Move tells a worker to leave its master for the master at Addr
+// (Addr empty: the worker finds a master as it does after a lost
+// connection). It gives back its held tasks first (Drain) and finishes
+// the running ones.
+type Move struct {
+	Addr string `msgpack:"a"`
+}
+
+// ChildHello opens a child master's control link to its parent.
+type ChildHello struct {
+	Token uint64 `msgpack:"tok"`
+	Addr  string `msgpack:"a"` // the child's data address, where moved workers go
+}
+
+// TaskRequest asks another master for tasks of batch Gen.
+type TaskRequest struct {
+	Gen int32 `msgpack:"g"`
+}
+
+// TaskGrant hands tasks of batch Gen to another master.
+type TaskGrant struct {
+	Gen   int32  `msgpack:"g"`
+	Tasks []Task `msgpack:"t"`
+}
+
+// TaskRefusal says the asked master has no task of batch Gen to give.
+type TaskRefusal struct {
+	Gen int32 `msgpack:"g"`
+}
+
+// ChildResults carries results a child master accepted, with the parent's
+// task ids; Done says the child has finished and returns (its workers
+// are being moved back). Masters is the number of masters in the
+// child's tree (itself included).
+type ChildResults struct {
+	Gen     int32     `msgpack:"g"`
+	IDs     []int32   `msgpack:"ids"`
+	F       []float64 `msgpack:"f"`
+	Masters int       `msgpack:"m"`
+	Done    bool      `msgpack:"done,omitempty"`
+	// Moved names the workers the child sent back to the parent (itself
+	// included): the parent waits for them at the end of the run.
+	Moved []string `msgpack:"mv,omitempty"`
+}
+
+// RelayFrame carries one relayed stream's bytes between a relay and its
+// upstream (papers.md §1's R1): Op opens, carries or closes stream S.
+type RelayFrame struct {
+	S  uint32 `msgpack:"s"`
+	Op uint8  `msgpack:"o"`
+	D  []byte `msgpack:"d,omitempty"`
+}
+
+// The operations of a RelayFrame.
+const (
+	RelayData  uint8 = iota // D is the next bytes of stream S
+	RelayOpen               // a new stream S (a downstream connection)
+	RelayClose              // stream S is closed
+)
+
+// Type implements Message.
+func (Promote) Type() MsgType { return MsgPromote }
+
+// Type implements Message.
+func (Move) Type() MsgType { return MsgMove }
+
+// Type implements Message.
+func (ChildHello) Type() MsgType { return MsgChildHello }
+
+// Type implements Message.
+func (TaskRequest) Type() MsgType { return MsgTaskRequest }
+
+// Type implements Message.
+func (TaskGrant) Type() MsgType { return MsgTaskGrant }
+
+// Type implements Message.
+func (TaskRefusal) Type() MsgType { return MsgTaskRefusal }
+
+// Type implements Message.
+func (ChildResults) Type() MsgType { return MsgChildResults }
+
+// Type implements Message.
+func (RelayFrame) Type() MsgType { return MsgRelay }
+
+// newExtMessage is newMessage for the split and relay types; nil for
+// any other.
+func newExtMessage(t MsgType) Message {
+	switch t {
+	case MsgPromote:
+		return new(Promote)
+	case MsgMove:
+		return new(Move)
+	case MsgChildHello:
+		return new(ChildHello)
+	case MsgTaskRequest:
+		return new(TaskRequest)
+	case MsgTaskGrant:
+		return new(TaskGrant)
+	case MsgTaskRefusal:
+		return new(TaskRefusal)
+	case MsgChildResults:
+		return new(ChildResults)
+	case MsgRelay:
+		return new(RelayFrame)
+	}
+	return nil
+}
+
+// extName is MsgType.String for the split and relay types.
+func extName(t MsgType) string {
+	switch t {
+	case MsgPromote:
+		return "promote"
+	case MsgMove:
+		return "move"
+	case MsgChildHello:
+		return "child hello"
+	case MsgTaskRequest:
+		return "task request"
+	case MsgTaskGrant:
+		return "task grant"
+	case MsgTaskRefusal:
+		return "task refusal"
+	case MsgChildResults:
+		return "child results"
+	case MsgRelay:
+		return "relay"
+	}
+	return ""
+}
+
+// Roles in a Hello beyond a worker's: a Hello whose Problems is exactly
+// one of these is a child master's control link or a relay's upstream,
+// not a worker (the MAC covers Problems, so the role is authenticated).
+const (
+	helloSubMaster = "@submaster"
+	helloRelay     = "@relay"
+)
+
+// helloRole is the role a Hello claims: "" for a worker.
+func helloRole(h *Hello) string {
+	if len(h.Problems) == 1 && (h.Problems[0] == helloSubMaster || h.Problems[0] == helloRelay) {
+		return h.Problems[0]
+	}
+	return ""
+}

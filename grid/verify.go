@@ -1,0 +1,463 @@
+package grid
+
+import (
+	crand "crypto/rand"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
+// Results you can verify.
+//
+// Tokens. Every task instance the master sends carries a token, a random
+// 64-bit number drawn for that task on that worker in that batch
+// (ChaCha8 seeded from crypto/rand: unguessable); the worker returns it
+// with the result. The master believes a result, counts it, and lets it
+// decide or fail a task only if it carries the token it sent that worker
+// for that task: a worker cannot answer for a task before it has it, nor
+// for a task given to another worker. (A cancel acknowledgement for an
+// instance the worker no longer has, AckLate, carries none: it only
+// feeds the ledger, which counts it against a cancel it saw sent.)
+//
+// Verification (MasterConfig.Verify = P, esrun -verify P). Fitness is
+// deterministic, so a value can be checked exactly, bit for bit, where
+// volunteer grids (BOINC) compare replicas within a tolerance. When the
+// policy accepts a result, the master draws (unpredictably, from the same
+// generator) whether to check it: with probability P the task is sent
+// again, to a second, different worker, outside the policy's books (its
+// instances carry the task id plus checkBase, and the worker treats them
+// as any task). Both values equal: verified. They differ: the task goes
+// to a third worker, and so on until one value has two votes; every
+// worker whose value differs from it is reported and excluded from the
+// run (its connection is closed with a Reject saying why, and it is
+// refused if it reconnects under the same name), and the tasks whose
+// accepted value came from it in this generation are evaluated again on
+// other workers. The generation is answered only once every check is
+// decided, so the values the ES sees are the agreed ones: with -verify
+// the trajectory equals the in-process one, liar or not (as long as
+// honest workers agree, and the liar is caught in the generation in
+// which it lies: P = 1 catches every lie; a smaller P catches a worker
+// that lies on a fraction q of its tasks after about 1/(Pq) of them).
+//
+// Non-finite values. A NaN or ±Inf from a worker is the problem's answer
+// only if the problem says it may return one (ProblemSpec.NonFinite);
+// otherwise it is an evaluation error, retried on another worker like
+// any failed evaluation (sched.Failed).
+
+// checkBase is added to a task's id in the instances that check it, so
+// that the worker holds them apart from the policy's instances of the
+// same task and the master tells their results apart.
+const checkBase = 1 << 30
+
+// verifyState is the loop's verification state.
+type verifyState struct {
+	rng *rand.ChaCha8 // tokens and draws; loop goroutine only
+
+	from   []sched.WorkerID // per task of the batch: whose value was accepted (0: none yet)
+	checks map[int32]*check // open checks of the batch, by task
+	load   map[sched.WorkerID]int
+
+	exMu     sync.Mutex        // guards excluded: the handshakes read it
+	excluded map[string]string // worker name → why, for the whole run
+	exIDs    map[sched.WorkerID]bool
+}
+
+// check is one task's open question: which value is right.
+type check struct {
+	task   int32
+	need   int // agreeing votes that decide
+	votes  []vote
+	asked  map[sched.WorkerID]bool // never ask a worker twice
+	out    []checkOut
+	fails  []string // evaluation errors from the workers asked
+	reeval bool     // the accepted value came from an excluded worker: b.f[task] waits for this check
+	warned bool     // logged that it waits for a worker
+}
+
+type vote struct {
+	w    sched.WorkerID
+	name string
+	bits uint64
+}
+
+// checkOut is one instance of a check outstanding on a worker.
+type checkOut struct {
+	w       *mworker
+	token   uint64
+	at      time.Duration
+	overdue bool
+}
+
+func (v *verifyState) init() {
+	var seed [32]byte
+	crand.Read(seed[:]) // never fails (Go 1.24+: it crashes the program rather than return an error)
+	v.rng = rand.NewChaCha8(seed)
+	v.checks = map[int32]*check{}
+	v.load = map[sched.WorkerID]int{}
+	v.excluded = map[string]string{}
+	v.exIDs = map[sched.WorkerID]bool{}
+}
+
+// newToken is a fresh, nonzero, unguessable token.
+func (m *Master) newToken() uint64 {
+	for {
+		if t := m.v.rng.Uint64(); t != 0 {
+			return t
+		}
+	}
+}
+
+// tokenFor returns the token of task t of w's current batch (see
+// markSent), drawing it the first time: an instance sent twice to the
+// same worker keeps its token, so that whichever copy the worker answers
+// with is believed.
+func (w *mworker) tokenFor(t int32, draw func() uint64) uint64 {
+	if t < 0 || int(t) >= len(w.tokens) {
+		return 0
+	}
+	if w.tokens[t] == 0 {
+		w.tokens[t] = draw()
+	}
+	return w.tokens[t]
+}
+
+// validToken reports whether tok is the token w was sent for task t of
+// batch b (its latest or the one before).
+func (w *mworker) validToken(b, t int32, tok uint64) bool {
+	var toks []uint64
+	switch {
+	case b == w.sentBatch:
+		toks = w.tokens
+	case b == w.prevBatch:
+		toks = w.prevTokens
+	}
+	return tok != 0 && t >= 0 && int(t) < len(toks) && toks[t] == tok
+}
+
+// tokensForgotten reports whether batch b is older than the two batches
+// whose tokens w keeps (batch ids only grow).
+func (w *mworker) tokensForgotten(b int32) bool {
+	switch {
+	case len(w.prevTokens) > 0:
+		return b < w.prevBatch
+	case len(w.tokens) > 0:
+		return b < w.sentBatch
+	}
+	return false
+}
+
+// tokensFor returns b resized to n entries, all zero.
+func tokensFor(b []uint64, n int) []uint64 {
+	if cap(b) < n {
+		return make([]uint64, n)
+	}
+	b = b[:n]
+	clear(b)
+	return b
+}
+
+// unsolicited counts a result that carries no token the master gave w
+// for it, and warns once per worker.
+func (m *Master) unsolicited(w *mworker, r *Result) {
+	m.counts.Unsolicited++
+	if !w.warned {
+		w.warned = true
+		m.log.Warn("worker sent a result for a task instance it was never given (no matching token); discarded",
+			"worker", w.name, "id", w.id, "batch", r.Gen, "task", r.ID)
+	}
+}
+
+// finite reports whether f is an acceptable value for a problem that
+// does not declare non-finite values.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// nonFiniteError is the evaluation error a non-finite value becomes.
+func nonFiniteError(f float64) string {
+	return fmt.Sprintf("non-finite fitness %v, and the problem does not say it may return one (esrun -nonfinite)", f)
+}
+
+// verifyStart resets the verification state for a batch of n tasks.
+func (m *Master) verifyStart(n int) {
+	v := &m.v
+	v.from = slices.Grow(v.from[:0], n)[:n]
+	clear(v.from)
+	clear(v.checks)
+	clear(v.load)
+}
+
+// verifyAccepted records that the policy accepted w's value f for task t
+// of batch b, and draws whether to check it.
+func (m *Master) verifyAccepted(w *mworker, b *batch, t int32, f float64) {
+	v := &m.v
+	if t < 0 || int(t) >= len(v.from) {
+		return
+	}
+	v.from[t] = w.id
+	if m.cfg.Verify <= 0 || (m.cfg.Verify < 1 && v.rng.Uint64()>>11 >= uint64(m.cfg.Verify*(1<<53))) {
+		return
+	}
+	c := &check{task: t, need: 2, asked: map[sched.WorkerID]bool{w.id: true},
+		votes: []vote{{w: w.id, name: w.name, bits: math.Float64bits(f)}}}
+	v.checks[t] = c
+	m.dispatch(b, c)
+}
+
+// eligible reports whether w may be asked to evaluate a check.
+func (m *Master) eligible(w *mworker) bool {
+	return !w.left && !w.closed && !w.draining && !m.v.exIDs[w.id]
+}
+
+// dispatch sends one instance of check c to the least loaded eligible
+// worker not asked yet. With none, a check that only verifies a value
+// when no second worker exists at all is given up (counted Unverified);
+// any other waits for a worker to join.
+func (m *Master) dispatch(b *batch, c *check) {
+	var best *mworker
+	bestLoad := 0
+	others := 0
+	for _, w := range m.byID {
+		if !m.eligible(w) {
+			continue
+		}
+		if len(c.votes) > 0 && w.id != c.votes[0].w {
+			others++
+		}
+		if c.asked[w.id] {
+			continue
+		}
+		load := (len(w.out) + m.v.load[w.id]) * 1024 / max(w.slots, 1)
+		if best == nil || load < bestLoad || (load == bestLoad && w.id < best.id) {
+			best, bestLoad = w, load
+		}
+	}
+	if best == nil {
+		if !c.reeval && len(c.votes) == 1 && others == 0 {
+			delete(m.v.checks, c.task)
+			m.counts.Unverified++
+			m.log.Debug("result not verified: no second worker", "gen", b.gen, "task", c.task)
+			return
+		}
+		if !c.warned {
+			c.warned = true
+			m.log.Warn("verification waits for another worker to join: every eligible worker has answered this task",
+				"gen", b.gen, "task", c.task, "votes", len(c.votes))
+		}
+		return
+	}
+	tok := m.newToken()
+	c.asked[best.id] = true
+	c.out = append(c.out, checkOut{w: best, token: tok, at: m.now()})
+	m.v.load[best.id]++
+	best.checkTasks = append(best.checkTasks, Task{ID: checkBase + c.task, X: b.xs[c.task], Token: tok})
+	m.counts.TasksSent++
+	m.markDirty(best)
+}
+
+// checkResult handles a result of a check's instance (its id is
+// checkBase + task).
+func (m *Master) checkResult(w *mworker, b *batch, r *Result) {
+	if b == nil || r.Gen != b.id {
+		m.counts.Stale++ // a check of an earlier batch: decided or dropped with it
+		return
+	}
+	t := r.ID - checkBase
+	c := m.v.checks[t]
+	i := -1
+	if c != nil {
+		i = slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w && o.token == r.Token })
+	}
+	if i < 0 {
+		if c == nil && r.Token != 0 && int(t) < len(b.xs) && t >= 0 {
+			m.counts.Stale++ // a copy of a check decided already
+			return
+		}
+		m.unsolicited(w, r)
+		return
+	}
+	c.out = slices.Delete(c.out, i, i+1)
+	m.v.load[w.id]--
+	if r.Cancelled {
+		delete(c.asked, w.id) // stopped on the worker: it may be asked again
+		m.dispatch(b, c)
+		return
+	}
+	m.counts.Results++
+	if r.Err == "" && !m.cfg.Problem.NonFinite && !finite(r.F) {
+		r.Err = nonFiniteError(r.F)
+	}
+	if r.Err != "" {
+		m.counts.Failed++
+		delete(c.asked, w.id) // it may be asked again, MaxRetries failures in all
+		c.fails = append(c.fails, w.name+": "+truncate(r.Err, maxErrText))
+		if len(c.fails) > m.cfg.MaxRetries {
+			if c.reeval {
+				b.fail(fmt.Errorf("grid: generation %d, task %d (evaluated again after its worker was excluded) failed %d times: %v",
+					b.gen, t, len(c.fails), c.fails))
+				delete(m.v.checks, t)
+				return
+			}
+			m.log.Warn("verification given up: the task failed on every worker asked to check it",
+				"gen", b.gen, "task", t, "failures", len(c.fails))
+			m.counts.Unverified++
+			delete(m.v.checks, t)
+			return
+		}
+		m.dispatch(b, c)
+		return
+	}
+	c.votes = append(c.votes, vote{w: w.id, name: w.name, bits: math.Float64bits(r.F)})
+	m.decide(b, c)
+}
+
+// decide closes check c if one value has the votes it needs: the value
+// becomes the task's, and every worker that voted otherwise is excluded.
+// Otherwise it asks one more worker, unless one is already asked.
+func (m *Master) decide(b *batch, c *check) {
+	var agreed uint64
+	found := false
+	for _, x := range c.votes {
+		n := 0
+		for _, y := range c.votes {
+			if y.bits == x.bits {
+				n++
+			}
+		}
+		if n >= c.need {
+			agreed, found = x.bits, true
+			break
+		}
+	}
+	if !found {
+		if len(c.out) == 0 {
+			m.dispatch(b, c)
+		}
+		return
+	}
+	delete(m.v.checks, c.task)
+	b.f[c.task] = math.Float64frombits(agreed)
+	for _, x := range c.votes {
+		if x.bits == agreed {
+			m.v.from[c.task] = x.w // the value is now theirs, not the liar's
+			break
+		}
+	}
+	if c.reeval {
+		m.counts.Reevaluated++
+	} else {
+		m.counts.Verified++
+	}
+	for _, x := range c.votes {
+		if x.bits != agreed {
+			m.counts.Mismatches++
+			m.exclude(b, x.w, x.name, fmt.Sprintf("its fitness value %v for task %d of generation %d differs from the value %v that other workers agree on",
+				math.Float64frombits(x.bits), c.task, b.gen, math.Float64frombits(agreed)))
+		}
+	}
+}
+
+// exclude takes worker id out of the run: it is reported, its connection
+// closed with the reason, its votes struck from the open checks, and the
+// values accepted from it in this batch evaluated again elsewhere.
+func (m *Master) exclude(b *batch, id sched.WorkerID, name, why string) {
+	v := &m.v
+	if v.exIDs[id] {
+		return
+	}
+	v.exIDs[id] = true
+	m.counts.Excluded++
+	v.exMu.Lock()
+	v.excluded[name] = why
+	v.exMu.Unlock()
+	m.log.Error("worker excluded from the run: "+why+"; its results of this generation are evaluated again elsewhere",
+		"worker", name, "id", id)
+	if w := m.byID[id]; w != nil {
+		m.workerLeft(w)
+		w.conn.SendAndClose(&Reject{Reason: "excluded from this run: " + why})
+	}
+	// Its votes no longer count, nor its instances.
+	for _, c := range v.checks {
+		c.votes = slices.DeleteFunc(c.votes, func(x vote) bool { return x.w == id })
+		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w.id == id })
+	}
+	// What it answered in this batch is evaluated again.
+	for t, from := range v.from {
+		if from != id {
+			continue
+		}
+		v.from[t] = 0
+		if c := v.checks[int32(t)]; c != nil {
+			c.reeval = true
+			continue
+		}
+		need := 1
+		if m.cfg.Verify > 0 && (m.cfg.Verify >= 1 || v.rng.Uint64()>>11 < uint64(m.cfg.Verify*(1<<53))) {
+			need = 2
+		}
+		c := &check{task: int32(t), need: need, asked: map[sched.WorkerID]bool{id: true}, reeval: true}
+		v.checks[int32(t)] = c
+	}
+	for _, c := range v.checks {
+		if len(c.out) == 0 {
+			m.decide(b, c)
+		}
+	}
+}
+
+// excludedWhy is why the worker named name was excluded from the run, or
+// "" if it was not. Called by the handshakes.
+func (m *Master) excludedWhy(name string) string {
+	m.v.exMu.Lock()
+	defer m.v.exMu.Unlock()
+	if why, ok := m.v.excluded[name]; ok {
+		return "excluded from this run: " + why
+	}
+	return ""
+}
+
+// checksLost gives the check instances outstanding on w, which has left,
+// to other workers.
+func (m *Master) checksLost(w *mworker) {
+	b := m.cur
+	if b == nil {
+		return
+	}
+	for _, c := range m.v.checks {
+		n := len(c.out)
+		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w == w })
+		if len(c.out) < n {
+			m.v.load[w.id] -= n - len(c.out)
+			m.dispatch(b, c)
+		}
+	}
+}
+
+// checkChecks runs with the deadlines: a check instance late by four
+// deadlines of its worker (it waits behind the worker's held tasks) gets
+// a second worker, and checks that wait for a worker try again.
+func (m *Master) checkChecks(now time.Duration) {
+	b := m.cur
+	if b == nil || b.replied || len(m.v.checks) == 0 {
+		return
+	}
+	for _, c := range m.v.checks {
+		late := false
+		for i := range c.out {
+			o := &c.out[i]
+			d := max(m.deadline(o.w), m.cfg.DeadlineFloor) * 4
+			if !o.overdue && now-o.at > d {
+				o.overdue, late = true, true
+			}
+		}
+		if late || len(c.out) == 0 {
+			m.dispatch(b, c)
+		}
+	}
+}
+
+// checksDone reports whether every check of the batch is decided.
+func (m *Master) checksDone() bool { return len(m.v.checks) == 0 }

@@ -1,0 +1,151 @@
+package gridtest
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
+// Misbehaving machines, emulated by real esworker processes beside a
+// healthy one: a worker that accepts tasks and never answers (-silent), one
+// whose fitness function sometimes hangs deaf to cancels (-hang-every),
+// and one whose evaluations sometimes fail (-fail-every). Under every
+// policy the run completes with the in-process trajectory, bit for bit: a
+// silent worker or a hung evaluation costs deadlines, a failure a retry.
+func TestProcessesFaultyWorkers(t *testing.T) {
+	want := reference(t)
+	type fault struct {
+		name string
+		args []string
+		// line is what the master logs about it.
+		line string
+	}
+	faults := []fault{
+		{"silent", []string{"-silent"}, `worker is late`},
+		{"hang", []string{"-hang-every", "9"}, `worker is late`},
+	}
+	for _, policy := range sched.Names {
+		for _, f := range faults {
+			t.Run(policy+"/"+f.name, func(t *testing.T) {
+				runWithFaultyWorker(t, policy, f.args, f.line, want)
+			})
+		}
+	}
+	t.Run("wq/fail", func(t *testing.T) {
+		runWithFaultyWorker(t, "wq", []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
+	})
+	t.Run("r3q/fail", func(t *testing.T) {
+		runWithFaultyWorker(t, "r3q", []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
+	})
+}
+
+// runWithFaultyWorker runs the ES on a healthy worker and one started
+// with faultArgs, and checks the run against want. line must show in the
+// master's log when the fault bit (replication can spare rr and r3q a
+// silent worker's deadline, so there it is not required).
+func runWithFaultyWorker(t *testing.T, policy string, faultArgs []string, line string, want outcome) {
+	t.Helper()
+	m := startMaster(t, policy, 2)
+	start := time.Now()
+	good := startWorker(t, "good", keyEnv, "-join", m.gossip, "-slots", "2")
+	bad := startWorker(t, "faulty", keyEnv, append([]string{"-join", m.gossip, "-slots", "2"}, faultArgs...)...)
+	sameRun(t, m.finish(t), want)
+	t.Logf("%s with %v: %v", policy, faultArgs, time.Since(start).Round(time.Millisecond))
+	if s := m.stderr.String(); !regexp.MustCompile(line).MatchString(s) && policy != "rr" && policy != "r3q" {
+		t.Errorf("the master never logged /%s/:\n%s", line, m.stderr.tail(20))
+	}
+	exitedCleanly(t, good, bad)
+}
+
+// Ctrl-C on esrun tells the workers the master will be back: they wait
+// for it (without -once they would anyway), and -resume finds them and
+// finishes the run, equal to the in-process one.
+func TestProcessesInterruptAndResume(t *testing.T) {
+	want := reference(t)
+	esrun, _ := binaries(t)
+	dir := t.TempDir()
+	report, ckpt := filepath.Join(dir, "report.json"), filepath.Join(dir, "state.ckpt")
+	gossip := freeGossipAddr(t)
+	masterArgs := func(extra ...string) []string {
+		return append([]string{"-v", "-sched", "r3q", "-local", "0", "-min-workers", "2",
+			"-listen", "127.0.0.1:0", "-gossip", gossip}, extra...)
+	}
+	// Slow tasks, so that the interrupt comes mid-run.
+	slowFlags := append(append([]string(nil), esFlags...), "-lu", "300")
+	first := start(t, "esrun-1", esrun, keyEnv, masterArgs(append([]string{"-checkpoint", ckpt}, slowFlags...)...)...)
+	ws := []*proc{
+		startWorker(t, "w1", keyEnv, "-join", gossip, "-slots", "1"),
+		startWorker(t, "w2", keyEnv, "-join", gossip, "-slots", "1"),
+	}
+	ctx := withTimeout(t, runTimeout)
+	if _, err := first.waitStdout(ctx, regexp.MustCompile(`(?m)^gen +2 `)); err != nil {
+		t.Fatalf("first run: no generation 2: %v\n%s", err, first.stderr.tail(20))
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := first.wait(ctx); err != nil || code != 1 {
+		t.Fatalf("interrupted esrun: status %d, %v; want 1", code, err)
+	}
+	for _, w := range ws {
+		if _, err := w.waitStderr(ctx, regexp.MustCompile(`the master was interrupted; waiting for it to come back`)); err != nil {
+			t.Fatalf("%s: %v\n%s", w.name, err, w.stderr.tail(10))
+		}
+	}
+	if _, err := os.Stat(ckpt); err != nil {
+		t.Fatalf("no checkpoint to resume: %v", err)
+	}
+	second := start(t, "esrun-2", esrun, keyEnv, masterArgs("-resume", ckpt, "-report", report, "-lu", "300")...)
+	if code, err := second.wait(ctx); err != nil || code != 0 {
+		t.Fatalf("resumed esrun: status %d, %v\n%s", code, err, second.stderr.tail(20))
+	}
+	got, err := readOutcome(report, ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The resumed report starts where the checkpoint was: compare those
+	// generations, the end and the final state.
+	g := got.rep.Generations
+	if len(g) == 0 || len(g) >= wantGens || g[len(g)-1].Gen != wantGens-1 {
+		t.Fatalf("resumed run: %d generations, want the last %d or fewer ending at %d", len(g), wantGens-1, wantGens-1)
+	}
+	for _, r := range g {
+		if r != want.rep.Generations[r.Gen] {
+			t.Errorf("generation %d: resumed %+v, in process %+v", r.Gen, r, want.rep.Generations[r.Gen])
+		}
+	}
+	if got.rep.Best.F != want.rep.Best.F || sameBytes(got.ckpt, want.ckpt) != "" {
+		t.Errorf("resumed run ends at %v (%s), in process %v", got.rep.Best.F, sameBytes(got.ckpt, want.ckpt), want.rep.Best.F)
+	}
+	if got.rep.Schedule == nil || got.rep.Schedule.Workers != 2 {
+		t.Errorf("the resumed run's schedule: %+v, want the same 2 workers", got.rep.Schedule)
+	}
+	exitedCleanly(t, ws...)
+}
+
+// freeGossipAddr is a loopback address whose port is free (TCP and UDP)
+// now, for a master that must be found again at the same address after a
+// restart.
+func freeGossipAddr(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if pc, err := net.ListenPacket("udp", addr); err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port for gossip")
+	return ""
+}

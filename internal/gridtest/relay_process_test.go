@@ -1,0 +1,83 @@
+package gridtest
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// relayListening is esworker's line once its relay listens.
+var relayListening = regexp.MustCompile(`(?m)^esworker: relay listening (\S+)$`)
+
+// startRelayProc starts esworker -relay and waits for its address.
+func startRelayProc(t *testing.T, name string, args ...string) (*proc, string) {
+	t.Helper()
+	p := startWorker(t, name, keyEnv, append([]string{"-relay", "127.0.0.1:0"}, args...)...)
+	sub, err := p.waitStderr(withTimeout(t, 20*time.Second), relayListening)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return p, sub[1]
+}
+
+// genLine matches esrun's line for generation g.
+func genLine(g int) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^gen\s+` + strconv.Itoa(g) + `\s`)
+}
+
+// TestProcessesRelays: the paper's R1 in front of W1–W3, as processes.
+// Relay r1 (relay only) finds the master through gossip; relay r2,
+// which also works, is chained behind r1; two workers sit behind r1 and
+// one behind r2, each given the master's address as another path; one
+// worker joins directly. A worker behind r1 is killed, then r1 itself
+// (taking r2's upstream with it): their tasks go back to the queue, the
+// workers behind reconnect straight to the master (or wait, r2's own,
+// which has no other path), and the trajectory is -inprocess's.
+func TestProcessesRelays(t *testing.T) {
+	want := reference(t)
+	m := startMaster(t, "r3q", 5)
+	r1, r1addr := startRelayProc(t, "r1", "-relay-only", "-join", m.gossip)
+	// Tasks of about 20 ms (-slowdown), so that the workers cut off with
+	// the relay are back while the run still has work for them.
+	slow := []string{"-slots", "1", "-slowdown", "400"}
+	_, r2addr := startRelayProc(t, "r2", append([]string{"-master", r1addr}, slow...)...)
+	w1a := startWorker(t, "w1a", keyEnv, append([]string{"-master", r1addr + "," + m.data}, slow...)...)
+	w1b := startWorker(t, "w1b", keyEnv, append([]string{"-master", r1addr + "," + m.data}, slow...)...)
+	w2a := startWorker(t, "w2a", keyEnv, append([]string{"-master", r2addr + "," + m.data}, slow...)...)
+	d0 := startWorker(t, "d0", keyEnv, append([]string{"-join", m.gossip}, slow...)...)
+
+	ctx := withTimeout(t, runTimeout)
+	if _, err := m.waitStdout(ctx, genLine(2)); err != nil {
+		t.Fatal(err)
+	}
+	w1b.cmd.Process.Signal(syscall.SIGKILL) // a worker behind a relay dies
+	if _, err := m.waitStdout(ctx, genLine(4)); err != nil {
+		t.Fatal(err)
+	}
+	r1.cmd.Process.Signal(syscall.SIGKILL) // the relay dies, and the chain behind it
+
+	got := m.finish(t)
+	sched := sameRun(t, got, want)
+	t.Logf("schedule: %d workers joined, %d originals, %d replicas", sched.Workers, sched.Originals, sched.Replicas)
+	log := m.stderr.String()
+	for _, line := range []string{`msg="relay connected" component=master relay=r1`, `msg="relay connected" component=master relay=r2`, "relay lost"} {
+		if !strings.Contains(log, line) {
+			t.Errorf("the master's log has no %q", line)
+		}
+	}
+	// The relayed workers were never gossip members: no peer declared
+	// them dead.
+	for _, name := range []string{"w1a", "w2a"} {
+		if regexp.MustCompile(`gossip declared worker dead.*worker=` + name + `\b`).MatchString(log) {
+			t.Errorf("gossip declared relayed worker %s dead", name)
+		}
+	}
+	// Those with another path reconnected by it, and end with the run.
+	exitedCleanly(t, w1a, w2a, d0)
+	if !strings.Contains(w1a.stderr.String(), "connected to the master\" worker=w1a addr="+m.data) {
+		t.Errorf("w1a did not reconnect straight to the master after the relay died")
+	}
+}

@@ -1,0 +1,190 @@
+package gridtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Masters that split, with real processes: one esrun master made slow
+// (-master-cost) and eight one-slot esworker processes with fine-grained
+// tasks (-slowdown turns a microsecond evaluation into about a
+// millisecond). Every run is checked against esrun -inprocess, bit for
+// bit.
+
+// splitFlags is an ES with enough tasks per generation to split in.
+var splitFlags = []string{"-problem", "rastrigin", "-dim", "8", "-mu", "10", "-lambda", "300", "-gens", "3", "-seed", "5"}
+
+const splitWorkers = 8
+
+var (
+	splitRefOnce sync.Once
+	splitRef     outcome
+	splitRefErr  error
+)
+
+func splitReference(t *testing.T) outcome {
+	t.Helper()
+	esrun, _ := binaries(t)
+	splitRefOnce.Do(func() {
+		dir, err := os.MkdirTemp(binDir, "split-reference-")
+		if err != nil {
+			splitRefErr = err
+			return
+		}
+		rep, ckpt := filepath.Join(dir, "report.json"), filepath.Join(dir, "state.ckpt")
+		args := append([]string{"-inprocess", "-quiet", "-report", rep, "-checkpoint", ckpt}, splitFlags...)
+		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, esrun, args...).CombinedOutput(); err != nil {
+			splitRefErr = fmt.Errorf("esrun %v: %w\n%s", args, err, out)
+			return
+		}
+		splitRef, splitRefErr = readOutcome(rep, ckpt)
+	})
+	if splitRefErr != nil {
+		t.Fatal(splitRefErr)
+	}
+	return splitRef
+}
+
+// mastersReport is the masters part of esrun's report.
+type mastersReport struct {
+	WallSeconds float64 `json:"wall_seconds"`
+	Schedule    struct {
+		Total   float64 `json:"total"`
+		Masters struct {
+			Rule           string  `json:"rule"`
+			OverloadWindow int     `json:"overload_window"`
+			OverloadMean   float64 `json:"overload_mean"`
+			MastersMax     int     `json:"masters_max"`
+			Splits         int     `json:"splits"`
+			FromChildren   int     `json:"from_children"`
+			ChildrenLost   int     `json:"children_lost"`
+			GivenBack      int     `json:"given_back"`
+		} `json:"masters"`
+	} `json:"schedule"`
+}
+
+func readMasters(t *testing.T, path string) mastersReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r mastersReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// splitRun is one esrun with esworker processes.
+type splitRun struct {
+	m       *master
+	workers map[string]*proc
+}
+
+// startSplitRun starts a slow master with rule and its workers.
+func startSplitRun(t *testing.T, rule string) *splitRun {
+	t.Helper()
+	esrun, _ := binaries(t)
+	dir := t.TempDir()
+	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
+	args := append([]string{
+		"-v", "-sched", "rwq", "-local", "0", "-min-workers", strconv.Itoa(splitWorkers),
+		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
+		"-split", rule, "-master-cost", "1ms",
+		"-report", m.reportPath, "-checkpoint", m.ckPath,
+	}, splitFlags...)
+	m.proc = start(t, "esrun", esrun, keyEnv, args...)
+	sub, err := m.waitStderr(withTimeout(t, 30*time.Second), listening)
+	if err != nil {
+		t.Fatalf("esrun: %v", err)
+	}
+	m.data, m.gossip = sub[1], sub[2]
+	r := &splitRun{m: m, workers: map[string]*proc{}}
+	for i := range splitWorkers {
+		name := fmt.Sprintf("sw%d", i)
+		r.workers[name] = startWorker(t, name, keyEnv, "-join", m.gossip, "-slots", "1", "-slowdown", "1000")
+	}
+	return r
+}
+
+// TestProcessesSplitTrajectoryAndThroughput: the same run without and
+// with splitting, back to back. With it, more than one master shows in
+// the report, the run is faster, and the trajectory is -inprocess's.
+func TestProcessesSplitTrajectoryAndThroughput(t *testing.T) {
+	want := splitReference(t)
+	var secs [2]float64
+	for i, rule := range []string{"off", "paper"} {
+		r := startSplitRun(t, rule)
+		got := r.m.finish(t)
+		sameRun(t, got, want)
+		var ws []*proc
+		for _, w := range r.workers {
+			ws = append(ws, w)
+		}
+		exitedCleanly(t, ws...)
+		mr := readMasters(t, r.m.reportPath)
+		secs[i] = mr.Schedule.Total
+		t.Logf("-split %s: total %.3fs, masters max %d, splits %d, results from children %d, overload mean %.2f over n=%d",
+			rule, mr.Schedule.Total, mr.Schedule.Masters.MastersMax, mr.Schedule.Masters.Splits,
+			mr.Schedule.Masters.FromChildren, mr.Schedule.Masters.OverloadMean, mr.Schedule.Masters.OverloadWindow)
+		if rule == "paper" && (mr.Schedule.Masters.MastersMax < 2 || mr.Schedule.Masters.FromChildren == 0) {
+			t.Errorf("-split paper: %+v", mr.Schedule.Masters)
+		}
+		if rule == "off" && mr.Schedule.Masters.MastersMax != 1 {
+			t.Errorf("-split off: %d masters", mr.Schedule.Masters.MastersMax)
+		}
+	}
+	// Not asserted (a test never asserts a wall-clock time): logged, and
+	// measured in the report.
+	t.Logf("throughput with splitting ÷ without: %.2f", secs[0]/secs[1])
+}
+
+// promoting is the master's log line when it promotes a worker.
+var promoting = regexp.MustCompile(`msg="overloaded: promoting a worker to a child master[^"]*".*worker=(\S+)`)
+
+// TestProcessesSplitChildKilled: the esworker process running a child
+// master is killed (SIGKILL) mid-generation; the tasks lent to it come
+// back, its workers find the master again, and the trajectory is
+// -inprocess's.
+func TestProcessesSplitChildKilled(t *testing.T) {
+	want := splitReference(t)
+	r := startSplitRun(t, "paper")
+	sub, err := r.m.waitStderr(withTimeout(t, runTimeout), promoting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := r.workers[sub[1]]
+	if victim == nil {
+		t.Fatalf("promoted worker %q is not one of ours", sub[1])
+	}
+	time.Sleep(30 * time.Millisecond) // the child runs its share
+	victim.cmd.Process.Signal(syscall.SIGKILL)
+	got := r.m.finish(t)
+	sameRun(t, got, want)
+	mr := readMasters(t, r.m.reportPath)
+	t.Logf("killed %s: children lost %d, tasks given back %d, splits %d", sub[1], mr.Schedule.Masters.ChildrenLost,
+		mr.Schedule.Masters.GivenBack, mr.Schedule.Masters.Splits)
+	if mr.Schedule.Masters.ChildrenLost == 0 {
+		t.Errorf("no child master lost: %+v", mr.Schedule.Masters)
+	}
+	var ws []*proc
+	for name, w := range r.workers {
+		if name != sub[1] {
+			ws = append(ws, w)
+		}
+	}
+	exitedCleanly(t, ws...)
+}

@@ -1,0 +1,224 @@
+package gridtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/worker"
+)
+
+// splitES has enough tasks per generation for a master to split in it.
+var splitES = es.Config{
+	Problem: "rastrigin", Mu: 10, Lambda: 240, Dim: 8, Lower: -5.12, Upper: 5.12, Seed: 11,
+	Stop: es.Stop{Generations: 4},
+}
+
+var splitSpec = grid.ProblemSpec{Name: "rastrigin", Dim: 8}
+
+func splitTrajectory(t *testing.T, ev es.Evaluator, onGen func(es.Stats)) []es.Stats {
+	t.Helper()
+	e, err := es.New(splitES)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []es.Stats
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if _, err := e.Run(ctx, ev, es.RunOptions{OnGeneration: func(s es.Stats) error {
+		out = append(out, s)
+		if onGen != nil {
+			onGen(s)
+		}
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// splitCluster is a slow master (an emulated cost per message) with
+// one-slot agents that dial it directly.
+type splitCluster struct {
+	master *grid.Master
+	key    *grid.Key
+	agents []*agentRun
+}
+
+func newSplitCluster(t *testing.T, rule grid.SplitRule, workers int, cost time.Duration) *splitCluster {
+	t.Helper()
+	key, err := grid.NewKey("split-test-key-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := grid.NewMaster(t.Context(), grid.MasterConfig{
+		Listen: "127.0.0.1:0", Key: key, Policy: "rwq", Problem: splitSpec, Logger: quiet,
+		Split: grid.SplitConfig{Rule: rule, MessageCost: cost},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &splitCluster{master: m, key: key}
+	for i := range workers {
+		c.add(t, fmt.Sprintf("w%d", i))
+	}
+	t.Cleanup(func() {
+		m.Close()
+		for _, a := range c.agents {
+			select {
+			case <-a.done:
+			case <-time.After(10 * time.Second):
+				t.Errorf("worker %s did not stop after the master's shutdown", a.name)
+			}
+			a.stop()
+			<-a.done
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := m.WaitWorkers(ctx, workers); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *splitCluster) add(t *testing.T, name string) *agentRun {
+	a, err := worker.New(worker.Config{
+		Master: c.master.Addr(), Key: c.key, Name: name, Slots: 1, Slowdown: 200, Logger: quiet,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &agentRun{name: name, stop: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = a.Run(ctx)
+		close(r.done)
+	}()
+	c.agents = append(c.agents, r)
+	return r
+}
+
+func splitInProcess(t *testing.T) []es.Stats {
+	p, err := worker.BuildProblem(splitSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return splitTrajectory(t, problems.NewPool(p, 2), nil)
+}
+
+// TestSplitTrajectoryEqualsInProcess: an overloaded master splits, its
+// children compute shares of each generation and return, and the ES
+// trajectory is the in-process one, bit for bit.
+func TestSplitTrajectoryEqualsInProcess(t *testing.T) {
+	leaktest.Check(t)
+	want := splitInProcess(t)
+	c := newSplitCluster(t, grid.SplitPaper, 8, time.Millisecond)
+	got := splitTrajectory(t, c.master, nil)
+	compare(t, got, want)
+	st := c.master.Stats()
+	t.Logf("splits %d, masters max %d, lent %d, from children %d, requests %d grants %d refusals %d, overload mean %.2f (n=%d)",
+		st.Splits, st.MastersMax, st.Lent, st.FromChildren, st.Requests, st.Grants, st.Refusals, st.OverloadMean, st.OverloadWindow)
+	if st.Splits == 0 || st.MastersMax < 2 || st.FromChildren == 0 {
+		t.Errorf("the master never split: %+v", st.SplitStats)
+	}
+	// As esrun does after the run (before the test's context ends and
+	// takes the agents with it).
+	c.master.Close()
+}
+
+// promotions is a slog handler that reports the workers a master
+// promotes.
+type promotions struct {
+	ch chan string
+}
+
+func (h promotions) Enabled(context.Context, slog.Level) bool { return true }
+func (h promotions) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "overloaded: promoting") {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "worker" {
+				select {
+				case h.ch <- a.Value.String():
+				default:
+				}
+			}
+			return true
+		})
+	}
+	return nil
+}
+func (h promotions) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h promotions) WithGroup(string) slog.Handler      { return h }
+
+// TestSplitChildKilledMidGeneration: the agent running a child master is
+// stopped at once while the child has tasks; the parent takes them back,
+// the child's workers find the parent again, and the trajectory is the
+// in-process one.
+func TestSplitChildKilledMidGeneration(t *testing.T) {
+	leaktest.Check(t)
+	want := splitInProcess(t)
+	key, err := grid.NewKey("split-test-key-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted := promotions{ch: make(chan string, 1)}
+	m, err := grid.NewMaster(t.Context(), grid.MasterConfig{
+		Listen: "127.0.0.1:0", Key: key, Policy: "rwq", Problem: splitSpec, Logger: slog.New(promoted),
+		Split: grid.SplitConfig{Rule: grid.SplitPaper, MessageCost: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &splitCluster{master: m, key: key}
+	for i := range 8 {
+		c.add(t, fmt.Sprintf("w%d", i))
+	}
+	t.Cleanup(func() {
+		m.Close()
+		for _, a := range c.agents {
+			a.stop()
+			<-a.done
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := m.WaitWorkers(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	killed := make(chan string, 1)
+	go func() {
+		select {
+		case name := <-promoted.ch:
+			time.Sleep(20 * time.Millisecond) // the child is running its share
+			for _, a := range c.agents {
+				if a.name == name {
+					a.stop()
+				}
+			}
+			killed <- name
+		case <-t.Context().Done():
+		}
+	}()
+	got := splitTrajectory(t, m, nil)
+	compare(t, got, want)
+	defer m.Close()
+	select {
+	case name := <-killed:
+		st := m.Stats()
+		t.Logf("killed the child master on %s; children lost %d, given back %d, splits %d", name, st.ChildrenLost, st.GivenBack, st.Splits)
+		if st.ChildrenLost == 0 {
+			t.Errorf("no child was lost: %+v", st.SplitStats)
+		}
+	default:
+		t.Fatal("no worker was promoted")
+	}
+}

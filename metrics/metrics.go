@@ -1,0 +1,436 @@
+// Package metrics exports esgrid's figures to Prometheus, from a registry
+// of our own (never the global one): the master's time accounting, fed
+// by the ledger's per-generation output (sched.LedgerConfig.OnGeneration),
+// the master's counters and view of its workers, read when Prometheus
+// scrapes, and each worker agent's activity. Nothing here keeps books of
+// its own, and nothing costs anything per task: a generation's figures
+// are observed once, when the ledger says they are final, and everything
+// else is read at scrape time.
+//
+// Names follow Prometheus's conventions: the esgrid_ prefix, base units
+// (seconds, bytes), _total for counters. Per-worker series carry a
+// worker label, the name the worker gave; the master's exist only while
+// the worker is connected, so the label set follows the workers present.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// NewRegistry returns a registry of our own with the Go runtime and
+// process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// MasterState is what the master knows when Prometheus scrapes: its
+// counters (grid.MasterStats) and its view of each connected worker.
+type MasterState struct {
+	Workers, Joined int // connected now; ever joined
+	// Results of an earlier generation, discarded; results for tasks the
+	// worker was never sent; evaluations that failed; instances overdue;
+	// workers whose connection the master dropped.
+	Stale, Unsolicited, Failed, Overdue, Dropped int64
+	BytesIn, BytesOut, FramesIn, FramesOut       int64
+	// The inbox: its length and capacity now, and papers.md §2's
+	// overload signal: tasks assigned, and the messages waiting right
+	// after each.
+	Inbox, InboxCap           int
+	Assignments, InboxWaiting int64
+	PerWorker                 []WorkerState
+	// Data connections refused, or whose handshake failed, by kind
+	// (grid's Refused* kinds: busy, per_source, timeout, wrong_key, ...).
+	Refused map[string]int64
+	// -verify: results confirmed by a second worker, values that differed
+	// from the agreed one, workers excluded for it.
+	Verified, Mismatches, Excluded int64
+}
+
+// WorkerState is the master's view of one connected worker.
+type WorkerState struct {
+	Name            string
+	Slots           int
+	Queued, Running int // as its last results said
+	Exec, RoundTrip time.Duration
+}
+
+// Buckets for per-generation times: 1 ms to about 2.5 min.
+var genBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
+
+// Master exports a master's figures. Register it with Register; feed it
+// Generation (the ledger's OnGeneration) and Progress (the ES's
+// generations); it reads the master's state at each scrape.
+type Master struct {
+	state atomic.Pointer[func() MasterState]
+
+	info                                          *prometheus.GaugeVec
+	generation, best, mean                        prometheus.Gauge
+	evals                                         prometheus.Counter
+	gens                                          prometheus.Counter
+	syncH, commH, commPaperH, computeH, durationH prometheus.Histogram
+	syncC, commC, commPaperC, computeC, durationC prometheus.Counter
+	lbC, barrierC, busyC, wastedC                 prometheus.Counter
+	tasks, cancels                                *prometheus.CounterVec
+
+	mu         sync.Mutex
+	accepted   float64
+	duplicates float64
+	lastEvals  int
+
+	descs masterDescs
+}
+
+type masterDescs struct {
+	results, workers, joined, unsolicited, failed, overdue, dropped *prometheus.Desc
+	refused, verified, excluded                                     *prometheus.Desc
+	bytes, frames, inbox, inboxCap, assignments, waiting            *prometheus.Desc
+	wRTT, wExec, wSlots, wTasks                                     *prometheus.Desc
+}
+
+// NewMaster returns the master's metrics; state is called at each scrape
+// (nil: no master state exported).
+func NewMaster(state func() MasterState) *Master {
+	m := &Master{}
+	m.SetState(state)
+	m.info = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "esgrid_run_info",
+		Help: "Always 1; its labels describe the run: the scheduling policy and the problem."}, []string{"policy", "problem"})
+	m.generation = prometheus.NewGauge(prometheus.GaugeOpts{Name: "esgrid_generation",
+		Help: "The ES generation last completed (selection done)."})
+	m.best = prometheus.NewGauge(prometheus.GaugeOpts{Name: "esgrid_best_fitness",
+		Help: "The best fitness among the parents after the last generation (lower is better)."})
+	m.mean = prometheus.NewGauge(prometheus.GaugeOpts{Name: "esgrid_mean_fitness",
+		Help: "The mean fitness of the parents after the last generation."})
+	m.evals = prometheus.NewCounter(prometheus.CounterOpts{Name: "esgrid_evaluations_total",
+		Help: "Fitness evaluations the ES has used (accepted results)."})
+	m.gens = prometheus.NewCounter(prometheus.CounterOpts{Name: "esgrid_generations_total",
+		Help: "Generations whose time accounting is final (the series below move once per generation)."})
+	hist := func(name, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: genBuckets})
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	m.syncH = hist("esgrid_generation_sync_wait_seconds", "Per generation: the sync wait, from the moment Q is empty and a master-side sender slot waits for work (rr, r3q: the first replica) until the last result (papers.md §1).")
+	m.commH = hist("esgrid_generation_comm_seconds", "Per generation: comm as esgrid defines it, the mean time per worker slot before the sync wait that was neither executing nor starved of work (Q empty).")
+	m.commPaperH = hist("esgrid_generation_comm_paper_seconds", "Per generation: comm as the paper defines it, the mean time per worker slot not executing a task, sync wait included.")
+	m.computeH = hist("esgrid_generation_compute_seconds", "Per generation: compute = duration − sync wait − comm (esgrid's comm).")
+	m.durationH = hist("esgrid_generation_duration_seconds", "Per generation: its duration, from its tasks being ready to its last result.")
+	m.syncC = counter("esgrid_sync_wait_seconds_total", "Sum of the generations' sync wait.")
+	m.commC = counter("esgrid_comm_seconds_total", "Sum of the generations' comm (esgrid's: outside the sync wait, starved slots left out).")
+	m.commPaperC = counter("esgrid_comm_paper_seconds_total", "Sum of the generations' comm as the paper defines it (every non-executing moment of a worker slot).")
+	m.computeC = counter("esgrid_compute_seconds_total", "Sum of the generations' compute (duration − sync wait − comm).")
+	m.durationC = counter("esgrid_generation_seconds_total", "Sum of the generations' durations.")
+	m.lbC = counter("esgrid_lb_seconds_total", "Sum of the generations' LB: accepted tasks ÷ the sum of the workers' rates (the paper's lower bound).")
+	m.barrierC = counter("esgrid_barrier_bound_seconds_total", "Sum of the generations' barrier bound: LB plus one round trip each, the floor of any synchronous generational run.")
+	m.busyC = counter("esgrid_slot_busy_seconds_total", "Sum over generations of the mean time a worker slot executed (wasted replicas included).")
+	m.wastedC = counter("esgrid_wasted_seconds_total", "Execution time of instances stopped by a cancel while running.")
+	m.tasks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_tasks_sent_total",
+		Help: "Task instances sent to workers, by kind: original (a task's first instance) or replica."}, []string{"kind"})
+	m.cancels = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_cancels_total",
+		Help: "Cancels by what the worker did: held (dropped from its remote queue before it ran), running (stopped), late (it had finished)."}, []string{"outcome"})
+	for _, k := range []string{"original", "replica"} {
+		m.tasks.WithLabelValues(k)
+	}
+	for _, k := range []string{"held", "running", "late"} {
+		m.cancels.WithLabelValues(k)
+	}
+	d := &m.descs
+	d.results = prometheus.NewDesc("esgrid_results_total", "Results received, by outcome: accepted (the first for its task), duplicate (another copy had won), stale (of a generation already over).", []string{"outcome"}, nil)
+	d.workers = prometheus.NewDesc("esgrid_workers", "Workers connected to the master now.", nil, nil)
+	d.joined = prometheus.NewDesc("esgrid_workers_joined_total", "Workers that have joined the master.", nil, nil)
+	d.refused = prometheus.NewDesc("esgrid_refused_connections_total", "Data connections the master refused, or whose handshake failed, by kind (busy, per_source, timeout, closed, bad_frame, wrong_key, version, excluded, other); counted, and logged as one summary line per interval.", []string{"kind"}, nil)
+	d.verified = prometheus.NewDesc("esgrid_verified_results_total", "With -verify: results checked on a second worker, by outcome (agreed: confirmed; mismatch: a worker's value differed from the agreed one).", []string{"outcome"}, nil)
+	d.excluded = prometheus.NewDesc("esgrid_excluded_workers_total", "With -verify: workers excluded from the run because a value of theirs differed from the one other workers agreed on.", nil, nil)
+	d.unsolicited = prometheus.NewDesc("esgrid_unsolicited_results_total", "Results for tasks never sent to the worker that returned them, discarded.", nil, nil)
+	d.failed = prometheus.NewDesc("esgrid_failed_evaluations_total", "Evaluations that returned an error on a worker.", nil, nil)
+	d.overdue = prometheus.NewDesc("esgrid_overdue_tasks_total", "Task instances that ran past their deadline and were given to another worker.", nil, nil)
+	d.dropped = prometheus.NewDesc("esgrid_workers_dropped_total", "Workers whose connection the master dropped (a task past the task timeout, or a silent session).", nil, nil)
+	d.bytes = prometheus.NewDesc("esgrid_master_bytes_total", "Bytes on the master's data connections, by direction (in: from workers).", []string{"direction"}, nil)
+	d.frames = prometheus.NewDesc("esgrid_master_frames_total", "Frames on the master's data connections, by direction.", []string{"direction"}, nil)
+	d.inbox = prometheus.NewDesc("esgrid_master_inbox_messages", "Messages waiting in the master's inbox now.", nil, nil)
+	d.inboxCap = prometheus.NewDesc("esgrid_master_inbox_capacity_messages", "Capacity of the master's inbox.", nil, nil)
+	d.assignments = prometheus.NewDesc("esgrid_master_assignments_total", "Tasks the master has assigned to workers.", nil, nil)
+	d.waiting = prometheus.NewDesc("esgrid_master_inbox_waiting_total", "Sum over assignments of the messages waiting in the inbox right after each (papers.md §2: the master is overloaded when its rate over the assignments' reaches 1).", nil, nil)
+	d.wRTT = prometheus.NewDesc("esgrid_master_worker_round_trip_seconds", "The master's smoothed round trip to a connected worker (send to result, less the execution), 0 until measured.", []string{"worker"}, nil)
+	d.wExec = prometheus.NewDesc("esgrid_master_worker_exec_seconds", "A connected worker's smoothed execution time per task, as it reports it.", []string{"worker"}, nil)
+	d.wSlots = prometheus.NewDesc("esgrid_master_worker_slots", "A connected worker's slots.", []string{"worker"}, nil)
+	d.wTasks = prometheus.NewDesc("esgrid_master_worker_tasks", "Tasks on a connected worker as its last results said, by state: held (in its remote queue) or running.", []string{"worker", "state"}, nil)
+	return m
+}
+
+func (m *Master) owned() []prometheus.Collector {
+	return []prometheus.Collector{m.info, m.generation, m.best, m.mean, m.evals, m.gens,
+		m.syncH, m.commH, m.commPaperH, m.computeH, m.durationH,
+		m.syncC, m.commC, m.commPaperC, m.computeC, m.durationC, m.lbC, m.barrierC, m.busyC, m.wastedC,
+		m.tasks, m.cancels}
+}
+
+// Register registers the master's metrics with reg.
+func (m *Master) Register(reg prometheus.Registerer) error {
+	for _, c := range append(m.owned(), masterState{m}) {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetState sets the function called at each scrape for the master's
+// state (nil: none), for a master created after its metrics.
+func (m *Master) SetState(state func() MasterState) {
+	if state == nil {
+		m.state.Store(nil)
+		return
+	}
+	m.state.Store(&state)
+}
+
+// SetRun labels the run (esgrid_run_info).
+func (m *Master) SetRun(policy, problem string) {
+	m.info.Reset()
+	m.info.WithLabelValues(policy, problem).Set(1)
+}
+
+// Generation takes one generation's final figures: wire it as the
+// ledger's OnGeneration. It runs on the master's loop and costs a few
+// atomic operations.
+func (m *Master) Generation(g sched.Generation) {
+	m.gens.Inc()
+	obs := func(h prometheus.Histogram, c prometheus.Counter, d time.Duration) {
+		s := max(d, 0).Seconds()
+		h.Observe(s)
+		c.Add(s)
+	}
+	obs(m.syncH, m.syncC, g.SyncWait)
+	obs(m.commH, m.commC, g.Comm)
+	obs(m.commPaperH, m.commPaperC, g.CommPaper)
+	obs(m.computeH, m.computeC, g.Compute)
+	obs(m.durationH, m.durationC, g.Total)
+	m.busyC.Add(max(g.Busy, 0).Seconds())
+	m.wastedC.Add(max(g.Wasted, 0).Seconds())
+	m.mu.Lock()
+	m.accepted += float64(g.Accepted)
+	m.duplicates += float64(max(g.Duplicates, 0))
+	m.mu.Unlock()
+	if g.LB > 0 {
+		m.lbC.Add(g.LB.Seconds())
+		m.barrierC.Add((g.LB + g.RoundTrip).Seconds())
+	}
+	m.tasks.WithLabelValues("original").Add(float64(max(g.Originals, 0)))
+	m.tasks.WithLabelValues("replica").Add(float64(max(g.Replicas, 0)))
+	m.cancels.WithLabelValues("held").Add(float64(max(g.CancelsHeld, 0)))
+	m.cancels.WithLabelValues("running").Add(float64(max(g.CancelsRunning, 0)))
+	m.cancels.WithLabelValues("late").Add(float64(max(g.CancelsLate, 0)))
+}
+
+// Progress takes the ES's state after a generation: its number, the best
+// and mean fitness of the parents, and the evaluations used so far.
+func (m *Master) Progress(gen int, best, mean float64, evals int) {
+	m.generation.Set(float64(gen))
+	m.best.Set(best)
+	m.mean.Set(mean)
+	m.mu.Lock()
+	if d := evals - m.lastEvals; d > 0 {
+		m.evals.Add(float64(d))
+	}
+	m.lastEvals = evals
+	m.mu.Unlock()
+}
+
+// masterState collects what is read at scrape time.
+type masterState struct{ m *Master }
+
+func (c masterState) Describe(ch chan<- *prometheus.Desc) {
+	d := &c.m.descs
+	for _, x := range []*prometheus.Desc{d.results, d.workers, d.joined, d.unsolicited, d.failed, d.overdue, d.dropped,
+		d.bytes, d.frames, d.inbox, d.inboxCap, d.assignments, d.waiting, d.wRTT, d.wExec, d.wSlots, d.wTasks} {
+		ch <- x
+	}
+	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded} {
+		ch <- x
+	}
+}
+
+func (c masterState) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	d := &m.descs
+	var st MasterState
+	if f := m.state.Load(); f != nil {
+		st = (*f)()
+	}
+	m.mu.Lock()
+	accepted, dups := m.accepted, m.duplicates
+	m.mu.Unlock()
+	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter(d.results, accepted, "accepted")
+	counter(d.results, dups, "duplicate")
+	counter(d.results, float64(st.Stale), "stale")
+	gauge(d.workers, float64(st.Workers))
+	counter(d.joined, float64(st.Joined))
+	counter(d.unsolicited, float64(st.Unsolicited))
+	counter(d.failed, float64(st.Failed))
+	counter(d.overdue, float64(st.Overdue))
+	counter(d.dropped, float64(st.Dropped))
+	counter(d.bytes, float64(st.BytesIn), "in")
+	counter(d.bytes, float64(st.BytesOut), "out")
+	counter(d.frames, float64(st.FramesIn), "in")
+	counter(d.frames, float64(st.FramesOut), "out")
+	gauge(d.inbox, float64(st.Inbox))
+	gauge(d.inboxCap, float64(st.InboxCap))
+	counter(d.assignments, float64(st.Assignments))
+	counter(d.waiting, float64(st.InboxWaiting))
+	for kind, n := range st.Refused {
+		counter(d.refused, float64(n), kind)
+	}
+	counter(d.verified, float64(st.Verified), "agreed")
+	counter(d.verified, float64(st.Mismatches), "mismatch")
+	counter(d.excluded, float64(st.Excluded))
+	seen := make(map[string]bool, len(st.PerWorker))
+	for _, w := range st.PerWorker {
+		if seen[w.Name] {
+			continue // names are unique among connected workers; be safe
+		}
+		seen[w.Name] = true
+		gauge(d.wRTT, w.RoundTrip.Seconds(), w.Name)
+		gauge(d.wExec, w.Exec.Seconds(), w.Name)
+		gauge(d.wSlots, float64(w.Slots), w.Name)
+		gauge(d.wTasks, float64(w.Queued), w.Name, "held")
+		gauge(d.wTasks, float64(w.Running), w.Name, "running")
+	}
+}
+
+// AgentState is a worker agent's activity (worker.Activity): cumulative
+// figures never decrease.
+type AgentState struct {
+	Slots                       int
+	Connected                   bool
+	Held, Running               int
+	Finished, Cancelled, Failed int64
+	Busy                        time.Duration // slot-time executing
+	Session                     time.Duration // time connected to a master
+}
+
+// Agent exports one worker agent's activity, labelled worker=name.
+type Agent struct {
+	name  string
+	state func() AgentState
+
+	mu       sync.Mutex
+	lastIdle float64 // idle seconds are reported monotonic
+
+	slots, busySlots, held, connected, tasks, busy, idle *prometheus.Desc
+}
+
+// NewAgent returns the metrics of the agent named name; state is called
+// at each scrape.
+func NewAgent(name string, state func() AgentState) *Agent {
+	l := prometheus.Labels{"worker": name}
+	return &Agent{
+		name: name, state: state,
+		slots:     prometheus.NewDesc("esgrid_worker_slots", "The worker's slots (tasks it runs at once).", nil, l),
+		busySlots: prometheus.NewDesc("esgrid_worker_busy_slots", "The worker's slots running a task now.", nil, l),
+		held:      prometheus.NewDesc("esgrid_worker_held_tasks", "Tasks held in the worker's remote queue now, waiting for a slot.", nil, l),
+		connected: prometheus.NewDesc("esgrid_worker_connected", "1 while the worker is in a session with a master.", nil, l),
+		tasks:     prometheus.NewDesc("esgrid_worker_tasks_total", "Tasks the worker ran, by outcome: finished, cancelled (stopped by the master), failed.", []string{"outcome"}, l),
+		busy:      prometheus.NewDesc("esgrid_worker_busy_seconds_total", "Slot-seconds the worker spent executing tasks.", nil, l),
+		idle:      prometheus.NewDesc("esgrid_worker_idle_seconds_total", "Slot-seconds the worker's slots were idle while it was connected to a master.", nil, l),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (a *Agent) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{a.slots, a.busySlots, a.held, a.connected, a.tasks, a.busy, a.idle} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (a *Agent) Collect(ch chan<- prometheus.Metric) {
+	st := a.state()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	conn := 0.0
+	if st.Connected {
+		conn = 1
+	}
+	gauge(a.slots, float64(st.Slots))
+	gauge(a.busySlots, float64(st.Running))
+	gauge(a.held, float64(st.Held))
+	gauge(a.connected, conn)
+	counter(a.tasks, float64(st.Finished), "finished")
+	counter(a.tasks, float64(st.Cancelled), "cancelled")
+	counter(a.tasks, float64(st.Failed), "failed")
+	counter(a.busy, st.Busy.Seconds())
+	a.mu.Lock()
+	idle := max(float64(st.Slots)*st.Session.Seconds()-st.Busy.Seconds(), a.lastIdle)
+	a.lastIdle = idle
+	a.mu.Unlock()
+	counter(a.idle, idle)
+}
+
+// Serve serves reg's metrics on addr at /metrics until ctx is done, and
+// returns the address it listens on. The server stops with ctx; done is
+// closed once it has.
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (bound string, done <-chan struct{}, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, ErrorLog: slogErrors{log}}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("esgrid metrics: see /metrics\n"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
+			log.Warn("metrics server stopped", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	return ln.Addr().String(), ch, nil
+}
+
+// slogErrors passes promhttp's errors to a logger.
+type slogErrors struct{ log *slog.Logger }
+
+func (s slogErrors) Println(v ...any) {
+	if s.log != nil {
+		s.log.Warn("metrics: scrape error", "err", v)
+	}
+}

@@ -1,0 +1,342 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/sched"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+var genSample = sched.Generation{Total: time.Second, SyncWait: 200 * time.Millisecond, Comm: 100 * time.Millisecond,
+	CommPaper: 300 * time.Millisecond, Compute: 700 * time.Millisecond, LB: 600 * time.Millisecond, RoundTrip: 10 * time.Millisecond,
+	Accepted: 70, Counts: sched.Counts{Originals: 70, Replicas: 5, CancelsHeld: 3, CancelsRunning: 1, CancelsLate: 1, Duplicates: 1}}
+
+// exercised returns a registry with every collector of the package, fed
+// as a run would feed them.
+func exercised(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	reg := NewRegistry()
+	m := NewMaster(func() MasterState {
+		return MasterState{Workers: 2, Joined: 3, Stale: 4, Inbox: 1, InboxCap: 4096, Assignments: 100, InboxWaiting: 30,
+			PerWorker: []WorkerState{{Name: "w1", Slots: 2, Queued: 1, Running: 2, Exec: 100 * time.Millisecond, RoundTrip: 2 * time.Millisecond}}}
+	})
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	m.SetRun("r3q", "ridge")
+	m.Generation(genSample)
+	m.Progress(1, 10, 20, 100)
+	a := NewAgent("w1", func() AgentState {
+		return AgentState{Slots: 2, Connected: true, Held: 1, Running: 2, Finished: 10, Busy: 3 * time.Second, Session: 2 * time.Second}
+	})
+	if err := reg.Register(a); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// Every metric of ours follows Prometheus's conventions and says what it
+// is.
+func TestNamesFollowConventions(t *testing.T) {
+	fams := gather(t, exercised(t))
+	ours := 0
+	for name, mf := range fams {
+		if mf.GetHelp() == "" {
+			t.Errorf("%s has no help text", name)
+		}
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			continue
+		}
+		ours++
+		if !strings.HasPrefix(name, "esgrid_") {
+			t.Errorf("%s lacks the esgrid_ prefix", name)
+		}
+		if (mf.GetType() == dto.MetricType_COUNTER) != strings.HasSuffix(name, "_total") {
+			t.Errorf("%s: a counter's name, and only a counter's, ends in _total (type %v)", name, mf.GetType())
+		}
+		for _, bad := range []string{"_ms", "_milliseconds", "_minutes", "_kb", "_mb"} {
+			if strings.Contains(name, bad) {
+				t.Errorf("%s: not in base units", name)
+			}
+		}
+	}
+	if ours < 30 {
+		t.Errorf("only %d esgrid metrics", ours)
+	}
+	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total"} {
+		if fams[want] == nil {
+			t.Errorf("no %s: the runtime and process collectors are missing", want)
+		}
+	}
+}
+
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	t.Helper()
+	mf := fams[name]
+	if mf == nil {
+		t.Fatalf("no metric %s", name)
+	}
+	for _, m := range mf.GetMetric() {
+		ok := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			ok = ok && found
+		}
+		if !ok {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return m.Histogram.GetSampleSum()
+		}
+	}
+	t.Fatalf("no %s%v", name, labels)
+	return 0
+}
+
+// The ledger's per-generation figures are the counters' and histograms'
+// only source: two generations add up.
+func TestGenerationsAddUp(t *testing.T) {
+	reg := exercised(t)
+	// A second master on another registry, fed twice.
+	reg2 := prometheus.NewRegistry()
+	m := NewMaster(nil)
+	if err := m.Register(reg2); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		m.Generation(sched.Generation{Total: time.Second, SyncWait: 250 * time.Millisecond, Comm: 125 * time.Millisecond,
+			Compute: 625 * time.Millisecond, LB: 500 * time.Millisecond, RoundTrip: 20 * time.Millisecond, Accepted: 7,
+			Counts: sched.Counts{Originals: 7, Replicas: 2, CancelsHeld: 1, CancelsLate: 1, Duplicates: 1}})
+	}
+	fams := gather(t, reg2)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"esgrid_generations_total", nil, 2},
+		{"esgrid_sync_wait_seconds_total", nil, 0.5},
+		{"esgrid_generation_sync_wait_seconds", nil, 0.5},
+		{"esgrid_comm_seconds_total", nil, 0.25},
+		{"esgrid_compute_seconds_total", nil, 1.25},
+		{"esgrid_generation_seconds_total", nil, 2},
+		{"esgrid_lb_seconds_total", nil, 1},
+		{"esgrid_barrier_bound_seconds_total", nil, 1.04},
+		{"esgrid_tasks_sent_total", []string{"kind", "original"}, 14},
+		{"esgrid_tasks_sent_total", []string{"kind", "replica"}, 4},
+		{"esgrid_cancels_total", []string{"outcome", "held"}, 2},
+		{"esgrid_cancels_total", []string{"outcome", "running"}, 0},
+		{"esgrid_cancels_total", []string{"outcome", "late"}, 2},
+		{"esgrid_results_total", []string{"outcome", "accepted"}, 14},
+		{"esgrid_results_total", []string{"outcome", "duplicate"}, 2},
+		{"esgrid_results_total", []string{"outcome", "stale"}, 0},
+	} {
+		if got := value(t, fams, c.name, c.labels...); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	// The state read at scrape time, and the per-worker series.
+	fams = gather(t, reg)
+	if v := value(t, fams, "esgrid_master_worker_round_trip_seconds", "worker", "w1"); v != 0.002 {
+		t.Errorf("round trip %v", v)
+	}
+	if v := value(t, fams, "esgrid_results_total", "outcome", "stale"); v != 4 {
+		t.Errorf("stale %v", v)
+	}
+	if v := value(t, fams, "esgrid_worker_idle_seconds_total", "worker", "w1"); v != 1 { // 2 slots × 2 s − 3 s busy
+		t.Errorf("idle %v", v)
+	}
+}
+
+// A worker's series exist only while it is connected: the label set
+// follows the workers present.
+func TestWorkerSeriesPruned(t *testing.T) {
+	workers := []WorkerState{{Name: "a"}, {Name: "b"}}
+	m := NewMaster(func() MasterState { return MasterState{PerWorker: workers} })
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int { return len(gather(t, reg)["esgrid_master_worker_slots"].GetMetric()) }
+	if n := count(); n != 2 {
+		t.Fatalf("%d series, want 2", n)
+	}
+	workers = workers[:1]
+	if n := count(); n != 1 {
+		t.Fatalf("%d series after a worker left, want 1", n)
+	}
+}
+
+// Idle slot-seconds never decrease, even when an abandoned evaluation's
+// time arrives late.
+func TestAgentIdleMonotonic(t *testing.T) {
+	st := AgentState{Slots: 1, Session: 10 * time.Second, Busy: 2 * time.Second}
+	a := NewAgent("w", func() AgentState { return st })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a)
+	first := value(t, gather(t, reg), "esgrid_worker_idle_seconds_total")
+	st.Busy = 5 * time.Second
+	if second := value(t, gather(t, reg), "esgrid_worker_idle_seconds_total"); second < first {
+		t.Errorf("idle went from %v to %v", first, second)
+	}
+}
+
+// promqlWords are the words of PromQL that are not metric names.
+var promqlWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`sum min max avg count stddev stdvar topk bottomk quantile count_values group
+		by without on ignoring group_left group_right offset bool and or unless
+		rate irate increase delta idelta deriv predict_linear histogram_quantile abs ceil floor round clamp clamp_min clamp_max
+		sum_over_time avg_over_time max_over_time min_over_time count_over_time last_over_time time vector scalar label_replace label_join
+		sort sort_desc absent absent_over_time changes resets exp ln log2 log10 sqrt timestamp inf nan`) {
+		promqlWords[w] = true
+	}
+}
+
+var (
+	reStrings   = regexp.MustCompile(`"[^"]*"`)
+	reMatchers  = regexp.MustCompile(`\{[^}]*\}`)
+	reRanges    = regexp.MustCompile(`\[[^\]]*\]`)
+	reGrouping  = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	reVariables = regexp.MustCompile(`\$\{?\w+\}?`)
+	reIdent     = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	reNumber    = regexp.MustCompile(`\b\d+(\.\d+)?([eE][-+]?\d+)?\b`)
+)
+
+// metricNames extracts the metric names a PromQL expression reads.
+func metricNames(expr string) []string {
+	e := reStrings.ReplaceAllString(expr, " ")
+	e = reMatchers.ReplaceAllString(e, " ")
+	e = reRanges.ReplaceAllString(e, " ")
+	e = reGrouping.ReplaceAllString(e, " ")
+	e = reVariables.ReplaceAllString(e, " ")
+	e = reNumber.ReplaceAllString(e, " ")
+	var out []string
+	for _, w := range reIdent.FindAllString(e, -1) {
+		if !promqlWords[w] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func TestMetricNamesOfPromQL(t *testing.T) {
+	got := metricNames(`sum by (outcome) (rate(esgrid_cancels_total{outcome!="late"}[$__rate_interval])) / on(job) esgrid_workers > 0.5`)
+	if want := []string{"esgrid_cancels_total", "esgrid_workers"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// Every query of every panel of the Grafana dashboard names only metrics
+// the code exports (gathered after exercising every collector), and the
+// dashboard shows what the README promises.
+func TestDashboardNamesExportedMetrics(t *testing.T) {
+	data, err := os.ReadFile("../dashboards/esgrid.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for name, mf := range gather(t, exercised(t)) {
+		exported[name] = true
+		if mf.GetType() == dto.MetricType_HISTOGRAM {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				exported[name+s] = true
+			}
+		}
+	}
+	used := map[string]bool{}
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			names := metricNames(tg.Expr)
+			if len(names) == 0 {
+				t.Errorf("panel %q: no metric in %q", p.Title, tg.Expr)
+			}
+			for _, n := range names {
+				used[n] = true
+				if !exported[n] {
+					t.Errorf("panel %q: %q names %s, which the code does not export", p.Title, tg.Expr, n)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"esgrid_compute_seconds_total", "esgrid_sync_wait_seconds_total", "esgrid_comm_seconds_total",
+		"esgrid_comm_paper_seconds_total", "esgrid_lb_seconds_total", "esgrid_barrier_bound_seconds_total", "esgrid_cancels_total",
+		"esgrid_tasks_sent_total", "esgrid_worker_busy_seconds_total", "esgrid_master_worker_round_trip_seconds",
+		"esgrid_workers", "esgrid_master_inbox_messages", "esgrid_master_inbox_waiting_total"} {
+		if !used[want] {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
+
+// Serve serves the registry and stops with its context.
+func TestServe(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, done, err := Serve(ctx, "127.0.0.1:0", exercised(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-done }()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "# HELP esgrid_sync_wait_seconds_total") ||
+		!strings.Contains(string(body), `esgrid_worker_busy_slots{worker="w1"} 2`) {
+		t.Fatalf("status %d, body:\n%s", resp.StatusCode, body)
+	}
+}

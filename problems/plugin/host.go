@@ -1,0 +1,762 @@
+// Package plugin runs problems that live in other processes, in any
+// language: a plugin is an executable that speaks length-prefixed msgpack
+// frames (package grid/wire) on its standard input and output. This
+// package is both ends of that protocol: Open starts a plugin and makes it
+// a problems.Problem (the host), and Serve and Main turn any
+// problems.Problem into a plugin (the Go SDK). The README's "Problem
+// plugins" section specifies the protocol for plugin authors.
+//
+// A plugin Problem keeps a pool of long-lived processes, one per slot,
+// started lazily up to the concurrency asked for, with at most one
+// evaluation in flight on each. A process that crashes, hangs past a
+// cancel, or writes anything but well-formed frames is killed; the
+// evaluation fails with an error naming the plugin and the slot, and the
+// slot starts a fresh process on its next evaluation. A plugin that dies
+// at start-up is reported once with its stderr and is not restarted in a
+// tight loop: further starts back off, and evaluations meanwhile fail at
+// once.
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/esgrid/esgrid/grid/wire"
+	"github.com/esgrid/esgrid/problems"
+)
+
+// Errors of a plugin Problem; each error it returns names the plugin and
+// the slot, and wraps one of these (or the context's error).
+var (
+	// ErrClosed: Eval after (or during) Close.
+	ErrClosed = errors.New("plugin closed")
+	// ErrStart: the process could not be started, or died, hung or said
+	// something wrong before its hello.
+	ErrStart = errors.New("plugin failed to start")
+	// ErrCrashed: the process exited during an evaluation.
+	ErrCrashed = errors.New("plugin process exited")
+	// ErrProtocol: the process wrote something that is not the protocol
+	// (garbage, a frame over the cap, an answer to the wrong id).
+	ErrProtocol = errors.New("plugin broke the protocol")
+	// ErrEval: the plugin answered with an error.
+	ErrEval = errors.New("plugin evaluation failed")
+)
+
+// Config says which plugin to run and how.
+type Config struct {
+	// Name is the problem name the plugin is listed under; its hello
+	// must say the same. Required.
+	Name string
+	// Path is the executable. Required.
+	Path string
+	// Dim is the dimension of the vectors Eval is given; the plugin must
+	// accept it. 0: any the plugin accepts (to probe a plugin).
+	Dim int
+	// Procs is the most processes (slots) run at once; they start as
+	// evaluations need them. Default 1.
+	Procs int
+	// Logger receives the plugin's stderr and what happens to its
+	// processes. Default slog.Default().
+	Logger *slog.Logger
+	// MaxFrame caps a frame's length both ways. Default
+	// wire.DefaultMaxFrame (4 MiB).
+	MaxFrame int
+	// StartTimeout bounds the wait for a new process's hello. Default 10 s.
+	StartTimeout time.Duration
+	// CancelGrace is how long a plugin that honours cancels has to
+	// answer one before it is killed. Default 1 s.
+	CancelGrace time.Duration
+	// StopGrace is how long Close lets a process exit after its standard
+	// input ends before it is killed. Default 2 s.
+	StopGrace time.Duration
+	// WriteTimeout bounds one write to a process's standard input.
+	// Default 5 s.
+	WriteTimeout time.Duration
+	// RetryMin and RetryMax bound the back-off after failed starts: the
+	// wait doubles from RetryMin with each failure in a row. Defaults 1 s
+	// and 1 min.
+	RetryMin, RetryMax time.Duration
+	// StderrRate is how many stderr lines a second are logged (in bursts
+	// of up to 5 s' worth). Default 20.
+	StderrRate float64
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if err := CheckName(c.Name); err != nil {
+		return c, err
+	}
+	if c.Path == "" {
+		return c, fmt.Errorf("plugin %s: no path", c.Name)
+	}
+	if c.Dim < 0 || c.Dim > MaxDim {
+		return c, fmt.Errorf("plugin %s: dimension %d outside [0, %d]", c.Name, c.Dim, MaxDim)
+	}
+	if c.Procs <= 0 {
+		c.Procs = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = wire.DefaultMaxFrame
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 10 * time.Second
+	}
+	if c.CancelGrace <= 0 {
+		c.CancelGrace = time.Second
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = 2 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 5 * time.Second
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = time.Second
+	}
+	if c.RetryMax < c.RetryMin {
+		c.RetryMax = max(time.Minute, c.RetryMin)
+	}
+	if c.StderrRate <= 0 {
+		c.StderrRate = 20
+	}
+	return c, nil
+}
+
+// Stats counts what happened to a plugin Problem's processes.
+type Stats struct {
+	Starts        int64 // processes started and greeted
+	StartFailures int64 // starts that failed
+	Crashes       int64 // processes that exited during an evaluation
+	Kills         int64 // processes killed (hung, cancelled, broke the protocol)
+	Cancels       int64 // cancels the plugin honoured in time
+}
+
+// Problem is a plugin as a problems.Problem: a pool of processes. It is
+// safe for concurrent use; Close stops the processes.
+type Problem struct {
+	cfg         Config
+	hello       Hello
+	log         *slog.Logger
+	sem         chan struct{} // one token per slot in use
+	closing     chan struct{} // closed by Close
+	stderrLimit *limiter
+
+	mu        sync.Mutex
+	idle      []*slot // slots not in use
+	slots     []*slot
+	closed    bool
+	inflight  sync.WaitGroup
+	fails     int // failed starts in a row
+	retryAt   time.Time
+	lastErr   error // the last failed start's error
+	closeOnce sync.Once
+
+	starts, startFailures, crashes, kills, cancels atomic.Int64
+}
+
+// slot is one process place; proc is nil until started, and after the
+// process is gone.
+type slot struct {
+	n    int
+	proc *proc
+}
+
+var _ problems.Problem = (*Problem)(nil)
+var _ io.Closer = (*Problem)(nil)
+
+// Open starts the plugin's first process, reads its hello, checks it
+// (protocol version, name, Dim among the accepted dimensions, bounds)
+// and returns the Problem. Further processes start as Eval needs them.
+// A plugin that cannot start fails Open with its stderr in the error.
+func Open(ctx context.Context, cfg Config) (*Problem, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Problem{
+		cfg:         cfg,
+		log:         cfg.Logger.With("plugin", cfg.Name),
+		sem:         make(chan struct{}, cfg.Procs),
+		closing:     make(chan struct{}),
+		stderrLimit: newLimiter(cfg.StderrRate, int(5*cfg.StderrRate)),
+	}
+	for i := range cfg.Procs {
+		s := &slot{n: i + 1}
+		p.slots = append(p.slots, s)
+	}
+	// Idle slots are taken from the end: slot 1 first.
+	for i := len(p.slots) - 1; i >= 0; i-- {
+		p.idle = append(p.idle, p.slots[i])
+	}
+	pr, err := p.start(ctx, p.slots[0])
+	if err != nil {
+		return nil, err
+	}
+	p.slots[0].proc = pr
+	return p, nil
+}
+
+// Probe starts the plugin once, reads its hello and stops it.
+func Probe(ctx context.Context, cfg Config) (Hello, error) {
+	p, err := Open(ctx, cfg)
+	if err != nil {
+		return Hello{}, err
+	}
+	h := p.Hello()
+	return h, p.Close()
+}
+
+// Name is the plugin's problem name.
+func (p *Problem) Name() string { return p.cfg.Name }
+
+// Bounds is the box the plugin's hello gave.
+func (p *Problem) Bounds() (lower, upper float64) { return p.hello.Lower, p.hello.Upper }
+
+// Hello is what the plugin said about itself.
+func (p *Problem) Hello() Hello { return p.hello }
+
+// Stats returns the counts so far.
+func (p *Problem) Stats() Stats {
+	return Stats{
+		Starts: p.starts.Load(), StartFailures: p.startFailures.Load(), Crashes: p.crashes.Load(),
+		Kills: p.kills.Load(), Cancels: p.cancels.Load(),
+	}
+}
+
+// Eval returns f(x) as computed by one of the plugin's processes. When ctx
+// is cancelled it returns promptly with an error wrapping ctx.Err(): a
+// plugin that honours cancels is sent one and given CancelGrace to
+// answer; any other, or one that does not answer in time, is killed, and
+// the slot starts a fresh process on its next evaluation.
+func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
+	if p.cfg.Dim > 0 && len(x) != p.cfg.Dim {
+		return 0, fmt.Errorf("plugin %s: vector of length %d, want %d", p.cfg.Name, len(x), p.cfg.Dim)
+	}
+	s, err := p.acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
+	}
+	defer p.release(s)
+	if err := ctx.Err(); err != nil {
+		// Cancelled while it waited for a slot: nothing to stop.
+		return 0, p.errorf(s, "%w", err)
+	}
+	if s.proc == nil {
+		if err := p.restart(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+	return p.evalOn(ctx, s, x)
+}
+
+// Close stops every process: evaluations in flight end with ErrClosed
+// (their processes killed), idle processes are told to exit by the end of
+// their standard input and killed after StopGrace. Close waits for all of
+// it; it is safe to call more than once.
+func (p *Problem) Close() error {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		close(p.closing)
+		p.mu.Unlock()
+		p.inflight.Wait()
+		var wg sync.WaitGroup
+		for _, s := range p.slots {
+			if pr := s.proc; pr != nil {
+				s.proc = nil
+				wg.Go(func() { pr.stop(p.cfg.StopGrace) })
+			}
+		}
+		wg.Wait()
+	})
+	return nil
+}
+
+// acquire takes a slot, preferring one whose process is running.
+func (p *Problem) acquire(ctx context.Context) (*slot, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.closing:
+		return nil, ErrClosed
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		<-p.sem
+		return nil, ErrClosed
+	}
+	i := len(p.idle) - 1
+	for j := i; j >= 0; j-- {
+		if p.idle[j].proc != nil {
+			i = j
+			break
+		}
+	}
+	s := p.idle[i]
+	p.idle = append(p.idle[:i], p.idle[i+1:]...)
+	p.inflight.Add(1)
+	return s, nil
+}
+
+func (p *Problem) release(s *slot) {
+	p.mu.Lock()
+	p.idle = append(p.idle, s)
+	p.mu.Unlock()
+	p.inflight.Done()
+	<-p.sem
+}
+
+// errorf names the plugin and slot in an error.
+func (p *Problem) errorf(s *slot, format string, args ...any) error {
+	return fmt.Errorf("plugin %s (slot %d): "+format, append([]any{p.cfg.Name, s.n}, args...)...)
+}
+
+// restart starts s's process, unless starts are backing off after
+// failures: then it fails at once with the last start's error.
+func (p *Problem) restart(ctx context.Context, s *slot) error {
+	p.mu.Lock()
+	if wait := time.Until(p.retryAt); p.fails > 0 && wait > 0 {
+		err := p.errorf(s, "%w: not restarted for another %v after %d failed start(s); last: %v",
+			ErrStart, wait.Round(time.Millisecond), p.fails, p.lastErr)
+		p.mu.Unlock()
+		return err
+	}
+	p.mu.Unlock()
+	pr, err := p.start(ctx, s)
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return err
+		}
+		p.mu.Lock()
+		p.fails++
+		fails := p.fails
+		wait := p.cfg.RetryMin << min(fails-1, 20)
+		if wait <= 0 || wait > p.cfg.RetryMax {
+			wait = p.cfg.RetryMax
+		}
+		p.retryAt = time.Now().Add(wait)
+		p.lastErr = err
+		p.mu.Unlock()
+		if fails == 1 {
+			// Reported once, with its stderr (in err); the failures that
+			// follow in a row only at debug level.
+			p.log.Error("plugin failed to start; further starts back off", "slot", s.n, "err", err, "retry_in", wait)
+		} else {
+			p.log.Debug("plugin failed to start again", "slot", s.n, "failures", fails, "retry_in", wait)
+		}
+		return err
+	}
+	p.mu.Lock()
+	fails := p.fails
+	p.fails = 0
+	p.mu.Unlock()
+	if fails > 0 {
+		p.log.Info("plugin started again after failed starts", "slot", s.n, "failures", fails)
+	}
+	s.proc = pr
+	return nil
+}
+
+// start runs a new process for s and waits for its hello.
+func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
+	pr, err := p.spawn(s)
+	if err != nil {
+		p.startFailures.Add(1)
+		return nil, p.errorf(s, "%w: %v", ErrStart, err)
+	}
+	t := time.NewTimer(p.cfg.StartTimeout)
+	defer t.Stop()
+	var f frame
+	select {
+	case f = <-pr.frames:
+	case <-pr.exited:
+		f = pr.lastFrame(exitGrace)
+	case <-t.C:
+		f.err = fmt.Errorf("no hello within %v", p.cfg.StartTimeout)
+	case <-ctx.Done():
+		pr.kill()
+		return nil, p.errorf(s, "starting: %w", ctx.Err())
+	case <-p.closing:
+		pr.kill()
+		return nil, p.errorf(s, "%w", ErrClosed)
+	}
+	if f.err == nil {
+		f.err = p.checkHello(&f.hello)
+	}
+	if f.err != nil {
+		pr.kill()
+		p.startFailures.Add(1)
+		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, describe(f.err), pr.status(), pr.tail.String())
+	}
+	p.starts.Add(1)
+	p.log.Debug("plugin process started", "slot", s.n, "pid", pr.cmd.Process.Pid)
+	return pr, nil
+}
+
+// checkHello checks a process's hello against the configuration and, from
+// the second process on, against the first one's.
+func (p *Problem) checkHello(h *Hello) error {
+	if err := h.check(); err != nil {
+		return err
+	}
+	if h.Name != p.cfg.Name {
+		return fmt.Errorf("listed as %q, but its hello names the problem %q", p.cfg.Name, h.Name)
+	}
+	if p.cfg.Dim > 0 && !h.Accepts(p.cfg.Dim) {
+		return fmt.Errorf("dimension %d not accepted (accepts %s)", p.cfg.Dim, h.Dims())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hello.Version == 0 {
+		p.hello = *h
+	} else if *h != p.hello {
+		return fmt.Errorf("hello %+v differs from the first process's %+v", *h, p.hello)
+	}
+	return nil
+}
+
+// evalOn evaluates x on s's process.
+func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, error) {
+	pr := s.proc
+	pr.nextID++
+	id := pr.nextID
+	if err := pr.send(MsgEval, &Eval{ID: id, X: x}, p.cfg.WriteTimeout); err != nil {
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			return 0, p.errorf(s, "vector of length %d: %w", len(x), err)
+		}
+		p.discard(s)
+		p.crashes.Add(1)
+		return 0, p.errorf(s, "%w: writing the request: %v (%s); stderr: %s", ErrCrashed, err, pr.status(), pr.tail.String())
+	}
+	var f frame
+	select {
+	case f = <-pr.frames:
+	case <-pr.exited:
+		f = pr.lastFrame(exitGrace)
+	case <-ctx.Done():
+		return 0, p.cancelEval(ctx, s, id)
+	case <-p.closing:
+		p.discard(s)
+		return 0, p.errorf(s, "%w", ErrClosed)
+	}
+	return p.answer(s, id, f)
+}
+
+// answer turns the frame that answered evaluation id into the result.
+func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
+	pr := s.proc
+	switch {
+	case f.err != nil && isEOF(f.err):
+		p.discard(s)
+		p.crashes.Add(1)
+		err := p.errorf(s, "%w during an evaluation (%s); it restarts on the next one; stderr: %s", ErrCrashed, pr.status(), pr.tail.String())
+		p.log.Warn("plugin process exited during an evaluation", "slot", s.n, "err", err)
+		return 0, err
+	case f.err != nil:
+		p.discard(s)
+		p.kills.Add(1)
+		err := p.errorf(s, "%w: %v; killed, it restarts on the next evaluation", ErrProtocol, f.err)
+		p.log.Warn("plugin broke the protocol; killed", "slot", s.n, "err", err)
+		return 0, err
+	case f.res.ID != id:
+		p.discard(s)
+		p.kills.Add(1)
+		err := p.errorf(s, "%w: answered id %d, the evaluation running is %d; killed", ErrProtocol, f.res.ID, id)
+		p.log.Warn("plugin broke the protocol; killed", "slot", s.n, "err", err)
+		return 0, err
+	}
+	select {
+	case <-pr.exited:
+		// It answered, then exited: the next evaluation needs a new one.
+		p.discard(s)
+		p.crashes.Add(1)
+	default:
+	}
+	if f.res.Err != "" {
+		return 0, p.errorf(s, "%w: %s", ErrEval, clip(f.res.Err, 1024))
+	}
+	return f.res.F, nil
+}
+
+// cancelEval stops evaluation id after ctx ended: a plugin that honours
+// cancels is sent one and has CancelGrace to answer (any answer to id
+// will do); otherwise, or if it does not answer in time, it is killed.
+// The error wraps ctx.Err().
+func (p *Problem) cancelEval(ctx context.Context, s *slot, id uint64) error {
+	pr := s.proc
+	if p.hello.Cancel && pr.send(MsgCancel, &Cancel{ID: id}, p.cfg.WriteTimeout) == nil {
+		t := time.NewTimer(p.cfg.CancelGrace)
+		defer t.Stop()
+		select {
+		case f := <-pr.frames:
+			if f.err == nil && f.res.ID == id {
+				p.cancels.Add(1)
+				return p.errorf(s, "%w", ctx.Err())
+			}
+		case <-pr.exited:
+		case <-t.C:
+			p.log.Debug("plugin did not answer a cancel in time; killed", "slot", s.n, "grace", p.cfg.CancelGrace)
+		case <-p.closing:
+		}
+	}
+	p.discard(s)
+	p.kills.Add(1)
+	return p.errorf(s, "%w", ctx.Err())
+}
+
+// discard kills s's process (and reaps it, when it already exited) and
+// leaves the slot empty.
+func (p *Problem) discard(s *slot) {
+	pr := s.proc
+	s.proc = nil
+	if pr != nil {
+		pr.kill()
+	}
+}
+
+// exitGrace is how long an exited process's last frame, or its exit
+// status, may lag behind the news of its exit.
+const exitGrace = 500 * time.Millisecond
+
+// proc is one plugin process.
+type proc struct {
+	slot   int
+	cmd    *exec.Cmd
+	stdin  *os.File // our ends of its pipes
+	stdout *os.File
+	stderr *os.File
+
+	buf bytes.Buffer
+	enc *wire.Encoder
+
+	frames     chan frame    // what readFrames decoded
+	quit       chan struct{} // closed by kill: readers stop delivering
+	readDone   chan struct{} // closed when readFrames returns
+	stderrDone chan struct{} // closed when readStderr returns
+	exited     chan struct{} // closed when the process has been waited for
+	exitErr    error         // cmd.Wait's error, once exited is closed
+	tail       tail
+	nextID     uint64
+	killOnce   sync.Once
+}
+
+// frame is one decoded frame from a process, or why reading stopped.
+type frame struct {
+	hello Hello
+	res   Result
+	err   error
+}
+
+// spawn starts the process with its three pipes and its readers.
+func (p *Problem) spawn(s *slot) (*proc, error) {
+	var files []*os.File
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	inR, inW, err1 := pipe()
+	outR, outW, err2 := pipe()
+	errR, errW, err3 := pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll()
+		return nil, err
+	}
+	cmd := exec.Command(p.cfg.Path)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.Env = append(os.Environ(), "ESGRID_PLUGIN_NAME="+p.cfg.Name, "ESGRID_PLUGIN_SLOT="+strconv.Itoa(s.n))
+	setProcAttr(cmd)
+	err := cmd.Start()
+	// The child has its ends now; ours of them must go, so that we see
+	// EOF when it exits.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	pr := &proc{
+		slot: s.n, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
+		frames:     make(chan frame, 1),
+		quit:       make(chan struct{}),
+		readDone:   make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+	}
+	pr.enc = wire.NewEncoder(&pr.buf, p.cfg.MaxFrame)
+	go func() {
+		pr.exitErr = cmd.Wait()
+		close(pr.exited)
+	}()
+	go p.readStderr(pr)
+	go pr.readFrames(p.cfg.MaxFrame)
+	return pr, nil
+}
+
+// readFrames decodes what the process writes: a hello first, then
+// results. It delivers every frame, and then the error that ended the
+// stream (io.EOF when the process closed it), on pr.frames.
+func (pr *proc) readFrames(maxFrame int) {
+	defer close(pr.readDone)
+	fr := wire.NewReader(pr.stdout, maxFrame)
+	var d wire.Decoder
+	for first := true; ; first = false {
+		var f frame
+		t, body, err := fr.Next()
+		switch {
+		case err != nil && errors.Is(err, wire.ErrMalformed):
+			err = fmt.Errorf("%w%s", err, textHint(fr.Header()))
+		case err != nil:
+		case first && MsgType(t) == MsgHello:
+			err = d.Decode("hello", body, &f.hello)
+		case first:
+			err = fmt.Errorf("%w: the first frame is %v, not a hello", wire.ErrMalformed, MsgType(t))
+		case MsgType(t) == MsgResult:
+			err = d.Decode("result", body, &f.res)
+		default:
+			err = fmt.Errorf("%w: a %v frame from a plugin", wire.ErrMalformed, MsgType(t))
+		}
+		f.err = err
+		select {
+		case pr.frames <- f:
+		case <-pr.quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lastFrame is what the process wrote before it exited, if it arrives
+// within d, else io.EOF.
+func (pr *proc) lastFrame(d time.Duration) frame {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case f := <-pr.frames:
+		return f
+	case <-t.C:
+		return frame{err: io.EOF}
+	}
+}
+
+// send writes one frame to the process's standard input.
+func (pr *proc) send(t MsgType, v any, timeout time.Duration) error {
+	pr.buf.Reset()
+	if err := pr.enc.Encode(byte(t), v); err != nil {
+		return err
+	}
+	pr.stdin.SetWriteDeadline(time.Now().Add(timeout))
+	_, err := pr.stdin.Write(pr.buf.Bytes())
+	return err
+}
+
+// kill kills the process and its group at once, and releases its pipes
+// and goroutines (waiting a bounded time for the exit status and the last
+// of its stderr).
+func (pr *proc) kill() {
+	pr.killOnce.Do(func() {
+		killGroup(pr.cmd)
+		pr.release()
+	})
+}
+
+// stop ends the process's standard input, which asks it to exit, and
+// kills it if it has not within grace.
+func (pr *proc) stop(grace time.Duration) {
+	pr.stdin.Close()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-pr.exited:
+	case <-t.C:
+	}
+	pr.kill()
+}
+
+func (pr *proc) release() {
+	pr.stdin.Close()
+	wait := func(ch <-chan struct{}, d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+	}
+	wait(pr.exited, 2*time.Second)
+	wait(pr.stderrDone, 200*time.Millisecond)
+	close(pr.quit)
+	pr.stdout.Close() // unblocks the readers, whoever else holds the pipes
+	pr.stderr.Close()
+	<-pr.readDone
+	<-pr.stderrDone
+}
+
+// status describes how the process ended, if it has.
+func (pr *proc) status() string {
+	select {
+	case <-pr.exited:
+		if pr.exitErr == nil {
+			return "exit status 0"
+		}
+		return pr.exitErr.Error()
+	default:
+		return "still running"
+	}
+}
+
+// textHint recognises text where a frame's length should be: a plugin
+// that prints to its standard output.
+func textHint(hdr [4]byte) string {
+	for _, c := range hdr {
+		if c != '\n' && c != '\t' && (c < 0x20 || c > 0x7e) {
+			return ""
+		}
+	}
+	return fmt.Sprintf(" (it wrote text, %q…, on stdout, which is for frames only: print to stderr)", hdr[:])
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed)
+}
+
+// describe says what a read error means for a plugin.
+func describe(err error) string {
+	if isEOF(err) {
+		return "exited before its hello"
+	}
+	return err.Error()
+}
+
+// clip cuts s to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return cutUTF8(s[:n]) + "…"
+}

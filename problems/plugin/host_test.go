@@ -1,0 +1,359 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
+)
+
+// open starts a helper plugin and closes it when the test ends.
+func open(t *testing.T, cfg Config) (*Problem, *logSink) {
+	t.Helper()
+	sink := &logSink{}
+	if cfg.Name == "" {
+		cfg.Name = "testp"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(sink)
+	}
+	p, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, sink
+}
+
+func mustEval(t *testing.T, p *Problem, x ...float64) float64 {
+	t.Helper()
+	f, err := p.Eval(context.Background(), x)
+	if err != nil {
+		t.Fatalf("Eval(%v): %v", x, err)
+	}
+	return f
+}
+
+func TestOpenEvalClose(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve"), Dim: 3, Procs: 3})
+	h := p.Hello()
+	if h.Name != "testp" || h.Lower != -5.12 || h.Upper != 5.12 || !h.Cancel || h.MinDim != 1 || h.MaxDim != 0 {
+		t.Errorf("hello %+v", h)
+	}
+	if lo, hi := p.Bounds(); lo != -5.12 || hi != 5.12 {
+		t.Errorf("bounds %v %v", lo, hi)
+	}
+	if f := mustEval(t, p, 1, 2, 0.5); f != 5.25 {
+		t.Errorf("f = %v, want 5.25", f)
+	}
+	// Sequential evaluations keep to the one process Open started.
+	for range 5 {
+		mustEval(t, p, 1, 1, 1)
+	}
+	if st := p.Stats(); st.Starts != 1 {
+		t.Errorf("sequential evaluations started %d processes, want 1", st.Starts)
+	}
+	// Concurrent ones start more, up to Procs.
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			if f, err := p.Eval(context.Background(), []float64{float64(i), 0, 0}); err != nil || f != float64(i*i) {
+				t.Errorf("Eval %d = %v, %v", i, f, err)
+			}
+		})
+	}
+	wg.Wait()
+	if st := p.Stats(); st.Starts > 3 || st.Crashes+st.Kills+st.StartFailures != 0 {
+		t.Errorf("stats %+v: want at most 3 starts and no trouble", st)
+	}
+	if _, err := p.Eval(context.Background(), []float64{1}); err == nil || !strings.Contains(err.Error(), "length 1, want 3") {
+		t.Errorf("wrong length: %v", err)
+	}
+	p.Close()
+	if _, err := p.Eval(context.Background(), []float64{1, 2, 3}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Eval after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestEvalErrorsKeepTheProcess(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve")})
+	for _, c := range []struct {
+		x    float64
+		want string
+	}{{xFail, "bad x"}, {xPanic, "panic: helper panics"}} {
+		_, err := p.Eval(context.Background(), []float64{c.x})
+		if !errors.Is(err, ErrEval) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "plugin testp (slot 1)") {
+			t.Errorf("x %v: %v, want ErrEval naming the plugin and %q", c.x, err, c.want)
+		}
+	}
+	// A stray print lands on stderr (Main and the helper protect stdout).
+	if f := mustEval(t, p, xPrint); f != 81 {
+		t.Errorf("f = %v", f)
+	}
+	if st := p.Stats(); st.Starts != 1 || st.Kills != 0 {
+		t.Errorf("stats %+v: error answers must not cost the process", st)
+	}
+}
+
+// A plugin that crashes fails that evaluation with an error naming the
+// plugin, the slot, the exit status and its last stderr; the next
+// evaluation starts a new process and works.
+func TestCrashRestartsOnNextEval(t *testing.T) {
+	leaktest.Check(t)
+	p, sink := open(t, Config{Path: helperPlugin(t, "serve")})
+	_, err := p.Eval(context.Background(), []float64{xCrash})
+	if !errors.Is(err, ErrCrashed) {
+		t.Fatalf("crash: %v, want ErrCrashed", err)
+	}
+	for _, want := range []string{"plugin testp (slot 1)", "exit status 3", "dying on purpose"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("crash error %q lacks %q", err, want)
+		}
+	}
+	if f := mustEval(t, p, 2); f != 4 {
+		t.Errorf("after the crash f = %v", f)
+	}
+	if st := p.Stats(); st.Starts != 2 || st.Crashes != 1 {
+		t.Errorf("stats %+v, want 2 starts and 1 crash", st)
+	}
+	if n := len(sink.records("plugin process exited during an evaluation")); n != 1 {
+		t.Errorf("crash logged %d times", n)
+	}
+}
+
+// Garbage, a frame over the cap or an answer to the wrong id on stdout
+// is a protocol error: the process is killed and the next evaluation
+// works.
+func TestProtocolBreachesKillAndRestart(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve")})
+	for _, c := range []struct {
+		x    float64
+		want string
+	}{{xGarbage, `it wrote text, "Trac"…, on stdout`}, {xHuge, "frame too large"}, {xWrongID, "answered id"}} {
+		_, err := p.Eval(context.Background(), []float64{c.x})
+		if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("x %v: %v, want ErrProtocol with %q", c.x, err, c.want)
+		}
+		if f := mustEval(t, p, 3); f != 9 {
+			t.Errorf("after x %v: f = %v", c.x, f)
+		}
+	}
+	if st := p.Stats(); st.Kills != 3 || st.Starts != 4 {
+		t.Errorf("stats %+v, want 3 kills and 4 starts", st)
+	}
+}
+
+// Cancelling a running evaluation: a plugin that honours cancels answers
+// and keeps its process; one that does not (or does not answer within the
+// grace) is killed and replaced on the next evaluation. Either way Eval
+// returns the context's error.
+func TestCancel(t *testing.T) {
+	leaktest.Check(t)
+	cases := []struct {
+		name        string
+		mode        string
+		x           float64
+		kills, kept int64
+	}{
+		{"honoured", "serve", xBlock, 0, 1},
+		{"not honoured", "serve-nocancel", xBlock, 1, 0},
+		{"honoured but deaf", "serve", xHang, 1, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, _ := open(t, Config{Path: helperPlugin(t, c.mode), CancelGrace: 100 * time.Millisecond})
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			_, err := p.Eval(ctx, []float64{c.x})
+			if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "plugin testp (slot 1)") {
+				t.Errorf("Eval = %v, want context.Canceled naming the plugin", err)
+			}
+			if f := mustEval(t, p, 2); f != 4 {
+				t.Errorf("after the cancel f = %v", f)
+			}
+			st := p.Stats()
+			if st.Kills != c.kills || st.Cancels != c.kept || st.Starts != 2-c.kept {
+				t.Errorf("stats %+v, want %d kills, %d honoured", st, c.kills, c.kept)
+			}
+		})
+	}
+}
+
+// A task deadline (a context with a deadline) stops a hung plugin.
+func TestHangHitsDeadline(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve-nocancel")})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Eval(ctx, []float64{xHang}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Eval = %v, want DeadlineExceeded", err)
+	}
+	if f := mustEval(t, p, 1); f != 1 {
+		t.Errorf("f = %v", f)
+	}
+}
+
+// Close stops evaluations in flight and every process.
+func TestCloseStopsInFlight(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve-nocancel"), Procs: 2})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := p.Eval(context.Background(), []float64{xHang})
+			errs <- err
+		}()
+	}
+	for p.Stats().Starts < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // let both evaluations be sent
+	p.Close()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Errorf("in-flight Eval = %v, want ErrClosed", err)
+		}
+	}
+}
+
+// A plugin that dies at start-up: Open fails with its stderr and exit
+// status.
+func TestDiesAtStart(t *testing.T) {
+	leaktest.Check(t)
+	_, err := Open(context.Background(), Config{Name: "testp", Path: helperPlugin(t, "die"), Logger: slog.New(&logSink{})})
+	if !errors.Is(err, ErrStart) {
+		t.Fatalf("Open = %v, want ErrStart", err)
+	}
+	for _, want := range []string{"exited before its hello", "exit status 1", "ImportError: no module named simulator", "slot 1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// A plugin that starts once, crashes, and then dies at every start: the
+// failed start is reported once, with its stderr; evaluations meanwhile
+// fail at once, without a start, until the back-off has passed.
+func TestStartFailuresBackOff(t *testing.T) {
+	leaktest.Check(t)
+	starts := t.TempDir() + "/starts"
+	p, sink := open(t, Config{
+		Path:     helperPlugin(t, "serve-then-die", "ESGRID_TEST_STARTS="+starts),
+		RetryMin: 300 * time.Millisecond, RetryMax: time.Hour,
+	})
+	count := func() int {
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "start")
+	}
+	if _, err := p.Eval(context.Background(), []float64{xCrash}); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("crash: %v", err)
+	}
+	_, err := p.Eval(context.Background(), []float64{1})
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "ImportError") {
+		t.Fatalf("restart: %v, want ErrStart with the stderr", err)
+	}
+	if count() != 2 {
+		t.Fatalf("%d starts, want 2", count())
+	}
+	for range 20 {
+		_, err := p.Eval(context.Background(), []float64{1})
+		if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "not restarted for another") {
+			t.Fatalf("during the back-off: %v", err)
+		}
+	}
+	if count() != 2 {
+		t.Errorf("%d starts during the back-off, want none", count()-2)
+	}
+	logged := sink.records("plugin failed to start; further starts back off")
+	if len(logged) != 1 || !strings.Contains(logged[0]["err"], "ImportError") || logged[0]["level"] != "ERROR" {
+		t.Errorf("start failure logged as %v, want once, at error level, with the stderr", logged)
+	}
+	// After the back-off, one more try (which fails again, and waits
+	// twice as long).
+	deadline := time.Now().Add(10 * time.Second)
+	for count() == 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		p.Eval(context.Background(), []float64{1})
+	}
+	if count() != 3 {
+		t.Errorf("%d starts after the back-off, want 3", count())
+	}
+	if n := len(sink.records("plugin failed to start; further starts back off")); n != 1 {
+		t.Errorf("repeated start failure logged at error level %d times", n)
+	}
+}
+
+func TestBadStarts(t *testing.T) {
+	leaktest.Check(t)
+	notExec := t.TempDir() + "/plain"
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"hangs", Config{Path: helperPlugin(t, "hang"), StartTimeout: 200 * time.Millisecond}, "no hello within"},
+		{"garbage hello", Config{Path: helperPlugin(t, "garbage")}, "frame too large"},
+		{"wrong name", Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_NAME=other")}, `names the problem "other"`},
+		{"dimension refused", Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_DIMS=2,4"), Dim: 5}, "dimension 5 not accepted (accepts 2..4)"},
+		{"not executable", Config{Path: notExec}, "permission denied"},
+		{"missing", Config{Path: "/does/not/exist"}, "no such file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Name = "testp"
+			c.cfg.Logger = slog.New(&logSink{})
+			_, err := Open(context.Background(), c.cfg)
+			if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Open = %v, want ErrStart with %q", err, c.want)
+			}
+		})
+	}
+	// Dimension accepted: fine.
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_DIMS=2,4"), Dim: 4})
+	if h := p.Hello(); h.MinDim != 2 || h.MaxDim != 4 || h.Dims() != "2..4" {
+		t.Errorf("hello %+v", h)
+	}
+}
+
+// Stderr reaches the log line by line, with the plugin and slot, cut to
+// maxLine and rate-limited.
+func TestStderrBoundedAndLabelled(t *testing.T) {
+	leaktest.Check(t)
+	p, sink := open(t, Config{Path: helperPlugin(t, "serve"), StderrRate: 10})
+	mustEval(t, p, xNoisy)
+	p.Close() // waits for the stderr reader
+	lines := sink.records("plugin stderr")
+	if len(lines) == 0 || len(lines) > 60 {
+		t.Fatalf("%d of 500 stderr lines logged, want 1..60 (burst 50)", len(lines))
+	}
+	for _, l := range lines {
+		if l["plugin"] != "testp" || l["slot"] != "1" {
+			t.Errorf("line without plugin and slot: %v", l)
+		}
+		if len(l["line"]) > maxLine+20 {
+			t.Errorf("line of %d bytes logged", len(l["line"]))
+		}
+	}
+	if !strings.HasPrefix(lines[0]["line"], "noise 0") {
+		t.Errorf("first line %q", lines[0]["line"])
+	}
+}
+
+// Probe reads the hello and leaves nothing running.
+func TestProbe(t *testing.T) {
+	leaktest.Check(t)
+	h, err := Probe(context.Background(), Config{Name: "testp", Path: helperPlugin(t, "serve-nocancel"), Logger: slog.New(&logSink{})})
+	if err != nil || h.Name != "testp" || h.Cancel {
+		t.Errorf("Probe = %+v, %v", h, err)
+	}
+}

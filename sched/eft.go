@@ -1,0 +1,1008 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// eft: earliest expected finish. The paper's policies decide where a task
+// goes by who asks first, and how deep a remote queue is by a constant;
+// eft decides both from what the master measures of each worker (Exec and
+// RTT, as the adaptive depth uses them, and Event.At, when the driver
+// says when an event happens), so that no task is held on a worker that
+// would finish it after another could, and near the barrier the tail goes
+// to the workers that finish first.
+//
+// The model. Worker k has c slots, a smoothed execution time e and round
+// trip r (means of its measurements, gain 1/8; two measurements in a row
+// beyond twice or under half the mean replace it, so a change of pace
+// shows within two tasks; a worker not measured yet counts as the mean of
+// those that are). A message takes r/2 each way; the k-th send of a step
+// leaves k·m after the first, m the driver's cost per message, learnt
+// from the round trips of sends to idle slots (which grow with their place
+// in their step's burst; r is kept without that wait). Of its outstanding
+// instances, in send order, the first c run and the rest are held. The
+// model knows when each running instance started: an instance sent while
+// a slot was idle starts r/2 after it left; a held one starts when a slot
+// frees, r/2 before the result that freed it arrives. A running instance
+// ends e after it started; once that is past and its result late, it is
+// expected e/10 from now. Each held instance, and then each new one,
+// takes the slot that frees first (a new one not before it arrives), and
+// is back r/2 after it ends. That is the expected finish, EF, of an
+// instance or of a worker's next place. Without Event.At the model's
+// "now" stays 0 and every running instance counts as just started.
+//
+// Depth. A worker is due while a further instance would start before a
+// refill could reach it: the next chance to send it one is when its first
+// running instance ends (its result comes up, the refill goes down, a
+// round trip r), so it is due while the model's start of a further
+// instance is earlier than that end plus r, or while it holds fewer than
+// Config.Depth × c (default 2 × c, the paper's one running and one held
+// task per slot: a master that is itself the bottleneck makes refills
+// slower than any round trip it measures); it never holds more than
+// AdaptiveMax × c (its capacity). That is the adaptive depth's 1 + ⌈r/e⌉
+// per slot when its slots run in step (as at a batch's start) and about
+// c + ⌈c·r/e⌉ when they end at spread-out times: one round trip of work
+// per worker, not per slot.
+//
+// Where a task goes. The tasks in Q are planned by earliest expected
+// finish over every worker that takes work: the plan's horizon H is the
+// earliest time by which the workers' next places, in order of their EF,
+// can take every task in Q. Due workers are served in order of their next
+// place's EF, and one takes the head of Q only if that EF is at most H
+// (give or take a hundredth, and the wait the step's later sends add, so
+// that machines alike are not told apart by a rounding or by their place
+// in the burst; a task that waits pays a whole round trip later). A
+// slow worker with room is thus passed over when faster ones can finish
+// all of Q before it could finish one more task; the task stays in Q until
+// a faster worker is due, at most a round trip before that worker would
+// run dry. No task leaves Q for a worker that would finish it after a
+// faster worker could, and as Q shrinks H does: the last tasks go to the
+// workers that finish them first.
+//
+// Replication that targets. Once Q is empty, each due worker in order of
+// its next place's EF (those that finish first first) is sent a replica
+// of the task whose earliest live instance is expected back last, if its
+// own next place is expected back earlier than that instance, the task
+// has fewer than Config.Copies live instances, and the worker does not
+// hold it (it then takes the next such task). A worker that cannot beat
+// the latest instance cannot beat any other, and a slower one neither: the
+// round stops. The rest is the engine the paper's policies share: the
+// first result wins and cancels the other instances (held ones as held),
+// and Overdue, Failed, Returned, WorkerDraining and WorkerLeft behave as
+// New describes.
+//
+// Cost. A send is O(log W + c) for the worker it goes to, a step's
+// replicas O(log W) per worker freed or served. The horizon is needed only
+// for a worker beyond a cheap lower bound of it ((|Q| − slots) / Σ rates),
+// and recomputed (a bisection over the workers, O(slots) a pass, about a
+// dozen passes) when Q or the grid has changed by a third since, or after
+// W/4 steps (every step for a small grid). Once per batch, when Q
+// empties, O(instances × log) builds the replication candidates.
+type eftState struct {
+	copies int
+	ew     []eftWorker // per worker place
+	now    time.Duration
+
+	// The driver's cost per message, m: the k-th send of one step leaves
+	// k·m after the first (a master hands messages over one at a time).
+	// Learnt from the round trips of sends to idle slots, which grow
+	// with their place in their step's burst: a least-squares slope
+	// through the origin of (RTT − the worker's base) on the place,
+	// over exponentially weighted sums. Each worker's RTT mean is kept
+	// without it (its base, r).
+	stepSends  int     // sends so far in this step
+	place      []int32 // per task: its latest send's place in its step
+	sumKK      float64 // Σ k² (weighted)
+	sumKR      float64 // Σ k·(RTT − base)
+	msgCost    float64 // m, ns
+	placeValid []bool  // per task: place is of a send to an idle slot
+
+	// The horizon of the plan of Q, as last computed.
+	h       float64
+	hValid  bool
+	hQ      int // qLive then
+	hSteps  int // steps since
+	hLive   int // live workers then
+	version int // bumped when a worker's figures jump (a new worker, a change of pace)
+	hVer    int
+	lastQ   int // qLive at the end of the last step
+
+	// Defaults for workers not measured yet: the means of those measured;
+	// rate is Σ slots/e over the workers that take work (tasks per ns) and
+	// slots Σ slots: by h they can take at most h·rate + slots further
+	// instances, so (q − slots)/rate is a lower bound of the horizon of q
+	// tasks. Recomputed with the horizon.
+	eDef, rDef, rate, slots float64
+
+	// Replication candidates: a max-heap of tasks by the expected finish
+	// of their earliest live instance, built when Q empties.
+	cand      []eftCand
+	candBuilt bool
+
+	due []int32 // scratch: a min-heap of due workers by expected finish
+	key []float64
+	// Workers the plan passed over, a min-heap by the absolute expected
+	// finish their next place had then, which it can only have grown
+	// since (an idle worker's next place is later the later it is sent);
+	// the best are looked at again whenever Q is handed out.
+	passed    []int32
+	passedKey []float64
+	// Once Q is empty, the due workers that may take replicas: a min-heap
+	// by the absolute expected finish of their next place when keyed
+	// (re-keyed when it has grown), kept from step to step.
+	recv    []int32
+	recvKey []float64
+	skip    []eftCand // scratch: candidates a receiver holds already
+	free    []float64 // scratch: slot free times
+}
+
+type eftWorker struct {
+	id       WorkerID // the worker these figures are of
+	slow     int      // consecutive measurements far above the mean (a change of pace)
+	fast     int      // ... far below it
+	inDue    bool     // in the scratch heap
+	inPassed bool     // in the passed heap
+	inRecv   bool     // in the receivers' heap
+	// run holds the start times of its running instances, ascending.
+	run []time.Duration
+}
+
+type eftCand struct {
+	key  float64
+	task TaskID
+}
+
+// DefaultCopies is Config.Copies when 0: an original and one replica.
+const DefaultCopies = 2
+
+// MaxCopies is the largest Config.Copies New accepts.
+const MaxCopies = 64
+
+// Measures says whether a policy of this name and configuration uses the
+// measurements that ResultArrived and Measured events carry (RTT, Exec),
+// so a driver knows to send them: eft always, rwq and r3q with
+// Config.Adaptive.
+func Measures(name string, cfg Config) bool {
+	return name == "eft" || cfg.Adaptive && (name == "rwq" || name == "r3q")
+}
+
+// setEFT makes p the eft policy.
+func (p *policy) setEFT(cfg Config) error {
+	if cfg.Copies < 0 || cfg.Copies > MaxCopies {
+		return fmt.Errorf("sched: policy eft: copies %d out of range 0..%d", cfg.Copies, MaxCopies)
+	}
+	p.setDepth(2)
+	p.maxDepth = cfg.AdaptiveMax
+	if p.maxDepth == 0 {
+		p.maxDepth = DefaultAdaptiveMax
+	}
+	p.maxDepth = max(p.maxDepth, p.depth)
+	e := &eftState{copies: cfg.Copies}
+	if e.copies == 0 {
+		e.copies = DefaultCopies
+	}
+	p.eft = e
+	return nil
+}
+
+// eftW returns the eft figures of worker place wi, fresh if the place
+// now holds another worker.
+func (p *policy) eftW(wi int32) *eftWorker {
+	e := p.eft
+	for int(wi) >= len(e.ew) {
+		e.ew = append(e.ew, eftWorker{id: -1})
+	}
+	x := &e.ew[wi]
+	if id := p.workers[wi].id; x.id != id {
+		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.run = id, 0, 0, false, false, false, x.run[:0]
+		e.version++
+	}
+	return x
+}
+
+// begin starts a step: the model's now, and a fresh burst of sends.
+func (e *eftState) begin(ev Event) {
+	e.now = max(e.now, ev.At)
+	e.stepSends = 0
+}
+
+// eftMeasure notes a result's slot (see the model) and folds ev's
+// measurements into its worker's means and depth; it reports whether the
+// depth changed.
+func (p *policy) eftMeasure(ev Event) bool {
+	wi, ok := p.idx[ev.Worker]
+	if !ok || !p.workers[wi].alive {
+		return false
+	}
+	w := &p.workers[wi]
+	x := p.eftW(wi)
+	if ev.Kind == ResultArrived && ev.Task >= 0 && int(ev.Task) < p.n {
+		p.eftSync(wi)
+		if k := w.pos(ev.Task); k >= 0 && k < w.slots && len(x.run) > 0 {
+			// The instance that ran longest is the one that ended; the
+			// first held one took its slot when its result left.
+			x.run = slices.Delete(x.run, 0, 1)
+			if w.count() > w.slots {
+				_, r, _ := p.model(wi)
+				x.insertRun(p.eft.now - time.Duration(r/2))
+			}
+		}
+	}
+	if ev.RTT <= 0 && ev.Exec <= 0 {
+		return false
+	}
+	if rtt := ev.RTT; rtt > 0 {
+		// Take out the wait behind the other sends of its step.
+		e := p.eft
+		if ev.Kind == ResultArrived && int(ev.Task) < len(e.place) && e.placeValid[ev.Task] {
+			k := float64(e.place[ev.Task])
+			if w.rtt > 0 && k > 0 {
+				const gain = 1.0 / 64
+				e.sumKK += (k*k - e.sumKK) * gain
+				e.sumKR += (k*(float64(rtt)-w.rtt) - e.sumKR) * gain
+				e.msgCost = max(e.sumKR/e.sumKK, 0)
+			}
+			rtt = max(rtt-time.Duration(k*e.msgCost), 1)
+		}
+		smooth(&w.rtt, rtt)
+	}
+	if ev.Exec > 0 {
+		v := float64(ev.Exec)
+		switch {
+		case w.exec > 0 && v > 2*w.exec:
+			x.slow, x.fast = x.slow+1, 0
+		case w.exec > 0 && v < w.exec/2:
+			x.slow, x.fast = 0, x.fast+1
+		default:
+			x.slow, x.fast = 0, 0
+		}
+		if x.slow >= 2 || x.fast >= 2 {
+			w.exec, x.slow, x.fast = v, 0, 0
+			p.eft.version++
+		} else {
+			smooth(&w.exec, ev.Exec)
+		}
+	}
+	return p.eftSetCap(wi)
+}
+
+// eftSetCap sets worker wi's capacity (see eft's Depth): AdaptiveMax × c
+// once it is measured, Depth × c before (a worker not measured yet gets
+// what rwq would give it). It reports whether the
+// capacity changed.
+func (p *policy) eftSetCap(wi int32) bool {
+	w := &p.workers[wi]
+	c := p.depth * w.slots
+	if w.exec > 0 {
+		c = p.maxDepth * w.slots
+	}
+	if c == w.cap {
+		return false
+	}
+	w.cap = c
+	p.markFree(wi)
+	return true
+}
+
+// eftDue says worker wi should be sent a further instance now (see eft's
+// Depth).
+func (p *policy) eftDue(wi int32) bool {
+	w := &p.workers[wi]
+	if w.count() >= w.cap {
+		return false
+	}
+	if w.count() < max(p.depth, 1)*w.slots || w.exec <= 0 {
+		return true
+	}
+	e, r, c := p.model(wi)
+	f := p.slotFree(wi) // running ends (relative to now), a min-heap
+	first := f[0]
+	var start float64
+	for range w.count() - c + 1 {
+		start = f[0]
+		f[0] += e
+		siftDownF(f)
+	}
+	return start < first+r
+}
+
+func (x *eftWorker) insertRun(t time.Duration) {
+	i, _ := slices.BinarySearch(x.run, t)
+	x.run = slices.Insert(x.run, i, t)
+}
+
+// eftSync makes worker wi's running start times agree with the engine's
+// books: as many as it runs instances (min(count, slots)); instances that
+// left other than by a result (a cancel, a failure) take the newest
+// starts with them, and ones the model missed count as just started.
+func (p *policy) eftSync(wi int32) {
+	w := &p.workers[wi]
+	x := p.eftW(wi)
+	want := min(w.count(), w.slots)
+	if len(x.run) > want {
+		x.run = x.run[:want]
+	}
+	for len(x.run) < want {
+		x.insertRun(p.eft.now)
+	}
+}
+
+// model returns worker wi's e and r for the model, in nanoseconds.
+func (p *policy) model(wi int32) (e, r float64, c int) {
+	w := &p.workers[wi]
+	e, r = w.exec, w.rtt
+	if e <= 0 {
+		e, r = p.eft.eDef, p.eft.rDef
+	}
+	return e, r, w.slots
+}
+
+// runEnd is when, relative to now, a slot running an instance since s
+// (absolute) is free again: s + e, also when that is past but the result
+// may still be on its way up (r/2). Once the result is late, it is
+// expected e/10 from now. (Expecting a late result as much later again as
+// it is late already, so that a stuck worker's instances draw replicas,
+// made things worse in simulation, slowdowns included: most lateness is
+// the model's error, not a stuck worker; a stuck one is the driver's
+// Overdue.)
+func (p *policy) runEnd(s time.Duration, e, r float64) float64 {
+	end := float64(s-p.eft.now) + e
+	if end+r/2 < 0 {
+		return e/10 - r/2
+	}
+	return end
+}
+
+// slotFree fills the scratch with the times, relative to now, at which
+// worker wi's slots become free for a further instance: a running one's
+// end (runEnd), or, for an idle slot, when a new instance would arrive.
+// It returns them as a min-heap.
+func (p *policy) slotFree(wi int32) []float64 {
+	e, r, c := p.model(wi)
+	p.eftSync(wi)
+	x := &p.eft.ew[wi]
+	f := p.eft.free[:0]
+	for _, s := range x.run {
+		f = append(f, p.runEnd(s, e, r))
+	}
+	for len(f) < c {
+		f = append(f, r/2+p.sendWait())
+	}
+	p.eft.free = f
+	heapify(f)
+	return f
+}
+
+// efPos is the expected finish, relative to now, of the instance at
+// place k (0-based, send order) among worker wi's live instances, or of a
+// further one when k is its count.
+func (p *policy) efPos(wi int32, k int) float64 {
+	e, r, c := p.model(wi)
+	w := &p.workers[wi]
+	if k < c && k < w.count() {
+		p.eftSync(wi)
+		s := p.eft.ew[wi].run[k] // the k-th oldest running: the k-th sent
+		return p.runEnd(s, e, r) + r/2
+	}
+	if k < c {
+		return r + e + p.sendWait() // an idle slot: down, run, up
+	}
+	f := p.slotFree(wi)
+	var start float64
+	for range k - c + 1 {
+		start = f[0]
+		f[0] += e
+		siftDownF(f)
+	}
+	if k >= w.count() {
+		start = max(start, r/2+p.sendWait()) // a new one must arrive first
+	}
+	return start + e + r/2
+}
+
+// efNext is the expected finish, relative to now, of a further instance
+// on worker wi.
+func (p *policy) efNext(wi int32) float64 { return p.efPos(wi, p.workers[wi].count()) }
+
+// placesBy is how many further instances worker wi could have back by h
+// (relative to now).
+func (p *policy) placesBy(wi int32, h float64) int {
+	e, r, c := p.model(wi)
+	w := &p.workers[wi]
+	last := h - e - r/2 // the latest start that is back by h
+	arrive := r/2 + p.sendWait()
+	if last < arrive {
+		return 0
+	}
+	n := 0
+	if w.count() < c {
+		// Idle slots: from when a new instance arrives.
+		n += (c - w.count()) * (int(min((last-arrive)/e, math.MaxInt32)) + 1)
+	}
+	// Running slots: from the end of what they run.
+	p.eftSync(wi)
+	for _, st := range p.eft.ew[wi].run {
+		if s := max(p.runEnd(st, e, r), 0); s <= last {
+			n += int(min((last-s)/e, math.MaxInt32)) + 1
+		}
+	}
+	held := w.count() - min(w.count(), c)
+	return max(n-held, 0)
+}
+
+// eftDefaults sets the model's figures for workers not measured yet.
+func (p *policy) eftDefaults() {
+	e := p.eft
+	var se, sr float64
+	n := 0
+	for i := range p.workers {
+		w := &p.workers[i]
+		if w.alive && w.exec > 0 {
+			se += w.exec
+			sr += w.rtt
+			n++
+		}
+	}
+	if n == 0 {
+		e.eDef, e.rDef = float64(time.Millisecond), 0
+	} else {
+		e.eDef, e.rDef = se/float64(n), sr/float64(n)
+	}
+	e.rate, e.slots = 0, 0
+	for i := range p.workers {
+		if w := &p.workers[i]; w.open() {
+			ew, _, c := p.model(int32(i))
+			e.rate += float64(c) / ew
+			e.slots += float64(c)
+		}
+	}
+}
+
+// horizon returns the plan's horizon for the tasks in Q (see eft) as an
+// absolute time in ns, recomputing it when Q or the grid has changed
+// enough since.
+func (p *policy) horizon() float64 {
+	e := p.eft
+	if e.hValid && e.hVer == e.version && e.hLive == p.live && p.qLive <= e.hQ &&
+		p.qLive > e.hQ-max(1, e.hQ/3) && e.hSteps < max(1, p.live/4) {
+		return e.h
+	}
+	p.eftDefaults()
+	q := p.qLive
+	count := func(h float64) int {
+		n := 0
+		for i := range p.workers {
+			if w := &p.workers[i]; w.open() {
+				n += p.placesBy(int32(i), h)
+				if n >= q {
+					return n
+				}
+			}
+		}
+		return n
+	}
+	// Bracket it, from the last horizon when there is one (Q has only
+	// shrunk since, so the horizon has not grown much), then bisect to a
+	// thousandth.
+	lo, hi := 0.0, 0.0
+	if e.hValid && e.h > float64(e.now) {
+		hi = e.h - float64(e.now)
+	} else {
+		hi = math.Inf(1)
+		for i := range p.workers {
+			if p.workers[i].open() {
+				hi = min(hi, p.efNext(int32(i)))
+			}
+		}
+	}
+	if math.IsInf(hi, 1) || hi <= 0 {
+		hi = 1
+	}
+	for count(hi) < q && hi < 1e18 {
+		lo, hi = hi, 2*hi
+	}
+	for range 48 {
+		if hi-lo <= max(hi*1e-3, float64(10*time.Microsecond)) {
+			break
+		}
+		mid := lo + (hi-lo)/2
+		if count(mid) >= q {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	e.h, e.hValid, e.hQ, e.hSteps, e.hVer, e.hLive = float64(e.now)+hi, true, q, 0, e.version, p.live
+	return e.h
+}
+
+// fillEFT hands out work under eft: Q by the plan, then targeted
+// replicas.
+func (p *policy) fillEFT(out []Action) []Action {
+	e := p.eft
+	e.hSteps++
+	if p.qLive > e.lastQ {
+		// Tasks came back to Q: the horizon grew, so workers passed
+		// over may now be in the plan.
+		e.candBuilt = false
+		p.eftReopen()
+	}
+	if p.qLive > 0 {
+		var sent bool
+		out, sent = p.eftFromQ(out, false)
+		if !sent && p.qLive > 0 && !p.eftWaiting() {
+			// Nothing is on its way back from a worker that takes work,
+			// so no event will bring the plan's workers: the plan is
+			// wrong (its workers drained, say); hand Q out regardless.
+			p.eftReopen()
+			out, _ = p.eftFromQ(out, true)
+		}
+	}
+	if p.qLive == 0 && p.nDone < p.n {
+		if !e.candBuilt {
+			p.eftReopen()
+			p.eftBuildCand()
+		}
+		out = p.eftReplicas(out)
+	}
+	e.lastQ = p.qLive
+	p.compactFree()
+	return out
+}
+
+// eftReopen puts every open worker with room back in the free queue.
+func (p *policy) eftReopen() {
+	e := p.eft
+	for _, wi := range e.passed {
+		e.ew[wi].inPassed = false
+	}
+	e.passed, e.passedKey = e.passed[:0], e.passedKey[:0]
+	for _, wi := range e.recv {
+		e.ew[wi].inRecv = false
+	}
+	e.recv, e.recvKey = e.recv[:0], e.recvKey[:0]
+	for i := range p.workers {
+		if p.workers[i].alive {
+			p.markFree(int32(i))
+		}
+	}
+	e.hValid = false
+}
+
+// eftWaiting says some worker that takes work has an instance out (so a
+// later event will come from it). It stops at the first, which is near
+// the front unless most of the grid is idle.
+func (p *policy) eftWaiting() bool {
+	for i := range p.workers {
+		if w := &p.workers[i]; w.open() && w.count() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// eftSend sends task ti to worker wi (a replica when replica or when an
+// instance is live elsewhere), noting in the model when it will start.
+func (p *policy) eftSend(wi int32, ti TaskID, replica bool, out []Action) []Action {
+	e := p.eft
+	w := &p.workers[wi]
+	e.place, e.placeValid = grown(e.place, p.n), grown(e.placeValid, p.n)
+	e.place[ti], e.placeValid[ti] = int32(e.stepSends), w.count() < w.slots
+	if w.count() < w.slots {
+		p.eftSync(wi)
+		_, r, _ := p.model(wi)
+		e.ew[wi].insertRun(e.now + time.Duration(r/2+p.sendWait()))
+	}
+	e.stepSends++
+	e.hSteps++
+	return p.send(wi, ti, replica || len(p.tasks[ti].on) > 0, out)
+}
+
+// grown returns s with length at least n, growing it as needed.
+func grown[T any](s []T, n int) []T {
+	if len(s) >= n {
+		return s
+	}
+	if cap(s) < n {
+		s = append(s[:cap(s)], make([]T, n-cap(s))...)
+	}
+	return s[:n]
+}
+
+// sendWait is how long a send made now waits behind this step's earlier
+// sends.
+func (p *policy) sendWait() float64 { return float64(p.eft.stepSends) * p.eft.msgCost }
+
+// eftFromQ sends tasks of Q to due workers that the plan keeps (all due
+// workers when force), in order of their next place's expected finish,
+// and reports whether it sent any. A worker the plan passes over leaves
+// the free queue until it changes (a result, a measurement) or Q grows.
+func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
+	e := p.eft
+	e.due, e.key = e.due[:0], e.key[:0]
+	for {
+		wi, ok := p.popFree()
+		if !ok {
+			break
+		}
+		p.eftPushDue(wi)
+	}
+	if len(e.due) == 0 {
+		return out, false
+	}
+	// The horizon, computed only when a worker's next place is beyond a
+	// lower bound of it: q tasks at the grid's full rate (from the last
+	// computation's figures), which holds for every worker but slow ones
+	// and those near the barrier.
+	h, hKnown := math.Inf(1), force
+	if !force && e.rate == 0 {
+		p.eftDefaults()
+	}
+	hSends := 0
+	horizon := func() float64 {
+		if !hKnown {
+			h, hKnown, hSends = p.horizon()-float64(e.now), true, e.stepSends
+		}
+		// A worker's next place is in the plan if it is back by the
+		// horizon, give or take a hundredth and the wait that this
+		// step's sends since the horizon was found add to a send: machines
+		// alike are not told apart by a rounding, nor by their place in
+		// the step's sends, and a task that waits instead pays a whole
+		// round trip later.
+		return h*1.01 + float64(e.stepSends-hSends)*e.msgCost
+	}
+	floor := (float64(p.qLive) - e.slots) / e.rate
+	// Passed-over workers whose next place may now be in the plan.
+	for len(e.passed) > 0 && (e.passedKey[0]-float64(e.now) <= floor || e.passedKey[0]-float64(e.now) <= horizon()) {
+		wi := e.passed[0]
+		p.popPassed()
+		w := &p.workers[wi]
+		if !w.alive || !p.eftDue(wi) {
+			continue
+		}
+		if ef := p.efNext(wi); ef > floor && ef > horizon() {
+			p.pushPassed(wi, float64(e.now)+ef)
+			if ef-(e.passedKey[0]-float64(e.now)) <= 0 {
+				break // it is the best again: no other qualifies
+			}
+			continue
+		}
+		p.eftPushDue(wi)
+	}
+	sent := false
+	for len(e.due) > 0 && p.qLive > 0 {
+		wi := p.eftPopDue()
+		w := &p.workers[wi]
+		if !w.open() || !p.eftDue(wi) {
+			continue
+		}
+		if ef := p.efNext(wi); ef > floor && ef > horizon() {
+			p.pushPassed(wi, float64(e.now)+ef)
+			continue
+		}
+		ti, ok := p.popQFor(wi)
+		if !ok {
+			continue
+		}
+		out = p.eftSend(wi, ti, false, out)
+		sent = true
+		if p.eftDue(wi) {
+			p.eftPushDue(wi)
+		}
+	}
+	// Those still due when Q ran out wait in the free queue (for
+	// replicas).
+	for _, wi := range e.due {
+		p.eft.ew[wi].inDue = false
+		p.markFree(wi)
+	}
+	e.due, e.key = e.due[:0], e.key[:0]
+	return out, sent
+}
+
+// pushPassed adds worker wi to the passed heap with key k.
+func (p *policy) pushPassed(wi int32, k float64) {
+	e := p.eft
+	if x := p.eftW(wi); !x.inPassed {
+		x.inPassed = true
+		e.passed, e.passedKey = heapPush(e.passed, e.passedKey, wi, k)
+	}
+}
+
+// popPassed drops the top of the passed heap.
+func (p *policy) popPassed() {
+	e := p.eft
+	e.ew[e.passed[0]].inPassed = false
+	e.passed, e.passedKey = heapPop(e.passed, e.passedKey)
+}
+
+// heapPush adds (id, k) to the min-heap ids, keys (ties by id).
+func heapPush(ids []int32, keys []float64, id int32, k float64) ([]int32, []float64) {
+	ids, keys = append(ids, id), append(keys, k)
+	for i := len(ids) - 1; i > 0; {
+		par := (i - 1) / 2
+		if !heapLess(ids, keys, i, par) {
+			break
+		}
+		ids[i], ids[par], keys[i], keys[par] = ids[par], ids[i], keys[par], keys[i]
+		i = par
+	}
+	return ids, keys
+}
+
+func heapLess(ids []int32, keys []float64, a, b int) bool {
+	return keys[a] < keys[b] || keys[a] == keys[b] && ids[a] < ids[b]
+}
+
+// heapPop drops the top of the min-heap ids, keys.
+func heapPop(ids []int32, keys []float64) ([]int32, []float64) {
+	n := len(ids) - 1
+	ids[0], keys[0] = ids[n], keys[n]
+	ids, keys = ids[:n], keys[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && heapLess(ids, keys, r, l) {
+			m = r
+		}
+		if !heapLess(ids, keys, m, i) {
+			break
+		}
+		ids[i], ids[m], keys[i], keys[m] = ids[m], ids[i], keys[m], keys[i]
+		i = m
+	}
+	return ids, keys
+}
+
+// eftPushDue adds worker wi to the due heap, keyed by its next place's
+// expected finish (ties by place, so the order is deterministic).
+func (p *policy) eftPushDue(wi int32) {
+	e := p.eft
+	x := p.eftW(wi)
+	if x.inDue {
+		return
+	}
+	x.inDue = true
+	e.due = append(e.due, wi)
+	e.key = append(e.key, p.efNext(wi))
+	for i := len(e.due) - 1; i > 0; {
+		par := (i - 1) / 2
+		if !e.dueLess(i, par) {
+			break
+		}
+		e.dueSwap(i, par)
+		i = par
+	}
+}
+
+func (e *eftState) dueLess(a, b int) bool {
+	return e.key[a] < e.key[b] || e.key[a] == e.key[b] && e.due[a] < e.due[b]
+}
+
+func (e *eftState) dueSwap(a, b int) {
+	e.due[a], e.due[b] = e.due[b], e.due[a]
+	e.key[a], e.key[b] = e.key[b], e.key[a]
+}
+
+// eftPopDue takes the due worker with the earliest next place.
+func (p *policy) eftPopDue() int32 {
+	e := p.eft
+	wi := e.due[0]
+	n := len(e.due) - 1
+	e.dueSwap(0, n)
+	e.due, e.key = e.due[:n], e.key[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && e.dueLess(r, l) {
+			m = r
+		}
+		if !e.dueLess(m, i) {
+			break
+		}
+		e.dueSwap(i, m)
+		i = m
+	}
+	e.ew[wi].inDue = false
+	return wi
+}
+
+// instanceEF is the expected finish (relative to now) of task ti's
+// earliest live instance, +Inf when every holder is late.
+func (p *policy) instanceEF(ti TaskID) float64 {
+	best := math.Inf(1)
+	for _, vi := range p.tasks[ti].on {
+		if v := &p.workers[vi]; !v.late {
+			if k := v.pos(ti); k >= 0 {
+				best = min(best, p.efPos(vi, k))
+			}
+		}
+	}
+	return best
+}
+
+// eftBuildCand takes every task with a live instance and room for another
+// as a replication candidate, keyed by its expected finish (absolute).
+func (p *policy) eftBuildCand() {
+	e := p.eft
+	p.eftDefaults()
+	e.cand = e.cand[:0]
+	for i := range p.tasks {
+		t := &p.tasks[i]
+		if !t.done && len(t.on) > 0 && len(t.on) < e.copies {
+			e.cand = append(e.cand, eftCand{key: float64(e.now) + p.instanceEF(TaskID(i)), task: TaskID(i)})
+		}
+	}
+	for i := len(e.cand)/2 - 1; i >= 0; i-- {
+		e.candDown(i)
+	}
+	e.candBuilt = true
+}
+
+func (e *eftState) candLess(a, b int) bool { // a max-heap: the latest first
+	x, y := e.cand[a], e.cand[b]
+	return x.key > y.key || x.key == y.key && x.task < y.task
+}
+
+func (e *eftState) candDown(i int) {
+	n := len(e.cand)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && e.candLess(r, l) {
+			m = r
+		}
+		if !e.candLess(m, i) {
+			return
+		}
+		e.cand[i], e.cand[m] = e.cand[m], e.cand[i]
+		i = m
+	}
+}
+
+func (e *eftState) candPush(c eftCand) {
+	e.cand = append(e.cand, c)
+	for i := len(e.cand) - 1; i > 0; {
+		par := (i - 1) / 2
+		if !e.candLess(i, par) {
+			break
+		}
+		e.cand[i], e.cand[par] = e.cand[par], e.cand[i]
+		i = par
+	}
+}
+
+func (e *eftState) candPop() eftCand {
+	c := e.cand[0]
+	n := len(e.cand) - 1
+	e.cand[0] = e.cand[n]
+	e.cand = e.cand[:n]
+	e.candDown(0)
+	return c
+}
+
+// eftReplicas sends targeted replicas (see eft) to the due workers, those
+// that finish first first. The receivers wait in a heap from step to
+// step, so a step costs O(log W) per worker freed or served, not O(W).
+func (p *policy) eftReplicas(out []Action) []Action {
+	e := p.eft
+	now := float64(e.now)
+	for {
+		wi, ok := p.popFree()
+		if !ok {
+			break
+		}
+		if x := p.eftW(wi); !x.inRecv {
+			x.inRecv = true
+			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efNext(wi))
+		}
+	}
+	for tries := 0; len(e.recv) > 0 && len(e.cand) > 0 && tries < 4*(len(e.recv)+len(e.cand))+16; tries++ {
+		wi := e.recv[0]
+		w := &p.workers[wi]
+		if !w.open() || w.count() >= w.cap {
+			e.ew[wi].inRecv = false
+			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
+			continue
+		}
+		mine := now + p.efNext(wi)
+		if mine > e.recvKey[0]*(1+1e-12)+1 {
+			// Its next place is later than when it was keyed: key afresh.
+			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
+			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, mine)
+			continue
+		}
+		c := e.cand[0]
+		t := &p.tasks[c.task]
+		if t.done || len(t.on) == 0 || len(t.on) >= e.copies {
+			e.candPop()
+			continue
+		}
+		if cur := now + p.instanceEF(c.task); math.Abs(cur-c.key) > 1e-9*max(1, math.Abs(c.key)) {
+			// Its expected finish has moved since it was keyed.
+			e.candPop()
+			e.candPush(eftCand{key: cur, task: c.task})
+			continue
+		}
+		if mine >= c.key {
+			break // the best receiver cannot beat the latest instance: nothing can
+		}
+		// The latest instance this receiver may take.
+		for len(e.cand) > 0 {
+			c = e.cand[0]
+			t = &p.tasks[c.task]
+			if mine >= c.key {
+				break
+			}
+			if t.done || len(t.on) == 0 || len(t.on) >= e.copies || w.pos(c.task) >= 0 || p.excluded(t, w.id) {
+				e.skip = append(e.skip, e.candPop())
+				continue
+			}
+			e.candPop()
+			out = p.eftSend(wi, c.task, true, out)
+			if len(t.on) < e.copies {
+				e.candPush(eftCand{key: now + p.instanceEF(c.task), task: c.task})
+			}
+			c.task = -1
+			break
+		}
+		for _, s := range e.skip {
+			if t := &p.tasks[s.task]; !t.done && len(t.on) > 0 && len(t.on) < e.copies {
+				e.candPush(s)
+			}
+		}
+		e.skip = e.skip[:0]
+		e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
+		if c.task >= 0 {
+			e.ew[wi].inRecv = false // nothing it can take: back when it changes
+			continue
+		}
+		if w.count() < w.cap {
+			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efNext(wi))
+		} else {
+			e.ew[wi].inRecv = false
+		}
+	}
+	return out
+}
+
+// heapify makes f a min-heap.
+func heapify(f []float64) {
+	for i := len(f)/2 - 1; i >= 0; i-- {
+		siftDownAt(f, i)
+	}
+}
+
+// siftDownF restores the min-heap f after f[0] grew.
+func siftDownF(f []float64) { siftDownAt(f, 0) }
+
+func siftDownAt(f []float64, i int) {
+	n := len(f)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && f[r] < f[l] {
+			m = r
+		}
+		if f[m] >= f[i] {
+			return
+		}
+		f[i], f[m] = f[m], f[i]
+		i = m
+	}
+}

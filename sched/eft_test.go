@@ -1,0 +1,268 @@
+package sched
+
+import (
+	"testing"
+	"time"
+)
+
+// Hand-traced schedules of eft (eft.go). Each step's actions are worked out
+// from eft's model in the comment above it: a worker with c slots,
+// execution time e and round trip r has a further instance back at r + e
+// when a slot is idle, else when the slot that frees first frees (its
+// running instance's start + e), + e + r/2; a running instance started r/2
+// after it was sent to an idle slot, or, held, when the result before it
+// left its worker (that result's arrival − r/2). Reference: issue 16,
+// parts 2 and 3.
+
+const sec = time.Second
+
+func milli(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// means is a Measured event that sets a worker's means.
+func means(w WorkerID, exec, rtt time.Duration) Event {
+	return Event{Kind: Measured, Worker: w, Exec: exec, RTT: rtt}
+}
+
+// batchAt is BatchStarted at a time.
+func batchAt(n int, at time.Duration) Event { return Event{Kind: BatchStarted, N: n, At: at} }
+
+// resAt is a result with its arrival time and measurements.
+func resAt(w WorkerID, t TaskID, at, exec, rtt time.Duration) Event {
+	return Event{Kind: ResultArrived, Worker: w, Task: t, At: at, Exec: exec, RTT: rtt}
+}
+
+func withAt(ev Event, at time.Duration) Event { ev.At = at; return ev }
+
+func runScript(t *testing.T, cfg Config, steps []scriptStep, done bool) {
+	t.Helper()
+	p, err := New("eft", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range steps {
+		if got := fmtActions(p.Step(st.ev, nil)); got != st.want {
+			t.Fatalf("step %d %+v: got %q, want %q", i, st.ev, got, st.want)
+		}
+	}
+	if p.Done() != done {
+		t.Fatalf("Done() = %v, want %v", p.Done(), done)
+	}
+}
+
+func TestEFTHand(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		steps []scriptStep
+		done  bool
+	}{
+		{
+			// "No task is held on a worker that would finish it after a
+			// faster worker could." w1: e = 1 s, w2: e = 3.5 s, r = 0.2 s
+			// each, one slot each, 4 tasks at 0. w1's places come back at
+			// 1.2, 2.2, 3.2, 4.2; w2's at 3.7, 7.2. The four earliest are
+			// 1.2 2.2 3.2 3.7: the horizon H is 3.7. w1 takes t0 (1.2) and
+			// holds t1 (2.2): a third would start at 2.1, after the refill
+			// that w1's first result brings (1.1 + 0.2), so it is not due.
+			// w2 takes t2 (3.7 ≤ H); its second place (7.2) is past H: t3
+			// stays in Q. At 1.2 w1 is due (its held t1 started at 1.1, so
+			// its next place is back at 3.2) and the plan of t3 alone is
+			// w1's 3.2 against w2's 7.2: w1 takes it. No replica: the
+			// latest instance, w2's t2 at 3.7, is beaten by no one (w1's
+			// next place is back at 4.2, then 4.4). The batch ends at 3.7,
+			// the optimum (w1 returns 3 tasks by 3.2, w2 one at 3.7).
+			name: "the plan: a slow worker gets only what it finishes by the horizon",
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 1), ""},
+				{means(1, sec, milli(200)), ""}, {means(2, 3500*time.Millisecond, milli(200)), ""},
+				{batchAt(4, 0), "s0w1 s1w1 s2w2"},
+				{resAt(1, 0, milli(1200), sec, milli(200)), "a0w1 s3w1"},
+				{resAt(1, 1, milli(2200), sec, 0), "a1w1"},
+				{resAt(1, 3, milli(3200), sec, 0), "a3w1"},
+				{resAt(2, 2, milli(3700), 3500*time.Millisecond, milli(200)), "a2w2"},
+			},
+			done: true,
+		},
+		{
+			// Depth from the model: a worker 2.5 s away (e = 1 s) must hold
+			// what its slot runs until a refill sent at its first result
+			// arrives: the first instance runs 1.25-2.25, the refill
+			// triggered then arrives at 4.75, so instances starting at
+			// 2.25, 3.25 and 4.25 are held: 4 in all (1 + ⌈2.5/1⌉, the
+			// adaptive depth's rule).
+			name: "depth covers the round trip",
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{means(1, sec, 2500*time.Millisecond), ""},
+				{batchAt(10, 0), "s0w1 s1w1 s2w1 s3w1"},
+			},
+		},
+		{
+			// Four slots in step (e = 1 s, r = 0.5 s): all four end at
+			// 1.25 and the refills their results bring arrive at 1.75, so
+			// each slot needs its next task held: 8 (two per slot), not
+			// 4 + ⌈4 × 0.5⌉ = 6 as if the slots ended at spread-out times.
+			name: "slots in step each hold a task",
+			steps: []scriptStep{
+				{join(1, 4), ""},
+				{means(1, sec, milli(500)), ""},
+				{batchAt(20, 0), "s0w1 s1w1 s2w1 s3w1 s4w1 s5w1 s6w1 s7w1"},
+			},
+		},
+		{
+			// Not measured yet: two instances per slot (Config.Depth's
+			// default, rwq's depth), until results say more.
+			name: "a worker not measured gets two per slot",
+			steps: []scriptStep{
+				{join(1, 2), ""},
+				{batchAt(5, 0), "s0w1 s1w1 s2w1 s3w1"},
+			},
+		},
+		{
+			// Depth 1 (Config.Depth): one round, as wq.
+			name: "depth 1: one per slot before measurements",
+			cfg:  Config{Depth: 1},
+			steps: []scriptStep{
+				{join(1, 2), ""},
+				{batchAt(5, 0), "s0w1 s1w1"},
+			},
+		},
+		{
+			// Replication that targets. w1 is 2 s away (r = 2 s), w2 is the
+			// master's own host (r = 0); e = 1 s each; two per slot. At 0
+			// the plan of 4 is w2 at 1 and 2, w1 at 3 (t2 runs 1-2, back at
+			// 3) and w2 at 3: H = 3. w2 runs t0 and holds t1; w1 takes t2;
+			// its second place (4) is past H: t3 waits. Then w2 runs fast
+			// (0.5 s a task; its e falls to 0.94, 0.88): at 0.5 it takes
+			// t3 (back at 2.4, before w1's next place at 3.5). Q is empty:
+			// the latest instance is w1's t2, back at 3.0, and w2's next
+			// place, at 3.3, cannot beat it. At 1.0 w2's next place is back
+			// at 1.0 + 0.88 + 0.88 = 2.77: earlier, so w2 gets a replica of
+			// t2, held behind t3. It returns it at 2.0, and w1's copy,
+			// running since 1.0, is cancelled: the batch ends at 2.0, not
+			// 3.0.
+			name: "a replica goes where it is expected to beat its copy",
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 1), ""},
+				{means(1, sec, 2*sec), ""}, {means(2, sec, 0), ""},
+				{batchAt(4, 0), "s0w2 s1w2 s2w1"},
+				{resAt(2, 0, milli(500), milli(500), 0), "a0w2 s3w2"},
+				{resAt(2, 1, milli(1000), milli(500), 0), "a1w2 r2w2"},
+				{resAt(2, 3, milli(1500), milli(500), 0), "a3w2"},
+				{resAt(2, 2, milli(2000), milli(500), 0), "a2w2 c2w1r"},
+			},
+			done: true,
+		},
+		{
+			// Copies bound replicas: with Copies 1 the same run sends no
+			// replica, and w1's t2 decides the batch at 3.0.
+			name: "copies 1: no replica",
+			cfg:  Config{Copies: 1},
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 1), ""},
+				{means(1, sec, 2*sec), ""}, {means(2, sec, 0), ""},
+				{batchAt(4, 0), "s0w2 s1w2 s2w1"},
+				{resAt(2, 0, milli(500), milli(500), 0), "a0w2 s3w2"},
+				{resAt(2, 1, milli(1000), milli(500), 0), "a1w2"},
+				{resAt(2, 3, milli(1500), milli(500), 0), "a3w2"},
+				{resAt(1, 2, milli(3000), sec, 0), "a2w1"},
+			},
+			done: true,
+		},
+		{
+			// A replica is not sent where it would not beat its copy: two
+			// local workers alike (e = 1 s, r = 0), two tasks. At 1.0 w2
+			// is idle (its next place back at 2.0) and w1's t0 is due back
+			// now: no replica. Overdue (papers.md leaves deadlines to the
+			// driver; New: the task goes back to the head of Q, the worker
+			// is late) at 1.5 puts t0 back in Q, and the plan gives it to
+			// w2 as a replica (an instance is live on the late w1). w2's
+			// result at 2.5 cancels w1's.
+			name: "no replica that cannot win; Overdue replans",
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 1), ""},
+				{means(1, sec, 0), ""}, {means(2, sec, 0), ""},
+				{batchAt(2, 0), "s0w1 s1w2"},
+				{resAt(2, 1, sec, sec, 0), "a1w2"},
+				{withAt(overdue(1, 0), 1500*time.Millisecond), "r0w2"},
+				{resAt(2, 0, 2500*time.Millisecond, sec, 0), "a0w2 c0w1r"},
+			},
+			done: true,
+		},
+		{
+			// WorkerLeft: w1 (running t0, holding t2) leaves at 0.5; t0 and
+			// t2 go back to the head of Q in send order and are planned
+			// again: w2 (local, e = 1 s, running t1 until 1.0) holds fewer
+			// than two, so it takes t0 at once, and t2 when t1 is back.
+			name: "a departed worker's tasks are planned again",
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 1), ""},
+				{means(1, sec, 0), ""}, {means(2, sec, 0), ""},
+				{batchAt(3, 0), "s0w1 s1w2 s2w1"},
+				{withAt(leave(1), milli(500)), "s0w2"},
+				{resAt(2, 1, sec, sec, 0), "a1w2 s2w2"},
+				{resAt(2, 0, 2*sec, sec, 0), "a0w2"},
+				{resAt(2, 2, 3*sec, sec, 0), "a2w2"},
+			},
+			done: true,
+		},
+		{
+			// Failed: t0 goes back to Q and not to w1, which failed it,
+			// while w2 has not.
+			name: "a failed task is retried elsewhere",
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 1), ""},
+				{means(1, sec, 0), ""}, {means(2, sec, 0), ""},
+				{batchAt(2, 0), "s0w1 s1w2"},
+				{withAt(failed(1, 0), milli(500)), ""},
+				{resAt(2, 1, sec, sec, 0), "a1w2 s0w2"},
+				{resAt(2, 0, 2*sec, sec, 0), "a0w2"},
+			},
+			done: true,
+		},
+		{
+			// WorkerDraining and Returned: a draining worker gets nothing
+			// new; its returned held task is planned again (depth 2, so
+			// each worker holds one; not measured, so the plan is even).
+			name: "a draining worker's returned task goes elsewhere",
+			cfg:  Config{Depth: 2},
+			steps: []scriptStep{
+				{join(1, 1), ""}, {join(2, 1), ""},
+				{batchAt(4, 0), "s0w1 s1w2 s2w1 s3w2"},
+				{withAt(draining(1), milli(1)), ""},
+				{withAt(returned(1, 2), milli(1)), ""},
+				{resAt(2, 1, milli(2), 0, 0), "a1w2 s2w2"},
+				{resAt(1, 0, milli(2), 0, 0), "a0w1"},
+				{resAt(2, 3, milli(3), 0, 0), "a3w2"},
+				{resAt(2, 2, milli(4), 0, 0), "a2w2"},
+			},
+			done: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { runScript(t, tc.cfg, tc.steps, tc.done) })
+	}
+}
+
+// TestEFTConfig: Copies is checked, and Measures names the policies that
+// use measurements.
+func TestEFTConfig(t *testing.T) {
+	if _, err := New("eft", Config{Copies: -1}); err == nil {
+		t.Error("negative copies accepted")
+	}
+	if _, err := New("eft", Config{Copies: MaxCopies + 1}); err == nil {
+		t.Error("too many copies accepted")
+	}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want bool
+	}{
+		{"eft", Config{}, true}, {"r3q", Config{}, false}, {"r3q", Config{Adaptive: true}, true},
+		{"rwq", Config{Adaptive: true}, true}, {"wq", Config{Adaptive: true}, false},
+	} {
+		if got := Measures(c.name, c.cfg); got != c.want {
+			t.Errorf("Measures(%sec, %+v) = %v", c.name, c.cfg, got)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/esgrid/esgrid/grid"
+)
+
+// A worker in masters that split (papers.md §2, Fig. 4): told Promote,
+// it gives back its held tasks, finishes its running ones, and runs the
+// master (grid.RunChild) over the tasks and workers it was handed; when
+// that is done, it connects to its parent as a worker again. Told Move,
+// it gives back its held tasks, finishes its running ones, and connects
+// to the master named (a child, or the parent it returns to). Both go
+// through the drain a leaving worker does, so the master that loses the
+// worker gets its held tasks back at once.
+
+// promotedError ends a session whose worker became a child master.
+type promotedError struct {
+	done   chan struct{} // closed when the child master has returned
+	cancel context.CancelFunc
+	err    error // RunChild's, once done is closed
+}
+
+func (e *promotedError) Error() string { return "worker: promoted to a child master" }
+
+// movedError ends a session whose master moved the worker elsewhere.
+type movedError struct{ addr string }
+
+func (e *movedError) Error() string { return "worker: moved to the master at " + e.addr }
+
+// redirect is where the next connection goes, when a promotion or a move
+// says so; back, if set, is where to go after that (the master that
+// moved the worker): a moved worker whose new master is gone, or ends,
+// goes back the way it came before it looks for a master afresh.
+type redirect struct {
+	addr string
+	set  bool
+	back string
+}
+
+// nextAddr is the address to dial: the redirect's, once, or the usual.
+func (a *Agent) nextAddr(ctx context.Context, ms *grid.Membership, attempt int, next *redirect) (string, error) {
+	if next.set {
+		addr := next.addr
+		*next = redirect{addr: next.back, set: next.back != ""}
+		return addr, nil
+	}
+	return a.masterAddr(ctx, ms, attempt)
+}
+
+// redirected handles a session that ended in a promotion (it waits for
+// the child master, then goes back to the parent at dialled) or a move;
+// it reports false for any other end. A child master whose parent ended
+// the run (or was interrupted) ends the session as the master's Shutdown
+// would have: *err becomes ErrShutdown (or errRestart), and it reports
+// false.
+func (a *Agent) redirected(ctx context.Context, err *error, dialled string, next *redirect) bool {
+	var pe *promotedError
+	var me *movedError
+	switch {
+	case errors.As(*err, &pe):
+		select {
+		case <-pe.done:
+		case <-ctx.Done():
+			pe.cancel()
+			<-pe.done
+		case <-a.drain:
+			pe.cancel()
+			<-pe.done
+		}
+		pe.cancel()
+		switch {
+		case errors.Is(pe.err, grid.ErrRunOver):
+			a.log.Info("child master done: the run is over")
+			*err = ErrShutdown
+			return false
+		case errors.Is(pe.err, grid.ErrParentInterrupted):
+			*err = errRestart
+			return false
+		}
+		if pe.err != nil && !errors.Is(pe.err, context.Canceled) {
+			a.log.Warn("child master stopped", "err", pe.err)
+		} else {
+			a.log.Info("child master done; back to work as a worker", "parent", dialled)
+		}
+		*next = redirect{addr: dialled, set: true}
+		return true
+	case errors.As(*err, &me):
+		if me.addr != "" {
+			a.log.Info("moving to another master", "addr", me.addr)
+		}
+		*next = redirect{addr: me.addr, set: me.addr != "", back: dialled}
+		if me.addr == "" {
+			*next = redirect{}
+		}
+		return true
+	}
+	return false
+}
+
+// onPromote starts the child master and drains this session.
+func (s *session) onPromote(pr *grid.Promote) {
+	s.mu.Lock()
+	if s.next != nil || s.over || s.draining || s.welcome == nil {
+		s.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
+	pe := &promotedError{done: make(chan struct{}), cancel: cancel}
+	s.next = pe
+	problem := s.welcome.Problem
+	s.mu.Unlock()
+	parent := s.conn.RemoteAddr().String()
+	host := "127.0.0.1"
+	if ta, ok := s.conn.LocalAddr().(*net.TCPAddr); ok {
+		host = ta.IP.String()
+	}
+	s.log.Info("promoted to a child master", "tasks", len(pr.Tasks), "gen", pr.ESGen, "parent", parent)
+	cfg := grid.ChildConfig{
+		Promote: pr, Parent: parent, Listen: net.JoinHostPort(host, "0"),
+		Key: s.a.cfg.Key, Name: s.a.cfg.Name, Problem: problem, MaxFrame: s.conn.Config().MaxFrame,
+	}
+	mc := grid.MasterConfig{Logger: s.a.cfg.Logger.With("child_master", s.a.cfg.Name)}
+	go func() {
+		defer close(pe.done)
+		pe.err = grid.RunChild(ctx, cfg, mc)
+	}()
+	s.startDrain()
+}
+
+// onMove drains this session toward another master.
+func (s *session) onMove(mv *grid.Move) {
+	s.mu.Lock()
+	if s.next != nil || s.over {
+		s.mu.Unlock()
+		return
+	}
+	s.next = &movedError{addr: mv.Addr}
+	s.mu.Unlock()
+	s.startDrain()
+}
