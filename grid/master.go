@@ -389,15 +389,13 @@ func (m *Master) WaitWorkers(ctx context.Context, n int) error {
 			}
 			return nil
 		}
-		if !logged {
-			m.log.Info(fmt.Sprintf("waiting for workers: %d of %d joined; start esworker with -join and the cluster key", live, n),
-				"data_addr", m.Addr())
-			logged = true
-		}
 		select {
 		case <-ch:
 		case <-tick.C:
-			m.log.Info(fmt.Sprintf("still waiting for workers: %d of %d joined", live, n), "data_addr", m.Addr())
+			// Said only when the wait is long: workers that are already
+			// on their way (a local grid) need no word.
+			m.log.Info(fmt.Sprintf("still waiting for workers: %d of %d joined; start esworker with -join and the cluster key", live, n), "data_addr", m.Addr())
+			logged = true
 		case <-ctx.Done():
 			return fmt.Errorf("grid: waiting for %d workers: %w", n, ctx.Err())
 		case <-m.done:

@@ -48,8 +48,9 @@ func TestMasterRetriesFailedEvaluationElsewhere(t *testing.T) {
 			flaky.failAll = true
 			startWorkers(t, m, flaky, newTestWorker("good", 1, 0))
 			evalAndCheck(t, m, 2, 20)
-			if st := m.Stats(); st.Failed == 0 || st.Retried != st.Failed {
-				t.Errorf("failed %d, retried %d; want some, all retried", st.Failed, st.Retried)
+			// A copy that fails after another copy won is not retried.
+			if st := m.Stats(); st.Failed == 0 || st.Retried == 0 || st.Retried > st.Failed {
+				t.Errorf("failed %d, retried %d; want some, and retried ≤ failed", st.Failed, st.Retried)
 			}
 		})
 	}

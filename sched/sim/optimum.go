@@ -451,15 +451,16 @@ func (b *optBatch) clairvoyant(set *Set, ms []optMachine, sizes []float64, t tim
 // hi: the smallest deadline T in [lo, hi] found by bisection at which
 // best-fit decreasing packs every task into the slots (a slot takes tasks
 // while their times fit between its first possible start and T less its
-// way up). Each packing is a schedule, so the result is a valid UB. Too
-// large batches keep hi.
+// way up). Each packing is a schedule, so the result is a valid UB.
+// Batches of more than 200,000 task-slot pairs keep hi (a bisection of
+// full best-fit passes would cost seconds a run).
 func (b *optBatch) pack(set *Set, ms []optMachine, sizes []float64, t, lo, hi time.Duration) time.Duration {
 	slots := 0
 	for k := range ms {
 		slots += ms[k].slots
 	}
 	n := len(sizes)
-	if n*slots > 2_000_000 {
+	if n*slots > 200_000 {
 		return hi
 	}
 	order := make([]int32, n)
