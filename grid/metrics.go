@@ -13,6 +13,8 @@ func (m *Master) MetricsState() metrics.MasterState {
 		BytesIn: st.BytesIn, BytesOut: st.BytesOut, FramesIn: st.FramesIn, FramesOut: st.FramesOut,
 		Inbox: st.Inbox, InboxCap: st.InboxCap, Assignments: st.Assignments, InboxWaiting: st.InboxWaiting,
 		Refused: m.Refused(), Verified: st.Verified, Mismatches: st.Mismatches, Excluded: st.Excluded,
+		OverloadMean: st.OverloadMean, Overloaded: st.Overloaded, Masters: st.Masters,
+		Splits: st.Splits, Suppressed: st.Suppressed,
 	}
 	for _, w := range m.WorkerStats() {
 		ms.PerWorker = append(ms.PerWorker, metrics.WorkerState{

@@ -58,6 +58,14 @@ type MasterState struct {
 	// -verify: results confirmed by a second worker, values that differed
 	// from the agreed one, workers excluded for it.
 	Verified, Mismatches, Excluded int64
+	// papers.md §2, masters that split: the overload test's mean over its
+	// window and its decision now; the masters working on this master's
+	// batch now (itself and its children's trees); children made, and
+	// splits the rule refused.
+	OverloadMean       float64
+	Overloaded         bool
+	Masters            int
+	Splits, Suppressed int64
 }
 
 // WorkerState is the master's view of one connected worker.
@@ -99,6 +107,7 @@ type masterDescs struct {
 	refused, verified, excluded                                     *prometheus.Desc
 	bytes, frames, inbox, inboxCap, assignments, waiting            *prometheus.Desc
 	wRTT, wExec, wSlots, wTasks                                     *prometheus.Desc
+	overloadMean, overloaded, masters, splits                       *prometheus.Desc
 }
 
 // NewMaster returns the master's metrics; state is called at each scrape
@@ -165,6 +174,10 @@ func NewMaster(state func() MasterState) *Master {
 	d.inboxCap = prometheus.NewDesc("esgrid_master_inbox_capacity_messages", "Capacity of the master's inbox.", nil, nil)
 	d.assignments = prometheus.NewDesc("esgrid_master_assignments_total", "Tasks the master has assigned to workers.", nil, nil)
 	d.waiting = prometheus.NewDesc("esgrid_master_inbox_waiting_total", "Sum over assignments of the messages waiting in the inbox right after each (papers.md §2: the master is overloaded when its rate over the assignments' reaches 1).", nil, nil)
+	d.overloadMean = prometheus.NewDesc("esgrid_master_overload_mean", "Messages waiting in the master's inbox right after an assignment, averaged over the overload test's window (papers.md §2: overloaded at 1 or more).", nil, nil)
+	d.overloaded = prometheus.NewDesc("esgrid_master_overloaded", "1 while the overload test says the master is overloaded (over a full window), else 0.", nil, nil)
+	d.masters = prometheus.NewDesc("esgrid_masters", "Masters working on this master's generation now: itself and its sub-masters' trees.", nil, nil)
+	d.splits = prometheus.NewDesc("esgrid_master_splits_total", "Splits asked for by the overload test, by outcome: made (a worker promoted to a sub-master) or suppressed (too few workers, or no expected gain).", []string{"outcome"}, nil)
 	d.wRTT = prometheus.NewDesc("esgrid_master_worker_round_trip_seconds", "The master's smoothed round trip to a connected worker (send to result, less the execution), 0 until measured.", []string{"worker"}, nil)
 	d.wExec = prometheus.NewDesc("esgrid_master_worker_exec_seconds", "A connected worker's smoothed execution time per task, as it reports it.", []string{"worker"}, nil)
 	d.wSlots = prometheus.NewDesc("esgrid_master_worker_slots", "A connected worker's slots.", []string{"worker"}, nil)
@@ -257,7 +270,8 @@ type masterState struct{ m *Master }
 func (c masterState) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.m.descs
 	for _, x := range []*prometheus.Desc{d.results, d.workers, d.joined, d.unsolicited, d.failed, d.overdue, d.dropped,
-		d.bytes, d.frames, d.inbox, d.inboxCap, d.assignments, d.waiting, d.wRTT, d.wExec, d.wSlots, d.wTasks} {
+		d.bytes, d.frames, d.inbox, d.inboxCap, d.assignments, d.waiting, d.wRTT, d.wExec, d.wSlots, d.wTasks,
+		d.overloadMean, d.overloaded, d.masters, d.splits} {
 		ch <- x
 	}
 	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded} {
@@ -298,6 +312,15 @@ func (c masterState) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.inboxCap, float64(st.InboxCap))
 	counter(d.assignments, float64(st.Assignments))
 	counter(d.waiting, float64(st.InboxWaiting))
+	gauge(d.overloadMean, st.OverloadMean)
+	overloaded := 0.0
+	if st.Overloaded {
+		overloaded = 1
+	}
+	gauge(d.overloaded, overloaded)
+	gauge(d.masters, float64(max(st.Masters, 1)))
+	counter(d.splits, float64(st.Splits), "made")
+	counter(d.splits, float64(st.Suppressed), "suppressed")
 	for kind, n := range st.Refused {
 		counter(d.refused, float64(n), kind)
 	}
