@@ -106,7 +106,7 @@ type MasterConfig struct {
 	// generation's results) is logged. Default 10 s.
 	Progress time.Duration
 	// ShutdownGrace bounds how long Close waits for workers to receive
-	// their Shutdown. Default 2 s.
+	// their Shutdown. Default 5 s.
 	ShutdownGrace time.Duration
 	// Split configures papers.md §2: the overload test, masters that
 	// split, and the emulated per-message cost of a slow master
@@ -190,7 +190,7 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 		c.Progress = 10 * time.Second
 	}
 	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = 2 * time.Second
+		c.ShutdownGrace = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -204,11 +204,7 @@ func TestProgressEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, st := range tc.steps {
-				if got := fmtActions(p.Step(st.ev, nil)); got != st.want {
-					t.Fatalf("step %d %+v: got %q, want %q", i, st.ev, got, st.want)
-				}
-			}
+			runScript(t, p, tc.steps)
 			if p.Done() != tc.done {
 				t.Fatalf("Done() = %v, want %v", p.Done(), tc.done)
 			}

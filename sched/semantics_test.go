@@ -37,6 +37,16 @@ func fmtActions(acts []Action) string {
 	return strings.Join(b, " ")
 }
 
+// runScript steps p through steps, checking the actions of each.
+func runScript(t *testing.T, p Policy, steps []scriptStep) {
+	t.Helper()
+	for i, st := range steps {
+		if got := fmtActions(p.Step(st.ev, nil)); got != st.want {
+			t.Fatalf("step %d %+v: got %q, want %q", i, st.ev, got, st.want)
+		}
+	}
+}
+
 func TestSemantics(t *testing.T) {
 	tests := []struct {
 		name, policy string
@@ -146,11 +156,7 @@ func TestSemantics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, st := range tc.steps {
-				if got := fmtActions(p.Step(st.ev, nil)); got != st.want {
-					t.Fatalf("step %d %+v: got %q, want %q", i, st.ev, got, st.want)
-				}
-			}
+			runScript(t, p, tc.steps)
 			if p.Done() != tc.done {
 				t.Errorf("Done() = %v, want %v", p.Done(), tc.done)
 			}
@@ -238,11 +244,7 @@ func TestAdaptiveDepth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, st := range tc.steps {
-				if got := fmtActions(p.Step(st.ev, nil)); got != st.want {
-					t.Fatalf("step %d %+v: got %q, want %q", i, st.ev, got, st.want)
-				}
-			}
+			runScript(t, p, tc.steps)
 		})
 	}
 	if _, err := New("r3q", Config{Adaptive: true, AdaptiveMax: -1}); err == nil {

@@ -84,6 +84,11 @@ type MastersConfig struct {
 	Policy string
 	// GainMargin is SplitGain's margin (default 0.1).
 	GainMargin float64
+	// ModelExec, when > 0, is a fitted model's predicted task time
+	// (papers.md §4, sched/plan): SplitGain's estimate takes it as Exec
+	// instead of the master's smoothed measure (an experiment; see
+	// masters_model_test.go).
+	ModelExec time.Duration
 	// Seed seeds the noise.
 	Seed uint64
 }
@@ -702,6 +707,9 @@ func (s *mastersSim) wantSplit(m *sMaster, p sched.WorkerID) bool {
 		est.Kept += len(m.order) - len(run) // idle workers stay
 		ms := m.measured()
 		est.MasterRate, est.Service, est.Exec, est.RTT = ms.rate, ms.service, ms.exec, ms.rtt
+		if s.cfg.ModelExec > 0 {
+			est.Exec = s.cfg.ModelExec.Seconds()
+		}
 		est.Waiting = m.test.Mean()
 		if !sched.SplitWorthIt(est) {
 			s.res.Suppressed++
