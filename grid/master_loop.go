@@ -381,6 +381,7 @@ func (m *Master) workerLeft(w *mworker) {
 	w.left = true
 	for _, t := range w.tasks {
 		m.ledger.Unsent(w.id, sched.TaskID(t.ID)) // never sent: the policy takes them back
+		m.counts.TasksSent--
 	}
 	w.tasks = w.tasks[:0]
 	if m.byName[w.name] == w {

@@ -718,7 +718,9 @@ func (l *Ledger) flushIdle(at time.Duration) {
 // that withdrew it awaits no outcome.
 func (l *Ledger) Unsent(w WorkerID, t TaskID) {
 	wi, ok := l.idx[w]
-	if !ok || !l.open {
+	if !ok || len(l.gens) == 0 {
+		// The send belongs to the last generation, even when the step
+		// that withdrew it also ended that generation.
 		return
 	}
 	gi := int32(len(l.gens) - 1)
