@@ -73,11 +73,13 @@ type MasterConfig struct {
 	// (the grid's, before the worker has one) plus the worker's smoothed
 	// round trip, and never before DeadlineFloor. An overdue instance is a
 	// policy event (sched.Overdue): the task goes to another worker and the
-	// late worker gets nothing new until it answers. While nothing has
-	// been measured there is no soft deadline, only TaskTimeout.
-	// Defaults 4 and 1 s.
+	// late worker gets nothing new until it answers. Defaults 4 and 1 s.
 	DeadlineFactor float64
 	DeadlineFloor  time.Duration
+	// FirstDeadline is the deadline while no execution has been measured
+	// anywhere (a silent worker may have taken the whole first batch).
+	// Default 30 × DeadlineFloor.
+	FirstDeadline time.Duration
 	// TaskTimeout is the hard limit: a worker with an instance running
 	// longer than this has its connection dropped (its tasks go back to
 	// the queue; it may reconnect). Default 10 min; negative: none.
@@ -161,6 +163,9 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	}
 	if c.DeadlineFloor <= 0 {
 		c.DeadlineFloor = time.Second
+	}
+	if c.FirstDeadline <= 0 {
+		c.FirstDeadline = 30 * c.DeadlineFloor
 	}
 	switch {
 	case c.TaskTimeout == 0:

@@ -471,15 +471,14 @@ func (m *Master) checkDeadlines() {
 	m.checkChecks(now) // verify.go
 }
 
-// deadline is how long an instance may run on w before it is overdue; 0
-// while nothing has been measured.
+// deadline is how long an instance may run on w before it is overdue.
 func (m *Master) deadline(w *mworker) time.Duration {
 	est := w.exec
 	if est == 0 {
 		est = m.exec
 	}
 	if est == 0 {
-		return 0
+		return m.cfg.FirstDeadline
 	}
 	return max(time.Duration(m.cfg.DeadlineFactor*est+w.rtt), m.cfg.DeadlineFloor)
 }
