@@ -35,14 +35,7 @@ func withAt(ev Event, at time.Duration) Event { ev.At = at; return ev }
 
 func runEFT(t *testing.T, cfg Config, steps []scriptStep, done bool) {
 	t.Helper()
-	p, err := New("eft", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runScript(t, p, steps)
-	if p.Done() != done {
-		t.Fatalf("Done() = %v, want %v", p.Done(), done)
-	}
+	runCase(t, "eft", cfg, steps, done)
 }
 
 func TestEFTHand(t *testing.T) {

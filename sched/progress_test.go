@@ -199,16 +199,7 @@ func TestProgressEvents(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(tc.policy, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			runScript(t, p, tc.steps)
-			if p.Done() != tc.done {
-				t.Fatalf("Done() = %v, want %v", p.Done(), tc.done)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { runCase(t, tc.policy, Config{}, tc.steps, tc.done) })
 	}
 }
 

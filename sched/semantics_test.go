@@ -47,6 +47,20 @@ func runScript(t *testing.T, p Policy, steps []scriptStep) {
 	}
 }
 
+// runCase runs steps on a fresh policy and checks whether the batch is
+// done at the end.
+func runCase(t *testing.T, policy string, cfg Config, steps []scriptStep, done bool) {
+	t.Helper()
+	p, err := New(policy, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runScript(t, p, steps)
+	if p.Done() != done {
+		t.Fatalf("Done() = %v, want %v", p.Done(), done)
+	}
+}
+
 func TestSemantics(t *testing.T) {
 	tests := []struct {
 		name, policy string
@@ -151,16 +165,7 @@ func TestSemantics(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(tc.policy, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			runScript(t, p, tc.steps)
-			if p.Done() != tc.done {
-				t.Errorf("Done() = %v, want %v", p.Done(), tc.done)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { runCase(t, tc.policy, Config{}, tc.steps, tc.done) })
 	}
 }
 
