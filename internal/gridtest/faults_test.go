@@ -47,8 +47,8 @@ func TestProcessesFaultyWorkers(t *testing.T) {
 
 // runWithFaultyWorker runs the ES on a healthy worker and one started
 // with faultArgs, and checks the run against want. line must show in the
-// master's log when the fault bit (replication can spare rr and r3q a
-// silent worker's deadline, so there it is not required).
+// master's log when the fault bit (replication can spare rr, r3q and eft
+// a deadline, so there it is not required).
 func runWithFaultyWorker(t *testing.T, policy string, faultArgs []string, line string, want outcome) {
 	t.Helper()
 	m := startMaster(t, policy, 2)
@@ -57,7 +57,8 @@ func runWithFaultyWorker(t *testing.T, policy string, faultArgs []string, line s
 	bad := startWorker(t, "faulty", keyEnv, append([]string{"-join", m.gossip, "-slots", "2"}, faultArgs...)...)
 	sameRun(t, m.finish(t), want)
 	t.Logf("%s with %v: %v", policy, faultArgs, time.Since(start).Round(time.Millisecond))
-	if s := m.stderr.String(); !regexp.MustCompile(line).MatchString(s) && policy != "rr" && policy != "r3q" {
+	replicates := policy == "rr" || policy == "r3q" || policy == "eft"
+	if s := m.stderr.String(); !regexp.MustCompile(line).MatchString(s) && !replicates {
 		t.Errorf("the master never logged /%s/:\n%s", line, m.stderr.tail(20))
 	}
 	exitedCleanly(t, good, bad)
