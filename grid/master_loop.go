@@ -468,6 +468,10 @@ func (m *Master) checkDeadlines() {
 			m.step(sched.Event{Kind: sched.Overdue, Worker: w.id, Task: sched.TaskID(t)}, 0)
 		}
 	}
+	if m.cur != nil && !m.policy.Done() {
+		// Time passed: a policy that plans by time (eft) reconsiders.
+		m.step(sched.Event{Kind: sched.Tick}, 0)
+	}
 	m.checkChecks(now) // verify.go
 }
 

@@ -28,8 +28,16 @@ import (
 // a slot was idle starts r/2 after it left; a held one starts when a slot
 // frees, r/2 before the result that freed it arrives. A running instance
 // ends e after it started; once that is past and its result late, it is
-// expected e/10 from now. Each held instance, and then each new one,
-// takes the slot that frees first (a new one not before it arrives), and
+// expected e/10 from now while the lateness is within what the spread of
+// task times explains (3 spreads, at least a fifth of e, plus r/2), and
+// as much later again as it is late beyond that (runEnd); Tick moves the
+// model's now on when nothing else happens. A running instance cancelled
+// after it ran longer than that is a censored measurement: its worker's
+// e becomes at least what it ran (a worker whose every instance loses a
+// race is measured that way, or never), until a real measurement comes.
+// Until some worker is measured, lateness means nothing. Each held
+// instance, and then each new one, takes the slot that frees first (a
+// new one not before it arrives), and
 // is back r/2 after it ends. That is the expected finish, EF, of an
 // instance or of a worker's next place. Without Event.At the model's
 // "now" stays 0 and every running instance counts as just started.
@@ -48,7 +56,9 @@ import (
 // per worker, not per slot.
 //
 // Where a task goes. The tasks in Q are planned by earliest expected
-// finish over every worker that takes work: the plan's horizon H is the
+// finish, plus one spread of the place's own run time (a slow worker's
+// last task risks the barrier more than a fast one's), over every worker
+// that takes work: the plan's horizon H is the
 // earliest time by which the workers' next places, in order of their EF,
 // can take every task in Q. Due workers are served in order of their next
 // place's EF, and one takes the head of Q only if that EF is at most H
@@ -65,7 +75,9 @@ import (
 // Replication that targets. Once Q is empty, each due worker in order of
 // its next place's EF (those that finish first first) is sent a replica
 // of the task whose earliest live instance is expected back last, if its
-// own next place is expected back earlier than that instance, the task
+// own next place is expected back earlier than that instance (both
+// judged should the task run two spreads long: a task is as long on
+// every worker, so a faster one gains the more, the longer it is), the task
 // has fewer than Config.Copies live instances, and the worker does not
 // hold it (it then takes the next such task). A worker that cannot beat
 // the latest instance cannot beat any other, and a slower one neither: the
@@ -80,7 +92,9 @@ import (
 // and recomputed (a bisection over the workers, O(slots) a pass, about a
 // dozen passes) when Q or the grid has changed by a third since, or after
 // W/4 steps (every step for a small grid). Once per batch, when Q
-// empties, O(instances × log) builds the replication candidates.
+// empties, O(instances × log) builds the replication candidates; a Tick
+// costs O(W), and the candidates are built again only when some instance
+// is late beyond the band.
 type eftState struct {
 	copies int
 	ew     []eftWorker // per worker place
@@ -100,6 +114,13 @@ type eftState struct {
 	msgCost    float64 // m, ns
 	placeValid []bool  // per task: place is of a send to an idle slot
 
+	// cv2 is the squared relative spread of execution times about their
+	// worker's mean (exponentially weighted; measurements beyond twice
+	// or under half the mean, a change of pace, left out): the spread of
+	// task times that the late band, the plan's tail and replication
+	// allow for.
+	cv2 float64
+
 	// The horizon of the plan of Q, as last computed.
 	h       float64
 	hValid  bool
@@ -116,6 +137,9 @@ type eftState struct {
 	// instances, so (q − slots)/rate is a lower bound of the horizon of q
 	// tasks. Recomputed with the horizon.
 	eDef, rDef, rate, slots float64
+	// known: some worker is measured, so eDef is not a mere placeholder
+	// (lateness and censored runs mean nothing against a placeholder).
+	known bool
 
 	// Replication candidates: a max-heap of tasks by the expected finish
 	// of their earliest live instance, built when Q empties.
@@ -146,6 +170,7 @@ type eftWorker struct {
 	inDue    bool     // in the scratch heap
 	inPassed bool     // in the passed heap
 	inRecv   bool     // in the receivers' heap
+	censored bool     // its exec is a censored measurement, not yet a real one
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
 }
@@ -197,7 +222,7 @@ func (p *policy) eftW(wi int32) *eftWorker {
 	}
 	x := &e.ew[wi]
 	if id := p.workers[wi].id; x.id != id {
-		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.run = id, 0, 0, false, false, false, x.run[:0]
+		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.censored, x.run = id, 0, 0, false, false, false, false, x.run[:0]
 		e.version++
 	}
 	return x
@@ -249,8 +274,16 @@ func (p *policy) eftMeasure(ev Event) bool {
 		}
 		smooth(&w.rtt, rtt)
 	}
+	if ev.Exec > 0 && x.censored {
+		// A real measurement replaces a censored one.
+		w.exec, x.censored = 0, false
+	}
 	if ev.Exec > 0 {
 		v := float64(ev.Exec)
+		if w.exec > 0 && v <= 2*w.exec && v >= w.exec/2 {
+			d := v/w.exec - 1
+			p.eft.cv2 += (d*d - p.eft.cv2) / 64
+		}
 		switch {
 		case w.exec > 0 && v > 2*w.exec:
 			x.slow, x.fast = x.slow+1, 0
@@ -337,23 +370,100 @@ func (p *policy) model(wi int32) (e, r float64, c int) {
 	if e <= 0 {
 		e, r = p.eft.eDef, p.eft.rDef
 	}
+	if r <= 0 && int(wi) < len(p.eft.ew) && p.eft.ew[wi].censored && p.eft.ew[wi].id == w.id {
+		r = p.eft.rDef // known only by a censored run: its round trip is not
+	}
 	return e, r, w.slots
 }
 
 // runEnd is when, relative to now, a slot running an instance since s
 // (absolute) is free again: s + e, also when that is past but the result
-// may still be on its way up (r/2). Once the result is late, it is
-// expected e/10 from now. (Expecting a late result as much later again as
-// it is late already, so that a stuck worker's instances draw replicas,
-// made things worse in simulation, slowdowns included: most lateness is
-// the model's error, not a stuck worker; a stuck one is the driver's
-// Overdue.)
+// may still be on its way up (r/2). Once the result is late, but within
+// the spread of task times (lateBand), it is expected e/10 from now: most
+// such lateness is noise or the model's error. Beyond the band the worker
+// has likely slowed down or stalled, and the result is expected as much
+// later again as it is late already (a task that has run for t has, at a
+// guess, t to go), so that its task draws a replica as the lateness grows
+// — Tick brings the model's now forward when no other event would.
 func (p *policy) runEnd(s time.Duration, e, r float64) float64 {
 	end := float64(s-p.eft.now) + e
 	if end+r/2 < 0 {
+		late := -(end + r/2)
+		if p.eft.known && late > p.lateBand(e, r) {
+			return late - r/2
+		}
 		return e/10 - r/2
 	}
 	return end
+}
+
+// The model's margins, in spreads of task times (√cv2) or fractions of
+// a worker's execution time, tuned in essim over random machine sets
+// (speed spreads to 40×, 1–8 CPUs, delays to 100 ms, slowdowns and
+// leaves; noise 0 and 0.1).
+const (
+	// tailZ: the plan judges a further place by its expected finish plus
+	// tailZ spreads of its run time.
+	tailZ = 1.0
+	// lateZ, lateMin: a running instance is late beyond noise once past
+	// its expected end by max(lateZ spreads, lateMin) of its run time,
+	// plus half a round trip.
+	lateZ, lateMin = 3.0, 0.2
+	// repZ: replication compares finishes should the task run repZ
+	// spreads long (repTail).
+	repZ = 2.0
+	// censorGrow: a worker known only by censored runs is taken to need
+	// censorGrow times what its stopped instance ran (eftCensor).
+	censorGrow = 1.5
+)
+
+// lateBand is how far past its expected end a running instance on a
+// worker of execution time e and round trip r may be before the model
+// stops blaming the spread of task times (and the way up) for it.
+func (p *policy) lateBand(e, r float64) float64 {
+	return max(math.Sqrt(p.eft.cv2)*lateZ, lateMin)*e + r/2
+}
+
+// eftCensor notes that worker wi's running instance at place k is being
+// cancelled, after running for ran: a censored measurement, since the
+// task had not finished (its time on that worker is more than ran).
+//   - A worker measured for real is slower now than its mean says if ran
+//     is beyond its expected time and the late band (the spread of task
+//     times): its e becomes ran, a lower bound.
+//   - A worker known only by such bounds, or not measured yet (judged by
+//     the model's default), gets censorGrow × ran if ran is beyond what
+//     the model says of it: more than the bound, since the task was not
+//     done, but not so much that a worker the plan needs is set aside
+//     for good. Its instances may always lose their race, so it may
+//     never be measured otherwise and would count as fast for ever.
+//
+// A real measurement replaces the bound (eftMeasure).
+func (p *policy) eftCensor(wi int32, k int) {
+	w := &p.workers[wi]
+	p.eftSync(wi)
+	x := &p.eft.ew[wi]
+	if k >= len(x.run) {
+		return
+	}
+	ran := float64(p.eft.now - x.run[k])
+	x.run = slices.Delete(x.run, k, k+1)
+	if !p.eft.known {
+		return
+	}
+	e, r, _ := p.model(wi)
+	switch {
+	case w.exec > 0 && !x.censored:
+		if ran <= e+r/2+p.lateBand(e, r) {
+			return
+		}
+		w.exec = ran
+	case ran > e+r/2:
+		w.exec = censorGrow * ran
+	default:
+		return
+	}
+	x.slow, x.fast, x.censored = 0, 0, true
+	p.eft.version++
 }
 
 // slotFree fills the scratch with the times, relative to now, at which
@@ -407,12 +517,24 @@ func (p *policy) efPos(wi int32, k int) float64 {
 // on worker wi.
 func (p *policy) efNext(wi int32) float64 { return p.efPos(wi, p.workers[wi].count()) }
 
+// tail is the margin the plan adds to a further instance's expected
+// finish on worker wi: tailZ spreads of its run time (a slow worker's
+// last task risks the barrier more than a fast one's).
+func (p *policy) tail(wi int32) float64 {
+	e, _, _ := p.model(wi)
+	return tailZ * math.Sqrt(p.eft.cv2) * e
+}
+
+// efPlan is what the plan judges worker wi's next place by: its expected
+// finish plus its tail.
+func (p *policy) efPlan(wi int32) float64 { return p.efNext(wi) + p.tail(wi) }
+
 // placesBy is how many further instances worker wi could have back by h
 // (relative to now).
 func (p *policy) placesBy(wi int32, h float64) int {
 	e, r, c := p.model(wi)
 	w := &p.workers[wi]
-	last := h - e - r/2 // the latest start that is back by h
+	last := h - e - p.tail(wi) - r/2 // the latest start that is back by h
 	arrive := r/2 + p.sendWait()
 	if last < arrive {
 		return 0
@@ -446,6 +568,7 @@ func (p *policy) eftDefaults() {
 			n++
 		}
 	}
+	e.known = n > 0
 	if n == 0 {
 		e.eDef, e.rDef = float64(time.Millisecond), 0
 	} else {
@@ -494,7 +617,7 @@ func (p *policy) horizon() float64 {
 		hi = math.Inf(1)
 		for i := range p.workers {
 			if p.workers[i].open() {
-				hi = min(hi, p.efNext(int32(i)))
+				hi = min(hi, p.efPlan(int32(i)))
 			}
 		}
 	}
@@ -517,6 +640,45 @@ func (p *policy) horizon() float64 {
 	}
 	e.h, e.hValid, e.hQ, e.hSteps, e.hVer, e.hLive = float64(e.now)+hi, true, q, 0, e.version, p.live
 	return e.h
+}
+
+// eftTick handles Tick: once Q is empty, the replication candidates are
+// keyed afresh (an instance past its expected end draws a replica as its
+// lateness grows, though no result comes to say so). It reports whether
+// there is anything to reconsider.
+func (p *policy) eftTick() bool {
+	if p.qLive > 0 || p.nDone >= p.n || !p.eftAnyLate() {
+		return false
+	}
+	p.eft.candBuilt = false
+	return true
+}
+
+// eftAnyLate says some worker that is not late in the driver's books runs
+// an instance past its expected end by more than the late band: only then
+// has the passing of time changed the plan's figures enough to look again.
+// O(workers).
+func (p *policy) eftAnyLate() bool {
+	p.eftDefaults() // results since Q emptied may have measured workers
+	if !p.eft.known {
+		return false
+	}
+	now := p.eft.now
+	for i := range p.workers {
+		w := &p.workers[i]
+		if !w.alive || w.late || w.count() == 0 || i >= len(p.eft.ew) {
+			continue
+		}
+		x := &p.eft.ew[i]
+		if x.id != w.id || len(x.run) == 0 {
+			continue
+		}
+		e, r, _ := p.model(int32(i))
+		if late := float64(now-x.run[0]) - e - r/2; late > p.lateBand(e, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // fillEFT hands out work under eft: Q by the plan, then targeted
@@ -663,7 +825,7 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		if !w.alive || !p.eftDue(wi) {
 			continue
 		}
-		if ef := p.efNext(wi); ef > floor && ef > horizon() {
+		if ef := p.efPlan(wi); ef > floor && ef > horizon() {
 			p.pushPassed(wi, float64(e.now)+ef)
 			if ef-(e.passedKey[0]-float64(e.now)) <= 0 {
 				break // it is the best again: no other qualifies
@@ -679,7 +841,7 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		if !w.open() || !p.eftDue(wi) {
 			continue
 		}
-		if ef := p.efNext(wi); ef > floor && ef > horizon() {
+		if ef := p.efPlan(wi); ef > floor && ef > horizon() {
 			p.pushPassed(wi, float64(e.now)+ef)
 			continue
 		}
@@ -770,7 +932,7 @@ func (p *policy) eftPushDue(wi int32) {
 	}
 	x.inDue = true
 	e.due = append(e.due, wi)
-	e.key = append(e.key, p.efNext(wi))
+	e.key = append(e.key, p.efPlan(wi))
 	for i := len(e.due) - 1; i > 0; {
 		par := (i - 1) / 2
 		if !e.dueLess(i, par) {
@@ -817,18 +979,34 @@ func (p *policy) eftPopDue() int32 {
 }
 
 // instanceEF is the expected finish (relative to now) of task ti's
-// earliest live instance, +Inf when every holder is late.
+// earliest live instance, should the task run long (repTail), +Inf when
+// every holder is late.
 func (p *policy) instanceEF(ti TaskID) float64 {
 	best := math.Inf(1)
 	for _, vi := range p.tasks[ti].on {
 		if v := &p.workers[vi]; !v.late {
 			if k := v.pos(ti); k >= 0 {
-				best = min(best, p.efPos(vi, k))
+				best = min(best, p.efPos(vi, k)+p.repTail(vi))
 			}
 		}
 	}
 	return best
 }
+
+// repTail is what replication adds to an instance's or a further place's
+// expected finish on worker wi: repZ spreads of its run time, the finish
+// should the task be a long one. A task is as long on every worker, so a
+// replica on a faster worker gains more the longer the task: it is sent
+// where it would beat the copy it races if the task runs long, which it
+// may (the copy it races is no later for it).
+func (p *policy) repTail(wi int32) float64 {
+	e, _, _ := p.model(wi)
+	return repZ * math.Sqrt(p.eft.cv2) * e
+}
+
+// efRep is a further place's expected finish on worker wi for
+// replication (see repTail).
+func (p *policy) efRep(wi int32) float64 { return p.efNext(wi) + p.repTail(wi) }
 
 // eftBuildCand takes every task with a live instance and room for another
 // as a replication candidate, keyed by its expected finish (absolute).
@@ -906,7 +1084,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		}
 		if x := p.eftW(wi); !x.inRecv {
 			x.inRecv = true
-			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efNext(wi))
+			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		}
 	}
 	for tries := 0; len(e.recv) > 0 && len(e.cand) > 0 && tries < 4*(len(e.recv)+len(e.cand))+16; tries++ {
@@ -917,7 +1095,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
 			continue
 		}
-		mine := now + p.efNext(wi)
+		mine := now + p.efRep(wi)
 		if mine > e.recvKey[0]*(1+1e-12)+1 {
 			// Its next place is later than when it was keyed: key afresh.
 			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
@@ -970,7 +1148,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			continue
 		}
 		if w.count() < w.cap {
-			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efNext(wi))
+			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		} else {
 			e.ew[wi].inRecv = false
 		}

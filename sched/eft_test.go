@@ -33,6 +33,9 @@ func resAt(w WorkerID, t TaskID, at, exec, rtt time.Duration) Event {
 
 func withAt(ev Event, at time.Duration) Event { ev.At = at; return ev }
 
+// tickAt is a Tick at a time.
+func tickAt(at time.Duration) Event { return Event{Kind: Tick, At: at} }
+
 func runEFT(t *testing.T, cfg Config, steps []scriptStep, done bool) {
 	t.Helper()
 	runCase(t, "eft", cfg, steps, done)
@@ -230,6 +233,55 @@ func TestEFTHand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { runEFT(t, tc.cfg, tc.steps, tc.done) })
+	}
+}
+
+// TestEFTLate: an instance later than its worker's model allows, beyond
+// the spread of task times, draws a replica as its lateness grows, Ticks
+// carrying the clock when no result comes; once it loses, what it ran is a
+// censored measurement of its worker. The paper's policies ignore Tick.
+func TestEFTLate(t *testing.T) {
+	// w1 and w2: one slot each, e = 1 s, r = 0.2 s; every measurement
+	// alike, so the spread of task times is 0 and the band is a fifth of
+	// e plus r/2: 0.3 s. Batch of 2 at 0: both places are back at 1.2, so
+	// each takes one; t1 starts on w2 at 0.1 and is due back at 1.2.
+	//  1.2: t0 back; w1 could return a replica by 2.4, t1 is due now: none.
+	//  Tick 1.3: t1 is 0.1 late, within the band: expected e/10 on, at
+	//   1.4; w1's 2.5 does not beat it.
+	//  Tick 2.0: 0.8 late, past the band: expected 0.8 on, at 2.8; w1's
+	//   3.2 does not beat it.
+	//  Tick 2.5: 1.3 late: expected at 3.8; w1's 3.7 beats it: replica.
+	//  3.7: w1 returns t1; w2's copy is stopped after running 3.6 s, more
+	//   than its e + r/2 + band (1.4): its e becomes 3.6.
+	// Batch of 2 at 4.0: w1's places are back at 5.2 and 6.2, w2's first
+	// at 7.8: the horizon is 6.2, w1 takes t0 and holds t1 (due: two per
+	// slot), w2 gets nothing. Without the censored measurement w2's place
+	// at 5.2 would take t1.
+	runEFT(t, Config{}, []scriptStep{
+		{join(1, 1), ""}, {join(2, 1), ""},
+		{means(1, sec, milli(200)), ""}, {means(2, sec, milli(200)), ""},
+		{batchAt(2, 0), "s0w1 s1w2"},
+		{resAt(1, 0, milli(1200), sec, milli(200)), "a0w1"},
+		{tickAt(milli(1300)), ""},
+		{tickAt(milli(2000)), ""},
+		{tickAt(milli(2500)), "r1w1"},
+		{resAt(1, 1, milli(3700), sec, milli(200)), "a1w1 c1w2r"},
+		{batchAt(2, milli(4000)), "s0w1 s1w1"},
+	}, false)
+
+	for _, name := range []string{"wq", "rr", "rwq", "r3q", "cyclic"} {
+		p, err := New(name, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range []Event{join(1, 1), join(2, 1), batchAt(3, 0), resAt(1, 0, sec, sec, 0)} {
+			p.Step(ev, nil)
+		}
+		for _, at := range []time.Duration{2 * sec, 100 * sec} {
+			if acts := p.Step(tickAt(at), nil); len(acts) > 0 {
+				t.Errorf("%s: Tick at %v: %s", name, at, fmtActions(acts))
+			}
+		}
 	}
 }
 

@@ -325,6 +325,10 @@ func (p *policy) Step(ev Event, out []Action) []Action {
 		out = p.takeTasks(ev.N, out) // split.go
 	case SlotsChanged:
 		out = p.changeSlots(ev.Worker, ev.Slots, out) // slots.go
+	case Tick:
+		if p.eft == nil || !p.eftTick() {
+			return out
+		}
 	default:
 		return out
 	}
@@ -667,6 +671,9 @@ func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
 		v := &p.workers[vi]
 		k := v.pos(ti)
 		out = append(out, Action{Kind: Cancel, Worker: v.id, Task: ti, Held: k >= v.slots})
+		if p.eft != nil && k < v.slots {
+			p.eftCensor(vi, k)
+		}
 		v.remove(k)
 		p.markFree(vi)
 		p.release(vi)

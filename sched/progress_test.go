@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 func overdue(w WorkerID, t TaskID) Event  { return Event{Kind: Overdue, Worker: w, Task: t} }
@@ -307,7 +308,10 @@ func TestDepartedWorkersPruned(t *testing.T) {
 // rules of New: nothing is sent to a late, draining or departed worker; a
 // worker never holds two instances of one task; only tasks not done are
 // sent; each task is accepted once; and the batch always completes while
-// healthy workers remain.
+// healthy workers remain. Events carry a clock (Event.At) that moves
+// on at random, results carry measurements at random, and Ticks come in
+// between, so eft's model of lateness and its censored measurements are
+// exercised too.
 func TestProgressEventsRandom(t *testing.T) {
 	type wstate struct {
 		alive, late, drain bool
@@ -326,7 +330,10 @@ func TestProgressEventsRandom(t *testing.T) {
 				next := WorkerID(1)
 				var n int
 				var done []bool
+				var now time.Duration
 				apply := func(ev Event) {
+					now += time.Duration(rng.IntN(50)) * time.Millisecond
+					ev.At = now
 					for _, a := range p.Step(ev, nil) {
 						w := ws[a.Worker]
 						switch a.Kind {
@@ -416,10 +423,17 @@ func TestProgressEventsRandom(t *testing.T) {
 							w.alive = false
 							w.out = nil
 							apply(leave(id))
+						case r < 25:
+							apply(Event{Kind: Tick})
 						default:
 							w.out = slices.Delete(w.out, k, k+1)
 							w.late = false
-							apply(res(id, task))
+							ev := res(id, task)
+							if rng.IntN(2) == 0 {
+								ev.Exec = time.Duration(1+rng.IntN(200)) * time.Millisecond
+								ev.RTT = time.Duration(rng.IntN(20)) * time.Millisecond
+							}
+							apply(ev)
 						}
 					}
 				}

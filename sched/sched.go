@@ -78,6 +78,14 @@ const (
 	// ones it runs stay live until their results arrive; a later
 	// SlotsChanged with Slots ≥ 1 takes it back. See slots.go.
 	SlotsChanged
+	// Tick: time has passed (Event.At) and nothing else happened. A
+	// driver that gives Event.At sends one now and then while a batch
+	// runs (the master at every deadline check, the simulator every
+	// Config.Tick of virtual time), so that a policy that plans by time
+	// can act on an instance later than its model allows when no other
+	// event would wake it: eft then reconsiders its replicas. The paper's
+	// policies ignore it.
+	Tick
 )
 
 // Event is one input to a policy.

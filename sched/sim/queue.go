@@ -15,6 +15,7 @@ const (
 	evMasterHandle                   // the master has decoded result ev.m
 	evSlowdown                       // the engine's slows[ev.slot] takes effect
 	evLeave                          // machine ev.m.w leaves
+	evTick                           // the master's clock ticks in batch ev.m.batch (sched.Tick)
 )
 
 // msgKind is the kind of a simulated message.

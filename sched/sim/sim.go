@@ -73,7 +73,15 @@ type Config struct {
 	NoOptimum bool
 	// Seed seeds the noise; same seed, same run.
 	Seed uint64
+	// Tick is how often the master steps sched.Tick while a batch runs,
+	// as the real master does at each deadline check. Default
+	// DefaultTick; negative: never.
+	Tick time.Duration
 }
+
+// DefaultTick is Config.Tick when 0: the real master's deadline check
+// interval with its default floor of 1 s (grid.MasterConfig).
+const DefaultTick = 250 * time.Millisecond
 
 // Leave makes a machine leave the run at time At: its slots stop, the
 // tasks it holds and runs are lost, and the master is told (WorkerLeft).
@@ -324,6 +332,8 @@ func (e *engine) handle(ev event) {
 		e.slowdown(int(ev.m.w), e.slows[ev.slot].Factor)
 	case evLeave:
 		e.leave(int(ev.m.w))
+	case evTick:
+		e.tick(ev.m.batch)
 	}
 }
 
@@ -399,6 +409,37 @@ func (e *engine) startBatch(b int32) {
 	}
 	e.step(sched.Event{Kind: sched.BatchStarted, N: e.cfg.Workload.Batches[b].N})
 	e.checkDone()
+	e.nextTick(b)
+}
+
+// tickEvery is the interval between Ticks (0: none).
+func (e *engine) tickEvery() time.Duration {
+	switch t := e.cfg.Tick; {
+	case t < 0:
+		return 0
+	case t == 0:
+		return DefaultTick
+	default:
+		return t
+	}
+}
+
+// nextTick schedules batch b's next Tick while the batch runs and
+// something else is pending (so a stalled policy is still caught).
+func (e *engine) nextTick(b int32) {
+	if d := e.tickEvery(); d > 0 && e.open && e.batch == b && e.q.len() > 0 {
+		e.q.push(event{at: e.now + d, kind: evTick, m: msg{batch: b}})
+	}
+}
+
+// tick steps sched.Tick in batch b, if it still runs.
+func (e *engine) tick(b int32) {
+	if !e.open || e.batch != b {
+		return
+	}
+	e.step(sched.Event{Kind: sched.Tick})
+	e.checkDone()
+	e.nextTick(b)
 }
 
 // checkDone ends the batch once the policy has every result, and schedules

@@ -1,0 +1,45 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEFTStalledMachine: a machine that becomes 100 times slower mid-run
+// holds a running task that no result will bring back for a long time.
+// With the master's Ticks (Config.Tick), eft sees it late beyond the
+// spread of task times and replicates it, and the censored measurement of
+// the copy it stops keeps the machine out of the plan after that; the run
+// ends about when R3Q's does (which replicates blindly). Without Ticks,
+// nothing wakes eft while the others wait at the barrier: every batch
+// after the stall waits for the stalled task, so that run is far longer.
+// Virtual time only: the figures are the simulator's.
+func TestEFTStalledMachine(t *testing.T) {
+	const text = `master cost=10us
+machine F local   cpus=4 speed=2
+machine M delay=2ms cpus=2 speed=1
+machine S delay=2ms cpus=1 speed=1 slow=3s*100
+`
+	set, err := ParseSet("stall", strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(policy string, tick time.Duration) time.Duration {
+		t.Helper()
+		cfg := Config{Set: set, Policy: policy, Workload: ES(0, 14, 12, 500*time.Millisecond), Seed: 1, Tick: tick, NoOptimum: true}
+		r, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.End
+	}
+	eft, r3q, noTick := run("eft", 0), run("r3q", 0), run("eft", -1)
+	t.Logf("eft %v, r3q %v, eft without ticks %v", eft, r3q, noTick)
+	if eft > r3q*11/10 {
+		t.Errorf("eft took %v, more than 1.1 × r3q's %v", eft, r3q)
+	}
+	if noTick < 2*eft {
+		t.Errorf("without ticks eft took %v, with them %v: the stall should cost far more without", noTick, eft)
+	}
+}
