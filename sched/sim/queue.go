@@ -25,7 +25,11 @@ const (
 	msgTask   msgKind = iota + 1 // master → worker: run a task (into the remote queue)
 	msgCancel                    // master → worker: drop or stop a task
 	msgResult                    // worker → master: a task's result
+	msgAck                       // worker → master: a late worker's answer to a cancel
 )
+
+// up says m goes from its worker to the master.
+func (m *msg) up() bool { return m.kind == msgResult || m.kind == msgAck }
 
 // msg is one simulated message between the master and worker w, tagged with
 // its batch so a late cancel or result never hits a later batch's task of

@@ -73,11 +73,28 @@ type Config struct {
 	NoOptimum bool
 	// Seed seeds the noise; same seed, same run.
 	Seed uint64
-	// Tick is how often the master steps sched.Tick while a batch runs,
-	// as the real master does at each deadline check. Default
-	// DefaultTick; negative: never.
+	// Tick is how often the master steps sched.Tick and checks its
+	// deadlines while a batch runs, as the real master does. Default
+	// DefaultTick; negative: never (and no deadlines).
 	Tick time.Duration
+	// DeadlineFactor, DeadlineFloor and FirstDeadline are the real
+	// master's deadlines (grid.MasterConfig), checked at every Tick: a
+	// running instance is overdue (sched.Overdue) after DeadlineFactor ×
+	// its worker's smoothed execution time (the grid's while the worker
+	// has none) plus its smoothed round trip, never before DeadlineFloor,
+	// and after FirstDeadline while nothing is measured. Defaults 4, 1 s
+	// and 30 s, as the master's; DeadlineFactor negative: none.
+	DeadlineFactor float64
+	DeadlineFloor  time.Duration
+	FirstDeadline  time.Duration
 }
+
+// The master's deadline defaults (grid.MasterConfig).
+const (
+	DefaultDeadlineFactor = 4
+	DefaultDeadlineFloor  = time.Second
+	DefaultFirstDeadline  = 30 * DefaultDeadlineFloor
+)
 
 // DefaultTick is Config.Tick when 0: the real master's deadline check
 // interval with its default floor of 1 s (grid.MasterConfig).
@@ -141,6 +158,12 @@ type worker struct {
 	commBusy time.Duration // busy-until of its message handling (send and receive)
 	factor   float64       // current slowdown factor
 	gone     bool          // the machine has left
+
+	// The master's measurements of it, for its deadlines: smoothed
+	// execution time and round trip (ns, gain 1/8, as the master's), and
+	// whether Overdue has been stepped and it has not answered since.
+	exec, rtt float64
+	late      bool
 }
 
 // slot is one execution slot of a worker.
@@ -157,11 +180,13 @@ type slot struct {
 // it, and whether the worker then had an idle slot in the master's books
 // (fewer instances outstanding than CPUs), so the task ran on arrival.
 type sentTask struct {
-	batch int32
-	task  int32
-	at    time.Duration
-	idle  bool
-	taken bool // cancelled or answered: a gap in the books
+	batch   int32
+	task    int32
+	at      time.Duration
+	started time.Duration // when it started running in the master's books; -1: held
+	idle    bool
+	taken   bool // cancelled or answered: a gap in the books
+	overdue bool // Overdue has been stepped for it
 }
 
 // heldTask is a task waiting in a worker's remote queue.
@@ -183,6 +208,7 @@ type engine struct {
 	masterBusy time.Duration   // busy-until of the master
 	batch      int32           // current batch; -1 before the first
 	open       bool            // the current batch is running
+	exec       float64         // the master's smoothed execution time over the grid, ns
 	end        time.Duration
 	acct       accountant
 	stats      Stats
@@ -345,7 +371,11 @@ func (e *engine) step(ev sched.Event) {
 	for _, a := range e.acts {
 		switch a.Kind {
 		case sched.Send:
-			e.addSent(int(a.Worker), sentTask{batch: e.batch, task: int32(a.Task), at: e.now, idle: e.workers[a.Worker].nSent < e.workers[a.Worker].m.CPUs})
+			st := sentTask{batch: e.batch, task: int32(a.Task), at: e.now, started: -1, idle: e.workers[a.Worker].nSent < e.workers[a.Worker].m.CPUs}
+			if st.idle {
+				st.started = e.now
+			}
+			e.addSent(int(a.Worker), st)
 			e.masterSend(msg{kind: msgTask, w: int32(a.Worker), batch: e.batch, task: int32(a.Task)})
 		case sched.Cancel:
 			e.takeSent(int(a.Worker), e.batch, int32(a.Task))
@@ -383,6 +413,7 @@ func (e *engine) takeSent(k int, batch, task int32) (sentTask, bool) {
 			continue
 		}
 		s.taken = true
+		got := *s
 		w.nSent--
 		for w.sentLo < len(w.sent) && w.sent[w.sentLo].taken {
 			w.sentLo++
@@ -390,9 +421,33 @@ func (e *engine) takeSent(k int, batch, task int32) (sentTask, bool) {
 		if w.nSent == 0 {
 			w.sent, w.sentLo = w.sent[:0], 0
 		}
-		return *s, true
+		e.promote(k)
+		return got, true
 	}
 	return sentTask{}, false
+}
+
+// promote starts, in the master's books, the held instance that a freed
+// slot of worker k takes: the CPUs-th outstanding one, now (as the
+// master does when an instance leaves its books).
+func (e *engine) promote(k int) {
+	w := &e.workers[k]
+	if w.nSent < w.m.CPUs {
+		return
+	}
+	n := 0
+	for i := w.sentLo; i < len(w.sent); i++ {
+		s := &w.sent[i]
+		if s.taken {
+			continue
+		}
+		if n++; n == w.m.CPUs {
+			if s.started < 0 {
+				s.started = e.now
+			}
+			return
+		}
+	}
 }
 
 // clearSent forgets every record of worker k.
@@ -434,6 +489,10 @@ func (e *engine) nextTick(b int32) {
 
 // tick steps sched.Tick in batch b, if it still runs.
 func (e *engine) tick(b int32) {
+	if !e.open || e.batch != b {
+		return
+	}
+	e.checkDeadlines()
 	if !e.open || e.batch != b {
 		return
 	}
@@ -489,7 +548,7 @@ func (e *engine) forward(m msg, t time.Duration, hop int) {
 			return
 		}
 	}
-	if m.kind == msgResult {
+	if m.up() {
 		e.q.push(event{at: t + r.hops[0], kind: evAtMaster, m: m})
 	} else {
 		e.q.push(event{at: t + r.hops[n], kind: evAtWorker, m: m})
@@ -501,7 +560,7 @@ func (e *engine) atRelay(m msg) {
 	r := &e.routes[m.w]
 	n := len(r.relays)
 	relay := r.relays[m.hop]
-	if m.kind == msgResult {
+	if m.up() {
 		relay = r.relays[n-1-int(m.hop)]
 	}
 	e.relayBusy[relay] = max(e.relayBusy[relay], e.now) + e.cfg.Set.Machines[relay].RelayCost
@@ -537,6 +596,14 @@ func (e *engine) workerHandle(m msg) {
 		w.held = append(w.held, heldTask{batch: m.batch, task: m.task})
 		e.fillSlots(k)
 	case msgCancel:
+		if w.late {
+			// Its answer shows the master it is alive (the real
+			// worker acknowledges every cancel; only a late worker's
+			// answer changes anything).
+			w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
+			e.stats.Messages++
+			e.forward(msg{kind: msgAck, w: m.w, batch: m.batch, task: m.task}, w.commBusy, 0)
+		}
 		for i, h := range w.held {
 			if h.batch == m.batch && h.task == m.task {
 				w.held = append(w.held[:i], w.held[i+1:]...)
@@ -619,16 +686,115 @@ func (e *engine) atMaster(m msg) {
 // sides' message handling and queueing. Instances sent to be held give no
 // RTT, since the master cannot tell how long they waited.
 func (e *engine) masterHandle(m msg) {
-	if !e.open || m.batch != e.batch {
-		e.stats.StaleResults++
+	w := &e.workers[m.w]
+	if m.kind == msgAck {
+		e.answered(int(m.w))
 		return
 	}
-	ev := sched.Event{Kind: sched.ResultArrived, Worker: sched.WorkerID(m.w), Task: sched.TaskID(m.task), Exec: time.Duration(m.exec) * time.Microsecond}
+	exec := time.Duration(m.exec) * time.Microsecond
+	if exec > 0 {
+		smoothNs(&w.exec, exec)
+		smoothNs(&e.exec, exec)
+	}
+	if !e.open || m.batch != e.batch {
+		e.stats.StaleResults++
+		e.answered(int(m.w))
+		return
+	}
+	w.late = false
+	ev := sched.Event{Kind: sched.ResultArrived, Worker: sched.WorkerID(m.w), Task: sched.TaskID(m.task), Exec: exec}
 	if s, ok := e.takeSent(int(m.w), m.batch, m.task); ok && s.idle && m.exec > 0 {
 		ev.RTT = max(e.now-s.at-ev.Exec, 0)
+		smoothNs(&w.rtt, ev.RTT)
 	}
 	e.step(ev)
 	e.checkDone()
+}
+
+// answered: worker k answered the master other than with a result of
+// the running batch (a stale result, an answer to a cancel): a late
+// worker is alive, and the policy is told (Measured), as the master does.
+func (e *engine) answered(k int) {
+	w := &e.workers[k]
+	if !w.late || w.gone {
+		return
+	}
+	w.late = false
+	if e.open {
+		e.step(sched.Event{Kind: sched.Measured, Worker: sched.WorkerID(k)})
+		e.checkDone()
+	}
+}
+
+// smoothNs folds x into the mean (ns) with the master's gain, 1/8.
+func smoothNs(mean *float64, x time.Duration) {
+	switch {
+	case x <= 0:
+	case *mean == 0:
+		*mean = float64(x)
+	default:
+		*mean += (float64(x) - *mean) / 8
+	}
+}
+
+// deadline is how long an instance may run on worker k before it is
+// overdue (0: no deadlines), as the master's.
+func (e *engine) deadline(k int) time.Duration {
+	f := e.cfg.DeadlineFactor
+	if f < 0 {
+		return 0
+	}
+	if f == 0 {
+		f = DefaultDeadlineFactor
+	}
+	floor, first := e.cfg.DeadlineFloor, e.cfg.FirstDeadline
+	if floor <= 0 {
+		floor = DefaultDeadlineFloor
+	}
+	if first <= 0 {
+		first = 30 * floor
+	}
+	w := &e.workers[k]
+	est := w.exec
+	if est == 0 {
+		est = e.exec
+	}
+	if est == 0 {
+		return first
+	}
+	return max(time.Duration(f*est+w.rtt), floor)
+}
+
+// checkDeadlines steps Overdue for every running instance, in the
+// master's books, past its worker's deadline.
+func (e *engine) checkDeadlines() {
+	for k := range e.workers {
+		w := &e.workers[k]
+		if w.gone || w.nSent == 0 {
+			continue
+		}
+		d := e.deadline(k)
+		if d <= 0 {
+			return
+		}
+		n := 0
+		for i := w.sentLo; i < len(w.sent) && n < w.m.CPUs; i++ {
+			s := &w.sent[i]
+			if s.taken {
+				continue
+			}
+			n++
+			if s.started < 0 || s.overdue || s.batch != e.batch || e.now-s.started <= d {
+				continue
+			}
+			s.overdue = true
+			w.late = true
+			e.step(sched.Event{Kind: sched.Overdue, Worker: sched.WorkerID(k), Task: sched.TaskID(s.task)})
+			if !e.open {
+				return
+			}
+		}
+	}
 }
 
 // execMicros is an execution time as a result message carries it: whole

@@ -6,6 +6,22 @@ import (
 	"time"
 )
 
+// stallSet is three machines, the third of which becomes 100 times slower
+// at 3 s: in effect it stalls.
+func stallSet(t *testing.T) *Set {
+	t.Helper()
+	const text = `master cost=10us
+machine F local   cpus=4 speed=2
+machine M delay=2ms cpus=2 speed=1
+machine S delay=2ms cpus=1 speed=1 slow=3s*100
+`
+	set, err := ParseSet("stall", strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
 // TestEFTStalledMachine: a machine that becomes 100 times slower mid-run
 // holds a running task that no result will bring back for a long time.
 // With the master's Ticks (Config.Tick), eft sees it late beyond the
@@ -16,15 +32,7 @@ import (
 // after the stall waits for the stalled task, so that run is far longer.
 // Virtual time only: the figures are the simulator's.
 func TestEFTStalledMachine(t *testing.T) {
-	const text = `master cost=10us
-machine F local   cpus=4 speed=2
-machine M delay=2ms cpus=2 speed=1
-machine S delay=2ms cpus=1 speed=1 slow=3s*100
-`
-	set, err := ParseSet("stall", strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := stallSet(t)
 	run := func(policy string, tick time.Duration) time.Duration {
 		t.Helper()
 		cfg := Config{Set: set, Policy: policy, Workload: ES(0, 14, 12, 500*time.Millisecond), Seed: 1, Tick: tick, NoOptimum: true}
@@ -41,5 +49,29 @@ machine S delay=2ms cpus=1 speed=1 slow=3s*100
 	}
 	if noTick < 2*eft {
 		t.Errorf("without ticks eft took %v, with them %v: the stall should cost far more without", noTick, eft)
+	}
+}
+
+// TestDeadlinesStalledMachine: the simulator checks the master's
+// deadlines at every Tick, as the master does, so under WQ (which never
+// replicates) a stalled machine's running task is overdue after four
+// times its worker's task time and goes to another worker, instead of
+// holding every batch until it ends. With DeadlineFactor < 0 there are
+// none, and the run waits for the stalled tasks.
+func TestDeadlinesStalledMachine(t *testing.T) {
+	set := stallSet(t)
+	run := func(factor float64) time.Duration {
+		t.Helper()
+		cfg := Config{Set: set, Policy: "wq", Workload: ES(0, 14, 12, 500*time.Millisecond), Seed: 1, DeadlineFactor: factor, NoOptimum: true}
+		r, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.End
+	}
+	with, without := run(0), run(-1)
+	t.Logf("wq with deadlines %v, without %v", with, without)
+	if without < 2*with {
+		t.Errorf("with deadlines %v, without %v: the stalled task should hold the run far longer without", with, without)
 	}
 }
