@@ -99,6 +99,10 @@ type childMaster struct {
 	inR     bool
 	done    bool
 	lost    bool
+	// moved names the workers moved to it: if it is lost they come
+	// back here, and Close waits for them (expectWorkers) so that they
+	// too hear that the run is over.
+	moved []string
 }
 
 // parentLink is a child's view of its parent.
@@ -599,6 +603,10 @@ func (m *Master) childLost(c *childMaster) {
 			}
 		}
 	}
+	// Its workers find this master again; until they have, Close waits
+	// for them (awaitReturns), or a run that ends meanwhile would leave
+	// them waiting for a master.
+	m.expectWorkers(c.moved, returnGrace)
 	m.split.stats.ChildrenLost++
 	m.split.stats.GivenBack += int64(len(back))
 	m.noteMasters()
@@ -696,6 +704,7 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 				delete(p.expect, w.name) // it goes on to the child: not expected here
 				if !w.left {
 					w.conn.Send(&Move{Addr: hello.Addr})
+					c.moved = append(c.moved, w.name)
 					moved++
 				}
 			}

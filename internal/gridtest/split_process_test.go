@@ -180,10 +180,11 @@ func TestProcessesSplitChildKilled(t *testing.T) {
 	if mr.Schedule.Masters.ChildrenLost == 0 {
 		t.Errorf("no child master lost: %+v", mr.Schedule.Masters)
 	}
-	// Workers that were the dead child's may still be on their way back
-	// when the run ends; they then miss its Shutdown and, -once or not,
-	// wait for a master (a known limit, in the issue note). Those that
-	// exit must exit cleanly; the rest are stopped with the test.
+	// Workers that were the dead child's find the root again; its Close
+	// waits for them (up to 3 s each) so that they hear the run is over
+	// and exit (-once). One that takes longer (a loaded machine) waits for
+	// a master and is logged and stopped with the test; those that exit
+	// must exit cleanly.
 	ctx := withTimeout(t, 10*time.Second)
 	for name, w := range r.workers {
 		if name == sub[1] {
