@@ -56,7 +56,11 @@ func TestMasterRetriesFailedEvaluationElsewhere(t *testing.T) {
 			m := startMaster(t, policy)
 			flaky := newTestWorker("flaky", 8, 0)
 			flaky.failAll = true
-			startWorkers(t, m, flaky, newTestWorker("good", 1, 0))
+			// The good worker takes 2 ms a task, so that the flaky one's
+			// failures arrive while the batch runs (under replication an
+			// instant worker could finish a batch first, and a failure
+			// for a finished batch is stale, not failed).
+			startWorkers(t, m, flaky, newTestWorker("good", 1, 2*time.Millisecond))
 			evalAndCheck(t, m, 2, 20)
 			// A copy that fails after another copy won is not retried.
 			if st := m.Stats(); st.Failed == 0 || st.Retried == 0 || st.Retried > st.Failed {
