@@ -44,6 +44,11 @@ func exercised(t *testing.T) *prometheus.Registry {
 	if err := reg.Register(a); err != nil {
 		t.Fatal(err)
 	}
+	if err := reg.Register(NewGossip(func() map[string]int64 {
+		return map[string]int64{"refused_too_large": 72, "refused_per_source": 16}
+	})); err != nil {
+		t.Fatal(err)
+	}
 	return reg
 }
 
@@ -338,5 +343,17 @@ func TestServe(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "# HELP esgrid_sync_wait_seconds_total") ||
 		!strings.Contains(string(body), `esgrid_worker_busy_slots{worker="w1"} 2`) {
 		t.Fatalf("status %d, body:\n%s", resp.StatusCode, body)
+	}
+}
+
+// The gossip transport's refusals are counters by kind, the "refused_"
+// prefix of the transport's kinds dropped.
+func TestGossipRefusals(t *testing.T) {
+	fams := gather(t, exercised(t))
+	if v := value(t, fams, "esgrid_gossip_refused_total", "kind", "too_large"); v != 72 {
+		t.Errorf("too_large = %v, want 72", v)
+	}
+	if v := value(t, fams, "esgrid_gossip_refused_total", "kind", "per_source"); v != 16 {
+		t.Errorf("per_source = %v, want 16", v)
 	}
 }

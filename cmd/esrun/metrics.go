@@ -51,6 +51,11 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, stderr io.Wr
 	if err := mon.master.Register(mon.reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if g.gossip != nil {
+		if err := mon.reg.Register(metrics.NewGossip(g.gossip.Refused)); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 	for _, la := range g.agents {
 		a := la.agent
 		if err := mon.reg.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return agentState(a) })); err != nil {
