@@ -97,6 +97,13 @@ func openPlugin(o *options, name string, dim int) (*plugin.Problem, error) {
 	return p, nil
 }
 
+// pluginNonFinite says p is a plugin whose hello declares NaN and ±Inf
+// its answers (as -nonfinite does for any problem).
+func pluginNonFinite(p problems.Problem) bool {
+	h, ok := p.(interface{ Hello() plugin.Hello })
+	return ok && h.Hello().NonFinite
+}
+
 // closeProblem stops a plugin problem's processes; built-ins hold none.
 func closeProblem(p problems.Problem) {
 	if c, ok := p.(io.Closer); ok {

@@ -83,7 +83,8 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err err
 		ev, slots = pool, pool.Slots()
 	} else {
 		mon = newMonitor(o)
-		if g, err = openGrid(o, grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite}, stderr, mon); err != nil {
+		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || pluginNonFinite(prob)}
+		if g, err = openGrid(o, spec, stderr, mon); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, g.close(false)) }()

@@ -74,6 +74,11 @@ type Hello struct {
 	// Cancel says the plugin honours cancel messages ("cancel", default
 	// false).
 	Cancel bool
+	// NonFinite says the problem's values may be NaN or ±Inf and are
+	// then its answers, which the ES ranks ("nonfinite", default false:
+	// a non-finite value is an evaluation error, retried on another
+	// worker, as without esrun -nonfinite).
+	NonFinite bool
 }
 
 // Accepts reports whether the plugin accepts dimension dim.
@@ -115,7 +120,7 @@ func (h *Hello) check() error {
 // EncodeMsgpack writes the hello map.
 func (h *Hello) EncodeMsgpack(e *msgpack.Encoder) error {
 	return errors.Join(
-		e.EncodeMapLen(7),
+		e.EncodeMapLen(8),
 		e.EncodeString("v"), e.EncodeInt(int64(h.Version)),
 		e.EncodeString("name"), e.EncodeString(h.Name),
 		e.EncodeString("min_dim"), e.EncodeInt(int64(h.MinDim)),
@@ -123,6 +128,7 @@ func (h *Hello) EncodeMsgpack(e *msgpack.Encoder) error {
 		e.EncodeString("lower"), e.EncodeFloat64(h.Lower),
 		e.EncodeString("upper"), e.EncodeFloat64(h.Upper),
 		e.EncodeString("cancel"), e.EncodeBool(h.Cancel),
+		e.EncodeString("nonfinite"), e.EncodeBool(h.NonFinite),
 	)
 }
 
@@ -150,6 +156,8 @@ func (h *Hello) DecodeMsgpack(d *msgpack.Decoder) error {
 			h.Upper, err = decodeFloat(d, key)
 		case "cancel":
 			h.Cancel, err = decodeBool(d, key)
+		case "nonfinite":
+			h.NonFinite, err = decodeBool(d, key)
 		default:
 			err = d.Skip()
 		}

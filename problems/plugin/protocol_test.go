@@ -23,7 +23,7 @@ import (
 // messages has one filled-in value of each message, by type.
 func messages() map[MsgType]any {
 	return map[MsgType]any{
-		MsgHello:  &Hello{Version: 1, Name: "sim-2.b", MinDim: 2, MaxDim: 40, Lower: -1, Upper: 1e300, Cancel: true},
+		MsgHello:  &Hello{Version: 1, Name: "sim-2.b", MinDim: 2, MaxDim: 40, Lower: -1, Upper: 1e300, Cancel: true, NonFinite: true},
 		MsgEval:   &Eval{ID: 1 << 50, X: []float64{0, -0.5, math.MaxFloat64, math.SmallestNonzeroFloat64}},
 		MsgResult: &Result{ID: 7, F: -3.25},
 		MsgCancel: &Cancel{ID: 9},
@@ -472,6 +472,39 @@ func TestCatalog(t *testing.T) {
 	for _, s := range []string{"noequals", "=path", "name=", "a b=x"} {
 		if _, err := ParseEntry(s); err == nil {
 			t.Errorf("ParseEntry(%q) accepted", s)
+		}
+	}
+}
+
+// NonFinite puts "nonfinite" in Serve's hello; without it the hello says
+// false.
+func TestServeNonFinite(t *testing.T) {
+	for _, declare := range []bool{false, true} {
+		var opts []Option
+		if declare {
+			opts = append(opts, NonFinite())
+		}
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- Serve(context.Background(), sphere{}, strings.NewReader(""), pw, opts...)
+			pw.Close()
+		}()
+		typ, body, err := wire.NewReader(pr, 0).Next()
+		if err != nil || MsgType(typ) != MsgHello {
+			t.Fatalf("first message: type %v, %v", MsgType(typ), err)
+		}
+		var h Hello
+		var d wire.Decoder
+		if err := d.Decode("hello", body, &h); err != nil {
+			t.Fatal(err)
+		}
+		if h.NonFinite != declare {
+			t.Errorf("with NonFinite %v: hello says %v", declare, h.NonFinite)
+		}
+		io.Copy(io.Discard, pr)
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
 		}
 	}
 }

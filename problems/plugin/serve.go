@@ -19,6 +19,7 @@ type Option func(*serveOptions)
 type serveOptions struct {
 	minDim, maxDim int
 	cancel         bool
+	nonFinite      bool
 	maxFrame       int
 }
 
@@ -36,6 +37,13 @@ func NoCancel() Option {
 	return func(o *serveOptions) { o.cancel = false }
 }
 
+// NonFinite says the problem's NaN and ±Inf values are answers (the ES
+// ranks them), not evaluation errors: the hello's "nonfinite". esrun
+// then takes them as it does with -nonfinite.
+func NonFinite() Option {
+	return func(o *serveOptions) { o.nonFinite = true }
+}
+
 // Serve speaks the plugin protocol for p on r (from the host) and w (to
 // the host): a hello, then one answer per evaluation, each evaluation run
 // with a context that a cancel from the host cancels. A panic in Eval is
@@ -49,7 +57,7 @@ func Serve(ctx context.Context, p problems.Problem, r io.Reader, w io.Writer, op
 		opt(&o)
 	}
 	lo, hi := p.Bounds()
-	h := Hello{Version: ProtocolVersion, Name: p.Name(), MinDim: o.minDim, MaxDim: o.maxDim, Lower: lo, Upper: hi, Cancel: o.cancel}
+	h := Hello{Version: ProtocolVersion, Name: p.Name(), MinDim: o.minDim, MaxDim: o.maxDim, Lower: lo, Upper: hi, Cancel: o.cancel, NonFinite: o.nonFinite}
 	if err := h.check(); err != nil {
 		return fmt.Errorf("plugin: %w", err)
 	}
