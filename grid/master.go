@@ -73,7 +73,8 @@ type MasterConfig struct {
 	// (the grid's, before the worker has one) plus the worker's smoothed
 	// round trip, and never before DeadlineFloor. An overdue instance is a
 	// policy event (sched.Overdue): the task goes to another worker and the
-	// late worker gets nothing new until it answers. Defaults 4 and 1 s.
+	// late worker gets nothing new until it answers. Defaults 4 and 1 s
+	// (sched.Deadlines, the rule the simulator applies too).
 	DeadlineFactor float64
 	DeadlineFloor  time.Duration
 	// FirstDeadline is the deadline while no execution has been measured
@@ -129,6 +130,11 @@ type MasterConfig struct {
 	Logger *slog.Logger
 }
 
+// deadlines is the config's deadline rule (defaults set).
+func (c *MasterConfig) deadlines() sched.Deadlines {
+	return sched.Deadlines{Factor: c.DeadlineFactor, Floor: c.DeadlineFloor, First: c.FirstDeadline}
+}
+
 func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	if c.Key == nil {
 		return c, fmt.Errorf("grid: master: %w", ErrNoKey)
@@ -158,15 +164,8 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 		c.MaxFrame = DefaultMaxFrame
 	}
 	c.MaxFrame = min(c.MaxFrame, MaxFrameLimit)
-	if c.DeadlineFactor <= 0 {
-		c.DeadlineFactor = 4
-	}
-	if c.DeadlineFloor <= 0 {
-		c.DeadlineFloor = time.Second
-	}
-	if c.FirstDeadline <= 0 {
-		c.FirstDeadline = 30 * c.DeadlineFloor
-	}
+	d := sched.Deadlines{Factor: max(c.DeadlineFactor, 0), Floor: c.DeadlineFloor, First: c.FirstDeadline}.WithDefaults()
+	c.DeadlineFactor, c.DeadlineFloor, c.FirstDeadline = d.Factor, d.Floor, d.First
 	switch {
 	case c.TaskTimeout == 0:
 		c.TaskTimeout = 10 * time.Minute

@@ -129,20 +129,6 @@ func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
 	return outInstance{}, false
 }
 
-// measureGain is the weight of a new measurement in a smoothed mean, as
-// the adaptive policies use it.
-const measureGain = 1.0 / 8
-
-func smooth(mean *float64, x time.Duration) {
-	switch {
-	case x <= 0:
-	case *mean == 0:
-		*mean = float64(x)
-	default:
-		*mean += (float64(x) - *mean) * measureGain
-	}
-}
-
 // markSent records that task t of batch b (of n tasks) went to w.
 func (w *mworker) markSent(b int32, n int, t int32) {
 	if w.sentBatch != b || len(w.sent) == 0 {
@@ -477,14 +463,7 @@ func (m *Master) checkDeadlines() {
 
 // deadline is how long an instance may run on w before it is overdue.
 func (m *Master) deadline(w *mworker) time.Duration {
-	est := w.exec
-	if est == 0 {
-		est = m.exec
-	}
-	if est == 0 {
-		return m.cfg.FirstDeadline
-	}
-	return max(time.Duration(m.cfg.DeadlineFactor*est+w.rtt), m.cfg.DeadlineFloor)
+	return m.cfg.deadlines().Of(w.exec, m.exec, w.rtt)
 }
 
 // dropWorker drops w's connection as lost: its tasks go back to the
@@ -586,8 +565,8 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Arrival: true}
 	finished := r.Err == "" && exec > 0
 	if finished {
-		smooth(&w.exec, exec)
-		smooth(&m.exec, exec)
+		sched.Smooth(&w.exec, exec)
+		sched.Smooth(&m.exec, exec)
 	}
 	switch {
 	case b == nil || r.Gen != b.id:
@@ -682,7 +661,7 @@ func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Du
 	var rtt time.Duration
 	if ok && o.idle && exec > 0 {
 		rtt = max(now-o.at-exec, 0)
-		smooth(&w.rtt, rtt)
+		sched.Smooth(&w.rtt, rtt)
 	}
 	if m.adaptive {
 		ev.Exec, ev.RTT = exec, rtt

@@ -272,7 +272,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 			}
 			rtt = max(rtt-time.Duration(k*e.msgCost), 1)
 		}
-		smooth(&w.rtt, rtt)
+		Smooth(&w.rtt, rtt)
 	}
 	if ev.Exec > 0 && x.censored {
 		// A real measurement replaces a censored one.
@@ -296,7 +296,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 			w.exec, x.slow, x.fast = v, 0, 0
 			p.eft.version++
 		} else {
-			smooth(&w.exec, ev.Exec)
+			Smooth(&w.exec, ev.Exec)
 		}
 	}
 	return p.eftSetCap(wi)

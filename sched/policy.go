@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 )
 
 // MaxSlots bounds a worker's slots as a policy counts them: a worker's
@@ -447,11 +446,6 @@ func (p *policy) join(id WorkerID, slots int) {
 	p.markFree(wi)
 }
 
-// measureGain is the weight of a new measurement in a worker's smoothed
-// RTT and Exec: a slowdown shows within a few tasks, one outlier moves the
-// mean by an eighth.
-const measureGain = 1.0 / 8
-
 // measure folds ev's measurements into its worker's means and sets the
 // worker's adaptive depth; it reports whether the depth changed.
 func (p *policy) measure(ev Event) bool {
@@ -466,8 +460,8 @@ func (p *policy) measure(ev Event) bool {
 		return false
 	}
 	w := &p.workers[wi]
-	smooth(&w.rtt, ev.RTT)
-	smooth(&w.exec, ev.Exec)
+	Smooth(&w.rtt, ev.RTT)
+	Smooth(&w.exec, ev.Exec)
 	d := p.depth
 	if w.exec > 0 {
 		// 1 + ceil(RTT/Exec), clamped in float64 so no ratio overflows.
@@ -480,17 +474,6 @@ func (p *policy) measure(ev Event) bool {
 	w.cap = c
 	p.markFree(wi)
 	return true
-}
-
-func smooth(mean *float64, x time.Duration) {
-	if x <= 0 {
-		return
-	}
-	if *mean == 0 {
-		*mean = float64(x)
-		return
-	}
-	*mean += (float64(x) - *mean) * measureGain
 }
 
 func (p *policy) leave(id WorkerID) {

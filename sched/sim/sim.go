@@ -77,24 +77,11 @@ type Config struct {
 	// deadlines while a batch runs, as the real master does. Default
 	// DefaultTick; negative: never (and no deadlines).
 	Tick time.Duration
-	// DeadlineFactor, DeadlineFloor and FirstDeadline are the real
-	// master's deadlines (grid.MasterConfig), checked at every Tick: a
-	// running instance is overdue (sched.Overdue) after DeadlineFactor ×
-	// its worker's smoothed execution time (the grid's while the worker
-	// has none) plus its smoothed round trip, never before DeadlineFloor,
-	// and after FirstDeadline while nothing is measured. Defaults 4, 1 s
-	// and 30 s, as the master's; DeadlineFactor negative: none.
-	DeadlineFactor float64
-	DeadlineFloor  time.Duration
-	FirstDeadline  time.Duration
+	// Deadlines are the master's (the rule grid.Master applies, with its
+	// defaults), checked at every Tick: a running instance past its
+	// deadline is overdue (sched.Overdue). Deadlines.Factor < 0: none.
+	Deadlines sched.Deadlines
 }
-
-// The master's deadline defaults (grid.MasterConfig).
-const (
-	DefaultDeadlineFactor = 4
-	DefaultDeadlineFloor  = time.Second
-	DefaultFirstDeadline  = 30 * DefaultDeadlineFloor
-)
 
 // DefaultTick is Config.Tick when 0: the real master's deadline check
 // interval with its default floor of 1 s (grid.MasterConfig).
@@ -209,6 +196,7 @@ type engine struct {
 	batch      int32           // current batch; -1 before the first
 	open       bool            // the current batch is running
 	exec       float64         // the master's smoothed execution time over the grid, ns
+	deadlines  sched.Deadlines // cfg.Deadlines with its defaults
 	end        time.Duration
 	acct       accountant
 	stats      Stats
@@ -265,6 +253,7 @@ func newEngine(cfg Config) (*engine, error) {
 		routes:    cfg.Set.routes(cfg.AddedDelay),
 		relayBusy: make([]time.Duration, len(cfg.Set.Machines)),
 		batch:     -1,
+		deadlines: cfg.Deadlines.WithDefaults(),
 	}
 	e.workers = make([]worker, len(cfg.Set.Machines))
 	for k := range e.workers {
@@ -692,10 +681,8 @@ func (e *engine) masterHandle(m msg) {
 		return
 	}
 	exec := time.Duration(m.exec) * time.Microsecond
-	if exec > 0 {
-		smoothNs(&w.exec, exec)
-		smoothNs(&e.exec, exec)
-	}
+	sched.Smooth(&w.exec, exec)
+	sched.Smooth(&e.exec, exec)
 	if !e.open || m.batch != e.batch {
 		e.stats.StaleResults++
 		e.answered(int(m.w))
@@ -705,7 +692,7 @@ func (e *engine) masterHandle(m msg) {
 	ev := sched.Event{Kind: sched.ResultArrived, Worker: sched.WorkerID(m.w), Task: sched.TaskID(m.task), Exec: exec}
 	if s, ok := e.takeSent(int(m.w), m.batch, m.task); ok && s.idle && m.exec > 0 {
 		ev.RTT = max(e.now-s.at-ev.Exec, 0)
-		smoothNs(&w.rtt, ev.RTT)
+		sched.Smooth(&w.rtt, ev.RTT)
 	}
 	e.step(ev)
 	e.checkDone()
@@ -726,57 +713,18 @@ func (e *engine) answered(k int) {
 	}
 }
 
-// smoothNs folds x into the mean (ns) with the master's gain, 1/8.
-func smoothNs(mean *float64, x time.Duration) {
-	switch {
-	case x <= 0:
-	case *mean == 0:
-		*mean = float64(x)
-	default:
-		*mean += (float64(x) - *mean) / 8
-	}
-}
-
-// deadline is how long an instance may run on worker k before it is
-// overdue (0: no deadlines), as the master's.
-func (e *engine) deadline(k int) time.Duration {
-	f := e.cfg.DeadlineFactor
-	if f < 0 {
-		return 0
-	}
-	if f == 0 {
-		f = DefaultDeadlineFactor
-	}
-	floor, first := e.cfg.DeadlineFloor, e.cfg.FirstDeadline
-	if floor <= 0 {
-		floor = DefaultDeadlineFloor
-	}
-	if first <= 0 {
-		first = 30 * floor
-	}
-	w := &e.workers[k]
-	est := w.exec
-	if est == 0 {
-		est = e.exec
-	}
-	if est == 0 {
-		return first
-	}
-	return max(time.Duration(f*est+w.rtt), floor)
-}
-
 // checkDeadlines steps Overdue for every running instance, in the
 // master's books, past its worker's deadline.
 func (e *engine) checkDeadlines() {
+	if e.deadlines.Factor < 0 {
+		return
+	}
 	for k := range e.workers {
 		w := &e.workers[k]
 		if w.gone || w.nSent == 0 {
 			continue
 		}
-		d := e.deadline(k)
-		if d <= 0 {
-			return
-		}
+		d := e.deadlines.Of(w.exec, e.exec, w.rtt)
 		n := 0
 		for i := w.sentLo; i < len(w.sent) && n < w.m.CPUs; i++ {
 			s := &w.sent[i]

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/sched"
 )
 
 // stallSet is three machines, the third of which becomes 100 times slower
@@ -56,13 +58,13 @@ func TestEFTStalledMachine(t *testing.T) {
 // deadlines at every Tick, as the master does, so under WQ (which never
 // replicates) a stalled machine's running task is overdue after four
 // times its worker's task time and goes to another worker, instead of
-// holding every batch until it ends. With DeadlineFactor < 0 there are
+// holding every batch until it ends. With Deadlines.Factor < 0 there are
 // none, and the run waits for the stalled tasks.
 func TestDeadlinesStalledMachine(t *testing.T) {
 	set := stallSet(t)
 	run := func(factor float64) time.Duration {
 		t.Helper()
-		cfg := Config{Set: set, Policy: "wq", Workload: ES(0, 14, 12, 500*time.Millisecond), Seed: 1, DeadlineFactor: factor, NoOptimum: true}
+		cfg := Config{Set: set, Policy: "wq", Workload: ES(0, 14, 12, 500*time.Millisecond), Seed: 1, Deadlines: sched.Deadlines{Factor: factor}, NoOptimum: true}
 		r, err := Run(cfg)
 		if err != nil {
 			t.Fatal(err)

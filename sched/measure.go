@@ -1,0 +1,69 @@
+package sched
+
+import "time"
+
+// MeasureGain is the weight of a new measurement in a smoothed mean of a
+// worker's round trip or execution time, the policies' and the drivers'
+// alike: a slowdown shows within a few tasks, one outlier moves the mean
+// by an eighth.
+const MeasureGain = 1.0 / 8
+
+// Smooth folds measurement x into mean (ns): the first measurement sets
+// it, each later one moves it by MeasureGain of the difference; x ≤ 0
+// (not measured) leaves it.
+func Smooth(mean *float64, x time.Duration) {
+	switch {
+	case x <= 0:
+	case *mean == 0:
+		*mean = float64(x)
+	default:
+		*mean += (float64(x) - *mean) * MeasureGain
+	}
+}
+
+// Deadlines is the drivers' rule for when a running instance is overdue
+// (the event Overdue): one rule for the real master (grid.MasterConfig)
+// and the simulator.
+type Deadlines struct {
+	// Factor: an instance is overdue after Factor × its worker's smoothed
+	// execution time (the grid's while the worker has none) plus the
+	// worker's smoothed round trip. Default 4; negative: no deadlines.
+	Factor float64
+	// Floor: never sooner. Default 1 s.
+	Floor time.Duration
+	// First: the deadline while no execution has been measured anywhere
+	// (a silent worker may have taken the whole first batch). Default
+	// 30 × Floor.
+	First time.Duration
+}
+
+// WithDefaults returns d with its zero fields set to their defaults.
+func (d Deadlines) WithDefaults() Deadlines {
+	if d.Factor == 0 {
+		d.Factor = 4
+	}
+	if d.Floor <= 0 {
+		d.Floor = time.Second
+	}
+	if d.First <= 0 {
+		d.First = 30 * d.Floor
+	}
+	return d
+}
+
+// Of is how long an instance may run on a worker whose smoothed execution
+// time and round trip are exec and rtt (ns; 0: not measured yet) before it
+// is overdue, gridExec being the grid's smoothed execution time; 0 when
+// there are no deadlines (Factor < 0). d is taken with its defaults set.
+func (d Deadlines) Of(exec, gridExec, rtt float64) time.Duration {
+	if d.Factor < 0 {
+		return 0
+	}
+	if exec == 0 {
+		exec = gridExec
+	}
+	if exec == 0 {
+		return d.First
+	}
+	return max(time.Duration(d.Factor*exec+rtt), d.Floor)
+}

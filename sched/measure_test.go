@@ -1,0 +1,46 @@
+package sched
+
+import (
+	"testing"
+	"time"
+)
+
+// The drivers' deadline rule, by hand: factor × exec + rtt, the grid's
+// exec for a worker not measured, the first deadline while nothing is,
+// never under the floor, none with a negative factor.
+func TestDeadlines(t *testing.T) {
+	ms := func(n float64) float64 { return n * float64(time.Millisecond) }
+	d := Deadlines{}.WithDefaults()
+	if d != (Deadlines{Factor: 4, Floor: time.Second, First: 30 * time.Second}) {
+		t.Fatalf("defaults %+v", d)
+	}
+	for _, c := range []struct {
+		d                   Deadlines
+		exec, gridExec, rtt float64
+		want                time.Duration
+	}{
+		{d, ms(500), ms(100), ms(20), 2020 * time.Millisecond},
+		{d, 0, ms(400), ms(20), 1620 * time.Millisecond},
+		{d, 0, 0, ms(20), 30 * time.Second},
+		{d, ms(10), ms(10), ms(5), time.Second},
+		{Deadlines{Factor: 2, Floor: time.Millisecond}.WithDefaults(), 0, 0, 0, 30 * time.Millisecond},
+		{Deadlines{Factor: -1}.WithDefaults(), ms(500), ms(500), 0, 0},
+	} {
+		if got := c.d.Of(c.exec, c.gridExec, c.rtt); got != c.want {
+			t.Errorf("%+v.Of(%v, %v, %v) = %v, want %v", c.d, c.exec, c.gridExec, c.rtt, got, c.want)
+		}
+	}
+}
+
+// Smooth: the first measurement sets the mean, later ones move it by an
+// eighth, and "not measured" leaves it.
+func TestSmooth(t *testing.T) {
+	var m float64
+	Smooth(&m, 0)
+	Smooth(&m, 800)
+	Smooth(&m, 1600)
+	Smooth(&m, -5)
+	if m != 900 {
+		t.Errorf("mean %v, want 900", m)
+	}
+}
