@@ -7,9 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,25 +16,10 @@ import (
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/internal/testplugin"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
-
-// buildExamplePlugin builds examples/plugins/rastrigin-go into dir.
-func buildExamplePlugin(t *testing.T, dir string) string {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go tool to build the example plugin")
-		}
-	}
-	path := filepath.Join(dir, "rastrigin-go")
-	if out, err := exec.Command(goTool, "build", "-o", path, "github.com/esgrid/esgrid/examples/plugins/rastrigin-go").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return path
-}
 
 // trap writes an executable that leaves a marker file when run, and
 // returns its path and the marker's: nothing a master says may run it.
@@ -65,7 +48,7 @@ func TestPluginBuildRunsOnlyListedPlugins(t *testing.T) {
 	dir := t.TempDir()
 	evil, marker := trap(t, dir)
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: buildExamplePlugin(t, dir)})
+	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +216,7 @@ func childProcesses(t *testing.T, comm string) int {
 func TestAgentEvaluatesWithPlugin(t *testing.T) {
 	leaktest.Check(t)
 	dir := t.TempDir()
-	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: buildExamplePlugin(t, dir)})
+	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +302,7 @@ func TestMasterRefusesWorkersWithoutThePlugin(t *testing.T) {
 		t.Errorf("%d workers joined, want 0", n)
 	}
 
-	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: buildExamplePlugin(t, dir)})
+	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}

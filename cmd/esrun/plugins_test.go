@@ -7,30 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/internal/testplugin"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
-
-// buildGoPlugin builds examples/plugins/rastrigin-go into dir.
-func buildGoPlugin(t *testing.T, dir string) string {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go tool to build the example plugin")
-		}
-	}
-	path := filepath.Join(dir, "rastrigin-go")
-	if out, err := exec.Command(goTool, "build", "-o", path, "github.com/esgrid/esgrid/examples/plugins/rastrigin-go").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return path
-}
 
 // trajectory reads a -report file: the evolution (every generation's
 // figures, the best individual) without the times.
@@ -59,7 +43,7 @@ func trajectory(t *testing.T, path string) (gens []map[string]any, best any, cfg
 func TestPluginRunsEqualBuiltin(t *testing.T) {
 	leaktest.Check(t)
 	dir := t.TempDir()
-	plug := "rastrigin-go=" + buildGoPlugin(t, dir)
+	plug := "rastrigin-go=" + testplugin.MustBuild(t, dir)
 	common := []string{"-dim", "6", "-mu", "4", "-lambda", "9", "-gens", "12", "-seed", "5", "-quiet"}
 	runs := []struct {
 		name string
@@ -160,7 +144,7 @@ func TestBadPlugins(t *testing.T) {
 func TestPluginResume(t *testing.T) {
 	leaktest.Check(t)
 	dir := t.TempDir()
-	plug := "rastrigin-go=" + buildGoPlugin(t, dir)
+	plug := "rastrigin-go=" + testplugin.MustBuild(t, dir)
 	ckpt := filepath.Join(dir, "run.ckpt")
 	code, out, errOut := esrun(context.Background(), "-inprocess", "-problem", "rastrigin-go", "-plugin", plug, "-dim", "4", "-gens", "3", "-quiet", "-checkpoint", ckpt)
 	if code != 0 {

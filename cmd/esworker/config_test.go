@@ -6,14 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/testplugin"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -151,15 +150,8 @@ func TestBrokenPluginStopsStartUp(t *testing.T) {
 // esworker with -plugin offers the plugin, and evaluates a master's tasks
 // with it.
 func TestWorkerServesPlugin(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		t.Skip("no go tool to build the example plugin")
-	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, "rastrigin-go")
-	if out, err := exec.Command(goTool, "build", "-o", path, "github.com/esgrid/esgrid/examples/plugins/rastrigin-go").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testplugin.MustBuild(t, dir)
 	key, _ := grid.NewKey(testSecret)
 	var mlog syncBuffer
 	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{

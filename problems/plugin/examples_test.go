@@ -2,19 +2,19 @@ package plugin
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/internal/testplugin"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -25,37 +25,24 @@ var (
 	goExampleOnce sync.Once
 	goExamplePath string
 	goExampleErr  error
-	goExampleSkip bool
 )
 
 // goExample builds examples/plugins/rastrigin-go once per test binary.
 func goExample(tb testing.TB) string {
 	tb.Helper()
 	goExampleOnce.Do(func() {
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			if goTool, err = exec.LookPath("go"); err != nil {
-				goExampleErr = fmt.Errorf("no go tool to build the example plugin: %w", err)
-				goExampleSkip = true
-				return
-			}
-		}
 		dir, err := os.MkdirTemp("", "esgrid-plugin-example")
 		if err != nil {
 			goExampleErr = err
 			return
 		}
 		exampleDirs = append(exampleDirs, dir)
-		goExamplePath = filepath.Join(dir, "rastrigin-go")
-		out, err := exec.Command(goTool, "build", "-o", goExamplePath, "github.com/esgrid/esgrid/examples/plugins/rastrigin-go").CombinedOutput()
-		if err != nil {
-			goExampleErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		goExamplePath, goExampleErr = testplugin.Build(dir)
 	})
+	if errors.Is(goExampleErr, testplugin.ErrNoGoTool) {
+		tb.Skip(goExampleErr)
+	}
 	if goExampleErr != nil {
-		if goExampleSkip {
-			tb.Skip(goExampleErr)
-		}
 		tb.Fatal(goExampleErr)
 	}
 	return goExamplePath

@@ -1,0 +1,50 @@
+// Package testplugin builds the example Go plugin for tests that need a
+// real plugin process (the plugin host, the worker, esrun and esworker).
+package testplugin
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// Example is the import path of the example plugin Build builds.
+const Example = "github.com/esgrid/esgrid/examples/plugins/rastrigin-go"
+
+// ErrNoGoTool says there is no go tool to build with: a test then skips.
+var ErrNoGoTool = errors.New("no go tool to build the example plugin")
+
+// Build builds the example plugin (examples/plugins/rastrigin-go) into
+// dir and returns its path. It uses the go tool of the toolchain running
+// the tests, else the one on PATH; without either it returns ErrNoGoTool.
+func Build(dir string) (string, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			return "", fmt.Errorf("%w: %v", ErrNoGoTool, err)
+		}
+	}
+	path := filepath.Join(dir, "rastrigin-go")
+	if out, err := exec.Command(goTool, "build", "-o", path, Example).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return path, nil
+}
+
+// MustBuild is Build for a test: it skips the test without a go tool and
+// fails it if the build fails.
+func MustBuild(tb testing.TB, dir string) string {
+	tb.Helper()
+	path, err := Build(dir)
+	if errors.Is(err, ErrNoGoTool) {
+		tb.Skip(err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
