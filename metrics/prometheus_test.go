@@ -24,10 +24,17 @@ import (
 
 // TestRealPrometheus runs a real Prometheus (Debian's package; CI
 // installs it) on a loopback port, scraping esrun (the master, with one
-// local worker) and one esworker process every second, and checks
+// local worker) and an esworker process every second, and checks
 // through Prometheus's HTTP query API that the sync wait, comm and tasks
 // series exist and agree with the run's JSON report, within what the run
 // accumulated in one scrape interval. Everything it starts, it stops.
+//
+// Nothing in it rests on timing: Prometheus starts scraping a few seconds
+// after it is ready, and a loaded machine delays scrapes further, so the
+// run starts only once Prometheus has seen the scraped esworker in the
+// master's view (a second esworker completes -min-workers then), and the
+// scraped esworker stays up after the run until Prometheus has its final
+// count.
 func TestRealPrometheus(t *testing.T) {
 	prom, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -83,11 +90,13 @@ scrape_configs:
 		return resp.StatusCode == 200
 	}, promLog)
 
-	// The master waits for two workers: its local one and the esworker.
+	// The master waits for three workers: its local one and two
+	// esworkers, the second started only once Prometheus has scraped the
+	// first in the master's view and on its own exporter.
 	report := filepath.Join(dir, "run.json")
 	runLog := &lockedBuf{}
 	const key = "cHJvbWV0aGV1cy10ZXN0LWtleS0wMTIzNDU2Nzg5YWI="
-	esrun := start(t, ctx, runLog, bin["esrun"], "-gens", "40", "-load-ms", "4", "-local", "1", "-slots", "1", "-min-workers", "2",
+	esrun := start(t, ctx, runLog, bin["esrun"], "-gens", "40", "-load-ms", "4", "-local", "1", "-slots", "1", "-min-workers", "3",
 		"-key", key, "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
 		"-metrics", masterAddr, "-metrics-linger", (3 * scrape).String(), "-report", report, "-quiet")
 	var gossip string
@@ -103,13 +112,43 @@ scrape_configs:
 	}, runLog)
 	workerLog := &lockedBuf{}
 	esworker := start(t, ctx, workerLog, bin["esworker"], "-join", gossip, "-key", key, "-name", "remote-1",
-		"-slots", "1", "-once", "-metrics", workerAddr)
+		"-slots", "1", "-metrics", workerAddr)
+	diagnose := func() string {
+		var b strings.Builder
+		if names, err := queryLabels(ctx, api, "worker"); err == nil {
+			fmt.Fprintf(&b, "worker label values Prometheus has: %v\n", names)
+		}
+		if resp, err := http.Get(api + "/api/v1/targets"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			fmt.Fprintf(&b, "targets: %s\n", body)
+		}
+		fmt.Fprintf(&b, "esrun's log:\n%s\nesworker's log:\n%s\nPrometheus's log:\n%s", runLog, workerLog, promLog)
+		return b.String()
+	}
+	seen := func(query string, want float64) func() bool {
+		return func() bool {
+			got, err := queryScalar(ctx, api, query)
+			return err == nil && got == want
+		}
+	}
+	waitFor(t, ctx, "Prometheus to scrape remote-1 in the master's view", seen(`esgrid_master_worker_slots{job="esgrid-master",worker="remote-1"}`, 1), stringer(diagnose))
+	waitFor(t, ctx, "Prometheus to scrape remote-1's exporter", seen(`esgrid_worker_slots{job="esgrid-workers",worker="remote-1"}`, 1), stringer(diagnose))
+	second := start(t, ctx, &lockedBuf{}, bin["esworker"], "-join", gossip, "-key", key, "-name", "remote-2", "-slots", "1", "-once")
 	if err := wait(ctx, esrun); err != nil {
 		t.Fatalf("esrun: %v\n%s", err, runLog)
 	}
-	if err := wait(ctx, esworker); err != nil {
-		t.Fatalf("esworker: %v\n%s", err, workerLog)
+	if err := wait(ctx, second); err != nil {
+		t.Fatalf("the second esworker: %v", err)
 	}
+	// remote-1 waits for the next run: its count is final. Prometheus
+	// must come to hold what its exporter says.
+	finished := exported(t, ctx, "http://"+workerAddr+"/metrics", `esgrid_worker_tasks_total{outcome="finished",worker="remote-1"}`)
+	if finished < 1 {
+		t.Errorf("remote-1 exports %v finished tasks, want at least 1", finished)
+	}
+	waitFor(t, ctx, "Prometheus to scrape remote-1's final count", seen(`esgrid_worker_tasks_total{job="esgrid-workers",worker="remote-1",outcome="finished"}`, finished), stringer(diagnose))
+	stop(t, esworker)
 
 	var rep struct {
 		Schedule struct {
@@ -159,33 +198,18 @@ scrape_configs:
 	// Let Prometheus write what it scraped, then ask it. The targets are
 	// gone: max_over_time reads past their staleness markers.
 	for _, c := range []struct {
-		query      string
-		want, tol  float64
-		allowAbove bool
+		query     string
+		want, tol float64
 	}{
-		{`max_over_time(esgrid_sync_wait_seconds_total{job="esgrid-master"}[5m])`, sync, syncTol, false},
-		{`max_over_time(esgrid_comm_seconds_total{job="esgrid-master"}[5m])`, comm, commTol, false},
-		{`sum(max_over_time(esgrid_tasks_sent_total{job="esgrid-master"}[5m]))`, tasks, tasksTol, false},
-		{`max_over_time(esgrid_generation_sync_wait_seconds_count[5m])`, float64(len(gens)), float64(len(gens)), false},
-		// The esworker's own series, and the master's view of it.
-		{`max_over_time(esgrid_worker_tasks_total{job="esgrid-workers",worker="remote-1",outcome="finished"}[5m])`, 1, 0, true},
-		{`max_over_time(esgrid_workers{job="esgrid-master"}[5m])`, 2, 0, false},
-		{`max_over_time(esgrid_master_worker_slots{worker="remote-1"}[5m])`, 1, 0, false},
+		{`max_over_time(esgrid_sync_wait_seconds_total{job="esgrid-master"}[5m])`, sync, syncTol},
+		{`max_over_time(esgrid_comm_seconds_total{job="esgrid-master"}[5m])`, comm, commTol},
+		{`sum(max_over_time(esgrid_tasks_sent_total{job="esgrid-master"}[5m]))`, tasks, tasksTol},
+		{`max_over_time(esgrid_generation_sync_wait_seconds_count[5m])`, float64(len(gens)), float64(len(gens))},
+		{`max_over_time(esgrid_workers{job="esgrid-master"}[5m])`, 3, 0},
 	} {
 		got, err := queryScalar(ctx, api, c.query)
 		if err != nil {
-			t.Errorf("%s: %v", c.query, err)
-			if names, err := queryLabels(ctx, api, "worker"); err == nil {
-				t.Logf("worker label values Prometheus has: %v; esworker's log:\n%s", names, workerLog)
-			}
-			if resp, err := http.Get(api + "/api/v1/targets"); err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				t.Logf("targets: %s\nPrometheus's log:\n%s", b, promLog)
-			}
-			continue
-		}
-		if c.allowAbove && got >= c.want {
+			t.Errorf("%s: %v\n%s", c.query, err, diagnose())
 			continue
 		}
 		if got > c.want+1e-6 || got < c.want-c.tol-1e-6 {
@@ -296,6 +320,38 @@ func waitFor(t *testing.T, ctx context.Context, what string, ok func() bool, log
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// stringer makes a func a fmt.Stringer, for waitFor's log.
+type stringer func() string
+
+func (f stringer) String() string { return f() }
+
+// exported returns the value of one series on an exporter's /metrics page,
+// given as it appears there (name{labels} in the exporter's order).
+func exported(t *testing.T, ctx context.Context, page, series string) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", page, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", page, sc.Text(), err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s has no %s", page, series)
+	return 0
 }
 
 // queryLabels returns the values Prometheus has for label.
