@@ -19,14 +19,18 @@ import (
 // trip r (means of its measurements, gain 1/8; two measurements in a row
 // beyond twice or under half the mean replace it, so a change of pace
 // shows within two tasks; a worker not measured yet counts as the mean of
-// those that are). A message takes r/2 each way; the k-th send of a step
-// leaves k·m after the first, m the driver's cost per message, learnt
-// from the round trips of sends to idle slots (which grow with their place
-// in their step's burst; r is kept without that wait). Of its outstanding
-// instances, in send order, the first c run and the rest are held. The
-// model knows when each running instance started: an instance sent while
-// a slot was idle starts r/2 after it left; a held one starts when a slot
-// frees, r/2 before the result that freed it arrives. A running instance
+// those that are). A message takes r/2 each way; the master hands its
+// sends over one at a time, m apart, m the driver's cost per message,
+// learnt from the round trips of sends to idle slots (which grow with
+// their place in the master's queue of sends; r is kept without that
+// wait): a send leaves after this step's earlier sends and what earlier
+// steps left queued. A step's sends of originals leave longest chain
+// first (eft_order.go). Of its outstanding instances, in send order, the
+// first c run and the rest are held. The model knows when each running
+// instance started: an instance sent while a slot was idle starts r/2
+// after it left; a held one starts when a slot frees, r/2 before the
+// result that freed it arrives, or when it arrives, if later. A running
+// instance
 // ends e after it started; once that is past and its result late, it is
 // expected e/10 from now while the lateness is within what the spread of
 // task times explains (3 spreads, at least a fifth of e, plus r/2), and
@@ -47,10 +51,12 @@ import (
 // running instance ends (its result comes up, the refill goes down, a
 // round trip r), so it is due while the model's start of a further
 // instance is earlier than that end plus r, or while it holds fewer than
-// Config.Depth × c (default 2 × c, the paper's one running and one held
-// task per slot: a master that is itself the bottleneck makes refills
-// slower than any round trip it measures); it never holds more than
-// AdaptiveMax × c (its capacity). That is the adaptive depth's 1 + ⌈r/e⌉
+// Config.Depth × c (default 1 × c: one running task per slot; the
+// paper's 2 × c binds a whole batch of two tasks per slot at its start,
+// and with noisy task times the barrier then waits for the slowest slot's
+// sum, where a task kept back goes to whichever slot frees first); it
+// never holds more than AdaptiveMax × c (its capacity) once measured,
+// Depth × c before. That is the adaptive depth's 1 + ⌈r/e⌉
 // per slot when its slots run in step (as at a batch's start) and about
 // c + ⌈c·r/e⌉ when they end at spread-out times: one round trip of work
 // per worker, not per slot.
@@ -79,9 +85,12 @@ import (
 // judged should the task run two spreads long: a task is as long on
 // every worker, so a faster one gains the more, the longer it is), the task
 // has fewer than Config.Copies live instances, and the worker does not
-// hold it (it then takes the next such task). A worker that cannot beat
-// the latest instance cannot beat any other, and a slower one neither: the
-// round stops. The rest is the engine the paper's policies share: the
+// hold it (it then takes the next such task). Nor is a replica sent of
+// an instance expected back before the master could have taken a result
+// of every task not done, m apart after its queued sends: where the master
+// is the bottleneck, such a replica gains nothing and its messages delay
+// the rest. A worker that cannot beat the latest instance cannot beat any
+// other, and a slower one neither: the round stops. The rest is the engine the paper's policies share: the
 // first result wins and cancels the other instances (held ones as held),
 // and Overdue, Failed, Returned, WorkerDraining and WorkerLeft behave as
 // New describes.
@@ -113,6 +122,22 @@ type eftState struct {
 	sumKR      float64 // Σ k·(RTT − base)
 	msgCost    float64 // m, ns
 	placeValid []bool  // per task: place is of a send to an idle slot
+
+	// busy is when the master will have handed over every send so far,
+	// in the model: a burst longer than the time to the next step still
+	// holds that step's sends back. stepBase is that wait at the step's
+	// start (busy − now, at least 0). m is capped by what the batch so
+	// far allows (capCost), from when it started and the results taken
+	// since.
+	busy     time.Duration
+	stepBase float64
+	batchAt  time.Duration
+	results  int
+	// Per task: when its latest send reaches its worker in the model,
+	// and that worker's place. A held instance starts when a slot frees
+	// or when it arrives, whichever is later.
+	arrive   []time.Duration
+	arriveAt []int32
 
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
@@ -161,6 +186,9 @@ type eftState struct {
 	recvKey []float64
 	skip    []eftCand // scratch: candidates a receiver holds already
 	free    []float64 // scratch: slot free times
+
+	orderKeys []eftSendKey // scratch of eftOrder
+	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
 }
 
 type eftWorker struct {
@@ -199,7 +227,7 @@ func (p *policy) setEFT(cfg Config) error {
 	if cfg.Copies < 0 || cfg.Copies > MaxCopies {
 		return fmt.Errorf("sched: policy eft: copies %d out of range 0..%d", cfg.Copies, MaxCopies)
 	}
-	p.setDepth(2)
+	p.setDepth(1)
 	p.maxDepth = cfg.AdaptiveMax
 	if p.maxDepth == 0 {
 		p.maxDepth = DefaultAdaptiveMax
@@ -231,7 +259,31 @@ func (p *policy) eftW(wi int32) *eftWorker {
 // begin starts a step: the model's now, and a fresh burst of sends.
 func (e *eftState) begin(ev Event) {
 	e.now = max(e.now, ev.At)
+	switch ev.Kind {
+	case BatchStarted:
+		e.busy = e.now // the last batch ended with its last result: nothing queued
+		e.batchAt, e.results = e.now, 0
+	case ResultArrived:
+		e.results++
+		e.capCost()
+	}
 	e.stepSends = 0
+	e.stepBase = max(float64(e.busy-e.now), 0)
+}
+
+// capCost keeps m below what the batch so far allows: each result the
+// master has taken cost it a send and a receive, m each, one at a time,
+// since the batch started. Round trips grow with a send's place also when
+// results arrive faster than the master takes them (its queue of results
+// grows through a burst), which the slope would count as m.
+func (e *eftState) capCost() {
+	if e.results == 0 || e.now <= e.batchAt {
+		return
+	}
+	if c := float64(e.now-e.batchAt) / float64(2*e.results); e.msgCost > c {
+		e.msgCost = c
+		e.sumKR = c * e.sumKK
+	}
 }
 
 // eftMeasure notes a result's slot (see the model) and folds ev's
@@ -251,8 +303,10 @@ func (p *policy) eftMeasure(ev Event) bool {
 			// first held one took its slot when its result left.
 			x.run = slices.Delete(x.run, 0, 1)
 			if w.count() > w.slots {
+				// Or when it arrived, if that was later (sent late in
+				// its step's burst).
 				_, r, _ := p.model(wi)
-				x.insertRun(p.eft.now - time.Duration(r/2))
+				x.insertRun(p.eft.now + time.Duration(max(-r/2, p.heldArrival(wi, w.slots))))
 			}
 		}
 	}
@@ -269,6 +323,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 				e.sumKK += (k*k - e.sumKK) * gain
 				e.sumKR += (k*(float64(rtt)-w.rtt) - e.sumKR) * gain
 				e.msgCost = max(e.sumKR/e.sumKK, 0)
+				e.capCost()
 			}
 			rtt = max(rtt-time.Duration(k*e.msgCost), 1)
 		}
@@ -339,7 +394,9 @@ func (p *policy) eftDue(wi int32) bool {
 		f[0] += e
 		siftDownF(f)
 	}
-	return start < first+r
+	// The refill leaves once the master has also handed over the sends
+	// it has queued.
+	return start < max(first, float64(p.eft.busy-p.eft.now))+r
 }
 
 func (x *eftWorker) insertRun(t time.Duration) {
@@ -502,15 +559,31 @@ func (p *policy) efPos(wi int32, k int) float64 {
 	}
 	f := p.slotFree(wi)
 	var start float64
-	for range k - c + 1 {
+	for j := c; j <= k; j++ {
 		start = f[0]
-		f[0] += e
+		if j < w.count() {
+			start = max(start, p.heldArrival(wi, j)) // a held one that is still on its way
+		}
+		f[0] = start + e
 		siftDownF(f)
 	}
 	if k >= w.count() {
 		start = max(start, r/2+p.sendWait()) // a new one must arrive first
 	}
 	return start + e + r/2
+}
+
+// heldArrival is when, relative to now, the instance at place k of worker
+// wi's live instances reached or reaches it in the model (−∞ if the model
+// did not note it).
+func (p *policy) heldArrival(wi int32, k int) float64 {
+	e := p.eft
+	w := &p.workers[wi]
+	t := w.inst[w.lo+k]
+	if int(t) >= len(e.arriveAt) || e.arriveAt[t] != wi {
+		return math.Inf(-1)
+	}
+	return float64(e.arrive[t] - e.now)
 }
 
 // efNext is the expected finish, relative to now, of a further instance
@@ -686,6 +759,7 @@ func (p *policy) eftAnyLate() bool {
 func (p *policy) fillEFT(out []Action) []Action {
 	e := p.eft
 	e.hSteps++
+	start := len(out)
 	if p.qLive > e.lastQ {
 		// Tasks came back to Q: the horizon grew, so workers passed
 		// over may now be in the plan.
@@ -703,6 +777,9 @@ func (p *policy) fillEFT(out []Action) []Action {
 			out, _ = p.eftFromQ(out, true)
 		}
 	}
+	// The sends leave longest chain first (eft_order.go), and the model
+	// knows it before it judges replicas.
+	p.eftOrder(out[start:])
 	if p.qLive == 0 && p.nDone < p.n {
 		if !e.candBuilt {
 			p.eftReopen()
@@ -752,13 +829,17 @@ func (p *policy) eftSend(wi int32, ti TaskID, replica bool, out []Action) []Acti
 	e := p.eft
 	w := &p.workers[wi]
 	e.place, e.placeValid = grown(e.place, p.n), grown(e.placeValid, p.n)
-	e.place[ti], e.placeValid[ti] = int32(e.stepSends), w.count() < w.slots
+	e.place[ti], e.placeValid[ti] = p.sendPlace(), w.count() < w.slots
+	_, r, _ := p.model(wi)
+	arrive := e.now + time.Duration(r/2+p.sendWait())
+	e.arrive, e.arriveAt = grown(e.arrive, p.n), grown(e.arriveAt, p.n)
+	e.arrive[ti], e.arriveAt[ti] = arrive, wi
 	if w.count() < w.slots {
 		p.eftSync(wi)
-		_, r, _ := p.model(wi)
-		e.ew[wi].insertRun(e.now + time.Duration(r/2+p.sendWait()))
+		e.ew[wi].insertRun(arrive)
 	}
 	e.stepSends++
+	e.busy = e.now + time.Duration(p.sendWait())
 	e.hSteps++
 	return p.send(wi, ti, replica || len(p.tasks[ti].on) > 0, out)
 }
@@ -776,7 +857,21 @@ func grown[T any](s []T, n int) []T {
 
 // sendWait is how long a send made now waits behind this step's earlier
 // sends.
-func (p *policy) sendWait() float64 { return float64(p.eft.stepSends) * p.eft.msgCost }
+func (p *policy) sendWait() float64 {
+	return p.eft.stepBase + float64(p.eft.stepSends)*p.eft.msgCost
+}
+
+// sendPlace is the place of a send made now in the master's queue of
+// sends, in messages: this step's earlier sends and what earlier steps
+// left queued.
+func (p *policy) sendPlace() int32 {
+	e := p.eft
+	k := float64(e.stepSends)
+	if e.msgCost > 0 {
+		k += e.stepBase / e.msgCost
+	}
+	return int32(min(k, math.MaxInt32))
+}
 
 // eftFromQ sends tasks of Q to due workers that the plan keeps (all due
 // workers when force), in order of their next place's expected finish,
@@ -1117,6 +1212,16 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		if mine >= c.key {
 			break // the best receiver cannot beat the latest instance: nothing can
 		}
+		// Nor can a replica end the batch before the master has handed
+		// over its sends and taken a result of every task not done, one
+		// message at a time: on a grid whose master is the bottleneck, a
+		// replica that beats its copy before then gains nothing, and its
+		// messages (send, result, cancel) delay all the rest.
+		drain := now + p.sendWait() + float64(p.n-p.nDone)*e.msgCost
+		if drain >= c.key {
+			break
+		}
+		mine = max(mine, drain)
 		// The latest instance this receiver may take.
 		for len(e.cand) > 0 {
 			c = e.cand[0]

@@ -11,7 +11,9 @@ import (
 // when a slot is idle, else when the slot that frees first frees (its
 // running instance's start + e), + e + r/2; a running instance started r/2
 // after it was sent to an idle slot, or, held, when the result before it
-// left its worker (that result's arrival − r/2). Reference: issue 16,
+// left its worker (that result's arrival − r/2). A step's sends of
+// originals leave longest chain first (eft_order.go): the chain of a send
+// is r + e × the instances its slot runs from it on. Reference: issue 16,
 // parts 2 and 3.
 
 const sec = time.Second
@@ -67,7 +69,7 @@ func TestEFTHand(t *testing.T) {
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{means(1, sec, milli(200)), ""}, {means(2, 3500*time.Millisecond, milli(200)), ""},
-				{batchAt(4, 0), "s0w1 s1w1 s2w2"},
+				{batchAt(4, 0), "s2w2 s0w1 s1w1"},
 				{resAt(1, 0, milli(1200), sec, milli(200)), "a0w1 s3w1"},
 				{resAt(1, 1, milli(2200), sec, 0), "a1w1"},
 				{resAt(1, 3, milli(3200), sec, 0), "a3w1"},
@@ -102,18 +104,20 @@ func TestEFTHand(t *testing.T) {
 			},
 		},
 		{
-			// Not measured yet: two instances per slot (Config.Depth's
-			// default, rwq's depth), until results say more.
-			name: "a worker not measured gets two per slot",
+			// Depth 2 (Config.Depth, rwq's depth): a worker not measured
+			// yet gets two instances per slot, until results say more.
+			name: "depth 2: a worker not measured gets two per slot",
+			cfg:  Config{Depth: 2},
 			steps: []scriptStep{
 				{join(1, 2), ""},
 				{batchAt(5, 0), "s0w1 s1w1 s2w1 s3w1"},
 			},
 		},
 		{
-			// Depth 1 (Config.Depth): one round, as wq.
-			name: "depth 1: one per slot before measurements",
-			cfg:  Config{Depth: 1},
+			// Config.Depth's default, 1: one per slot before
+			// measurements, as wq; the rest of Q waits for whichever slot
+			// frees first.
+			name: "a worker not measured gets one per slot",
 			steps: []scriptStep{
 				{join(1, 2), ""},
 				{batchAt(5, 0), "s0w1 s1w1"},
@@ -121,7 +125,7 @@ func TestEFTHand(t *testing.T) {
 		},
 		{
 			// Replication that targets. w1 is 2 s away (r = 2 s), w2 is the
-			// master's own host (r = 0); e = 1 s each; two per slot. At 0
+			// master's own host (r = 0); e = 1 s each; two per slot (Depth 2). At 0
 			// the plan of 4 is w2 at 1 and 2, w1 at 3 (t2 runs 1-2, back at
 			// 3) and w2 at 3: H = 3. w2 runs t0 and holds t1; w1 takes t2;
 			// its second place (4) is past H: t3 waits. Then w2 runs fast
@@ -134,10 +138,11 @@ func TestEFTHand(t *testing.T) {
 			// running since 1.0, is cancelled: the batch ends at 2.0, not
 			// 3.0.
 			name: "a replica goes where it is expected to beat its copy",
+			cfg:  Config{Depth: 2},
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{means(1, sec, 2*sec), ""}, {means(2, sec, 0), ""},
-				{batchAt(4, 0), "s0w2 s1w2 s2w1"},
+				{batchAt(4, 0), "s2w1 s0w2 s1w2"},
 				{resAt(2, 0, milli(500), milli(500), 0), "a0w2 s3w2"},
 				{resAt(2, 1, milli(1000), milli(500), 0), "a1w2 r2w2"},
 				{resAt(2, 3, milli(1500), milli(500), 0), "a3w2"},
@@ -149,11 +154,11 @@ func TestEFTHand(t *testing.T) {
 			// Copies bound replicas: with Copies 1 the same run sends no
 			// replica, and w1's t2 decides the batch at 3.0.
 			name: "copies 1: no replica",
-			cfg:  Config{Copies: 1},
+			cfg:  Config{Copies: 1, Depth: 2},
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{means(1, sec, 2*sec), ""}, {means(2, sec, 0), ""},
-				{batchAt(4, 0), "s0w2 s1w2 s2w1"},
+				{batchAt(4, 0), "s2w1 s0w2 s1w2"},
 				{resAt(2, 0, milli(500), milli(500), 0), "a0w2 s3w2"},
 				{resAt(2, 1, milli(1000), milli(500), 0), "a1w2"},
 				{resAt(2, 3, milli(1500), milli(500), 0), "a3w2"},
@@ -187,6 +192,7 @@ func TestEFTHand(t *testing.T) {
 			// again: w2 (local, e = 1 s, running t1 until 1.0) holds fewer
 			// than two, so it takes t0 at once, and t2 when t1 is back.
 			name: "a departed worker's tasks are planned again",
+			cfg:  Config{Depth: 2},
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{means(1, sec, 0), ""}, {means(2, sec, 0), ""},

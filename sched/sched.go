@@ -182,9 +182,11 @@ type Policy interface {
 type Config struct {
 	// Depth is how many instances a worker may hold per slot, running plus
 	// held in its remote queue. 0 means the policy's default: 1 for wq and
-	// rr, 2 for rwq and r3q (one running and one held task per CPU);
-	// cyclic sends its whole static share at once and ignores Depth.
-	// With Adaptive, Depth is the smallest depth a worker gets.
+	// rr, 2 for rwq and r3q (one running and one held task per CPU), 1
+	// for eft (the least it keeps; it holds more where its model says a
+	// refill would come too late); cyclic sends its whole static share at
+	// once and ignores Depth. With Adaptive, Depth is the smallest depth a
+	// worker gets.
 	Depth int
 	// Adaptive sizes each worker's remote queue (rwq and r3q only; wq, rr
 	// and cyclic ignore it) from the measurements that ResultArrived and

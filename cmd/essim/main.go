@@ -118,7 +118,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.IntVar(&o.tasks, "tasks", 1000, "tasks in the bag (workload bag)")
 	fs.StringVar(&o.shape, "shape", "uniform", "task grains of the bag: uniform, or mandelbrot (Clop's strips, mean = -gran)")
 	fs.Float64Var(&o.noise, "noise", 0.1, "`sigma` of log-normal noise on each task's time (0: none)")
-	fs.IntVar(&o.depth, "depth", 0, "instances per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q)")
+	fs.IntVar(&o.depth, "depth", 0, "instances per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q, 1 for eft: its least)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from measured round trip and task time (-depth is then the floor)")
 	fs.IntVar(&o.copies, "copies", 0, "eft: most live instances of a task, original and replicas (0: 2; 1: no replicas)")
 	engine := fs.String("engine-cost", "0", "master's own `time` between generations (selection, mutation)")
