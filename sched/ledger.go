@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -122,6 +123,10 @@ type WorkerReport struct {
 	Accepted   int           // results accepted from it
 	Executions int           // executions reported, finished or aborted
 	MeanExec   time.Duration // mean time of its finished executions
+	// ExecSpread is the standard deviation of its finished executions'
+	// times over their mean (0 with fewer than two): how much task times
+	// vary on it.
+	ExecSpread float64
 	RoundTrip  time.Duration // smallest observed result arrival − send − execution; 0 when none
 	Counts                   // sends to it; the outcomes of cancels to it; its Aborted, Wasted, Dropped (Duplicates stay 0)
 }
@@ -339,6 +344,7 @@ type ledgerWorker struct {
 	tail     time.Duration // slot-time executing after the last generation ended
 	finished int
 	finSum   time.Duration
+	finSq    float64       // Σ d² of the finished executions, in s²
 	minRTT   time.Duration // -1: none observed
 	counts   Counts
 
@@ -1139,6 +1145,12 @@ func (l *Ledger) workerReport(w *ledgerWorker, syncPresent, syncBusy, starved, r
 	if w.finished > 0 {
 		wr.MeanExec = w.finSum / time.Duration(w.finished)
 	}
+	if w.finished > 1 {
+		n, mean := float64(w.finished), w.finSum.Seconds()/float64(w.finished)
+		if v := (w.finSq - n*mean*mean) / (n - 1); v > 0 && mean > 0 {
+			wr.ExecSpread = math.Sqrt(v) / mean
+		}
+	}
 	if w.joined && len(l.gens) > 0 {
 		slots := time.Duration(w.slots)
 		wr.Present = overlap(w.joinAt, w.leftAt, l.gens[0].start, runEnd)
@@ -1196,6 +1208,7 @@ func (l *Ledger) Ran(e Execution) {
 	}
 	w.finished++
 	w.finSum += d
+	w.finSq += d.Seconds() * d.Seconds()
 }
 
 // attribute adds the execution [s, e) on worker wi to the busy time of

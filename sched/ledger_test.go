@@ -164,6 +164,9 @@ func TestLedgerByHand(t *testing.T) {
 		w2.Busy != 3*s || w2.SyncWait != s || w2.SyncBusy != s || w2.Comm != 3*s || w2.Originals != 1 || w2.Replicas != 1 || w2.RoundTrip != 0 || w2.Dropped != 0 {
 		t.Errorf("w2 %+v", w2)
 	}
+	// w2 finished tasks of 1 s and 2 s: a spread of √0.5 / 1.5; w1 one.
+	checkFloat(t, "w2 spread", w2.ExecSpread, math.Sqrt(0.5)/1.5)
+	checkFloat(t, "w1 spread", w1.ExecSpread, 0)
 }
 
 // Report on an empty ledger, and on a run in progress.

@@ -94,7 +94,10 @@ type scheduleWorker struct {
 	CommPaper float64 `json:"comm_paper"`
 	Accepted  int     `json:"accepted"` // results that counted
 	MeanExec  float64 `json:"mean_exec"`
-	RoundTrip float64 `json:"round_trip"`
+	// ExecSpread: the standard deviation of its finished tasks' times
+	// over their mean.
+	ExecSpread float64 `json:"exec_spread"`
+	RoundTrip  float64 `json:"round_trip"`
 }
 
 // newScheduleRecord summarises the master's ledger and counters. The
@@ -129,7 +132,7 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 		s.PerWorker = append(s.PerWorker, scheduleWorker{
 			Worker: int(w.Worker), Slots: w.Slots, Present: w.Present.Seconds(), Busy: w.Busy.Seconds(),
 			SyncWait: w.SyncWait.Seconds(), Starved: w.Starved.Seconds(),
-			Comm: w.Comm.Seconds(), CommPaper: w.CommPaper.Seconds(), Accepted: w.Accepted, MeanExec: w.MeanExec.Seconds(), RoundTrip: w.RoundTrip.Seconds(),
+			Comm: w.Comm.Seconds(), CommPaper: w.CommPaper.Seconds(), Accepted: w.Accepted, MeanExec: w.MeanExec.Seconds(), ExecSpread: w.ExecSpread, RoundTrip: w.RoundTrip.Seconds(),
 		})
 	}
 	return s
