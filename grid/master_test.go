@@ -393,9 +393,9 @@ func TestMasterMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 	if good.conn.Err() != nil {
 		t.Errorf("good worker's connection closed: %v", good.conn.Err())
 	}
-	if m.Workers() != 1 {
-		t.Errorf("%d workers left, want 1", m.Workers())
-	}
+	// The worker's side may see the close before the master's loop has
+	// forgotten it.
+	eventually(t, "the master to forget the bad worker", func() bool { return m.Workers() == 1 })
 }
 
 // A draining worker gets no new work, but what it runs stays its own
@@ -556,9 +556,10 @@ func TestMasterDropsWorkerGossipSaysGone(t *testing.T) {
 					t.Fatalf("task %d: %v, want %v", i, f[i], sphere(xs[i]))
 				}
 			}
-			if m.Workers() != 1 {
-				t.Errorf("%d workers, want 1", m.Workers())
-			}
+			// The batch may end before gossip has declared the worker
+			// gone: the master's deadlines move its tasks after 1 s, and
+			// failure detection takes about as long. Only gossip drops it.
+			eventually(t, "the master to drop the worker gossip says is gone", func() bool { return m.Workers() == 1 })
 			select {
 			case <-frozen.conn.Done():
 			case <-time.After(10 * time.Second):
