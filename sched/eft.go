@@ -855,8 +855,8 @@ func grown[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// sendWait is how long a send made now waits behind this step's earlier
-// sends.
+// sendWait is how long a send made now waits behind the master's queued
+// sends: what earlier steps left (stepBase) and this step's earlier ones.
 func (p *policy) sendWait() float64 {
 	return p.eft.stepBase + float64(p.eft.stepSends)*p.eft.msgCost
 }

@@ -103,39 +103,32 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 }
 
 // eftMoved moves the model's figures of send a from place from to place
-// to of the step's burst: the start of the instance it sent to an idle
-// slot (eftSend noted it at now + r/2 + from·m), and the place its round
-// trip is judged by.
+// to of the step's burst, (to − from)·m later or earlier: when it reaches
+// its worker (eftSend noted that as now + r/2 + the wait behind the
+// master's queued sends), the start of the instance if it went to an idle
+// slot (noted at the same time; a held one has no start yet), and the
+// place its round trip is judged by.
 func (p *policy) eftMoved(a Action, from, to int) {
-	if from == to {
-		return
-	}
 	e := p.eft
 	wi, ok := p.idx[a.Worker]
-	if !ok {
+	t := int(a.Task)
+	if from == to || !ok || e.msgCost == 0 || t >= len(e.arriveAt) || e.arriveAt[t] != wi {
 		return
 	}
-	if e.msgCost == 0 {
+	old := e.arrive[t]
+	shift := time.Duration(float64(to-from) * e.msgCost)
+	e.arrive[t] = old + shift
+	if t < len(e.place) {
+		e.place[t] += int32(to - from)
+	}
+	if t >= len(e.placeValid) || !e.placeValid[t] || int(wi) >= len(e.ew) {
 		return
 	}
-	if int(a.Task) < len(e.place) {
-		base := int32(e.stepBase / e.msgCost)
-		if e.place[a.Task] == base+int32(from) {
-			e.place[a.Task] = base + int32(to)
-		}
-	}
-	shift := time.Duration(float64(to)*e.msgCost) - time.Duration(float64(from)*e.msgCost)
-	if int(a.Task) < len(e.arriveAt) && e.arriveAt[a.Task] == wi {
-		e.arrive[a.Task] += shift
-	}
-	if int(wi) >= len(e.ew) {
-		return
-	}
-	_, r, _ := p.model(wi)
+	// Its start is one of the worker's equal values; which one moves is
+	// all the same to a sorted list of start times.
 	x := &e.ew[wi]
-	old := e.now + time.Duration(r/2+(e.stepBase+float64(from)*e.msgCost))
 	if k, found := slices.BinarySearch(x.run, old); found {
 		x.run = slices.Delete(x.run, k, k+1)
-		x.insertRun(e.now + time.Duration(r/2+(e.stepBase+float64(to)*e.msgCost)))
+		x.insertRun(old + shift)
 	}
 }

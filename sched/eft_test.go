@@ -313,3 +313,41 @@ func TestEFTConfig(t *testing.T) {
 		}
 	}
 }
+
+// The order of a burst moves the model with the sends (eft_order.go). With
+// m = 100 ms: w1 (e = 1 s) runs t0 and holds t1, w2 (e = 2.5 s) runs t2;
+// sent as s0w1 s1w1 s2w2 (places 0, 1, 2), they leave longest chain first,
+// s2w2 s0w1 s1w1. t0 now leaves at place 1 and reaches w1 at 0.1 + 0.1 =
+// 0.2 s, which is when its run starts; t2 reaches w2 at 0.1 s; held t1
+// arrives at 0.3 s and has no start yet. (Moving the held t1 must not move
+// t0's start: both were once noted at 0.3 s.)
+func TestEFTOrderMovesTheModel(t *testing.T) {
+	pol, err := New("eft", Config{Depth: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pol.(*policy)
+	runScript(t, p, []scriptStep{
+		{join(1, 1), ""}, {join(2, 1), ""},
+		{means(1, sec, milli(200)), ""}, {means(2, 2500*time.Millisecond, milli(200)), ""},
+	})
+	p.eft.msgCost = float64(100 * time.Millisecond)
+	runScript(t, p, []scriptStep{{batchAt(3, 0), "s2w2 s0w1 s1w1"}})
+	e := p.eft
+	if got := e.ew[p.idx[1]].run; len(got) != 1 || got[0] != milli(200) {
+		t.Errorf("w1's running start %v, want [200ms]", got)
+	}
+	if got := e.ew[p.idx[2]].run; len(got) != 1 || got[0] != milli(100) {
+		t.Errorf("w2's running start %v, want [100ms]", got)
+	}
+	for task, want := range map[TaskID]time.Duration{0: milli(200), 1: milli(300), 2: milli(100)} {
+		if e.arrive[task] != want {
+			t.Errorf("t%d arrives at %v, want %v", task, e.arrive[task], want)
+		}
+	}
+	for task, want := range map[TaskID]int32{0: 1, 1: 2, 2: 0} {
+		if e.place[task] != want {
+			t.Errorf("t%d at place %d, want %d", task, e.place[task], want)
+		}
+	}
+}
