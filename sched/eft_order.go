@@ -31,9 +31,8 @@ type eftSendKey struct {
 }
 
 // eftOrder reorders the sends of out (this step's actions) as described
-// above, and moves the model's start of each instance sent to an idle
-// slot, and the place its round trip is judged by, to the send's new
-// place.
+// above, and moves the model's figures of each send to its new place
+// (eftMoved).
 func (p *policy) eftOrder(out []Action) {
 	e := p.eft
 	original := func(a Action) bool { return a.Kind == Send && !a.Replica }
@@ -47,14 +46,14 @@ func (p *policy) eftOrder(out []Action) {
 			j++
 		}
 		if j-i > 1 {
-			p.eftOrderRun(out[i:j], e.stepSends-p.eftSendsAfter(out[j:]))
+			p.eftOrderRun(out[i:j], e.stepSends-sendsIn(out[j:]))
 		}
 		i = j
 	}
 }
 
-// eftSendsAfter counts the sends in out.
-func (p *policy) eftSendsAfter(out []Action) int {
+// sendsIn counts the sends in out.
+func sendsIn(out []Action) int {
 	n := 0
 	for _, a := range out {
 		if a.Kind == Send {
