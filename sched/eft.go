@@ -30,21 +30,21 @@ import (
 // instance started: an instance sent while a slot was idle starts r/2
 // after it left; a held one starts when a slot frees, r/2 before the
 // result that freed it arrives, or when it arrives, if later. A running
-// instance
-// ends e after it started; once that is past and its result late, it is
-// expected e/10 from now while the lateness is within what the spread of
-// task times explains (3 spreads, at least a fifth of e, plus r/2), and
-// as much later again as it is late beyond that (runEnd); Tick moves the
-// model's now on when nothing else happens. A running instance cancelled
+// instance ends e after it started; once that is past and its result
+// late, it is expected e/10 from now while the lateness is within what
+// the spread of task times explains (3 spreads, at least a fifth of e,
+// plus r/2), and as much later again as it is late beyond that (runEnd);
+// Tick moves the model's now on when nothing else happens. A running
+// instance cancelled
 // after it ran longer than that is a censored measurement: its worker's
 // e becomes at least what it ran (a worker whose every instance loses a
 // race is measured that way, or never), until a real measurement comes.
 // Until some worker is measured, lateness means nothing. Each held
 // instance, and then each new one, takes the slot that frees first (a
-// new one not before it arrives), and
-// is back r/2 after it ends. That is the expected finish, EF, of an
-// instance or of a worker's next place. Without Event.At the model's
-// "now" stays 0 and every running instance counts as just started.
+// new one not before it arrives), and is back r/2 after it ends. That
+// is the expected finish, EF, of an instance or of a worker's next
+// place. Without Event.At the model's "now" stays 0 and every running
+// instance counts as just started.
 //
 // Depth. A worker is due while a further instance would start before a
 // refill could reach it: the next chance to send it one is when its first
@@ -90,10 +90,10 @@ import (
 // of every task not done, m apart after its queued sends: where the master
 // is the bottleneck, such a replica gains nothing and its messages delay
 // the rest. A worker that cannot beat the latest instance cannot beat any
-// other, and a slower one neither: the round stops. The rest is the engine the paper's policies share: the
-// first result wins and cancels the other instances (held ones as held),
-// and Overdue, Failed, Returned, WorkerDraining and WorkerLeft behave as
-// New describes.
+// other, and a slower one neither: the round stops. The rest is the
+// engine the paper's policies share: the first result wins and cancels
+// the other instances (held ones as held), and Overdue, Failed, Returned,
+// WorkerDraining and WorkerLeft behave as New describes.
 //
 // Cost. A send is O(log W + c) for the worker it goes to, a step's
 // replicas O(log W) per worker freed or served. The horizon is needed only
@@ -109,19 +109,18 @@ type eftState struct {
 	ew     []eftWorker // per worker place
 	now    time.Duration
 
-	// The driver's cost per message, m: the k-th send of one step leaves
-	// k·m after the first (a master hands messages over one at a time).
-	// Learnt from the round trips of sends to idle slots, which grow
-	// with their place in their step's burst: a least-squares slope
-	// through the origin of (RTT − the worker's base) on the place,
+	// The driver's cost per message, m: a send at place k of the
+	// master's queue of sends leaves k·m after the queue's head (a master
+	// hands messages over one at a time). Learnt from the round trips of
+	// sends to idle slots, which grow with their place: a least-squares
+	// slope through the origin of (RTT − the worker's base) on the place,
 	// over exponentially weighted sums. Each worker's RTT mean is kept
 	// without it (its base, r).
-	stepSends  int     // sends so far in this step
-	place      []int32 // per task: its latest send's place in its step
-	sumKK      float64 // Σ k² (weighted)
-	sumKR      float64 // Σ k·(RTT − base)
-	msgCost    float64 // m, ns
-	placeValid []bool  // per task: place is of a send to an idle slot
+	stepSends int       // sends so far in this step
+	sumKK     float64   // Σ k² (weighted)
+	sumKR     float64   // Σ k·(RTT − base)
+	msgCost   float64   // m, ns
+	sent      []eftSent // per task: its latest send
 
 	// busy is when the master will have handed over every send so far,
 	// in the model: a burst longer than the time to the next step still
@@ -133,11 +132,6 @@ type eftState struct {
 	stepBase float64
 	batchAt  time.Duration
 	results  int
-	// Per task: when its latest send reaches its worker in the model,
-	// and that worker's place. A held instance starts when a slot frees
-	// or when it arrives, whichever is later.
-	arrive   []time.Duration
-	arriveAt []int32
 
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
@@ -201,6 +195,14 @@ type eftWorker struct {
 	censored bool     // its exec is a censored measurement, not yet a real one
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
+}
+
+// eftSent is what the model notes of a task's latest send.
+type eftSent struct {
+	arrive time.Duration // when it reaches its worker: a held instance starts no earlier
+	to     int32         // the worker's place + 1 (0: not sent)
+	place  int32         // its place in the master's queue of sends (for m)
+	idle   bool          // it went to an idle slot: its round trip measures m
 }
 
 type eftCand struct {
@@ -316,8 +318,8 @@ func (p *policy) eftMeasure(ev Event) bool {
 	if rtt := ev.RTT; rtt > 0 {
 		// Take out the wait behind the other sends of its step.
 		e := p.eft
-		if ev.Kind == ResultArrived && int(ev.Task) < len(e.place) && e.placeValid[ev.Task] {
-			k := float64(e.place[ev.Task])
+		if ev.Kind == ResultArrived && int(ev.Task) < len(e.sent) && e.sent[ev.Task].idle {
+			k := float64(e.sent[ev.Task].place)
 			if w.rtt > 0 && k > 0 {
 				const gain = 1.0 / 64
 				e.sumKK += (k*k - e.sumKK) * gain
@@ -580,10 +582,10 @@ func (p *policy) heldArrival(wi int32, k int) float64 {
 	e := p.eft
 	w := &p.workers[wi]
 	t := w.inst[w.lo+k]
-	if int(t) >= len(e.arriveAt) || e.arriveAt[t] != wi {
+	if int(t) >= len(e.sent) || e.sent[t].to != wi+1 {
 		return math.Inf(-1)
 	}
-	return float64(e.arrive[t] - e.now)
+	return float64(e.sent[t].arrive - e.now)
 }
 
 // efNext is the expected finish, relative to now, of a further instance
@@ -828,12 +830,10 @@ func (p *policy) eftWaiting() bool {
 func (p *policy) eftSend(wi int32, ti TaskID, replica bool, out []Action) []Action {
 	e := p.eft
 	w := &p.workers[wi]
-	e.place, e.placeValid = grown(e.place, p.n), grown(e.placeValid, p.n)
-	e.place[ti], e.placeValid[ti] = p.sendPlace(), w.count() < w.slots
 	_, r, _ := p.model(wi)
 	arrive := e.now + time.Duration(r/2+p.sendWait())
-	e.arrive, e.arriveAt = grown(e.arrive, p.n), grown(e.arriveAt, p.n)
-	e.arrive[ti], e.arriveAt[ti] = arrive, wi
+	e.sent = grown(e.sent, p.n)
+	e.sent[ti] = eftSent{arrive: arrive, to: wi + 1, place: p.sendPlace(), idle: w.count() < w.slots}
 	if w.count() < w.slots {
 		p.eftSync(wi)
 		e.ew[wi].insertRun(arrive)

@@ -111,16 +111,15 @@ func (p *policy) eftMoved(a Action, from, to int) {
 	e := p.eft
 	wi, ok := p.idx[a.Worker]
 	t := int(a.Task)
-	if from == to || !ok || e.msgCost == 0 || t >= len(e.arriveAt) || e.arriveAt[t] != wi {
+	if from == to || !ok || e.msgCost == 0 || t >= len(e.sent) || e.sent[t].to != wi+1 {
 		return
 	}
-	old := e.arrive[t]
+	sn := &e.sent[t]
+	old := sn.arrive
 	shift := time.Duration(float64(to-from) * e.msgCost)
-	e.arrive[t] = old + shift
-	if t < len(e.place) {
-		e.place[t] += int32(to - from)
-	}
-	if t >= len(e.placeValid) || !e.placeValid[t] || int(wi) >= len(e.ew) {
+	sn.arrive += shift
+	sn.place += int32(to - from)
+	if !sn.idle || int(wi) >= len(e.ew) {
 		return
 	}
 	// Its start is one of the worker's equal values; which one moves is

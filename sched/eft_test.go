@@ -341,13 +341,13 @@ func TestEFTOrderMovesTheModel(t *testing.T) {
 		t.Errorf("w2's running start %v, want [100ms]", got)
 	}
 	for task, want := range map[TaskID]time.Duration{0: milli(200), 1: milli(300), 2: milli(100)} {
-		if e.arrive[task] != want {
-			t.Errorf("t%d arrives at %v, want %v", task, e.arrive[task], want)
+		if e.sent[task].arrive != want {
+			t.Errorf("t%d arrives at %v, want %v", task, e.sent[task].arrive, want)
 		}
 	}
 	for task, want := range map[TaskID]int32{0: 1, 1: 2, 2: 0} {
-		if e.place[task] != want {
-			t.Errorf("t%d at place %d, want %d", task, e.place[task], want)
+		if e.sent[task].place != want {
+			t.Errorf("t%d at place %d, want %d", task, e.sent[task].place, want)
 		}
 	}
 }
