@@ -13,6 +13,9 @@ require (
 	// frame costs gigabytes. Re-measure (grid.TestHostileFramesAllocateLittle) before
 	// upgrading.
 	github.com/vmihailenco/msgpack/v5 v5.3.6
+	// A thread's CPU time (clock_gettime), for -slowdown; already in the
+	// build through memberlist.
+	golang.org/x/sys v0.47.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -42,7 +45,6 @@ require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.58.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

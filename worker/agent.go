@@ -50,10 +50,21 @@ type Config struct {
 	// Problems are the problem names offered to the master. Default every
 	// registered problem (problems.Names()).
 	Problems []string
-	// Slowdown F ≥ 1 makes every evaluation take F times as long: after
-	// computing for d, the slot waits (F−1)·d more (cut short by a
-	// cancel). It emulates a slower machine. Default 1.
+	// Slowdown F ≥ 1 makes every evaluation take F times as long: it
+	// emulates a slower machine. An evaluation that used c of CPU on its
+	// thread and took d ends F·c after it began: the slot waits F·c − d
+	// more (cut short by a cancel). Timing by CPU keeps emulated machines
+	// that share one host's cores at their speeds while the cores are
+	// oversubscribed less than F times. Where the CPU time is not the
+	// evaluation's own — SlowdownWall is set, the problem holds resources
+	// (a plugin, computing in its own process: it is an io.Closer), or
+	// the system cannot tell a thread's CPU time — the wall clock stands
+	// for it: the slot waits (F−1)·d. Default 1.
 	Slowdown float64
+	// SlowdownWall times Slowdown by the wall clock even for a problem
+	// that computes on the evaluating goroutine: for one that waits
+	// (sleeps, I/O) rather than computes. Default false.
+	SlowdownWall bool
 	// Faults emulates a misbehaving machine (failing, hanging or silent
 	// evaluations). Default: none.
 	Faults Faults

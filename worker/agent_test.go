@@ -537,7 +537,7 @@ func TestAgentSlowdownAndDelay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := Config{
-		Master: fm.addr(), Key: key, Slots: 1, Slowdown: slowdown, Delay: delay, Logger: logger(io.Discard),
+		Master: fm.addr(), Key: key, Slots: 1, Slowdown: slowdown, SlowdownWall: true, Delay: delay, Logger: logger(io.Discard),
 		Build: func(grid.ProblemSpec) (problems.Problem, error) { return sleepProblem{compute}, nil },
 	}
 	_, wait := startAgent(t, ctx, cfg)

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ type session struct {
 	conn    *grid.Conn
 	problem problems.Problem
 	slots   int
+	byCPU   bool // Slowdown is timed by the evaluation's CPU time (Config.Slowdown)
 
 	ctx    context.Context // cancelled when the session ends
 	cancel context.CancelFunc
@@ -64,6 +67,10 @@ func newSession(ctx context.Context, a *Agent, conn *grid.Conn, p problems.Probl
 		running: make(map[taskKey]*runningTask),
 		gen:     -1 << 31,
 	}
+	// A problem that holds resources (a plugin) computes elsewhere: its
+	// CPU time is not this thread's.
+	_, elsewhere := p.(io.Closer)
+	s.byCPU = !a.cfg.SlowdownWall && !elsewhere
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	return s
 }
@@ -322,11 +329,24 @@ func (s *session) execute(ctx context.Context, rt *runningTask) {
 	defer s.tasks.Done()
 	defer rt.cancel()
 	start := time.Now()
+	slow := s.a.cfg.Slowdown
+	byCPU := slow > 1 && s.byCPU
+	var cpu0, cpu1 time.Duration
+	if byCPU {
+		// The evaluation's CPU time is its thread's only while it keeps
+		// the thread.
+		runtime.LockOSThread()
+		cpu0, byCPU = threadCPU()
+	}
 	f, err := evaluate(ctx, s.problem, rt.task.X)
+	if byCPU {
+		cpu1, byCPU = threadCPU()
+		runtime.UnlockOSThread()
+	}
 	s.evals.Add(-1)
-	if slow := s.a.cfg.Slowdown; slow > 1 && ctx.Err() == nil {
-		// The emulated slower machine: the compute took (F−1)·d longer.
-		extra := time.Duration(float64(time.Since(start)) * (slow - 1))
+	if slow > 1 && ctx.Err() == nil {
+		// The emulated slower machine.
+		extra := slowdownWait(slow, time.Since(start), cpu1-cpu0, byCPU)
 		t := time.NewTimer(extra)
 		select {
 		case <-t.C:
@@ -422,6 +442,18 @@ func (s *session) maybeFinishDrain() {
 		s.closing = true
 		s.conn.SendAndClose(nil)
 	}
+}
+
+// slowdownWait is how long a slot slowed down by F waits after an
+// evaluation that took d and, when byCPU, used cpu of its thread: until
+// F·cpu has passed since it began (the machine F times slower computes
+// for F·cpu, whatever else shares this one's cores), or (F−1)·d more
+// when the CPU time is not known.
+func slowdownWait(f float64, d, cpu time.Duration, byCPU bool) time.Duration {
+	if !byCPU {
+		return time.Duration(float64(d) * (f - 1))
+	}
+	return max(time.Duration(float64(cpu)*f)-d, 0)
 }
 
 // evaluate calls the problem, turning a panic into an error: a bad

@@ -86,7 +86,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME` (default hostname-pid)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible to other users in ps: prefer -key-file or ESGRID_KEY)")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
-	fs.Float64Var(&o.slowdown, "slowdown", 1, "emulate a slower machine: every task takes `F` times as long (F ≥ 1)")
+	fs.Float64Var(&o.slowdown, "slowdown", 1, "emulate a slower machine: every task takes `F` times as long (F ≥ 1): F times its CPU time for a built-in problem, so that workers sharing this machine's cores keep their speeds; F times its wall time for a plugin")
 	fs.DurationVar(&o.delay, "delay", 0, "emulate a slow link: add `D` to every message each way, e.g. 20ms")
 	fs.IntVar(&o.faults.FailEvery, "fail-every", 0, "emulate a faulty machine: every `K`-th evaluation fails; 0 = none")
 	fs.IntVar(&o.faults.HangEvery, "hang-every", 0, "emulate a stuck fitness function: every `K`-th evaluation hangs, deaf to cancels, until esworker exits; 0 = none")
