@@ -330,19 +330,21 @@ func (s *session) execute(ctx context.Context, rt *runningTask) {
 	defer rt.cancel()
 	start := time.Now()
 	slow := s.a.cfg.Slowdown
-	byCPU := slow > 1 && s.byCPU
+	locked := slow > 1 && s.byCPU
 	var cpu0, cpu1 time.Duration
-	if byCPU {
+	ok0, ok1 := false, false
+	if locked {
 		// The evaluation's CPU time is its thread's only while it keeps
 		// the thread.
 		runtime.LockOSThread()
-		cpu0, byCPU = threadCPU()
+		cpu0, ok0 = threadCPU()
 	}
 	f, err := evaluate(ctx, s.problem, rt.task.X)
-	if byCPU {
-		cpu1, byCPU = threadCPU()
+	if locked {
+		cpu1, ok1 = threadCPU()
 		runtime.UnlockOSThread()
 	}
+	byCPU := ok0 && ok1
 	s.evals.Add(-1)
 	if slow > 1 && ctx.Err() == nil {
 		// The emulated slower machine.
