@@ -207,6 +207,10 @@ type DialConfig struct {
 	Timeout time.Duration
 	// Conn configures the connection after the handshake.
 	Conn ConnConfig
+	// Dial opens the connection to the master's address (transports are
+	// given, not opened: a simulated network in tests). Default: TCP,
+	// with Timeout.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Dial connects to the master's data address and runs the worker's side of
@@ -218,8 +222,12 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, *Welcome, er
 	if timeout <= 0 {
 		timeout = DefaultHandshakeTimeout
 	}
-	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dial := cfg.Dial
+	if dial == nil {
+		d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	nc, err := dial(ctx, addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("grid: dial master %s: %w", addr, err)
 	}

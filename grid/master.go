@@ -491,7 +491,7 @@ func (m *Master) WorkerStats() []WorkerStat {
 	var out []WorkerStat
 	m.ask(func() {
 		out = make([]WorkerStat, 0, len(m.byID))
-		for _, w := range m.byID {
+		for _, w := range m.order {
 			if w.left {
 				continue
 			}

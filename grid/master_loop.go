@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -228,7 +229,12 @@ func (b *batch) fail(err error) {
 
 // loopState is everything the event loop owns.
 type loopState struct {
-	byID    map[sched.WorkerID]*mworker
+	byID map[sched.WorkerID]*mworker
+	// order holds byID's workers in the order they joined: the loop
+	// visits workers in it, never in a map's order, so that what it does
+	// depends only on the order of the events it was given (one seed
+	// replays one simulated run).
+	order   []*mworker
 	byName  map[string]*mworker // workers not left, by Hello name
 	nLive   int
 	acts    []sched.Action
@@ -314,6 +320,7 @@ func (m *Master) handle(lm loopMsg) {
 		m.gone.BytesOut += st.BytesOut
 		m.gone.Writes += st.Writes
 		delete(m.byID, w.id)
+		m.order = slices.DeleteFunc(m.order, func(o *mworker) bool { return o == w })
 		m.workers.left(w.id)
 		if !w.left {
 			m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
@@ -347,6 +354,7 @@ func (m *Master) joined(w *mworker) {
 		old.conn.Close()
 	}
 	m.byID[w.id] = w
+	m.order = append(m.order, w)
 	m.byName[w.name] = w
 	m.nLive++
 	m.split.slots += w.slots
@@ -416,7 +424,7 @@ func (m *Master) drain(w *mworker, d *Drain) {
 // had work.
 func (m *Master) checkDeadlines() {
 	now := m.now()
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if w.left || len(w.out) == 0 {
 			continue
 		}
@@ -495,7 +503,7 @@ func (m *Master) startBatch(req *evalReq) {
 	m.batches++
 	m.progress.Store(0)
 	m.verifyStart(len(req.xs))
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		// Whatever is still out belongs to the old batch: its results
 		// will be stale, and the worker counts as free in the books.
 		w.out = w.out[:0]
@@ -883,7 +891,7 @@ func (m *Master) stats() MasterStats {
 	st.SplitStats = m.splitStats() // submaster.go
 	// Connections refused or whose handshake failed (admit.go).
 	st.Refused = m.refusals.Total()
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if !w.closed {
 			s := w.conn.Stats()
 			st.FramesIn += s.FramesIn
@@ -910,7 +918,7 @@ func (m *Master) shutdownWorkers() {
 	}
 	m.shutdownChildren(bye) // split.go: child masters pass it to their workers
 	var conns []*Conn
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if !w.closed {
 			w.conn.SendAndClose(bye)
 			conns = append(conns, w.conn)

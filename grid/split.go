@@ -272,7 +272,7 @@ func (m *Master) maybeSplit() {
 	p := m.split.splitProto
 	// W_r: the running workers.
 	var run []*mworker
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if !w.left && !w.closed && !w.draining && !w.late && len(w.out) > 0 && !relayed(w) {
 			run = append(run, w)
 		}
@@ -376,7 +376,7 @@ func (m *Master) splitEstimate(keep, give []*mworker, p *mworker, q int) sched.S
 	for _, w := range keep {
 		est.Kept += w.slots
 	}
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if !w.left && !w.draining && len(w.out) == 0 {
 			est.Kept += w.slots // idle workers stay too
 		}
@@ -1080,7 +1080,7 @@ func (m *Master) moveBack() {
 	p.returning = nil
 	moved := []string{pl.self}
 	var ws []*mworker
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if !w.left && !w.closed {
 			moved = append(moved, w.name)
 			ws = append(ws, w)
@@ -1112,7 +1112,7 @@ func (m *Master) bounce() {
 	pl := m.split.splitProto.parent
 	var moved []string
 	var ws []*mworker
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if !w.left && !w.closed && !w.draining {
 			moved = append(moved, w.name)
 			ws = append(ws, w)

@@ -3,6 +3,7 @@ package grid
 import (
 	crand "crypto/rand"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -220,7 +221,7 @@ func (m *Master) dispatch(b *batch, c *check) {
 	var best *mworker
 	bestLoad := 0
 	others := 0
-	for _, w := range m.byID {
+	for _, w := range m.order {
 		if !m.eligible(w) {
 			continue
 		}
@@ -401,11 +402,18 @@ func (m *Master) exclude(b *batch, id sched.WorkerID, name, why string) {
 		c := &check{task: int32(t), need: need, asked: map[sched.WorkerID]bool{id: true}, reeval: true}
 		v.checks[int32(t)] = c
 	}
-	for _, c := range v.checks {
-		if len(c.out) == 0 {
+	for _, t := range v.open() {
+		if c := v.checks[t]; c != nil && len(c.out) == 0 {
 			m.decide(b, c)
 		}
 	}
+}
+
+// open lists the tasks of the open checks in task order: the loop visits
+// them in it, never in the map's order, so that one seed replays one
+// simulated run.
+func (v *verifyState) open() []int32 {
+	return slices.Sorted(maps.Keys(v.checks))
 }
 
 // excludedWhy is why the worker named name was excluded from the run, or
@@ -426,7 +434,11 @@ func (m *Master) checksLost(w *mworker) {
 	if b == nil {
 		return
 	}
-	for _, c := range m.v.checks {
+	for _, t := range m.v.open() {
+		c := m.v.checks[t]
+		if c == nil {
+			continue // decided by a dispatch earlier in this pass
+		}
 		n := len(c.out)
 		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w == w })
 		if len(c.out) < n {
@@ -444,7 +456,11 @@ func (m *Master) checkChecks(now time.Duration) {
 	if b == nil || b.replied || len(m.v.checks) == 0 {
 		return
 	}
-	for _, c := range m.v.checks {
+	for _, t := range m.v.open() {
+		c := m.v.checks[t]
+		if c == nil {
+			continue // decided by a dispatch earlier in this pass
+		}
 		late := false
 		for i := range c.out {
 			o := &c.out[i]

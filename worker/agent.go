@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -96,6 +97,13 @@ type Config struct {
 	// Conn tunes the data connection (timeouts, frame cap). Its Delay is
 	// set from Delay.
 	Conn grid.ConnConfig
+	// Dial opens the data connection to a master's address. Default: TCP
+	// (grid.DialConfig.Dial). A simulated network sets it.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Rand draws the jitter of reconnection waits. Default: a generator
+	// seeded at random. A simulation seeds it, so that one seed replays
+	// one run.
+	Rand *rand.Rand
 	// Logger is the agent's logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -145,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.IdleTimeout < 0 {
 		return c, fmt.Errorf("worker: negative idle timeout %v", c.IdleTimeout)
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	if c.AbandonGrace <= 0 {
 		c.AbandonGrace = 5 * time.Second
@@ -358,7 +369,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		if err == nil {
 			conn, welcome, err = grid.Dial(ctx, addr, grid.DialConfig{
 				Key: a.cfg.Key, Name: a.cfg.Name, Slots: a.cfg.Slots, Problems: a.cfg.Problems,
-				Conn: a.cfg.Conn,
+				Conn: a.cfg.Conn, Dial: a.cfg.Dial,
 			})
 		}
 		if err == nil {
@@ -393,7 +404,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		} else if ctx.Err() == nil {
 			quiet.log(a.log, err, "addr", addr, "retry_in", backoff.Round(time.Millisecond))
 		}
-		if !a.sleep(ctx, jitter(backoff)) {
+		if !a.sleep(ctx, jitter(a.cfg.Rand, backoff)) {
 			if a.draining() {
 				return nil
 			}
@@ -454,8 +465,8 @@ func (q *quietLog) log(log *slog.Logger, err error, args ...any) {
 }
 
 // jitter spreads reconnections of many workers by ±20 %.
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+func jitter(r *rand.Rand, d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*r.Float64()))
 }
 
 // serve runs one session on a fresh connection until it ends. It returns
