@@ -1,0 +1,204 @@
+package simgrid
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/problems"
+)
+
+// Reference runs sc's ES in-process, with no grid: the trajectory every
+// simulated run of sc must equal, bit for bit.
+func Reference(sc Scenario) ([]es.Stats, []es.Individual, error) {
+	eng, err := es.New(sc.ES)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := problems.New(sc.ES.Problem, sc.ES.Dim)
+	if err != nil {
+		return nil, nil, err
+	}
+	var traj []es.Stats
+	ev := es.EvaluatorFunc(func(ctx context.Context, _ int, xs [][]float64) ([]float64, error) {
+		f := make([]float64, len(xs))
+		for i, x := range xs {
+			v, err := p.Eval(ctx, x)
+			if err != nil {
+				return nil, err
+			}
+			f[i] = v
+		}
+		return f, nil
+	})
+	if _, err := eng.Run(context.Background(), ev, es.RunOptions{OnGeneration: func(st es.Stats) error {
+		traj = append(traj, st)
+		return nil
+	}}); err != nil {
+		return nil, nil, err
+	}
+	return traj, eng.Parents(), nil
+}
+
+// Bound is the virtual time within which a run of sc must end: every
+// generation run serially on the slowest machine, plus, for every fault,
+// what the deadlines and timeouts in force let it cost, twice over. A
+// run that needs more waited on something no rule bounds: a stall.
+func Bound(sc Scenario) time.Duration {
+	mt, wt := masterTiming, workerTiming
+	var slowest, maxDelay time.Duration
+	for _, w := range sc.Workers {
+		slowest = max(slowest, w.Task*3/2)
+		maxDelay = max(maxDelay, w.Delay[1])
+	}
+	gens := sc.ES.Stop.Generations + 1
+	tasks := gens * max(sc.ES.Lambda, sc.ES.Mu)
+	// A task evaluated, and its answer back.
+	task := slowest + 4*maxDelay + 10*time.Millisecond
+	// Without faults: everything in a row on the slowest machine.
+	b := time.Duration(tasks) * task
+	// Joining: a handshake, after the first worker's start.
+	b += sc.Workers[0].Join + time.Second
+	// The deadline that catches a lost instance, and the wait to learn of
+	// it: one deadline before anything is measured, the idle timeout for
+	// a session that goes silent.
+	lost := mt.FirstDeadline + mt.IdleTimeout + wt.AbandonGrace + task
+	for _, w := range sc.Workers {
+		switch {
+		case w.HangEvery > 0:
+			// Each hang costs at most one deadline, and the abandoned
+			// slot's grace.
+			hangs := tasks*2/w.HangEvery + 1
+			b += time.Duration(hangs) * (mt.FirstDeadline + wt.AbandonGrace + task)
+		case w.FailEvery > 0:
+			b += time.Duration(tasks*2/w.FailEvery+1) * task
+		case w.Silent:
+			b += lost
+		}
+		if w.Kill > 0 {
+			b += lost + w.Back + wt.MaxBackoff + time.Second
+		}
+		if w.Freeze > 0 {
+			b += w.FreezeFor + lost + wt.MaxBackoff
+		}
+		if w.Drain > 0 {
+			b += task * time.Duration(w.Slots*2+1)
+		}
+		b += w.Join
+	}
+	if r := sc.Restart; r != nil {
+		// Down, the workers' backoff to find the new master, and the
+		// interrupted generation again.
+		b += r.At + r.Down + 2*wt.MaxBackoff + time.Duration(max(sc.ES.Lambda, sc.ES.Mu))*task + lost
+	}
+	return 2 * b
+}
+
+// Check returns every invariant that out breaks (none: nil). ref and
+// refFinal are Reference's.
+func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual) []string {
+	var bad []string
+	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	if out.Err != nil {
+		fail("the run failed: %v", out.Err)
+	}
+	if bound := Bound(sc); out.Elapsed > bound {
+		fail("liveness: the run took %v of virtual time, over its bound of %v", out.Elapsed, bound)
+	}
+	// The trajectory equals the in-process one, bit for bit.
+	if out.Err == nil {
+		if len(out.Trajectory) != len(ref) {
+			fail("trajectory: %d generations, in-process %d", len(out.Trajectory), len(ref))
+		}
+		for i := range min(len(out.Trajectory), len(ref)) {
+			if !sameStats(out.Trajectory[i], ref[i]) {
+				fail("trajectory: generation %d is %+v, in-process %+v", i, out.Trajectory[i], ref[i])
+				break
+			}
+		}
+		if !sameParents(out.Final, refFinal) {
+			fail("trajectory: the final parents differ from the in-process run's")
+		}
+	}
+	// Every task accepted exactly once by each master incarnation, in
+	// every batch it completed; at most once in the one it was killed in.
+	type key struct{ inc, gen, task int }
+	seen := map[key]int{}
+	for _, a := range out.Accepts {
+		seen[key{a.Master, a.Gen, a.Task}]++
+	}
+	for k, n := range seen {
+		if n > 1 {
+			fail("accepted %d times: generation %d, task %d (master %d)", n, k.gen, k.task, k.inc)
+		}
+	}
+	for inc, batches := range out.Batches {
+		accepted := 0
+		for k := range seen {
+			if k.inc == inc {
+				accepted++
+			}
+		}
+		done, all := 0, 0
+		for i, n := range batches {
+			all += n
+			if i < out.Completed[inc] {
+				done += n
+			}
+		}
+		if accepted < done || accepted > all {
+			fail("master %d accepted %d results; its completed batches had %d tasks, all its batches %d", inc, accepted, done, all)
+		}
+		// The counters agree: every task counted once as an original.
+		if inc < len(out.Reports) {
+			c := out.Reports[inc].Counts
+			if c.Originals < done || c.Originals > all {
+				fail("counts: master %d counted %d originals; its completed batches had %d tasks, all its batches %d", inc, c.Originals, done, all)
+			}
+			if killed := inc < len(out.Batches)-1; !killed && out.Err == nil && c.Originals != all {
+				fail("counts: master %d counted %d originals for %d tasks", inc, c.Originals, all)
+			}
+			if st := out.Stats[inc]; sc.Verify == 0 && st.TasksSent != int64(c.Originals+c.Replicas) {
+				fail("counts: master %d sent %d instances, its ledger counts %d originals + %d replicas", inc, st.TasksSent, c.Originals, c.Replicas)
+			}
+		}
+	}
+	// Memory stays bounded: nothing piles up on a link.
+	if out.NetPeak > 8<<20 {
+		fail("memory: %d bytes waited on one link", out.NetPeak)
+	}
+	if out.Unclosed > 0 {
+		fail("leak: %d connections still open a minute after the run ended", out.Unclosed)
+	}
+	return bad
+}
+
+func sameStats(a, b es.Stats) bool {
+	eq := func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) }
+	return a.Gen == b.Gen && a.Evals == b.Evals && eq(a.Best, b.Best) && eq(a.Mean, b.Mean) && eq(a.BestEver, b.BestEver) && a.NaNs == b.NaNs
+}
+
+func sameParents(a, b []es.Individual) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	eq := func(x, y []float64) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if math.Float64bits(x[i]) != math.Float64bits(y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range a {
+		if math.Float64bits(a[i].F) != math.Float64bits(b[i].F) || !eq(a[i].X, b[i].X) || !eq(a[i].Sigma, b[i].Sigma) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,501 @@
+package simgrid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Network is a simulated network of hosts on the virtual clock. A
+// connection is a pair of endpoints; each direction delivers its bytes in
+// order after a one-way delay drawn from the seed, the link and the
+// instant of the write, never from how the writer split its bytes, so a
+// seed fixes every delivery time. Hosts can be partitioned (their bytes
+// wait, as TCP's would, until the partition heals) and reset (their
+// connections break at once, as when a process dies).
+type Network struct {
+	seed uint64
+
+	mu        sync.Mutex
+	listeners map[string]*Listener // by address
+	links     []*link              // open links
+	dials     map[string]uint64 // connections each host has dialled
+	cut       map[string]time.Time // host → partitioned until
+	delays    map[string][2]time.Duration
+	// peak is the most bytes ever waiting in one direction of a link.
+	peak int
+}
+
+// NewNetwork returns an empty network whose delays derive from seed.
+func NewNetwork(seed uint64) *Network {
+	return &Network{seed: seed, listeners: map[string]*Listener{}, dials: map[string]uint64{},
+		cut: map[string]time.Time{}, delays: map[string][2]time.Duration{}}
+}
+
+// SetDelay sets the one-way delay range of every link that host opens or
+// accepts from now on: each write waits a draw in [lo, hi].
+func (n *Network) SetDelay(host string, lo, hi time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.delays[host] = [2]time.Duration{lo, max(lo, hi)}
+}
+
+// Listen opens a listener at addr ("host:port").
+func (n *Network) Listen(addr string) (*Listener, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.listeners[addr]; ok {
+		return nil, fmt.Errorf("simnet: listen %s: address in use", addr)
+	}
+	ta, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{n: n, addr: ta, conns: make(chan net.Conn, 64), closed: make(chan struct{})}
+	n.listeners[addr] = l
+	return l, nil
+}
+
+// Dial opens a connection from host (an IP, as a TCP address's) to addr.
+// With no listener there, or with either host partitioned, it fails after
+// a delay, as a refused or unanswered connection does.
+func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error) {
+	n.mu.Lock()
+	l := n.listeners[addr]
+	toHost, _, _ := net.SplitHostPort(addr)
+	now := time.Now()
+	blocked := now.Before(n.cut[from]) || now.Before(n.cut[toHost])
+	// A link is named by its dialler and how many it dialled before:
+	// never by the order in which hosts happened to dial at one instant.
+	id := mix(hashString(from), n.dials[from])
+	n.dials[from]++
+	n.mu.Unlock()
+	// The dial itself takes a round trip.
+	wait := 2 * n.delayFor(from, id, 0, now)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if l == nil || blocked {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (simulated)")}
+	}
+	local := &net.TCPAddr{IP: net.ParseIP(from), Port: 40000 + int(id%20000)}
+	lk := n.newLink(id, local, l.addr)
+	select {
+	case l.conns <- lk.ends[1]:
+		return lk.ends[0], nil
+	case <-l.closed:
+		lk.reset()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (simulated)")}
+	}
+}
+
+// Partition cuts host off until the virtual time until: bytes to and from
+// it wait, and new connections fail.
+func (n *Network) Partition(host string, until time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut[host] = until
+}
+
+// Reset breaks every connection of host at once, without delivering what
+// is in flight (the host's process died), and closes its listeners.
+func (n *Network) Reset(host string) {
+	n.mu.Lock()
+	var doomed []*link
+	for _, lk := range n.links {
+		if lk.hosts[0] == host || lk.hosts[1] == host {
+			doomed = append(doomed, lk)
+		}
+	}
+	var ls []*Listener
+	for _, l := range n.listeners {
+		if l.addr.IP.String() == host {
+			ls = append(ls, l)
+		}
+	}
+	n.mu.Unlock()
+	for _, lk := range doomed {
+		lk.reset()
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+}
+
+// Settle waits up to d of virtual time for every link to close at both
+// ends and deliver what it carried, then breaks the links still open and
+// returns how many there were: connections that nobody closed.
+func (n *Network) Settle(d time.Duration) int {
+	end := time.Now().Add(d)
+	for n.Open() > 0 && time.Now().Before(end) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	n.mu.Lock()
+	left := slices.Clone(n.links)
+	n.mu.Unlock()
+	for _, lk := range left {
+		lk.reset()
+	}
+	for _, lk := range left {
+		<-lk.pipes[0].done
+		<-lk.pipes[1].done
+	}
+	return len(left)
+}
+
+// Peak is the most bytes that ever waited in one direction of a link.
+func (n *Network) Peak() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.peak
+}
+
+// Open is the number of links not yet closed at both ends.
+func (n *Network) Open() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.links)
+}
+
+// delayFor is the one-way delay of a write on link id in direction dir by
+// host at instant now: a pure function of the seed and these.
+func (n *Network) delayFor(host string, id uint64, dir int, now time.Time) time.Duration {
+	n.mu.Lock()
+	r, ok := n.delays[host]
+	n.mu.Unlock()
+	if !ok {
+		r = [2]time.Duration{50 * time.Microsecond, 500 * time.Microsecond}
+	}
+	h := mix(n.seed, id, uint64(dir), uint64(now.UnixNano()))
+	// An odd number of nanoseconds: a delivery never falls on the round
+	// instants that tickers and timers of round durations fire at.
+	return r[0] + time.Duration(h%uint64(r[1]-r[0]+1)) | 1
+}
+
+func (n *Network) blockedUntil(a, b string) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ua, ub := n.cut[a], n.cut[b]
+	if ua.After(ub) {
+		return ua
+	}
+	return ub
+}
+
+func (n *Network) newLink(id uint64, a, b *net.TCPAddr) *link {
+	lk := &link{n: n, id: id, hosts: [2]string{a.IP.String(), b.IP.String()}, dead: make(chan struct{})}
+	for dir := range 2 {
+		r, w := net.Pipe()
+		lk.pipes[dir] = &pipe{lk: lk, dir: dir, w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		lk.reads[1-dir] = r // what dir carries is read at the far end
+	}
+	lk.ends[0] = &endpoint{lk: lk, side: 0, local: a, remote: b}
+	lk.ends[1] = &endpoint{lk: lk, side: 1, local: b, remote: a}
+	n.mu.Lock()
+	n.links = append(n.links, lk)
+	n.mu.Unlock()
+	for _, p := range lk.pipes {
+		go p.run()
+	}
+	return lk
+}
+
+func (n *Network) unlink(lk *link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, x := range n.links {
+		if x == lk {
+			n.links = append(n.links[:i], n.links[i+1:]...)
+			return
+		}
+	}
+}
+
+func (n *Network) notePeak(b int) {
+	n.mu.Lock()
+	n.peak = max(n.peak, b)
+	n.mu.Unlock()
+}
+
+// hashString is FNV-1a of s.
+func hashString(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range len(s) {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// mix hashes its words (splitmix64 rounds).
+func mix(ws ...uint64) uint64 {
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, w := range ws {
+		h ^= w
+		h += 0x9e3779b97f4a7c15
+		h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+		h = (h ^ h>>27) * 0x94d049bb133111eb
+		h ^= h >> 31
+	}
+	return h
+}
+
+// Listener is a simulated listener: it accepts the connections dialled to
+// its address.
+type Listener struct {
+	n      *Network
+	addr   *net.TCPAddr
+	conns  chan net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+// Accept waits for the next connection.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops the listener; the address is free again.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		close(l.closed)
+		l.n.mu.Lock()
+		if l.n.listeners[l.addr.String()] == l {
+			delete(l.n.listeners, l.addr.String())
+		}
+		l.n.mu.Unlock()
+		for {
+			select {
+			case c := <-l.conns:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// Addr is the listener's address.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// link is one connection: two endpoints, and a pipe each way.
+type link struct {
+	n     *Network
+	id    uint64
+	hosts [2]string
+	ends  [2]*endpoint
+	pipes [2]*pipe      // pipes[d] carries what ends[d] writes
+	reads [2]net.Conn   // reads[d] is where ends[d] reads
+	once  sync.Once     // reset
+	dead  chan struct{} // closed by reset
+	mu    sync.Mutex
+	shut  [2]bool // ends closed
+}
+
+// reset breaks the link at once, both ends.
+func (lk *link) reset() {
+	lk.once.Do(func() {
+		close(lk.dead)
+		for d := range 2 {
+			lk.reads[d].Close()
+			lk.pipes[d].w.Close()
+		}
+		lk.n.unlink(lk)
+	})
+}
+
+// pipe is one direction of a link: bytes written wait their delivery time
+// in q, then go through the net.Pipe to the far end's reads.
+type pipe struct {
+	lk   *link
+	dir  int
+	w    net.Conn // net.Pipe's writing end
+	mu   sync.Mutex
+	q    []chunk
+	size int
+	last time.Time // delivery time of the latest chunk: order is kept
+	eof  bool      // the writer closed: deliver what is queued, then EOF
+	wake chan struct{}
+	done chan struct{} // closed when run returns
+}
+
+type chunk struct {
+	due  time.Time
+	data []byte
+}
+
+func (p *pipe) put(b []byte) error {
+	now := time.Now()
+	d := p.lk.n.delayFor(p.lk.hosts[p.dir], p.lk.id, p.dir, now)
+	p.mu.Lock()
+	if p.eof {
+		p.mu.Unlock()
+		return net.ErrClosed
+	}
+	due := now.Add(d)
+	if due.Before(p.last) {
+		due = p.last
+	}
+	p.last = due
+	p.q = append(p.q, chunk{due: due, data: append([]byte(nil), b...)})
+	p.size += len(b)
+	size := p.size
+	p.mu.Unlock()
+	p.lk.n.notePeak(size)
+	p.signal()
+	return nil
+}
+
+func (p *pipe) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run delivers the queued chunks in order, each at its time, holding them
+// while either host is partitioned.
+func (p *pipe) run() {
+	defer close(p.done)
+	for {
+		p.mu.Lock()
+		if len(p.q) == 0 {
+			eof := p.eof
+			p.mu.Unlock()
+			if eof {
+				p.w.Close()
+				return
+			}
+			select {
+			case <-p.wake:
+				continue
+			case <-p.lk.dead:
+				return
+			}
+		}
+		c := p.q[0]
+		p.mu.Unlock()
+		for {
+			at := c.due
+			if cut := p.lk.n.blockedUntil(p.lk.hosts[0], p.lk.hosts[1]); cut.After(at) {
+				at = cut
+			}
+			wait := time.Until(at)
+			if wait <= 0 {
+				break
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-p.lk.dead:
+				t.Stop()
+				return
+			}
+		}
+		if _, err := p.w.Write(c.data); err != nil {
+			return // the far end closed: what is left is lost with it
+		}
+		p.mu.Lock()
+		p.q[0] = chunk{}
+		p.q = p.q[1:]
+		p.size -= len(c.data)
+		p.mu.Unlock()
+	}
+}
+
+// endpoint is one end of a link: a net.Conn.
+type endpoint struct {
+	lk            *link
+	side          int
+	local, remote *net.TCPAddr
+}
+
+func (e *endpoint) Read(b []byte) (int, error) {
+	n, err := e.lk.reads[e.side].Read(b)
+	if err != nil && errors.Is(err, io.ErrClosedPipe) {
+		select {
+		case <-e.lk.dead:
+			err = errReset
+		default:
+		}
+	}
+	return n, err
+}
+
+var (
+	errReset = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer (simulated)")}
+)
+
+func (e *endpoint) Write(b []byte) (int, error) {
+	select {
+	case <-e.lk.dead:
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: errors.New("connection reset by peer (simulated)")}
+	default:
+	}
+	e.lk.mu.Lock()
+	shut := e.lk.shut[e.side]
+	e.lk.mu.Unlock()
+	if shut {
+		return 0, net.ErrClosed
+	}
+	if err := e.lk.pipes[e.side].put(b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Close closes this end: what it wrote is still delivered, then the far
+// end reads EOF; what comes to it from now on is lost.
+func (e *endpoint) Close() error {
+	e.lk.mu.Lock()
+	if e.lk.shut[e.side] {
+		e.lk.mu.Unlock()
+		return nil
+	}
+	e.lk.shut[e.side] = true
+	both := e.lk.shut[0] && e.lk.shut[1]
+	e.lk.mu.Unlock()
+	p := e.lk.pipes[e.side]
+	p.mu.Lock()
+	p.eof = true
+	p.mu.Unlock()
+	p.signal()
+	e.lk.reads[e.side].Close()
+	if both {
+		// Both ends are closed: once both pipes have delivered or given
+		// up, the link is gone.
+		go func() {
+			<-e.lk.pipes[0].done
+			<-e.lk.pipes[1].done
+			e.lk.n.unlink(e.lk)
+		}()
+	}
+	return nil
+}
+
+func (e *endpoint) LocalAddr() net.Addr  { return e.local }
+func (e *endpoint) RemoteAddr() net.Addr { return e.remote }
+func (e *endpoint) SetDeadline(t time.Time) error {
+	return e.lk.reads[e.side].SetReadDeadline(t)
+}
+func (e *endpoint) SetReadDeadline(t time.Time) error {
+	return e.lk.reads[e.side].SetReadDeadline(t)
+}
+
+// SetWriteDeadline is accepted and has no effect: writes never block.
+func (e *endpoint) SetWriteDeadline(time.Time) error { return nil }

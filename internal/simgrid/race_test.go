@@ -1,0 +1,5 @@
+//go:build race
+
+package simgrid
+
+const raceEnabled = true

@@ -1,0 +1,182 @@
+package simgrid
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/sched"
+)
+
+// Scenario is one simulated run: the ES, the master's configuration, the
+// workers and every fault, all drawn from one seed (Draw).
+type Scenario struct {
+	Seed     uint64
+	ES       es.Config
+	Policy   string
+	Adaptive bool
+	// Verify is the master's verification fraction (0 or 1).
+	Verify float64
+	// MaxRetries is the master's; failing workers get a high one, so that
+	// a run ends by its results, not by a task that failed too often.
+	MaxRetries int
+	Workers    []WorkerSpec
+	// Restart, when set, kills the master (SIGKILL: its connections
+	// break, nothing is said) At after generation AfterGen completed,
+	// and a new master resumes from the checkpoint Down later.
+	Restart *Restart
+}
+
+// Restart is a master killed and resumed from its checkpoint.
+type Restart struct {
+	AfterGen int
+	At, Down time.Duration
+}
+
+// WorkerSpec is one simulated worker machine and what befalls it. Times
+// are virtual, from the run's start.
+type WorkerSpec struct {
+	Name  string
+	Host  string // its IP on the simulated network
+	Slots int
+	// Task is its mean evaluation time; each evaluation takes a draw in
+	// [Task/2, 3·Task/2] fixed by the seed, the worker and the point.
+	Task time.Duration
+	// Delay is the one-way delay range of its link to the master.
+	Delay [2]time.Duration
+	Join  time.Duration // when its agent starts
+	// Emulated evaluation faults (worker.Faults).
+	FailEvery, HangEvery int
+	Silent               bool
+	// Kill, when > 0, kills its process then (its connection breaks);
+	// Back, when > 0, starts it again that long after.
+	Kill, Back time.Duration
+	// Freeze, when > 0, cuts it off the network (SIGSTOP, a cable pulled)
+	// for FreezeFor; gossip declares it dead if that lasts longer than
+	// Gossip.
+	Freeze, FreezeFor, Gossip time.Duration
+	// Drain, when > 0, makes it leave gracefully then.
+	Drain time.Duration
+}
+
+// healthy says the worker always answers, and stays.
+func (w WorkerSpec) healthy() bool {
+	return w.FailEvery == 0 && w.HangEvery == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0
+}
+
+func (w WorkerSpec) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s slots=%d task=%v delay=%v–%v", w.Name, w.Slots, w.Task, w.Delay[0], w.Delay[1])
+	if w.Join > 0 {
+		fmt.Fprintf(&b, " join=%v", w.Join)
+	}
+	if w.FailEvery > 0 {
+		fmt.Fprintf(&b, " fail-every=%d", w.FailEvery)
+	}
+	if w.HangEvery > 0 {
+		fmt.Fprintf(&b, " hang-every=%d", w.HangEvery)
+	}
+	if w.Silent {
+		b.WriteString(" silent")
+	}
+	if w.Kill > 0 {
+		fmt.Fprintf(&b, " kill=%v back=%v", w.Kill, w.Back)
+	}
+	if w.Freeze > 0 {
+		fmt.Fprintf(&b, " freeze=%v for=%v gossip=%v", w.Freeze, w.FreezeFor, w.Gossip)
+	}
+	if w.Drain > 0 {
+		fmt.Fprintf(&b, " drain=%v", w.Drain)
+	}
+	return b.String()
+}
+
+// String is the scenario in a few lines, for a failing seed's report.
+func (sc Scenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %s policy=%s adaptive=%v verify=%v retries=%d es=(%d+%d) %s dim %d gens %d",
+		sc.Seed, sc.ES.Strategy, sc.Policy, sc.Adaptive, sc.Verify, sc.MaxRetries,
+		sc.ES.Mu, sc.ES.Lambda, sc.ES.Problem, sc.ES.Dim, sc.ES.Stop.Generations)
+	if r := sc.Restart; r != nil {
+		fmt.Fprintf(&b, "\n  master killed %v after generation %d, back %v later", r.At, r.AfterGen, r.Down)
+	}
+	for _, w := range sc.Workers {
+		b.WriteString("\n  " + w.String())
+	}
+	return b.String()
+}
+
+// Draw makes the scenario of seed. Every scenario can end: some worker
+// can always, in time, evaluate every task (a lone worker may hang or
+// fail, but is never silent, and one that leaves for good has company).
+func Draw(seed uint64) Scenario {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
+	sc := Scenario{Seed: seed, MaxRetries: 3}
+	sc.Policy = sched.Names[r.IntN(len(sched.Names))]
+	sc.Adaptive = (sc.Policy == "rwq" || sc.Policy == "r3q") && r.IntN(3) == 0
+	problems := []string{"sphere", "rastrigin", "rosenbrock", "ackley"}
+	dim := 2 + r.IntN(5)
+	sc.ES = es.Config{
+		Problem: problems[r.IntN(len(problems))], Strategy: es.StrategyES,
+		Mu: 2 + r.IntN(4), Lambda: 4 + r.IntN(20), Dim: dim, Lower: -5, Upper: 5,
+		Seed: seed, Stop: es.Stop{Generations: 3 + r.IntN(6)},
+	}
+	if r.IntN(4) == 0 {
+		sc.ES.Strategy, sc.ES.Mu = es.StrategyCMA, 0
+		sc.ES.Lambda = 4 + r.IntN(12)
+		sc.ES.Mu = sc.ES.Lambda / 2
+	}
+	n := 1 + r.IntN(5)
+	slots, tasks := 0, 0
+	for i := range n {
+		w := WorkerSpec{
+			Name: fmt.Sprintf("w%d", i), Host: fmt.Sprintf("127.0.1.%d", i+1),
+			Slots: 1 + r.IntN(4), Task: ms(2, 200),
+		}
+		lo := time.Duration(r.IntN(20000)) * time.Microsecond
+		w.Delay = [2]time.Duration{lo, lo + time.Duration(r.IntN(10000))*time.Microsecond}
+		slots += w.Slots
+		tasks += int(w.Task / time.Millisecond)
+		sc.Workers = append(sc.Workers, w)
+	}
+	// The run's expected span without faults: faults fall inside it.
+	span := time.Duration((sc.ES.Stop.Generations+1)*(sc.ES.Lambda/slots+1)*tasks/n) * time.Millisecond
+	at := func() time.Duration { return time.Duration(r.Int64N(int64(span)+1)) + time.Millisecond }
+	for i := range sc.Workers {
+		w := &sc.Workers[i]
+		if i > 0 && r.IntN(4) == 0 {
+			w.Join = at()
+		}
+		// Worker 0 is the anchor: it may misbehave, but it stays and
+		// always answers in the end.
+		switch k := r.IntN(10); {
+		case k < 4: // healthy
+		case k == 4:
+			w.HangEvery = 2 + r.IntN(15)
+		case k == 5:
+			w.FailEvery = 2 + r.IntN(10)
+			sc.MaxRetries = 1000
+		case k == 6 && i > 0:
+			w.Silent = true
+		case k == 7:
+			w.Kill = w.Join + at()
+			if i == 0 || r.IntN(2) == 0 {
+				w.Back = ms(100, 5000)
+			}
+		case k == 8:
+			w.Freeze, w.FreezeFor, w.Gossip = w.Join+at(), ms(100, 40000), ms(5000, 25000)
+		case k == 9 && i > 0:
+			w.Drain = w.Join + at()
+		}
+	}
+	if r.IntN(8) == 0 && n >= 3 {
+		sc.Verify = 1
+	}
+	if r.IntN(6) == 0 {
+		sc.Restart = &Restart{AfterGen: r.IntN(sc.ES.Stop.Generations), At: at() / time.Duration(sc.ES.Stop.Generations+1), Down: ms(10, 3000)}
+	}
+	return sc
+}

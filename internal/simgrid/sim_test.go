@@ -1,0 +1,199 @@
+package simgrid
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	seedFlag   = flag.Uint64("sim.seed", 0, "replay this one seed (0: search)")
+	seedsFlag  = flag.Int("sim.seeds", 0, "search this many seeds from -sim.from (0: as many as -sim.budget allows)")
+	fromFlag   = flag.Uint64("sim.from", 1, "the first seed of the search")
+	budgetFlag = flag.Duration("sim.budget", 0, "wall time the search may take (0: a default that depends on -short and -race)")
+	traceFlag  = flag.Bool("sim.trace", false, "print the trace of every run, failing or not")
+)
+
+// simulate runs seed's scenario in a fresh bubble and returns its outcome,
+// its trace and the invariants it broke.
+func simulate(t *testing.T, seed uint64) (Scenario, *Outcome, string, []string) {
+	sc := Draw(seed)
+	ref, refFinal, err := Reference(sc)
+	if err != nil {
+		t.Fatalf("seed %d: in-process reference: %v", seed, err)
+	}
+	var trace lockedBuffer
+	var out *Outcome
+	synctest.Test(t, func(t *testing.T) {
+		// Past twice its bound a run is stalled for good: stop it, so
+		// that the test reports it rather than waiting for ever.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*Bound(sc))
+		defer cancel()
+		out = Run(ctx, sc, &trace)
+	})
+	return sc, out, trace.String(), Check(sc, out, ref, refFinal)
+}
+
+// replay is the one-line command that replays seed.
+func replay(seed uint64) string {
+	return fmt.Sprintf("go test ./internal/simgrid -run 'TestSimulation$' -sim.seed=%d -sim.trace -v", seed)
+}
+
+// TestSimulation runs the real master and real worker agents in a
+// simulated world (a virtual clock, a simulated network with delays,
+// partitions and resets, workers that hang, fail, go silent, die, freeze,
+// leave and join, and a master killed and resumed from its checkpoint)
+// for as many seeds as its budget allows, and checks every run's
+// invariants. A failing seed prints the command that replays it.
+func TestSimulation(t *testing.T) {
+	if *seedFlag != 0 {
+		sc, out, trace, bad := simulate(t, *seedFlag)
+		if *traceFlag || len(bad) > 0 {
+			t.Logf("%s\n%s", sc, trace)
+		}
+		for _, b := range bad {
+			t.Errorf("seed %d: %s", *seedFlag, b)
+		}
+		t.Logf("seed %d: %v of virtual time (bound %v), %d generations, %d accepts", *seedFlag, out.Elapsed, Bound(sc), len(out.Trajectory), len(out.Accepts))
+		return
+	}
+	budget := *budgetFlag
+	if budget == 0 {
+		budget = 20 * time.Second
+		if testing.Short() || raceEnabled {
+			budget = 5 * time.Second
+		}
+	}
+	count := *seedsFlag
+	deadline := time.Now().Add(budget)
+	var ran, failed atomic.Int64
+	var virtual atomic.Int64
+	next := *fromFlag
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				seed := next
+				stop := (count > 0 && seed >= *fromFlag+uint64(count)) || (count == 0 && time.Now().After(deadline))
+				next++
+				mu.Unlock()
+				if stop || t.Failed() && failed.Load() >= 5 {
+					return
+				}
+				sc, out, trace, bad := simulate(t, seed)
+				ran.Add(1)
+				virtual.Add(int64(out.Elapsed))
+				if len(bad) > 0 {
+					failed.Add(1)
+					t.Errorf("seed %d broke %d invariants:\n  %s\nscenario: %s\nreplay: %s\ntrace (last lines):\n%s",
+						seed, len(bad), strings.Join(bad, "\n  "), sc, replay(seed), tail(trace, 60))
+				} else if *traceFlag {
+					t.Logf("seed %d: %s\n%s", seed, sc, trace)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d seeds from %d (%d failed), %v of virtual time in %v of wall time", ran.Load(), *fromFlag, failed.Load(),
+		time.Duration(virtual.Load()).Round(time.Second), budget)
+	if ran.Load() == 0 {
+		t.Fatal("no seed ran")
+	}
+}
+
+// TestReplayIsExact runs seeds twice each: one seed must replay one run
+// exactly, event for event (the trace's lines, which carry virtual time;
+// lines logged at one instant by different goroutines are compared as a
+// set, since their interleaving is not an event).
+func TestReplayIsExact(t *testing.T) {
+	n := uint64(12)
+	if testing.Short() || raceEnabled {
+		n = 4
+	}
+	for seed := uint64(1); seed <= n; seed++ {
+		_, a, ta, _ := simulate(t, seed)
+		_, b, tb, _ := simulate(t, seed)
+		if a.Elapsed != b.Elapsed || len(a.Accepts) != len(b.Accepts) || canonical(ta) != canonical(tb) {
+			t.Errorf("seed %d did not replay: %v vs %v of virtual time, %d vs %d accepts\nfirst difference:\n%s",
+				seed, a.Elapsed, b.Elapsed, len(a.Accepts), len(b.Accepts), firstDiff(ta, tb))
+		}
+		if !slices.Equal(a.Accepts, b.Accepts) {
+			t.Errorf("seed %d: the accepted results differ between two runs", seed)
+		}
+	}
+}
+
+// canonical hashes a trace with the lines of each instant sorted.
+func canonical(trace string) uint64 {
+	h := fnv.New64a()
+	for _, l := range canonLines(trace) {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	return h.Sum64()
+}
+
+func canonLines(trace string) []string {
+	lines := strings.Split(strings.TrimSpace(trace), "\n")
+	for i := 0; i < len(lines); {
+		j := i + 1
+		for j < len(lines) && stamp(lines[j]) == stamp(lines[i]) {
+			j++
+		}
+		slices.Sort(lines[i:j])
+		i = j
+	}
+	return lines
+}
+
+func stamp(line string) string {
+	s, _, _ := strings.Cut(line, " ")
+	return s
+}
+
+func firstDiff(a, b string) string {
+	la, lb := canonLines(a), canonLines(b)
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return fmt.Sprintf("line %d:\n  %s\n  %s", i, la[i], lb[i])
+		}
+	}
+	return fmt.Sprintf("%d lines vs %d", len(la), len(lb))
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// lockedBuffer is a bytes.Buffer safe for the loggers' goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,429 @@
+package simgrid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/sched"
+	"github.com/esgrid/esgrid/worker"
+)
+
+// masterHost and masterAddr are the master's place on the simulated
+// network.
+const (
+	masterHost = "127.0.0.1"
+	masterAddr = masterHost + ":7947"
+)
+
+// Master timing in the simulated world: the defaults a user runs with,
+// so that the bound a run must end within is the one a lab meets.
+var masterTiming = grid.MasterConfig{
+	DeadlineFactor: 4, DeadlineFloor: time.Second, FirstDeadline: 30 * time.Second,
+	IdleTimeout: 30 * time.Second, TaskTimeout: 10 * time.Minute, ShutdownGrace: 5 * time.Second,
+}
+
+// workerTiming is the agents': reconnection backoff and the grace a
+// cancelled evaluation has.
+var workerTiming = worker.Config{MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, AbandonGrace: 5 * time.Second}
+
+// Accept is one result the master accepted.
+type Accept struct {
+	Master int // the master's incarnation (0, then 1 after a restart)
+	Gen    int
+	Task   int
+	Worker string
+}
+
+// Outcome is what a simulated run did.
+type Outcome struct {
+	// Trajectory is the engine's statistics after every generation, in
+	// order; a generation redone after a master restart appears once.
+	Trajectory []es.Stats
+	Final      []es.Individual // the last parents
+	Err        error           // the run's error, if it failed
+	Elapsed    time.Duration   // virtual time from start to the run's end
+	Accepts    []Accept
+	// Reports and Stats are each master incarnation's.
+	Reports []sched.Report
+	Stats   []grid.MasterStats
+	// Batches lists, per incarnation, the task count of each batch it
+	// was given (its generations), in order; Completed how many of them
+	// it completed.
+	Batches   [][]int
+	Completed []int
+	NetPeak   int // most bytes that ever waited in one direction of a link
+	Unclosed  int // connections still open a minute after the run's end
+}
+
+// world is one simulated run in progress.
+type world struct {
+	sc  Scenario
+	net *Network
+	key *grid.Key
+	log *slog.Logger
+
+	mu        sync.Mutex
+	out       Outcome
+	curMaster *grid.Master // the incarnation running
+
+	agents sync.WaitGroup
+}
+
+// Run runs sc in the simulated world and returns what happened. It must
+// be called inside a synctest bubble: every clock, timer and sleep it and
+// the code it drives use is then virtual. log receives the trace: every
+// line of the master and the workers, stamped with virtual time.
+func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
+	w := &world{sc: sc, net: NewNetwork(sc.Seed)}
+	start := time.Now()
+	w.log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Duration("t", time.Since(start))
+			}
+			return a
+		},
+	}))
+	key, err := grid.NewKey("simulated-cluster-key-of-32-bytes!")
+	if err != nil {
+		panic(err) // a constant key: a bug here, not an input
+	}
+	w.key = key
+	for _, ws := range sc.Workers {
+		w.net.SetDelay(ws.Host, ws.Delay[0], ws.Delay[1])
+	}
+	ctx, stopAgents := context.WithCancel(ctx)
+	for _, ws := range sc.Workers {
+		w.agents.Add(1)
+		go w.machine(ctx, ws)
+	}
+	w.runES(ctx)
+	w.out.Elapsed = time.Since(start)
+	// The workers were told the run is over: those connected end by
+	// themselves; the rest (cut off, or between connections) are stopped
+	// once the master's grace has passed.
+	sleep(ctx, masterTiming.ShutdownGrace)
+	stopAgents()
+	w.agents.Wait()
+	w.out.NetPeak = w.net.Peak()
+	// Every connection is closed by now, or in its last bytes: one left
+	// open is a leak.
+	w.out.Unclosed = w.net.Settle(time.Minute)
+	return &w.out
+}
+
+// runES runs the ES over master incarnations until it ends.
+func (w *world) runES(ctx context.Context) {
+	eng, err := es.New(w.sc.ES)
+	if err != nil {
+		w.out.Err = err
+		return
+	}
+	restart := w.sc.Restart
+	for inc := 0; ; inc++ {
+		ckpt, killed, err := w.incarnation(ctx, inc, eng, restart)
+		if !killed {
+			w.out.Err = err
+			if err == nil {
+				w.out.Final = eng.Parents()
+			}
+			return
+		}
+		restart = nil
+		// The master is dead; a new one comes up and resumes from the
+		// checkpoint, as esrun -resume does.
+		w.log.Info("sim: master killed", "down_for", w.sc.Restart.Down)
+		if !sleep(ctx, w.sc.Restart.Down) {
+			w.out.Err = ctx.Err()
+			return
+		}
+		eng = new(es.Engine)
+		if err := eng.UnmarshalBinary(ckpt); err != nil {
+			w.out.Err = fmt.Errorf("sim: resume: %w", err)
+			return
+		}
+		w.mu.Lock()
+		// Generations the dead master completed after the checkpoint are
+		// done again; the trajectory keeps what the resumed run does.
+		if keep := eng.Gen(); len(w.out.Trajectory) > keep {
+			w.out.Trajectory = w.out.Trajectory[:keep]
+		}
+		w.mu.Unlock()
+	}
+}
+
+// incarnation runs one master until the ES ends or the master is killed
+// (restart). It returns the last checkpoint and whether it was killed.
+func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restart *Restart) ([]byte, bool, error) {
+	ln, err := w.net.Listen(masterAddr)
+	if err != nil {
+		return nil, false, err
+	}
+	w.mu.Lock()
+	w.out.Batches = append(w.out.Batches, nil)
+	w.out.Completed = append(w.out.Completed, 0)
+	w.mu.Unlock()
+	cfg := masterTiming
+	cfg.Listener = ln
+	cfg.Key = w.key
+	cfg.Policy = w.sc.Policy
+	cfg.Sched = sched.Config{Adaptive: w.sc.Adaptive}
+	cfg.Problem = grid.ProblemSpec{Name: w.sc.ES.Problem, Dim: w.sc.ES.Dim}
+	cfg.Verify = w.sc.Verify
+	cfg.MaxRetries = w.sc.MaxRetries
+	cfg.Logger = w.log.With("master", inc)
+	cfg.OnAccept = func(gen, task int, name string, _ time.Duration) {
+		w.mu.Lock()
+		w.out.Accepts = append(w.out.Accepts, Accept{Master: inc, Gen: gen, Task: task, Worker: name})
+		w.mu.Unlock()
+	}
+	mctx, kill := context.WithCancel(ctx)
+	defer kill()
+	m, err := grid.NewMaster(mctx, cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	w.mu.Lock()
+	w.curMaster = m
+	w.mu.Unlock()
+	var ckpt []byte // after generation 0 only: a kill comes after one
+	var killMu sync.Mutex
+	killed := false
+	ev := es.EvaluatorFunc(func(ctx context.Context, gen int, xs [][]float64) ([]float64, error) {
+		w.mu.Lock()
+		w.out.Batches[inc] = append(w.out.Batches[inc], len(xs))
+		w.mu.Unlock()
+		f, err := m.Evaluate(ctx, gen, xs)
+		if err == nil {
+			w.mu.Lock()
+			w.out.Completed[inc]++
+			w.mu.Unlock()
+		}
+		return f, err
+	})
+	_, runErr := eng.Run(mctx, ev, es.RunOptions{OnGeneration: func(st es.Stats) error {
+		w.mu.Lock()
+		w.out.Trajectory = append(w.out.Trajectory, st)
+		w.mu.Unlock()
+		b, err := eng.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		ckpt = b
+		if restart != nil && st.Gen == restart.AfterGen {
+			// SIGKILL: the process is gone, its sockets reset, nothing
+			// said to the workers.
+			time.AfterFunc(restart.At, func() {
+				killMu.Lock()
+				killed = true
+				killMu.Unlock()
+				w.net.Reset(masterHost)
+				kill()
+			})
+		}
+		return nil
+	}})
+	killMu.Lock()
+	wasKilled := killed
+	killMu.Unlock()
+	// A normal end: the master tells the workers the run is over. A
+	// killed one only ends its goroutines: its sockets are already gone.
+	m.Close()
+	w.mu.Lock()
+	w.curMaster = nil
+	w.out.Reports = append(w.out.Reports, m.Report())
+	w.out.Stats = append(w.out.Stats, m.Stats())
+	w.mu.Unlock()
+	if wasKilled && runErr != nil {
+		return ckpt, true, nil
+	}
+	return ckpt, false, runErr
+}
+
+// machine is one worker machine's life: its agent starts, and the faults
+// of its spec befall it at their times.
+func (w *world) machine(ctx context.Context, ws WorkerSpec) {
+	defer w.agents.Done()
+	if !sleep(ctx, ws.Join) {
+		return
+	}
+	t0 := ws.Join
+	// One generator per machine, seeded by the run and the name: its
+	// draws never depend on other machines.
+	rng := rand.New(rand.NewPCG(w.sc.Seed, hashString(ws.Name)))
+	for life := 0; ; life++ {
+		actx, stop := context.WithCancel(ctx)
+		a, err := worker.New(w.agentConfig(ws, rng))
+		if err != nil {
+			stop()
+			w.log.Error("sim: worker config", "worker", ws.Name, "err", err)
+			return
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Run(actx) }()
+		// The faults of this life, in time order.
+		var events []func()
+		var at []time.Duration
+		if life == 0 {
+			if ws.Freeze > 0 {
+				at = append(at, ws.Freeze)
+				events = append(events, func() { w.freeze(ctx, ws) })
+			}
+			if ws.Drain > 0 {
+				at = append(at, ws.Drain)
+				events = append(events, func() {
+					w.log.Info("sim: worker drains", "worker", ws.Name)
+					a.Drain()
+				})
+			}
+			if ws.Kill > 0 {
+				at = append(at, ws.Kill)
+				events = append(events, nil) // the kill ends this life
+			}
+		}
+		killed := false
+	life:
+		for len(at) > 0 {
+			i := 0
+			for j := range at {
+				if at[j] < at[i] {
+					i = j
+				}
+			}
+			d := at[i] - t0
+			t := time.NewTimer(max(d, 0))
+			select {
+			case <-t.C:
+				t0 = at[i]
+				if events[i] == nil {
+					killed = true
+					break life
+				}
+				events[i]()
+				at = append(at[:i], at[i+1:]...)
+				events = append(events[:i], events[i+1:]...)
+			case err := <-done:
+				t.Stop()
+				done <- err
+				break life
+			}
+		}
+		if killed {
+			w.log.Info("sim: worker killed", "worker", ws.Name)
+			w.net.Reset(ws.Host)
+			stop()
+			<-done
+			if ws.Back == 0 || !sleep(ctx, ws.Back) {
+				return
+			}
+			t0 += ws.Back
+			w.log.Info("sim: worker restarted", "worker", ws.Name)
+			continue
+		}
+		err = <-done
+		stop()
+		if err != nil && !errors.Is(err, worker.ErrShutdown) && !errors.Is(err, context.Canceled) {
+			w.log.Warn("sim: worker ended", "worker", ws.Name, "err", err)
+		}
+		return
+	}
+}
+
+// freeze cuts ws off for FreezeFor; gossip declares it dead to the master
+// if the freeze outlasts its detection time.
+func (w *world) freeze(ctx context.Context, ws WorkerSpec) {
+	w.log.Info("sim: worker frozen", "worker", ws.Name, "for", ws.FreezeFor)
+	w.net.Partition(ws.Host, time.Now().Add(ws.FreezeFor))
+	if ws.Gossip < ws.FreezeFor {
+		go func() {
+			if sleep(ctx, ws.Gossip) {
+				w.log.Info("sim: gossip declares the worker dead", "worker", ws.Name)
+				w.memberFailed(ws.Name)
+			}
+		}()
+	}
+}
+
+// memberFailed tells the running master what gossip would.
+func (w *world) memberFailed(name string) {
+	w.mu.Lock()
+	m := w.curMaster
+	w.mu.Unlock()
+	if m != nil {
+		m.HandleMemberEvent(grid.MemberEvent{Kind: grid.MemberFailed, Member: grid.Member{Name: name, Meta: grid.NodeMeta{Role: grid.RoleWorker}}})
+	}
+}
+
+func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand) worker.Config {
+	cfg := workerTiming
+	cfg.Master = masterAddr
+	cfg.Key = w.key
+	cfg.Name = ws.Name
+	cfg.Slots = ws.Slots
+	cfg.Problems = []string{w.sc.ES.Problem}
+	cfg.Faults = worker.Faults{FailEvery: ws.FailEvery, HangEvery: ws.HangEvery, Silent: ws.Silent}
+	cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return w.net.Dial(ctx, ws.Host, addr) }
+	cfg.Rand = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	cfg.Logger = w.log
+	cfg.Build = func(spec grid.ProblemSpec) (problems.Problem, error) {
+		p, err := problems.New(spec.Name, spec.Dim)
+		if err != nil {
+			return nil, err
+		}
+		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task}, nil
+	}
+	return cfg
+}
+
+// timed is a problem whose evaluations take virtual time: a draw in
+// [mean/2, 3·mean/2] fixed by the seed, the worker and the point, so that
+// two evaluations almost never end at one instant. It stops when
+// cancelled, as a well-behaved long evaluation does.
+type timed struct {
+	problems.Problem
+	seed, name uint64
+	mean       time.Duration
+}
+
+func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
+	h := mix(p.seed, p.name)
+	for _, v := range x {
+		h = mix(h, math.Float64bits(v))
+	}
+	d := p.mean/2 + time.Duration(h%uint64(p.mean+1)) | 1
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return p.Problem.Eval(ctx, x)
+}
+
+// sleep waits d of virtual time, or less if ctx ends (then false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
