@@ -66,6 +66,10 @@ type verifyState struct {
 	exMu     sync.Mutex        // guards excluded: the handshakes read it
 	excluded map[string]string // worker name → why, for the whole run
 	exIDs    map[sched.WorkerID]bool
+	// slow marks workers with a check instance overdue: they are asked
+	// no further check until they answer one (a silent worker would
+	// otherwise cost every check of every batch four deadlines).
+	slow map[sched.WorkerID]bool
 }
 
 // check is one task's open question: which value is right.
@@ -102,6 +106,7 @@ func (v *verifyState) init() {
 	v.load = map[sched.WorkerID]int{}
 	v.excluded = map[string]string{}
 	v.exIDs = map[sched.WorkerID]bool{}
+	v.slow = map[sched.WorkerID]bool{}
 }
 
 // newToken is a fresh, nonzero, unguessable token.
@@ -208,9 +213,10 @@ func (m *Master) verifyAccepted(w *mworker, b *batch, t int32, f float64) {
 	m.dispatch(b, c)
 }
 
-// eligible reports whether w may be asked to evaluate a check.
+// eligible reports whether w may be asked to evaluate a check: not a
+// late worker, which gets nothing new until it answers.
 func (m *Master) eligible(w *mworker) bool {
-	return !w.left && !w.closed && !w.draining && !m.v.exIDs[w.id]
+	return !w.left && !w.closed && !w.draining && !w.late && !m.v.slow[w.id] && !m.v.exIDs[w.id]
 }
 
 // dispatch sends one instance of check c to the least loaded eligible
@@ -237,10 +243,18 @@ func (m *Master) dispatch(b *batch, c *check) {
 		}
 	}
 	if best == nil {
-		if !c.reeval && len(c.votes) == 1 && others == 0 {
+		// Every other worker was asked, and none that was asked can still
+		// answer in time (a silent one never does): waiting for a worker
+		// to join could last for ever, so the value stands unverified.
+		pending := slices.ContainsFunc(c.out, func(o checkOut) bool { return !o.overdue })
+		if !c.reeval && len(c.votes) == 1 && (others == 0 || !pending) {
 			delete(m.v.checks, c.task)
 			m.counts.Unverified++
-			m.log.Debug("result not verified: no second worker", "gen", b.gen, "task", c.task)
+			if others == 0 {
+				m.log.Debug("result not verified: no second worker", "gen", b.gen, "task", c.task)
+			} else {
+				m.log.Warn("result not verified: no other worker answered its check in time", "gen", b.gen, "task", c.task, "asked", len(c.asked))
+			}
 			return
 		}
 		if !c.warned {
@@ -262,6 +276,7 @@ func (m *Master) dispatch(b *batch, c *check) {
 // checkResult handles a result of a check's instance (its id is
 // checkBase + task).
 func (m *Master) checkResult(w *mworker, b *batch, r *Result) {
+	delete(m.v.slow, w.id) // it answers
 	if b == nil || r.Gen != b.id {
 		m.counts.Stale++ // a check of an earlier batch: decided or dropped with it
 		return
@@ -430,6 +445,7 @@ func (m *Master) excludedWhy(name string) string {
 // checksLost gives the check instances outstanding on w, which has left,
 // to other workers.
 func (m *Master) checksLost(w *mworker) {
+	delete(m.v.slow, w.id)
 	b := m.cur
 	if b == nil {
 		return
@@ -450,7 +466,9 @@ func (m *Master) checksLost(w *mworker) {
 
 // checkChecks runs with the deadlines: a check instance late by four
 // deadlines of its worker (it waits behind the worker's held tasks) gets
-// a second worker, and checks that wait for a worker try again.
+// a second worker, and checks that wait for a worker try again: those
+// with no instance out, and those whose every instance is overdue (a
+// silent worker's never answers; a worker that joins since may).
 func (m *Master) checkChecks(now time.Duration) {
 	b := m.cur
 	if b == nil || b.replied || len(m.v.checks) == 0 {
@@ -461,15 +479,17 @@ func (m *Master) checkChecks(now time.Duration) {
 		if c == nil {
 			continue // decided by a dispatch earlier in this pass
 		}
-		late := false
+		late, waiting := false, true
 		for i := range c.out {
 			o := &c.out[i]
 			d := max(m.deadline(o.w), m.cfg.DeadlineFloor) * 4
 			if !o.overdue && now-o.at > d {
 				o.overdue, late = true, true
+				m.v.slow[o.w.id] = true
 			}
+			waiting = waiting && o.overdue
 		}
-		if late || len(c.out) == 0 {
+		if late || waiting {
 			m.dispatch(b, c)
 		}
 	}

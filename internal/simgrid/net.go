@@ -24,7 +24,7 @@ type Network struct {
 	mu        sync.Mutex
 	listeners map[string]*Listener // by address
 	links     []*link              // open links
-	dials     map[string]uint64 // connections each host has dialled
+	dials     map[string]uint64    // connections each host has dialled
 	cut       map[string]time.Time // host → partitioned until
 	delays    map[string][2]time.Duration
 	// peak is the most bytes ever waiting in one direction of a link.

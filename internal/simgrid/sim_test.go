@@ -17,11 +17,12 @@ import (
 )
 
 var (
-	seedFlag   = flag.Uint64("sim.seed", 0, "replay this one seed (0: search)")
-	seedsFlag  = flag.Int("sim.seeds", 0, "search this many seeds from -sim.from (0: as many as -sim.budget allows)")
-	fromFlag   = flag.Uint64("sim.from", 1, "the first seed of the search")
-	budgetFlag = flag.Duration("sim.budget", 0, "wall time the search may take (0: a default that depends on -short and -race)")
-	traceFlag  = flag.Bool("sim.trace", false, "print the trace of every run, failing or not")
+	seedFlag    = flag.Uint64("sim.seed", 0, "replay this one seed (0: search)")
+	seedsFlag   = flag.Int("sim.seeds", 0, "search this many seeds from -sim.from (0: as many as -sim.budget allows)")
+	fromFlag    = flag.Uint64("sim.from", 1, "the first seed of the search")
+	budgetFlag  = flag.Duration("sim.budget", 0, "wall time the search may take (0: a default that depends on -short and -race)")
+	traceFlag   = flag.Bool("sim.trace", false, "print the trace of every run, failing or not")
+	maxFailFlag = flag.Int("sim.maxfail", 5, "stop the search after this many failing seeds")
 )
 
 // simulate runs seed's scenario in a fresh bubble and returns its outcome,
@@ -91,7 +92,7 @@ func TestSimulation(t *testing.T) {
 				stop := (count > 0 && seed >= *fromFlag+uint64(count)) || (count == 0 && time.Now().After(deadline))
 				next++
 				mu.Unlock()
-				if stop || t.Failed() && failed.Load() >= 5 {
+				if stop || failed.Load() >= int64(*maxFailFlag) {
 					return
 				}
 				sc, out, trace, bad := simulate(t, seed)
