@@ -65,25 +65,23 @@ func (n *Network) Listen(addr string) (*Listener, error) {
 // With no listener there, or with either host partitioned, it fails after
 // a delay, as a refused or unanswered connection does.
 func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error) {
-	n.mu.Lock()
-	l := n.listeners[addr]
 	toHost, _, _ := net.SplitHostPort(addr)
-	now := time.Now()
-	blocked := now.Before(n.cut[from]) || now.Before(n.cut[toHost])
+	n.mu.Lock()
 	// A link is named by its dialler and how many it dialled before:
 	// never by the order in which hosts happened to dial at one instant.
 	id := mix(hashString(from), n.dials[from])
 	n.dials[from]++
 	n.mu.Unlock()
-	// The dial itself takes a round trip.
-	wait := 2 * n.delayFor(from, id, 0, now)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	// The dial itself takes a round trip; what it finds is what is there
+	// when it arrives.
+	if !sleep(ctx, 2*n.delayFor(from, id, 0, time.Now())) {
 		return nil, ctx.Err()
 	}
+	n.mu.Lock()
+	l := n.listeners[addr]
+	now := time.Now()
+	blocked := now.Before(n.cut[from]) || now.Before(n.cut[toHost])
+	n.mu.Unlock()
 	if l == nil || blocked {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (simulated)")}
 	}

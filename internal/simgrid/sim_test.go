@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+
 	"time"
 )
 
@@ -22,6 +22,7 @@ var (
 	fromFlag    = flag.Uint64("sim.from", 1, "the first seed of the search")
 	budgetFlag  = flag.Duration("sim.budget", 0, "wall time the search may take (0: a default that depends on -short and -race)")
 	traceFlag   = flag.Bool("sim.trace", false, "print the trace of every run, failing or not")
+	replayFlag  = flag.Int("sim.replays", 16, "seeds TestReplayIsExact runs twice each")
 	maxFailFlag = flag.Int("sim.maxfail", 5, "stop the search after this many failing seeds")
 )
 
@@ -117,37 +118,45 @@ func TestSimulation(t *testing.T) {
 }
 
 // TestReplayIsExact runs seeds twice each: one seed must replay one run
-// exactly, event for event (the trace's lines, which carry virtual time;
-// lines logged at one instant by different goroutines are compared as a
-// set, since their interleaving is not an event).
+// exactly: the same results accepted from the same workers in the same
+// order, the same trajectory, the run ending at the same virtual
+// instant. Two things are not compared, since they can differ within one
+// instant: the trace's text (lines logged by different goroutines
+// interleave, and a connection broken at the instant its peer writes may
+// be noticed by its reader or its writer first), and the counts of
+// instances sent and cancels answered (in about 2 % of seeds a message
+// and another, or the master's close, reach its loop at one instant in
+// either order; the accepted results do not depend on it).
 func TestReplayIsExact(t *testing.T) {
-	n := uint64(12)
+	n := uint64(*replayFlag)
 	if testing.Short() || raceEnabled {
-		n = 4
+		n = min(n, 4)
 	}
 	for seed := uint64(1); seed <= n; seed++ {
 		_, a, ta, _ := simulate(t, seed)
 		_, b, tb, _ := simulate(t, seed)
-		if a.Elapsed != b.Elapsed || len(a.Accepts) != len(b.Accepts) || canonical(ta) != canonical(tb) {
-			t.Errorf("seed %d did not replay: %v vs %v of virtual time, %d vs %d accepts\nfirst difference:\n%s",
-				seed, a.Elapsed, b.Elapsed, len(a.Accepts), len(b.Accepts), firstDiff(ta, tb))
-		}
-		if !slices.Equal(a.Accepts, b.Accepts) {
-			t.Errorf("seed %d: the accepted results differ between two runs", seed)
+		if diff := sameRun(a, b); diff != "" {
+			t.Errorf("seed %d did not replay: %s\nfirst difference of the traces:\n%s", seed, diff, firstDiff(ta, tb))
 		}
 	}
 }
 
-// canonical hashes a trace with the lines of each instant sorted.
-func canonical(trace string) uint64 {
-	h := fnv.New64a()
-	for _, l := range canonLines(trace) {
-		h.Write([]byte(l))
-		h.Write([]byte{'\n'})
+// sameRun says how two outcomes differ ("" when they do not).
+func sameRun(a, b *Outcome) string {
+	switch {
+	case a.Elapsed != b.Elapsed:
+		return fmt.Sprintf("%v vs %v of virtual time", a.Elapsed, b.Elapsed)
+	case !slices.Equal(a.Accepts, b.Accepts):
+		return "the accepted results differ"
+	case !slices.EqualFunc(a.Trajectory, b.Trajectory, sameStats):
+		return "the trajectories differ"
+	case !slices.Equal(a.Completed, b.Completed):
+		return "the generations completed differ"
 	}
-	return h.Sum64()
+	return ""
 }
 
+// canonLines is the trace's lines, those of each instant sorted.
 func canonLines(trace string) []string {
 	lines := strings.Split(strings.TrimSpace(trace), "\n")
 	for i := 0; i < len(lines); {

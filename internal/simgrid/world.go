@@ -230,6 +230,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 				killed = true
 				killMu.Unlock()
 				w.net.Reset(masterHost)
+				settle()
 				kill()
 			})
 		}
@@ -265,7 +266,7 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 	rng := rand.New(rand.NewPCG(w.sc.Seed, hashString(ws.Name)))
 	for life := 0; ; life++ {
 		actx, stop := context.WithCancel(ctx)
-		a, err := worker.New(w.agentConfig(ws, rng))
+		a, err := worker.New(w.agentConfig(ws, rng, actx.Done()))
 		if err != nil {
 			stop()
 			w.log.Error("sim: worker config", "worker", ws.Name, "err", err)
@@ -323,6 +324,7 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 		if killed {
 			w.log.Info("sim: worker killed", "worker", ws.Name)
 			w.net.Reset(ws.Host)
+			settle()
 			stop()
 			<-done
 			if ws.Back == 0 || !sleep(ctx, ws.Back) {
@@ -366,14 +368,14 @@ func (w *world) memberFailed(name string) {
 	}
 }
 
-func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand) worker.Config {
+func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{}) worker.Config {
 	cfg := workerTiming
 	cfg.Master = masterAddr
 	cfg.Key = w.key
 	cfg.Name = ws.Name
 	cfg.Slots = ws.Slots
 	cfg.Problems = []string{w.sc.ES.Problem}
-	cfg.Faults = worker.Faults{FailEvery: ws.FailEvery, HangEvery: ws.HangEvery, Silent: ws.Silent}
+	cfg.Faults = worker.Faults{Silent: ws.Silent}
 	cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return w.net.Dial(ctx, ws.Host, addr) }
 	cfg.Rand = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	cfg.Logger = w.log
@@ -382,7 +384,8 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand) worker.Config {
 		if err != nil {
 			return nil, err
 		}
-		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task}, nil
+		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task,
+			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, seen: map[uint64]uint64{}, stop: stop}, nil
 	}
 	return cfg
 }
@@ -390,11 +393,21 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand) worker.Config {
 // timed is a problem whose evaluations take virtual time: a draw in
 // [mean/2, 3·mean/2] fixed by the seed, the worker and the point, so that
 // two evaluations almost never end at one instant. It stops when
-// cancelled, as a well-behaved long evaluation does.
+// cancelled, as a well-behaved long evaluation does. With failEvery or
+// hangEvery, about one evaluation in that many fails, or hangs deaf to
+// its cancel until the machine stops: which ones is drawn from the seed,
+// the worker, the point and how often this worker evaluated it before,
+// never from the order in which slots that start at one instant count
+// (worker.Faults counts, so its choice would race).
 type timed struct {
 	problems.Problem
-	seed, name uint64
-	mean       time.Duration
+	seed, name           uint64
+	mean                 time.Duration
+	failEvery, hangEvery int
+	stop                 <-chan struct{} // the machine's life ends
+
+	mu   sync.Mutex
+	seen map[uint64]uint64 // evaluations of each point so far
 }
 
 func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
@@ -402,7 +415,18 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	for _, v := range x {
 		h = mix(h, math.Float64bits(v))
 	}
-	d := p.mean/2 + time.Duration(h%uint64(p.mean+1)) | 1
+	p.mu.Lock()
+	k := p.seen[h]
+	p.seen[h]++
+	p.mu.Unlock()
+	fault := mix(h, k)
+	if p.hangEvery > 0 && fault%uint64(p.hangEvery) == 0 {
+		<-p.stop
+		return 0, errors.New("emulated hang ended with the machine")
+	}
+	// The evaluation's time, then its end: a failure too comes after
+	// the time it took, so that it ends at an instant of its own.
+	d := p.mean/2 + time.Duration(mix(h, k)%uint64(p.mean+1)) | 1
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -410,8 +434,17 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+	if p.failEvery > 0 && (fault>>32)%uint64(p.failEvery) == 0 {
+		return 0, fmt.Errorf("emulated failure (about one evaluation in %d)", p.failEvery)
+	}
 	return p.Problem.Eval(ctx, x)
 }
+
+// settle lets everything that the instant's event set off finish before
+// the next event: virtual time moves on only once every goroutine waits,
+// so two events one nanosecond apart never race, as two at one instant
+// would.
+func settle() { time.Sleep(time.Nanosecond) }
 
 // sleep waits d of virtual time, or less if ctx ends (then false).
 func sleep(ctx context.Context, d time.Duration) bool {
