@@ -224,7 +224,7 @@ func Dial(ctx context.Context, addr string, cfg DialConfig) (*Conn, *Welcome, er
 	}
 	dial := cfg.Dial
 	if dial == nil {
-		d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
+		d := net.Dialer{Timeout: timeout, KeepAlive: keepAlive}
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
 	nc, err := dial(ctx, addr)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -872,6 +871,9 @@ type ChildConfig struct {
 	Problem ProblemSpec
 	// MaxFrame is the frame cap of the parent's connection.
 	MaxFrame int
+	// Network opens the child's listener and its link to the parent.
+	// Default TCP.
+	Network Network
 }
 
 // errParentLost ends a child whose parent is gone.
@@ -888,7 +890,10 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	if pr == nil {
 		return errors.New("grid: child master: no promote")
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	if cfg.Network == nil {
+		cfg.Network = TCP
+	}
+	ln, err := cfg.Network.Listen(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("grid: child master: %w", err)
 	}
@@ -917,6 +922,7 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	link, _, err := Dial(ctx, cfg.Parent, DialConfig{
 		Key: cfg.Key, Name: cfg.Name + "/master", Slots: 1, Problems: []string{helloSubMaster},
 		Conn: ConnConfig{MaxFrame: m.cfg.MaxFrame, Logger: m.cfg.Logger},
+		Dial: cfg.Network.Dial,
 	})
 	if err != nil {
 		return fmt.Errorf("grid: child master: control link: %w", err)

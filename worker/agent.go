@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -97,9 +96,10 @@ type Config struct {
 	// Conn tunes the data connection (timeouts, frame cap). Its Delay is
 	// set from Delay.
 	Conn grid.ConnConfig
-	// Dial opens the data connection to a master's address. Default: TCP
-	// (grid.DialConfig.Dial). A simulated network sets it.
-	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Network opens the agent's connections, and the listener of a child
+	// master it is promoted to. Default grid.TCP; a simulated network in
+	// tests.
+	Network grid.Network
 	// Rand draws the jitter of reconnection waits. Default: a generator
 	// seeded at random. A simulation seeds it, so that one seed replays
 	// one run.
@@ -153,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.IdleTimeout < 0 {
 		return c, fmt.Errorf("worker: negative idle timeout %v", c.IdleTimeout)
+	}
+	if c.Network == nil {
+		c.Network = grid.TCP
 	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -369,7 +372,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		if err == nil {
 			conn, welcome, err = grid.Dial(ctx, addr, grid.DialConfig{
 				Key: a.cfg.Key, Name: a.cfg.Name, Slots: a.cfg.Slots, Problems: a.cfg.Problems,
-				Conn: a.cfg.Conn, Dial: a.cfg.Dial,
+				Conn: a.cfg.Conn, Dial: a.cfg.Network.Dial,
 			})
 		}
 		if err == nil {

@@ -122,6 +122,7 @@ func (s *session) onPromote(pr *grid.Promote) {
 	cfg := grid.ChildConfig{
 		Promote: pr, Parent: parent, Listen: net.JoinHostPort(host, "0"),
 		Key: s.a.cfg.Key, Name: s.a.cfg.Name, Problem: problem, MaxFrame: s.conn.Config().MaxFrame,
+		Network: s.a.cfg.Network,
 	}
 	mc := grid.MasterConfig{Logger: s.a.cfg.Logger.With("child_master", s.a.cfg.Name)}
 	go func() {

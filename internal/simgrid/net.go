@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/esgrid/esgrid/grid"
 )
 
 // Network is a simulated network of hosts on the virtual clock. A
@@ -25,6 +28,7 @@ type Network struct {
 	listeners map[string]*Listener // by address
 	links     []*link              // open links
 	dials     map[string]uint64    // connections each host has dialled
+	ports     map[string]uint64    // ports each host took with port 0
 	cut       map[string]time.Time // host → partitioned until
 	delays    map[string][2]time.Duration
 	// peak is the most bytes ever waiting in one direction of a link.
@@ -33,7 +37,7 @@ type Network struct {
 
 // NewNetwork returns an empty network whose delays derive from seed.
 func NewNetwork(seed uint64) *Network {
-	return &Network{seed: seed, listeners: map[string]*Listener{}, dials: map[string]uint64{},
+	return &Network{seed: seed, listeners: map[string]*Listener{}, dials: map[string]uint64{}, ports: map[string]uint64{},
 		cut: map[string]time.Time{}, delays: map[string][2]time.Duration{}}
 }
 
@@ -94,6 +98,39 @@ func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error)
 		lk.reset()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (simulated)")}
 	}
+}
+
+// Host is the network as host sees it: a grid.Network whose connections
+// leave from host and whose listeners are on it.
+func (n *Network) Host(host string) grid.Network { return hostNet{n, host} }
+
+type hostNet struct {
+	n    *Network
+	host string
+}
+
+func (h hostNet) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return h.n.Dial(ctx, h.host, addr)
+}
+
+// Listen listens at addr, which must be on the host; port 0 takes the
+// host's next free port from 7000 on.
+func (h hostNet) Listen(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if host != h.host {
+		return nil, fmt.Errorf("simnet: %s cannot listen on %s", h.host, addr)
+	}
+	if port != "0" {
+		return h.n.Listen(addr)
+	}
+	h.n.mu.Lock()
+	p := 7000 + h.n.ports[host]
+	h.n.ports[host]++
+	h.n.mu.Unlock()
+	return h.n.Listen(net.JoinHostPort(host, strconv.Itoa(int(p))))
 }
 
 // Partition cuts host off until the virtual time until: bytes to and from

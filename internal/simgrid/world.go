@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"time"
 
@@ -376,7 +375,7 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 	cfg.Slots = ws.Slots
 	cfg.Problems = []string{w.sc.ES.Problem}
 	cfg.Faults = worker.Faults{Silent: ws.Silent}
-	cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return w.net.Dial(ctx, ws.Host, addr) }
+	cfg.Network = w.net.Host(ws.Host)
 	cfg.Rand = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	cfg.Logger = w.log
 	cfg.Build = func(spec grid.ProblemSpec) (problems.Problem, error) {
