@@ -296,9 +296,13 @@ type Master struct {
 	joinedN int
 	workers workerBook // name and host of every worker that joined (workers.go)
 
-	closeOnce sync.Once
-	stopCtx   func() bool
-	wg        sync.WaitGroup
+	// closing is won by the first Close, which closes closed when it is
+	// done; the others wait on the channel (a wait that a simulation's
+	// virtual clock sees as such, unlike one on a mutex).
+	closing atomic.Bool
+	closed  chan struct{}
+	stopCtx func() bool
+	wg      sync.WaitGroup
 
 	relayReg relays // relays connected (relay.go)
 
@@ -332,6 +336,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		ledger: sched.NewLedger(cfg.Ledger),
 		in:     make(chan loopMsg, 4096),
 		done:   make(chan struct{}),
+		closed: make(chan struct{}),
 		gate:   newGate(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource),
 		liveCh: make(chan struct{}),
 	}
@@ -565,7 +570,7 @@ func (m *Master) Interrupt() error {
 // connections and the listener, and waits for the master's goroutines. It
 // is safe to call more than once.
 func (m *Master) Close() error {
-	m.closeOnce.Do(func() {
+	if m.closing.CompareAndSwap(false, true) {
 		m.awaitReturns() // split.go: workers on their way back from a child master
 		if m.stopCtx != nil {
 			m.stopCtx()
@@ -574,7 +579,9 @@ func (m *Master) Close() error {
 		m.stopLoop()
 		<-m.done
 		m.stopConn()
-	})
+		close(m.closed)
+	}
+	<-m.closed
 	m.wg.Wait()
 	m.refusals.Close()
 	return nil

@@ -23,6 +23,10 @@ type Scenario struct {
 	// a run ends by its results, not by a task that failed too often.
 	MaxRetries int
 	Workers    []WorkerSpec
+	// Split, when set, lets an overloaded master split (grid.SplitPaper),
+	// and MessageCost makes it slow enough to be overloaded.
+	Split       bool
+	MessageCost time.Duration
 	// Restart, when set, kills the master (SIGKILL: its connections
 	// break, nothing is said) At after generation AfterGen completed,
 	// and a new master resumes from the checkpoint Down later.
@@ -59,11 +63,14 @@ type WorkerSpec struct {
 	Freeze, FreezeFor, Gossip time.Duration
 	// Drain, when > 0, makes it leave gracefully then.
 	Drain time.Duration
+	// Liar makes it return a wrong value for about one evaluation in
+	// Liar (only with Verify, which must find it out).
+	Liar int
 }
 
 // healthy says the worker always answers, and stays.
 func (w WorkerSpec) healthy() bool {
-	return w.FailEvery == 0 && w.HangEvery == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0
+	return w.FailEvery == 0 && w.HangEvery == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0 && w.Liar == 0
 }
 
 func (w WorkerSpec) String() string {
@@ -90,6 +97,9 @@ func (w WorkerSpec) String() string {
 	if w.Drain > 0 {
 		fmt.Fprintf(&b, " drain=%v", w.Drain)
 	}
+	if w.Liar > 0 {
+		fmt.Fprintf(&b, " liar=1/%d", w.Liar)
+	}
 	return b.String()
 }
 
@@ -99,6 +109,9 @@ func (sc Scenario) String() string {
 	fmt.Fprintf(&b, "seed %d: %s policy=%s adaptive=%v verify=%v retries=%d es=(%d+%d) %s dim %d gens %d",
 		sc.Seed, sc.ES.Strategy, sc.Policy, sc.Adaptive, sc.Verify, sc.MaxRetries,
 		sc.ES.Mu, sc.ES.Lambda, sc.ES.Problem, sc.ES.Dim, sc.ES.Stop.Generations)
+	if sc.Split {
+		fmt.Fprintf(&b, " split=paper message-cost=%v", sc.MessageCost)
+	}
 	if r := sc.Restart; r != nil {
 		fmt.Fprintf(&b, "\n  master killed %v after generation %d, back %v later", r.At, r.AfterGen, r.Down)
 	}
@@ -174,6 +187,20 @@ func Draw(seed uint64) Scenario {
 	}
 	if r.IntN(8) == 0 && n >= 3 {
 		sc.Verify = 1
+		// One liar among honest workers: verification must exclude it
+		// (the worker that would be excluded is never the anchor).
+		if r.IntN(2) == 0 {
+			sc.Workers[n-1].Liar = 1 + r.IntN(3)
+		}
+	}
+	if r.IntN(6) == 0 && n >= 4 {
+		// Fine tasks on a slow master: the overload test trips and the
+		// master splits.
+		sc.Split = true
+		sc.MessageCost = time.Duration(200+r.IntN(2000)) * time.Microsecond
+		for i := range sc.Workers {
+			sc.Workers[i].Task = ms(1, 10)
+		}
 	}
 	if r.IntN(6) == 0 {
 		sc.Restart = &Restart{AfterGen: r.IntN(sc.ES.Stop.Generations), At: at() / time.Duration(sc.ES.Stop.Generations+1), Down: ms(10, 3000)}

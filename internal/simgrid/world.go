@@ -181,6 +181,9 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	cfg.Sched = sched.Config{Adaptive: w.sc.Adaptive}
 	cfg.Problem = grid.ProblemSpec{Name: w.sc.ES.Problem, Dim: w.sc.ES.Dim}
 	cfg.Verify = w.sc.Verify
+	if w.sc.Split {
+		cfg.Split = grid.SplitConfig{Rule: grid.SplitPaper, MessageCost: w.sc.MessageCost}
+	}
 	cfg.MaxRetries = w.sc.MaxRetries
 	cfg.Logger = w.log.With("master", inc)
 	cfg.OnAccept = func(gen, task int, name string, _ time.Duration) {
@@ -384,7 +387,7 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 			return nil, err
 		}
 		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task,
-			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, seen: map[uint64]uint64{}, stop: stop}, nil
+			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, seen: map[uint64]uint64{}, stop: stop}, nil
 	}
 	return cfg
 }
@@ -403,6 +406,7 @@ type timed struct {
 	seed, name           uint64
 	mean                 time.Duration
 	failEvery, hangEvery int
+	liar                 int             // one value in about liar is wrong
 	stop                 <-chan struct{} // the machine's life ends
 
 	mu   sync.Mutex
@@ -436,7 +440,11 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	if p.failEvery > 0 && (fault>>32)%uint64(p.failEvery) == 0 {
 		return 0, fmt.Errorf("emulated failure (about one evaluation in %d)", p.failEvery)
 	}
-	return p.Problem.Eval(ctx, x)
+	f, err := p.Problem.Eval(ctx, x)
+	if err == nil && p.liar > 0 && (fault>>16)%uint64(p.liar) == 0 {
+		f += 1 // a plausible lie
+	}
+	return f, err
 }
 
 // settle lets everything that the instant's event set off finish before
