@@ -187,10 +187,17 @@ func Draw(seed uint64) Scenario {
 	}
 	if r.IntN(8) == 0 && n >= 3 {
 		sc.Verify = 1
-		// One liar among honest workers: verification must exclude it
-		// (the worker that would be excluded is never the anchor).
+		// One liar among honest workers: verification must find it out.
+		// A value no second worker can check stands unverified, so the
+		// liar joins after two healthy workers and is never alone.
 		if r.IntN(2) == 0 {
-			sc.Workers[n-1].Liar = 1 + r.IntN(3)
+			for i := range 2 {
+				sc.Workers[i] = WorkerSpec{Name: sc.Workers[i].Name, Host: sc.Workers[i].Host,
+					Slots: sc.Workers[i].Slots, Task: sc.Workers[i].Task, Delay: sc.Workers[i].Delay}
+			}
+			liar := &sc.Workers[n-1]
+			liar.Liar = 1 + r.IntN(3)
+			liar.Join = max(liar.Join, time.Second)
 		}
 	}
 	if r.IntN(6) == 0 && n >= 4 {
