@@ -70,6 +70,12 @@ type verifyState struct {
 	// no further check until they answer one (a silent worker would
 	// otherwise cost every check of every batch four deadlines).
 	slow map[sched.WorkerID]bool
+	// alone is when checks last found no second worker to ask, since
+	// they found one (-1: they do). Checks wait for one up to
+	// FirstDeadline from then, once: workers may be on their way (a
+	// master that restarted; the liar may reconnect first), and past
+	// that the master knows it is alone and does not wait again.
+	alone time.Duration
 }
 
 // check is one task's open question: which value is right.
@@ -107,6 +113,7 @@ func (v *verifyState) init() {
 	v.excluded = map[string]string{}
 	v.exIDs = map[sched.WorkerID]bool{}
 	v.slow = map[sched.WorkerID]bool{}
+	v.alone = -1
 }
 
 // newToken is a fresh, nonzero, unguessable token.
@@ -220,9 +227,10 @@ func (m *Master) eligible(w *mworker) bool {
 }
 
 // dispatch sends one instance of check c to the least loaded eligible
-// worker not asked yet. With none, a check that only verifies a value
-// when no second worker exists at all is given up (counted Unverified);
-// any other waits for a worker to join.
+// worker not asked yet. With none, a check that only verifies a value is
+// given up (counted Unverified) when no second worker has been there for
+// FirstDeadline, or when every other worker was asked and none can still
+// answer in time; any other waits for a worker to join.
 func (m *Master) dispatch(b *batch, c *check) {
 	var best *mworker
 	bestLoad := 0
@@ -242,12 +250,20 @@ func (m *Master) dispatch(b *batch, c *check) {
 			best, bestLoad = w, load
 		}
 	}
+	now := m.now()
+	if others > 0 {
+		m.v.alone = -1
+	} else if m.v.alone < 0 {
+		m.v.alone = now
+	}
 	if best == nil {
-		// Every other worker was asked, and none that was asked can still
-		// answer in time (a silent one never does): waiting for a worker
-		// to join could last for ever, so the value stands unverified.
+		// No second worker, past the wait for one; or every other
+		// worker was asked and none that was asked can still answer in
+		// time (a silent one never does): waiting for a worker to join
+		// could last for ever, so the value stands unverified.
 		pending := slices.ContainsFunc(c.out, func(o checkOut) bool { return !o.overdue })
-		if !c.reeval && len(c.votes) == 1 && (others == 0 || !pending) {
+		lonely := others == 0 && now-m.v.alone >= m.cfg.FirstDeadline
+		if !c.reeval && len(c.votes) == 1 && (lonely || others > 0 && !pending) {
 			delete(m.v.checks, c.task)
 			m.counts.Unverified++
 			if others == 0 {
@@ -266,7 +282,7 @@ func (m *Master) dispatch(b *batch, c *check) {
 	}
 	tok := m.newToken()
 	c.asked[best.id] = true
-	c.out = append(c.out, checkOut{w: best, token: tok, at: m.now()})
+	c.out = append(c.out, checkOut{w: best, token: tok, at: now})
 	m.v.load[best.id]++
 	best.checkTasks = append(best.checkTasks, Task{ID: checkBase + c.task, X: b.xs[c.task], Token: tok})
 	m.counts.TasksSent++
@@ -493,6 +509,7 @@ func (m *Master) checkChecks(now time.Duration) {
 			m.dispatch(b, c)
 		}
 	}
+	m.maybeReply() // the last checks may have been given up
 }
 
 // checksDone reports whether every check of the batch is decided.
