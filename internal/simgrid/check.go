@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
@@ -97,8 +98,8 @@ func Bound(sc Scenario) time.Duration {
 }
 
 // Check returns every invariant that out breaks (none: nil). ref and
-// refFinal are Reference's.
-func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual) []string {
+// refFinal are Reference's; trace is the run's trace.
+func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, trace string) []string {
 	var bad []string
 	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
 	if out.Err != nil {
@@ -174,10 +175,50 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual) 
 	if out.NetPeak > 8<<20 {
 		fail("memory: %d bytes waited on one link", out.NetPeak)
 	}
+	// A silent worker costs one deadline: it is found late once per
+	// connection, and gets no work after that.
+	late := lateEvents(trace)
+	for _, w := range sc.Workers {
+		if !w.Silent {
+			continue
+		}
+		for conn, n := range late[w.Name] {
+			if n > 1 {
+				fail("silent worker %s (connection %s) was found late %d times, a deadline each", w.Name, conn, n)
+			}
+		}
+	}
 	if out.Unclosed > 0 {
 		fail("leak: %d connections still open a minute after the run ended", out.Unclosed)
 	}
 	return bad
+}
+
+// lateEvents counts, per worker name and connection id, the times the
+// master found the worker late (its "worker is late" lines).
+func lateEvents(trace string) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for _, line := range strings.Split(trace, "\n") {
+		if !strings.Contains(line, `msg="worker is late`) {
+			continue
+		}
+		name, id := attr(line, "worker"), attr(line, "id")
+		if out[name] == nil {
+			out[name] = map[string]int{}
+		}
+		out[name][attr(line, "master")+"/"+id]++
+	}
+	return out
+}
+
+// attr is the value of key=value in a text log line.
+func attr(line, key string) string {
+	_, v, ok := strings.Cut(line, " "+key+"=")
+	if !ok {
+		return ""
+	}
+	v, _, _ = strings.Cut(v, " ")
+	return v
 }
 
 func sameStats(a, b es.Stats) bool {

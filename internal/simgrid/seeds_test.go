@@ -20,6 +20,22 @@ var fixedSeeds = []struct {
 		"given up, every batch's checks went to the silent workers again and each cost four " +
 		"deadlines (verify.go: a check with no answer possible in time stands unverified, and a " +
 		"worker with an overdue check is asked none until it answers)"},
+	{3, "cyclic, two silent workers: each silent worker was late again in every generation " +
+		"(a held instance it dropped on a cancel counted as an answer), a deadline each; and " +
+		"tasks withdrawn from a late worker and sent again counted as originals again (92 for 77 tasks)"},
+	{6, "a lone worker killed and back: the tasks it lost were sent again as originals (97 for 91)"},
+	{7, "r3q adaptive, a failing and a hanging worker: a failed task retried counted as an original again"},
+	{47, "rwq, a lone worker whose every 4th evaluation hangs: each hang waited for the task " +
+		"timeout (10 min), since an overdue task went only to another worker, and there was none"},
+	{58, "wq, the master killed and resumed, a silent worker and a hanging one: stalled until the task timeout"},
+	{281, "wq, two silent workers beside a failing one: the silent ones took new work after every " +
+		"cancel they acknowledged, and the generation waited for the task timeout, again and again"},
+	{1119, "a split on a slow master with verification: results returned by the child master " +
+		"were not counted as accepted (the check, not the master, was wrong)"},
+	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
+		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
+		"one first deadline for a second worker)"},
+	{21301, "the same as 14388 under wq, with a liar that lies one time in three"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.

@@ -43,7 +43,7 @@ func simulate(t *testing.T, seed uint64) (Scenario, *Outcome, string, []string) 
 		defer cancel()
 		out = Run(ctx, sc, &trace)
 	})
-	return sc, out, trace.String(), Check(sc, out, ref, refFinal)
+	return sc, out, trace.String(), Check(sc, out, ref, refFinal, trace.String())
 }
 
 // replay is the one-line command that replays seed.
