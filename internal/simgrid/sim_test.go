@@ -71,9 +71,11 @@ func TestSimulation(t *testing.T) {
 	}
 	budget := *budgetFlag
 	if budget == 0 {
-		budget = 20 * time.Second
+		// go test ./... stays short; .ci/run searches for two minutes
+		// more (-sim.budget=2m), and a long search is -sim.budget=1h.
+		budget = 10 * time.Second
 		if testing.Short() || raceEnabled {
-			budget = 5 * time.Second
+			budget = 3 * time.Second
 		}
 	}
 	count := *seedsFlag
