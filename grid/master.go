@@ -300,7 +300,8 @@ type Master struct {
 	stopCtx   func() bool
 	wg        sync.WaitGroup
 
-	relayReg relays // relays connected (relay.go)
+	relayReg relays      // relays connected (relay.go)
+	unable   unableState // workers that refused the problem (refusals.go)
 
 	loopState // owned by the loop goroutine
 }
@@ -387,6 +388,9 @@ func (m *Master) WaitWorkers(ctx context.Context, n int) error {
 		m.liveMu.Lock()
 		live, ch := m.live, m.liveCh
 		m.liveMu.Unlock()
+		if err := m.unableErr(); err != nil { // refusals.go
+			return fmt.Errorf("grid: waiting for %d workers: %w", n, err)
+		}
 		if live >= n {
 			if logged {
 				m.log.Info("enough workers joined", "workers", live, "wanted", n)
@@ -625,7 +629,7 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 		Refused: func(peer net.Addr, reason string) {
 			m.refusals.Add(refusedKind(reason), peer.String()+": "+reason)
 		},
-		Welcome: func(h *Hello) (int32, ProblemSpec, error) {
+		Welcome: m.refusedWelcome(func(h *Hello) (int32, ProblemSpec, error) { // refusals.go
 			if h.Name == "" {
 				// Gossip failures are matched to connections by name.
 				return 0, ProblemSpec{}, errors.New("worker has no name")
@@ -649,7 +653,7 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 			}
 			id = m.nextWorker.Add(1)
 			return id, m.cfg.Problem, nil
-		},
+		}),
 		Conn: ConnConfig{
 			MaxFrame:    m.cfg.MaxFrame,
 			IdleTimeout: m.cfg.IdleTimeout,

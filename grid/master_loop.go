@@ -268,6 +268,7 @@ func (m *Master) loop() {
 			m.handle(lm)
 		case <-deadlines.C:
 			m.checkDeadlines()
+			m.checkRefusals() // refusals.go
 		}
 		// Take what else is waiting before writing, so that several
 		// results from one worker become one frame back.
@@ -296,6 +297,7 @@ func (m *Master) handle(lm loopMsg) {
 	case msgFrame:
 		switch v := lm.msg.(type) {
 		case *Results:
+			m.canEvaluate(lm.w) // refusals.go
 			m.results(lm.w, v)
 		case *Drain:
 			m.drain(lm.w, v)
@@ -316,7 +318,9 @@ func (m *Master) handle(lm loopMsg) {
 		delete(m.byID, w.id)
 		m.workers.left(w.id)
 		if !w.left {
-			m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
+			if !m.noteRefusal(w) { // refusals.go: it refused the problem
+				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
+			}
 			m.workerLeft(w)
 		} else {
 			m.log.Info("worker disconnected", "worker", w.name, "id", w.id)
@@ -380,7 +384,7 @@ func (m *Master) workerLeft(w *mworker) {
 	m.split.slots -= w.slots
 	m.setLive(m.nLive, false)
 	m.step(sched.Event{Kind: sched.WorkerLeft, Worker: w.id}, 0)
-	if m.nLive == 0 && m.cur != nil && !m.cur.replied {
+	if m.nLive == 0 && m.cur != nil && !m.cur.replied && m.unable.byName[w.name] == nil { // a refusal is logged as such (refusals.go)
 		m.log.Warn("every worker has left; the generation waits for workers to join",
 			"gen", m.cur.gen, "done", m.progress.Load(), "tasks", len(m.cur.xs))
 	}
