@@ -254,17 +254,17 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	}
 	// -relay: the relay first; this esworker's agent works behind it
 	// (relay.go).
-	relayAddr, stopRelay, err := startRelay(ctx, o, key, log, stderr)
+	relay, err := startRelay(ctx, o, key, log, stderr)
 	if err != nil {
 		log.Error("esworker cannot start the relay", "err", err)
 		return 1
 	}
-	defer stopRelay()
-	if relayAddr != "" {
+	if relay != nil {
+		defer relay.stop()
 		if o.relay.only {
-			return relayOnly(ctx, drain, stopRelay, log)
+			return relayOnly(ctx, drain, relay, log)
 		}
-		o.master, o.join = relayAddr, ""
+		o.master, o.join = relay.addr, ""
 	}
 	agent, err := worker.New(worker.Config{
 		Master:      o.master,
@@ -315,6 +315,11 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	case err == nil:
 		return 0
 	case errors.Is(err, worker.ErrShutdown):
+		if relay != nil {
+			// The workers behind the relay are told after this one:
+			// let the relay pass the word on and end.
+			relay.await(ctx, relayGrace)
+		}
 		log.Info("the run is over")
 		return 0
 	case errors.Is(err, worker.ErrIdle):
