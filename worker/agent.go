@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"sync"
@@ -441,7 +442,9 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 // reached): the first, and then only a changed reason or one line a
 // minute, which counts the attempts since the last, so that an agent
 // waiting for a master, or for its plugin, for days writes one line per
-// attempt at most, and usually far fewer.
+// attempt at most, and usually far fewer. Reasons that differ only in
+// their figures (a back-off that counts down, a count of failures) are
+// the same reason.
 type quietLog struct {
 	last     string
 	lastAt   time.Time
@@ -450,20 +453,24 @@ type quietLog struct {
 
 func (q *quietLog) log(log *slog.Logger, what string, err error, args ...any) {
 	msg := err.Error()
-	if msg == q.last && time.Since(q.lastAt) < time.Minute {
+	key := what + ": " + figures.ReplaceAllString(msg, "#")
+	if key == q.last && time.Since(q.lastAt) < time.Minute {
 		q.repeated++
 		return
 	}
-	if msg == q.last {
+	if key == q.last {
 		args = append(args, "attempts_since_last_line", q.repeated+1)
 	}
-	q.last, q.lastAt, q.repeated = msg, time.Now(), 0
+	q.last, q.lastAt, q.repeated = key, time.Now(), 0
 	if errors.Is(err, errNoMasterYet) {
 		log.Info("waiting for a master to join the cluster")
 		return
 	}
 	log.Warn(what, append([]any{"err", msg}, args...)...)
 }
+
+// figures are the numbers in a reason, durations included.
+var figures = regexp.MustCompile(`[0-9][0-9.]*(ns|µs|ms|s|m|h)?`)
 
 // jitter spreads reconnections of many workers by ±20 %.
 func jitter(d time.Duration) time.Duration {

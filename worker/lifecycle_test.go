@@ -3,12 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +40,8 @@ func drainConns(ctx context.Context, fm *fakeMaster) {
 // A session refused at once (the problem does not build) does not reset
 // the backoff: the agent redials a master it cannot serve on the backoff
 // schedule (1, 2, 4, 8, 16, 16 ms …), not every MinBackoff, and says so
-// in one line, not one a session.
+// in one line, not one a session, though the reason's figures change (a
+// plugin's back-off counting down).
 func TestRefusedSessionsBackOff(t *testing.T) {
 	leaktest.Check(t)
 	key, _ := grid.NewKey(testSecret)
@@ -46,8 +49,13 @@ func TestRefusedSessionsBackOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := new(logBuffer)
+	var builds atomic.Int64
+	backingOff := func(grid.ProblemSpec) (problems.Problem, error) {
+		n := builds.Add(1)
+		return nil, fmt.Errorf("plugin sim (slot 1): not restarted for another %dms after %d failed start(s)", 1000-n, n)
+	}
 	_, wait := startAgent(t, ctx, Config{
-		Master: fm.addr(), Key: key, Name: "w", Slots: 1, Build: cannotBuild,
+		Master: fm.addr(), Key: key, Name: "w", Slots: 1, Build: backingOff,
 		MinBackoff: time.Millisecond, MaxBackoff: 16 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
