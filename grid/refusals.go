@@ -47,7 +47,7 @@ type refusal struct {
 }
 
 // refused records, on the loop, that the worker name was refused for
-// reason, and logs it when it is new.
+// reason, and logs the first refusal.
 func (m *Master) refused(name, reason string) {
 	u := &m.unable
 	if u.byName == nil {
@@ -60,11 +60,13 @@ func (m *Master) refused(name, reason string) {
 		u.byName[name] = r
 	}
 	r.count++
-	if r.reason != reason {
+	r.reason = reason
+	if r.count == 1 {
+		// Once: its reason may change at every attempt (a back-off that
+		// counts down); the run's error gives the latest.
 		m.log.Warn("worker cannot evaluate the problem; the run fails if no worker can", "worker", name,
 			"reason", reason, "within", m.cfg.FirstDeadline)
 	}
-	r.reason = reason
 }
 
 // noteRefusal records a closed worker's refusal of the problem (its

@@ -21,6 +21,7 @@ import (
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/problems/plugin"
 )
 
 // Config configures an Agent. Zero fields take the defaults named in their
@@ -396,6 +397,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			case errors.Is(err, errRestart):
 				a.log.Info("the master was interrupted; waiting for it to come back")
 				failures = -1
+			case !worked && errors.Is(err, plugin.ErrBackingOff):
+				// The plugin's failure that began its back-off was logged.
+				a.log.Debug("refusing the master's problem", "err", err, "retry_in", backoff.Round(time.Millisecond))
 			case !worked:
 				quiet.log(a.log, "refusing the master's problem", err, "retry_in", backoff.Round(time.Millisecond))
 			default:

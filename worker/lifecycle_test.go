@@ -135,7 +135,7 @@ func TestPluginBuildStartTimeoutAndBackOff(t *testing.T) {
 	}
 	for i := range 5 {
 		_, err := build(grid.ProblemSpec{Name: "dies", Dim: 2})
-		if !errors.Is(err, plugin.ErrStart) || i > 0 && !strings.Contains(err.Error(), "not restarted for another") {
+		if !errors.Is(err, plugin.ErrStart) || (i > 0) != errors.Is(err, plugin.ErrBackingOff) {
 			t.Errorf("session %d: Build = %v, want ErrStart (backing off after the first)", i+1, err)
 		}
 	}

@@ -51,6 +51,10 @@ var (
 	ErrProtocol = errors.New("plugin broke the protocol")
 	// ErrEval: the plugin answered with an error.
 	ErrEval = errors.New("plugin evaluation failed")
+	// ErrBackingOff (with ErrStart): no start was tried, since earlier
+	// starts failed and the back-off is not over; the failure that began
+	// it was reported.
+	ErrBackingOff = errors.New("not restarted")
 )
 
 // Config says which plugin to run and how.
@@ -337,8 +341,8 @@ func (p *Problem) errorf(s *slot, format string, args ...any) error {
 func (p *Problem) restart(ctx context.Context, s *slot) error {
 	st := p.cfg.Starts
 	if wait, fails, last := st.wait(); wait > 0 {
-		return p.errorf(s, "%w: not restarted for another %v after %d failed start(s); last: %v",
-			ErrStart, wait.Round(time.Millisecond), fails, last)
+		return p.errorf(s, "%w: %w for another %v after %d failed start(s); last: %v",
+			ErrStart, ErrBackingOff, wait.Round(time.Millisecond), fails, last)
 	}
 	pr, err := p.start(ctx, s)
 	if err != nil {
