@@ -577,7 +577,7 @@ func (m *Master) Close() error {
 		m.ln.Close()
 		m.stopLoop()
 		<-m.done
-		m.relayReg.byes.Wait() // relay.go: each relay is told the run is over
+		m.relayReg.awaitByes() // relay.go: each relay is told the run is over
 		m.stopConn()
 	})
 	m.wg.Wait()

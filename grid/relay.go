@@ -382,8 +382,18 @@ type relays struct {
 	mu     sync.Mutex
 	byName map[string]*relayMux
 	// byes counts the relays not yet told that the run is over: Close
-	// waits for them before it closes the connections.
-	byes sync.WaitGroup
+	// waits for them (awaitByes) before it closes the connections; once
+	// closing, no relay is added.
+	byes    sync.WaitGroup
+	closing bool
+}
+
+// awaitByes waits until every relay has been told that the run is over.
+func (r *relays) awaitByes() {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	r.byes.Wait()
 }
 
 // acceptRelay serves a relay's upstream connection: its streams are
@@ -391,11 +401,17 @@ type relays struct {
 func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 	x := newRelayMux(h.Name, conn, m.log)
 	m.relayReg.mu.Lock()
+	if m.relayReg.closing {
+		m.relayReg.mu.Unlock()
+		conn.SendAndClose(m.bye())
+		return
+	}
 	if m.relayReg.byName == nil {
 		m.relayReg.byName = map[string]*relayMux{}
 	}
 	old := m.relayReg.byName[h.Name]
 	m.relayReg.byName[h.Name] = x
+	m.relayReg.byes.Add(1)
 	m.relayReg.mu.Unlock()
 	if old != nil {
 		old.Close() // the same relay reconnected: the old link is dead
@@ -403,7 +419,6 @@ func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 	m.log.Info("relay connected", "relay", h.Name, "addr", conn.RemoteAddr().String())
 	conn.Start(x.handle)
 	m.wg.Add(2)
-	m.relayReg.byes.Add(1)
 	go func() {
 		defer m.wg.Done()
 		defer m.relayReg.byes.Done()
@@ -439,15 +454,19 @@ func (m *Master) byeRelay(x *relayMux) {
 	case <-x.drained():
 	case <-t.C:
 	}
-	bye := &Shutdown{Reason: "run over"}
-	if m.restart.Load() {
-		bye = &Shutdown{Reason: "master interrupted; it will be back", Restart: true}
-	}
-	x.conn.SendAndClose(bye)
+	x.conn.SendAndClose(m.bye())
 	select {
 	case <-x.conn.Done():
 	case <-t.C:
 	}
+}
+
+// bye is the master's last word to a relay, as to its workers.
+func (m *Master) bye() *Shutdown {
+	if m.restart.Load() {
+		return &Shutdown{Reason: "master interrupted; it will be back", Restart: true}
+	}
+	return &Shutdown{Reason: "run over"}
 }
 
 // serveRelay accepts a relay's streams and runs each one's handshake,

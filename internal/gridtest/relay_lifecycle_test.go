@@ -100,3 +100,63 @@ func startOnceRelay(t *testing.T, ctx context.Context, name string, key *grid.Ke
 	})
 	return or
 }
+
+// TestServingRelayWaitsForTheNextMaster: a relay without Once, and a
+// worker behind it that serves run after run, outlive the master's run
+// and serve the next master at the same address.
+func TestServingRelayWaitsForTheNextMaster(t *testing.T) {
+	leaktest.Check(t)
+	key, err := grid.NewKey("relay test cluster key 0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, err := grid.NewMaster(t.Context(), grid.MasterConfig{
+		Listen: "127.0.0.1:0", Key: key, Policy: "r3q", Problem: spec, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := m1.Addr()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r := startRelay(t, "r1", key, addr) // relay_test.go: without Once
+	a, err := worker.New(worker.Config{
+		Master: r.relay.Addr(), Key: key, Name: "w", Slots: 1, Serve: true, Logger: quiet,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = a.Run(actx)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	if err := m1.WaitWorkers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	m1.Close()
+	m2, err := grid.NewMaster(t.Context(), grid.MasterConfig{
+		Listen: addr, Key: key, Policy: "r3q", Problem: spec, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if err := m2.WaitWorkers(ctx, 1); err != nil {
+		t.Fatalf("the worker behind the relay did not come to the next master: %v", err)
+	}
+	select {
+	case <-r.done:
+		t.Error("the serving relay ended with the run")
+	case <-done:
+		t.Errorf("the serving worker ended with the run: %v", runErr)
+	default:
+	}
+}
