@@ -630,7 +630,7 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 		Refused: func(peer net.Addr, reason string) {
 			m.refusals.Add(refusedKind(reason), peer.String()+": "+reason)
 		},
-		Welcome: m.refusedWelcome(func(h *Hello) (int32, ProblemSpec, error) { // refusals.go
+		Welcome: func(h *Hello) (int32, ProblemSpec, error) {
 			if h.Name == "" {
 				// Gossip failures are matched to connections by name.
 				return 0, ProblemSpec{}, errors.New("worker has no name")
@@ -654,7 +654,7 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 			}
 			id = m.nextWorker.Add(1)
 			return id, m.cfg.Problem, nil
-		}),
+		},
 		Conn: ConnConfig{
 			MaxFrame:    m.cfg.MaxFrame,
 			IdleTimeout: m.cfg.IdleTimeout,

@@ -11,10 +11,11 @@ import (
 
 // Workers that cannot evaluate the problem. A worker may connect and then
 // refuse the master's problem (a Reject after the Welcome: it does not
-// build there, e.g. a plugin that does not start), or be refused for it
-// in the handshake (it does not offer the problem). Such a worker
-// retries, and without a record of it the run would wait for ever for
-// one that can. The loop keeps each one's latest reason; once no
+// build there, e.g. a plugin that does not start). Such a worker retries,
+// and without a record of it the run would wait for ever for one that
+// can. (A worker that does not offer the problem is refused in the
+// handshake and never joins: the master waits for one that does, as
+// for any worker that has not come yet.) The loop keeps each one's latest reason; once no
 // connected worker can evaluate, and every worker that tried has been
 // refused at least refusalsToFail times, for FirstDeadline (the wait for
 // a first answer, 30 s by default), the batch fails with every worker's
@@ -84,23 +85,6 @@ func (m *Master) noteRefusal(w *mworker) bool {
 func (m *Master) canEvaluate(w *mworker) {
 	if m.unable.byName != nil {
 		delete(m.unable.byName, w.name)
-	}
-}
-
-// refusedWelcome wraps a handshake's Welcome: a named worker refused
-// there (it does not offer the problem, or is excluded) is recorded on
-// the loop as a worker that cannot evaluate.
-func (m *Master) refusedWelcome(welcome func(*Hello) (int32, ProblemSpec, error)) func(*Hello) (int32, ProblemSpec, error) {
-	return func(h *Hello) (int32, ProblemSpec, error) {
-		id, spec, err := welcome(h)
-		if err != nil && h.Name != "" && len(h.Name) <= MaxWorkerName {
-			name, reason := h.Name, err.Error()
-			select {
-			case m.in <- loopMsg{kind: msgCall, call: func() { m.refused(name, "refused by the master: "+reason) }}:
-			case <-m.done:
-			}
-		}
-		return id, spec, err
 	}
 }
 

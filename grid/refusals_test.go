@@ -12,14 +12,13 @@ import (
 )
 
 // refuser is a worker that connects again and again and refuses the
-// master's problem at once, as a worker whose plugin does not start; or,
-// offering only other problems, is refused in the handshake.
-func refuser(ctx context.Context, wg *sync.WaitGroup, addr string, key *Key, name, reason string, offers []string) {
+// master's problem at once, as a worker whose plugin does not start.
+func refuser(ctx context.Context, wg *sync.WaitGroup, addr string, key *Key, name, reason string) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			conn, _, err := Dial(ctx, addr, DialConfig{Key: key, Name: name, Slots: 1, Problems: offers, Conn: ConnConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+			conn, _, err := Dial(ctx, addr, DialConfig{Key: key, Name: name, Slots: 1, Conn: ConnConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 			if err == nil {
 				conn.SendAndClose(&Reject{Reason: reason})
 				<-conn.Done()
@@ -40,21 +39,19 @@ func TestNoWorkerCanEvaluateFailsTheRun(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-1", "worker: cannot build problem: plugin sim: no licence", nil)
-	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-2", "worker: cannot build problem: plugin sim: no hello within 30s", nil)
-	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-3", "", []string{"rastrigin"})
+	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-1", "worker: cannot build problem: plugin sim: no licence")
+	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-2", "worker: cannot build problem: plugin sim: no hello within 30s")
 	_, err := m.Evaluate(ctx, 0, [][]float64{{1, 2, 3, 4, 5}})
 	if !errors.Is(err, ErrNoWorkerCan) {
 		t.Fatalf("Evaluate = %v, want ErrNoWorkerCan", err)
 	}
-	for _, want := range []string{"lab-1: worker: cannot build problem: plugin sim: no licence", "lab-2: worker: cannot build problem: plugin sim: no hello within 30s",
-		`lab-3: refused by the master: worker does not offer problem "sphere"`} {
+	for _, want := range []string{"lab-1: worker: cannot build problem: plugin sim: no licence", "lab-2: worker: cannot build problem: plugin sim: no hello within 30s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error %q lacks %q", err, want)
 		}
 	}
 	// A wait for more workers fails as well.
-	if err := m.WaitWorkers(ctx, 4); !errors.Is(err, ErrNoWorkerCan) {
+	if err := m.WaitWorkers(ctx, 3); !errors.Is(err, ErrNoWorkerCan) {
 		t.Errorf("WaitWorkers = %v, want ErrNoWorkerCan", err)
 	}
 }
@@ -67,7 +64,7 @@ func TestRefusingWorkerBesideAGoodOne(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-1", "worker: cannot build problem", nil)
+	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-1", "worker: cannot build problem")
 	good := newTestWorker("good", 1, 0)
 	startWorkers(t, m, good)
 	for gen := range 20 {
