@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +21,17 @@ import (
 // A plugin that passes esworker's start-up check and then fails at every
 // start: the worker refuses each session with the plugin's reason, the
 // master's run fails with it (each worker's reason, not a wait for
-// ever), the plugin is started on its back-off schedule only (1 s, 2 s
-// … apart: at most 4 starts in a 3 s -idle-timeout, besides the check),
-// the worker logs the failure once, and exits with status 1 at its
-// -idle-timeout, having had no working session.
+// ever), the plugin is started on its back-off schedule only (at least
+// 1 s, 2 s, 4 s … apart, whatever the sessions in between), the worker
+// logs the failure once, and exits with status 1 at its -idle-timeout,
+// having had no working session.
 func TestProcessPluginThatNeverStarts(t *testing.T) {
 	bin := buildEsworker(t)
 	dir := t.TempDir()
 	good := testplugin.MustBuild(t, dir)
 	starts := filepath.Join(dir, "starts")
 	flaky := writeFile(t, dir, "flaky", `#!/bin/sh
-echo start >> '`+starts+`'
+date +%s.%N >> '`+starts+`'
 if [ "$(wc -l < '`+starts+`')" -le 1 ]; then exec '`+good+`'; fi
 echo 'ImportError: no module named simulator' >&2
 exit 1
@@ -77,9 +78,24 @@ exit 1
 	if !strings.Contains(log, "no working session with a master for the idle timeout") {
 		t.Errorf("esworker did not say why it exited; its log:\n%s", log)
 	}
+	// Start 1 is the check; 2 fails first; then each waits twice as
+	// long as the one before, from 1 s.
 	b, _ := os.ReadFile(starts)
-	if n := strings.Count(string(b), "start"); n > 5 {
-		t.Errorf("the plugin was started %d times, want at most 5 (the check, then 0, 1, 3 s and one more)", n)
+	var at []float64
+	for _, f := range strings.Fields(string(b)) {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, v)
+	}
+	for k := 2; k < len(at); k++ {
+		if gap, want := at[k]-at[k-1], float64(int(1)<<(k-2)); gap < want {
+			t.Errorf("plugin start %d came %.3fs after the one before, want at least %vs (starts at %v)", k+1, gap, want, at)
+		}
+	}
+	if len(at) < 2 {
+		t.Errorf("the plugin was started %d times, want the check and at least one session's", len(at))
 	}
 	for _, line := range []string{`msg="refusing the master's problem"`, `msg="plugin failed to start; further starts back off"`} {
 		if n := strings.Count(log, line); n != 1 {
