@@ -304,7 +304,8 @@ type Master struct {
 	stopCtx func() bool
 	wg      sync.WaitGroup
 
-	relayReg relays // relays connected (relay.go)
+	relayReg relays      // relays connected (relay.go)
+	unable   unableState // workers that refused the problem (refusals.go)
 
 	loopState // owned by the loop goroutine
 }
@@ -392,6 +393,9 @@ func (m *Master) WaitWorkers(ctx context.Context, n int) error {
 		m.liveMu.Lock()
 		live, ch := m.live, m.liveCh
 		m.liveMu.Unlock()
+		if err := m.unableErr(); err != nil { // refusals.go
+			return fmt.Errorf("grid: waiting for %d workers: %w", n, err)
+		}
 		if live >= n {
 			if logged {
 				m.log.Info("enough workers joined", "workers", live, "wanted", n)
@@ -578,6 +582,7 @@ func (m *Master) Close() error {
 		m.ln.Close()
 		m.stopLoop()
 		<-m.done
+		m.relayReg.awaitByes() // relay.go: each relay is told the run is over
 		m.stopConn()
 		close(m.closed)
 	}

@@ -274,6 +274,7 @@ func (m *Master) loop() {
 			m.handle(lm)
 		case <-deadlines.C:
 			m.checkDeadlines()
+			m.checkRefusals() // refusals.go
 		}
 		// Take what else is waiting before writing, so that several
 		// results from one worker become one frame back.
@@ -302,6 +303,7 @@ func (m *Master) handle(lm loopMsg) {
 	case msgFrame:
 		switch v := lm.msg.(type) {
 		case *Results:
+			m.canEvaluate(lm.w) // refusals.go
 			m.results(lm.w, v)
 		case *Drain:
 			m.drain(lm.w, v)
@@ -323,7 +325,9 @@ func (m *Master) handle(lm loopMsg) {
 		m.order = slices.DeleteFunc(m.order, func(o *mworker) bool { return o == w })
 		m.workers.left(w.id)
 		if !w.left {
-			m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
+			if !m.noteRefusal(w) { // refusals.go: it refused the problem
+				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
+			}
 			m.workerLeft(w)
 		} else {
 			m.log.Info("worker disconnected", "worker", w.name, "id", w.id)
@@ -388,7 +392,7 @@ func (m *Master) workerLeft(w *mworker) {
 	m.split.slots -= w.slots
 	m.setLive(m.nLive, false)
 	m.step(sched.Event{Kind: sched.WorkerLeft, Worker: w.id}, 0)
-	if m.nLive == 0 && m.cur != nil && !m.cur.replied {
+	if m.nLive == 0 && m.cur != nil && !m.cur.replied && m.unable.byName[w.name] == nil { // a refusal is logged as such (refusals.go)
 		m.log.Warn("every worker has left; the generation waits for workers to join",
 			"gen", m.cur.gen, "done", m.progress.Load(), "tasks", len(m.cur.xs))
 	}

@@ -262,6 +262,7 @@ type relayMux struct {
 
 	mu      sync.Mutex
 	streams map[uint32]*relayStream
+	empty   chan struct{} // closed once streams is empty (drained)
 	accept  chan *relayStream
 	closed  bool
 	done    chan struct{}
@@ -323,7 +324,24 @@ func (x *relayMux) handle(msg Message) {
 func (x *relayMux) forget(id uint32) {
 	x.mu.Lock()
 	delete(x.streams, id)
+	if len(x.streams) == 0 && x.empty != nil {
+		close(x.empty)
+		x.empty = nil
+	}
 	x.mu.Unlock()
+}
+
+// drained is closed once the relay has no stream open.
+func (x *relayMux) drained() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ch := make(chan struct{})
+	if len(x.streams) == 0 {
+		close(ch)
+	} else {
+		x.empty = ch
+	}
+	return ch
 }
 
 // Accept implements net.Listener.
@@ -363,6 +381,19 @@ func (x *relayMux) Addr() net.Addr { return relayAddr{relay: x.name} }
 type relays struct {
 	mu     sync.Mutex
 	byName map[string]*relayMux
+	// byes counts the relays not yet told that the run is over: Close
+	// waits for them (awaitByes) before it closes the connections; once
+	// closing, no relay is added.
+	byes    sync.WaitGroup
+	closing bool
+}
+
+// awaitByes waits until every relay has been told that the run is over.
+func (r *relays) awaitByes() {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	r.byes.Wait()
 }
 
 // acceptRelay serves a relay's upstream connection: its streams are
@@ -370,11 +401,17 @@ type relays struct {
 func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 	x := newRelayMux(h.Name, conn, m.log)
 	m.relayReg.mu.Lock()
+	if m.relayReg.closing {
+		m.relayReg.mu.Unlock()
+		conn.SendAndClose(m.bye())
+		return
+	}
 	if m.relayReg.byName == nil {
 		m.relayReg.byName = map[string]*relayMux{}
 	}
 	old := m.relayReg.byName[h.Name]
 	m.relayReg.byName[h.Name] = x
+	m.relayReg.byes.Add(1)
 	m.relayReg.mu.Unlock()
 	if old != nil {
 		old.Close() // the same relay reconnected: the old link is dead
@@ -384,10 +421,12 @@ func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
+		defer m.relayReg.byes.Done()
 		select {
 		case <-conn.Done():
 			m.log.Warn("relay lost; its workers' connections close and their tasks go back to the queue", "relay", h.Name, "cause", conn.Err())
 		case <-m.loopCtx.Done():
+			m.byeRelay(x)
 		}
 		x.Close()
 		m.relayReg.mu.Lock()
@@ -400,6 +439,34 @@ func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 		defer m.wg.Done()
 		m.serveRelay(x)
 	}()
+}
+
+// byeRelay tells a relay that the run is over, once the loop has told its
+// workers (their Shutdowns travel on the relay's connection, before this
+// one) and their streams have closed, so that the relay ends, or waits
+// for the next master, as its workers do. It waits no longer than
+// ShutdownGrace.
+func (m *Master) byeRelay(x *relayMux) {
+	<-m.done
+	t := time.NewTimer(m.cfg.ShutdownGrace)
+	defer t.Stop()
+	select {
+	case <-x.drained():
+	case <-t.C:
+	}
+	x.conn.SendAndClose(m.bye())
+	select {
+	case <-x.conn.Done():
+	case <-t.C:
+	}
+}
+
+// bye is the master's last word to a relay, as to its workers.
+func (m *Master) bye() *Shutdown {
+	if m.restart.Load() {
+		return &Shutdown{Reason: "master interrupted; it will be back", Restart: true}
+	}
+	return &Shutdown{Reason: "run over"}
 }
 
 // serveRelay accepts a relay's streams and runs each one's handshake,
@@ -460,9 +527,17 @@ type RelayConfig struct {
 	// MinBackoff and MaxBackoff bound the wait between upstream
 	// connection attempts. Defaults 100 ms and 5 s.
 	MinBackoff, MaxBackoff time.Duration
+	// Once makes Run return ErrRelayRunOver when the master ends its run (its
+	// workers, told before the relay, end too), as a worker started with
+	// -once does. Default false: the relay waits for the next master.
+	Once bool
 	// Logger receives the relay's logs. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// ErrRelayRunOver is what a relay's Run returns (with RelayConfig.Once)
+// when the master ended the run.
+var ErrRelayRunOver = errors.New("grid: relay: the master ended the run")
 
 // RelayStats counts what a relay carried.
 type RelayStats struct {
@@ -477,6 +552,7 @@ type Relay struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	up      *Conn
+	over    *Shutdown // the master's word that the run is over, on up
 	down    map[uint32]*downstream
 	next    uint32
 	stats   RelayStats
@@ -490,13 +566,25 @@ type downstream struct {
 	nc   net.Conn
 	mu   sync.Mutex
 	q    []byte
-	fin  bool // upstream closed the stream: close once q is written
+	fin  bool // upstream closed the stream, or is gone: close once q is written
 	wake chan struct{}
 	dead chan struct{}
 	once sync.Once
 }
 
 func (d *downstream) close() { d.once.Do(func() { close(d.dead); d.nc.Close() }) }
+
+// finish closes the downstream connection once what is queued for it is
+// written (a master's last word, its Shutdown, must reach the worker).
+func (d *downstream) finish() {
+	d.mu.Lock()
+	d.fin = true
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
 
 // RunRelay runs a relay until ctx is done: it keeps one upstream
 // connection (reconnecting with backoff when it breaks) and carries
@@ -549,7 +637,8 @@ func (r *Relay) Stats() RelayStats {
 	return st
 }
 
-// Run serves until ctx is done.
+// Run serves until ctx is done, or, with Once, until the master ends the
+// run (ErrRelayRunOver).
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.wg.Wait()
 	defer close(r.stopped)
@@ -562,6 +651,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stop()
 	defer r.cfg.Listener.Close()
 	backoff := r.cfg.MinBackoff
+	var quiet relayQuiet
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		addr, err := r.cfg.Upstream(ctx, attempt)
 		var up *Conn
@@ -570,7 +660,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Warn("cannot reach upstream", "addr", addr, "err", err, "retry_in", backoff)
+				quiet.log(r.log, err, "addr", addr, "retry_in", backoff)
 			}
 			t := time.NewTimer(time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64())))
 			select {
@@ -583,28 +673,63 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		backoff = r.cfg.MinBackoff
 		attempt = -1
+		quiet = relayQuiet{}
 		r.mu.Lock()
 		r.up = up
+		r.over = nil
 		r.stats.Upstreams++
 		r.mu.Unlock()
 		r.log.Info("relay connected upstream", "addr", addr)
 		up.Start(r.fromUpstream)
 		select {
 		case <-up.Done():
-			r.log.Warn("lost upstream; closing the relayed connections", "addr", addr, "err", up.Err())
 		case <-ctx.Done():
 			up.Close()
 		}
 		r.mu.Lock()
 		r.up = nil
-		down := r.down
+		down, over := r.down, r.over
 		r.down = map[uint32]*downstream{}
 		r.mu.Unlock()
 		for _, d := range down {
-			d.close()
+			d.finish()
+		}
+		switch {
+		case ctx.Err() != nil:
+		case over != nil && over.Restart:
+			r.log.Info("the master was interrupted; waiting for it to come back", "addr", addr)
+		case over != nil && r.cfg.Once:
+			r.log.Info("the run is over; the relay ends")
+			return ErrRelayRunOver
+		case over != nil:
+			r.log.Info("the run is over; waiting for the next master", "addr", addr)
+		default:
+			r.log.Warn("lost upstream; closing the relayed connections", "addr", addr, "err", up.Err())
 		}
 	}
 	return ctx.Err()
+}
+
+// relayQuiet logs failed upstream attempts: the first, then only a
+// changed reason or one line a minute that counts the attempts, so that
+// a relay waiting for its master for days does not fill its log.
+type relayQuiet struct {
+	last     string
+	lastAt   time.Time
+	repeated int
+}
+
+func (q *relayQuiet) log(log *slog.Logger, err error, args ...any) {
+	msg := err.Error()
+	if msg == q.last && time.Since(q.lastAt) < time.Minute {
+		q.repeated++
+		return
+	}
+	if msg == q.last {
+		args = append(args, "attempts_since_last_line", q.repeated+1)
+	}
+	q.last, q.lastAt, q.repeated = msg, time.Now(), 0
+	log.Warn("cannot reach upstream; retrying", append([]any{"err", msg}, args...)...)
 }
 
 // acceptLoop accepts downstream connections and opens a stream for each.
@@ -662,15 +787,18 @@ func (r *Relay) drop(id uint32, d *downstream) {
 	d.close()
 }
 
-// readDown carries what a downstream connection sends upstream.
+// readDown carries what a downstream connection sends upstream. Once
+// upstream is gone it reads on, discarding, until the peer hangs up or
+// writeDown closes: a socket closed with unread bytes is reset, and a
+// reset loses what the peer had not read yet (the master's last word).
 func (r *Relay) readDown(id uint32, d *downstream, up *Conn) {
 	buf := make([]byte, relayChunk)
+	upGone := false
 	for {
 		n, err := d.nc.Read(buf)
-		if n > 0 {
-			if up.Send(&RelayFrame{S: id, Op: RelayData, D: buf[:n]}) != nil {
-				break
-			}
+		if n > 0 && !upGone && up.Send(&RelayFrame{S: id, Op: RelayData, D: buf[:n]}) != nil {
+			upGone = true
+			d.finish() // what upstream sent last still goes down
 		}
 		if err != nil {
 			break
@@ -711,15 +839,42 @@ func (r *Relay) writeDown(id uint32, d *downstream) {
 			empty := len(d.q) == 0
 			d.mu.Unlock()
 			if empty {
-				r.drop(id, d)
+				r.lingerDrop(id, d)
 				return
 			}
 		}
 	}
 }
 
+// relayLinger bounds how long a downstream connection whose last bytes
+// are written waits for its peer to hang up.
+const relayLinger = 2 * time.Second
+
+// lingerDrop ends a downstream connection once its last bytes are
+// written: it half-closes, so the peer reads them and then the end, and
+// waits for the peer to hang up (readDown sees it and drops the
+// connection), no longer than relayLinger.
+func (r *Relay) lingerDrop(id uint32, d *downstream) {
+	if cw, ok := d.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		t := time.NewTimer(relayLinger)
+		select {
+		case <-d.dead:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	r.drop(id, d)
+}
+
 // fromUpstream handles a frame from upstream (on the upstream reader).
 func (r *Relay) fromUpstream(msg Message) {
+	if sd, ok := msg.(*Shutdown); ok {
+		// The master's last word, after its workers': the run is over.
+		r.mu.Lock()
+		r.over = sd
+		r.mu.Unlock()
+		return
+	}
 	x, ok := msg.(*RelayFrame)
 	if !ok {
 		r.log.Warn("unexpected message from upstream", "type", msg.Type())

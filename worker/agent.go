@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/problems/plugin"
 )
 
 // Config configures an Agent. Zero fields take the defaults named in their
@@ -81,8 +83,9 @@ type Config struct {
 	// ErrShutdown (a lab agent; esworker without -once). Default false.
 	Serve bool
 	// IdleTimeout, when > 0, makes Run return ErrIdle once the agent has
-	// been without a master for that long (it cannot reach one, or is
-	// refused). Default 0: wait for a master for ever.
+	// been without a working session for that long: it cannot reach a
+	// master, is refused, or cannot build the master's problem (a plugin
+	// that does not start). Default 0: wait for a master for ever.
 	IdleTimeout time.Duration
 	// AbandonGrace is how long a cancelled evaluation may take to return
 	// before the agent gives up on it: its slot is freed and the master
@@ -204,9 +207,9 @@ func BuildProblem(spec grid.ProblemSpec) (problems.Problem, error) {
 // agent does not Serve run after run).
 var ErrShutdown = errors.New("worker: the master ended the run")
 
-// ErrIdle is what Run returns when the agent was without a master for
-// Config.IdleTimeout.
-var ErrIdle = errors.New("worker: no master for the idle timeout")
+// ErrIdle is what Run returns when the agent was without a working
+// session for Config.IdleTimeout.
+var ErrIdle = errors.New("worker: no working session with a master for the idle timeout")
 
 // errRestart ends a session whose master was interrupted and will be
 // back (Shutdown.Restart): the agent waits for it.
@@ -352,7 +355,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	backoff := a.cfg.MinBackoff
 	var quiet quietLog
-	since := time.Now() // without a master since
+	since := time.Now() // without a working session since
 	// Where a promotion or a move sends the agent next (split.go).
 	var next redirect
 	for failures := 0; ; failures++ {
@@ -363,7 +366,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return err
 		}
 		if d := a.cfg.IdleTimeout; d > 0 && time.Since(since) >= d {
-			a.log.Warn("no master for the idle timeout; exiting", "idle_timeout", d)
+			a.log.Warn("no working session with a master for the idle timeout; exiting", "idle_timeout", d)
 			return ErrIdle
 		}
 		addr, err := a.nextAddr(ctx, ms, failures, &next) // split.go
@@ -376,10 +379,17 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			})
 		}
 		if err == nil {
-			backoff = a.cfg.MinBackoff
-			quiet = quietLog{}
-			err = a.serve(ctx, conn, welcome)
-			since = time.Now()
+			var worked bool
+			worked, err = a.serve(ctx, conn, welcome)
+			if worked {
+				// Only a session that could work resets the idle clock and
+				// the backoff: a master that this agent dials and then
+				// refuses at once (its problem does not build) is no
+				// master, and redialling it must not be a tight loop.
+				since = time.Now()
+				backoff = a.cfg.MinBackoff
+				quiet = quietLog{}
+			}
 			if a.redirected(ctx, &err, addr, &next) { // split.go: promoted, or moved
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -401,12 +411,18 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			case errors.Is(err, errRestart):
 				a.log.Info("the master was interrupted; waiting for it to come back")
 				failures = -1
+			case !worked && errors.Is(err, plugin.ErrBackingOff):
+				// The plugin's failure that began its back-off was logged.
+				a.log.Debug("refusing the master's problem", "err", err, "retry_in", backoff.Round(time.Millisecond))
+			case !worked:
+				quiet.log(a.log, "refusing the master's problem", err, "retry_in", backoff.Round(time.Millisecond))
 			default:
 				a.log.Warn("lost the master; reconnecting", "err", err)
 			}
 		} else if ctx.Err() == nil {
-			quiet.log(a.log, err, "addr", addr, "retry_in", backoff.Round(time.Millisecond))
+			quiet.log(a.log, "cannot reach the master", err, "addr", addr, "retry_in", backoff.Round(time.Millisecond))
 		}
+		a.log.Debug("next connection attempt", "retry_in", backoff)
 		if !a.sleep(ctx, jitter(a.cfg.Rand, backoff)) {
 			if a.draining() {
 				return nil
@@ -440,32 +456,39 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// quietLog logs failed connection attempts: the first, and then only a
-// changed reason or one line a minute, so that an agent waiting for a
-// master for days writes one line per attempt at most, and usually far
-// fewer.
+// quietLog logs failed attempts (to reach a master, or to serve the one
+// reached): the first, and then only a changed reason or one line a
+// minute, which counts the attempts since the last, so that an agent
+// waiting for a master, or for its plugin, for days writes one line per
+// attempt at most, and usually far fewer. Reasons that differ only in
+// their figures (a back-off that counts down, a count of failures) are
+// the same reason.
 type quietLog struct {
 	last     string
 	lastAt   time.Time
 	repeated int
 }
 
-func (q *quietLog) log(log *slog.Logger, err error, args ...any) {
+func (q *quietLog) log(log *slog.Logger, what string, err error, args ...any) {
 	msg := err.Error()
-	if msg == q.last && time.Since(q.lastAt) < time.Minute {
+	key := what + ": " + figures.ReplaceAllString(msg, "#")
+	if key == q.last && time.Since(q.lastAt) < time.Minute {
 		q.repeated++
 		return
 	}
-	if msg == q.last {
+	if key == q.last {
 		args = append(args, "attempts_since_last_line", q.repeated+1)
 	}
-	q.last, q.lastAt, q.repeated = msg, time.Now(), 0
+	q.last, q.lastAt, q.repeated = key, time.Now(), 0
 	if errors.Is(err, errNoMasterYet) {
 		log.Info("waiting for a master to join the cluster")
 		return
 	}
-	log.Warn("cannot reach the master", append([]any{"err", msg}, args...)...)
+	log.Warn(what, append([]any{"err", msg}, args...)...)
 }
+
+// figures are the numbers in a reason, durations included.
+var figures = regexp.MustCompile(`[0-9][0-9.]*(ns|µs|ms|s|m|h)?`)
 
 // jitter spreads reconnections of many workers by ±20 %.
 func jitter(r *rand.Rand, d time.Duration) time.Duration {
@@ -474,15 +497,16 @@ func jitter(r *rand.Rand, d time.Duration) time.Duration {
 
 // serve runs one session on a fresh connection until it ends. It returns
 // nil after a completed drain, ErrShutdown when the master ended the run,
-// ctx's error, or why the connection was lost.
-func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) error {
+// ctx's error, or why the connection was lost; worked is false when the
+// session could not work at all: the problem did not build, and the
+// master was refused with the reason (Run logs it, rate-limited).
+func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (worked bool, err error) {
 	p, err := a.cfg.Build(w.Problem)
 	if err != nil {
 		err = fmt.Errorf("worker: cannot build problem %q (dim %d): %w", w.Problem.Name, w.Problem.Dim, err)
-		a.log.Error("refusing the master's problem", "err", err)
 		conn.SendAndClose(&grid.Reject{Reason: err.Error()})
 		<-conn.Done()
-		return err
+		return false, err
 	}
 	defer closeProblem(p) // a plugin's processes end with the session (worker/plugins.go)
 	a.log.Info("connected to the master", "addr", conn.RemoteAddr().String(), "worker_id", w.Worker,
@@ -498,5 +522,5 @@ func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) err
 		a.connected += time.Since(a.since)
 		a.mu.Unlock()
 	}()
-	return s.run(ctx, a.drain)
+	return true, s.run(ctx, a.drain)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"time"
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
@@ -20,18 +21,43 @@ func OfferedProblems(cat *plugin.Catalog) []string {
 	return append(problems.Names(), cat.Names()...)
 }
 
+// PluginOptions tunes the plugins that PluginBuild runs. Zero fields take
+// the defaults named in their comments.
+type PluginOptions struct {
+	// Slots is the most processes one plugin runs at once (the agent's
+	// slots). Default runtime.NumCPU().
+	Slots int
+	// StartTimeout bounds the wait for every process's hello: the same
+	// for the first start of a session and for every restart, as for a
+	// start-up check (plugin.Probe) given it. Default
+	// plugin.DefaultStartTimeout.
+	StartTimeout time.Duration
+	// RetryMin and RetryMax bound the back-off after failed starts
+	// (plugin.Config's). Defaults 1 s and 1 min.
+	RetryMin, RetryMax time.Duration
+	// Logger receives the plugins' logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
 // PluginBuild returns a Config.Build that builds a built-in problem (as
 // BuildProblem does) or a plugin listed in cat, and nothing else: the
 // master's spec names a problem, and only this machine's own list turns a
-// name into a program. A plugin runs up to slots processes (the agent's
-// slots; 0 = runtime.NumCPU()), logs to log, and is closed, with its
-// processes, when the session ends (the problem is an io.Closer).
-func PluginBuild(cat *plugin.Catalog, slots int, log *slog.Logger) func(grid.ProblemSpec) (problems.Problem, error) {
-	if slots <= 0 {
-		slots = runtime.NumCPU()
+// name into a program. A plugin runs up to o.Slots processes and is
+// closed, with its processes, when the session ends (the problem is an
+// io.Closer). Each plugin's failed starts back off across sessions (one
+// plugin.Starts per plugin): a plugin that fails at every start is not
+// started again at each session, and the session is refused at once
+// while the back-off lasts.
+func PluginBuild(cat *plugin.Catalog, o PluginOptions) func(grid.ProblemSpec) (problems.Problem, error) {
+	if o.Slots <= 0 {
+		o.Slots = runtime.NumCPU()
 	}
-	if log == nil {
-		log = slog.Default()
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	starts := make(map[string]*plugin.Starts)
+	for _, e := range cat.Entries() {
+		starts[e.Name] = new(plugin.Starts)
 	}
 	return func(spec grid.ProblemSpec) (problems.Problem, error) {
 		if slices.Contains(problems.Names(), spec.Name) {
@@ -45,7 +71,8 @@ func PluginBuild(cat *plugin.Catalog, slots int, log *slog.Logger) func(grid.Pro
 			return nil, fmt.Errorf("plugin %s: dimension %d", e.Name, spec.Dim)
 		}
 		p, err := plugin.Open(context.Background(), plugin.Config{
-			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: slots, Logger: log,
+			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: o.Slots, Logger: o.Logger,
+			StartTimeout: o.StartTimeout, RetryMin: o.RetryMin, RetryMax: o.RetryMax, Starts: starts[e.Name],
 		})
 		if err != nil {
 			return nil, err

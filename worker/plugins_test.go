@@ -52,7 +52,7 @@ func TestPluginBuildRunsOnlyListedPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := PluginBuild(cat, 2, logger(io.Discard))
+	build := PluginBuild(cat, PluginOptions{Slots: 2, Logger: logger(io.Discard)})
 	for _, name := range []string{"evil", evil, "./evil", "../" + filepath.Base(dir) + "/evil", "rastrigin-go/../evil", "", "sh", "/bin/sh", "rastrigin-go "} {
 		_, err := build(grid.ProblemSpec{Name: name, Dim: 2})
 		if !errors.Is(err, plugin.ErrNotListed) {
@@ -159,7 +159,7 @@ func TestMasterCannotMakeWorkerRunUnlisted(t *testing.T) {
 		log := new(logBuffer)
 		_, wait := startAgent(t, ctx, Config{
 			Master: addr, Key: key, Name: "w", Slots: 1, Problems: OfferedProblems(cat),
-			Build: PluginBuild(cat, 1, logger(log)), Logger: logger(log),
+			Build: PluginBuild(cat, PluginOptions{Slots: 1, Logger: logger(log)}), Logger: logger(log),
 			MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		})
 		select {
@@ -231,7 +231,7 @@ func TestAgentEvaluatesWithPlugin(t *testing.T) {
 	log := new(logBuffer)
 	_, wait := startAgent(t, ctx, Config{
 		Master: addr, Key: key, Name: "w", Slots: 2, Problems: OfferedProblems(cat),
-		Build: PluginBuild(cat, 2, logger(log)), Logger: logger(log),
+		Build: PluginBuild(cat, PluginOptions{Slots: 2, Logger: logger(log)}), Logger: logger(log),
 	})
 	want, _ := problems.New("rastrigin", 3)
 	got := map[int32]float64{}
@@ -288,7 +288,7 @@ func TestMasterRefusesWorkersWithoutThePlugin(t *testing.T) {
 	wlog := new(logBuffer)
 	_, wait := startAgent(t, ctx, Config{
 		Master: m.Addr(), Key: key, Name: "without", Slots: 1, Problems: OfferedProblems(empty),
-		Build: PluginBuild(empty, 1, logger(wlog)), Logger: logger(wlog),
+		Build: PluginBuild(empty, PluginOptions{Slots: 1, Logger: logger(wlog)}), Logger: logger(wlog),
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 	})
 	deadline := time.Now().Add(10 * time.Second)
@@ -308,7 +308,7 @@ func TestMasterRefusesWorkersWithoutThePlugin(t *testing.T) {
 	}
 	_, wait2 := startAgent(t, ctx, Config{
 		Master: m.Addr(), Key: key, Name: "with", Slots: 1, Problems: OfferedProblems(cat),
-		Build: PluginBuild(cat, 1, logger(io.Discard)),
+		Build: PluginBuild(cat, PluginOptions{Slots: 1, Logger: logger(io.Discard)}),
 	})
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
@@ -357,7 +357,7 @@ func TestGossipAdvertisesPlugins(t *testing.T) {
 	defer ms.Close()
 	_, wait := startAgent(t, ctx, Config{
 		Join: []string{ms.Addr()}, GossipBind: "127.0.0.1:0", Key: key, Name: "lab-9", Slots: 1,
-		Problems: OfferedProblems(cat), Build: PluginBuild(cat, 1, logger(io.Discard)),
+		Problems: OfferedProblems(cat), Build: PluginBuild(cat, PluginOptions{Slots: 1, Logger: logger(io.Discard)}),
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 	})
 	var offered []string

@@ -140,7 +140,7 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 	g := &localGrid{master: m, gossip: ms, stopAgents: cancel}
 	g.agentExited, g.exit = context.WithCancelCause(context.Background())
 	// The local agents offer, and may run, the plugins of -plugin too.
-	build := worker.PluginBuild(o.catalog, o.localSlots(), log)
+	build := worker.PluginBuild(o.catalog, worker.PluginOptions{Slots: o.localSlots(), Logger: log})
 	agentLog := log
 	if !o.verbose {
 		agentLog = slog.New(minLevel{log.Handler(), slog.LevelWarn})

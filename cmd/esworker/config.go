@@ -35,8 +35,9 @@ const maxConfigBytes = 1 << 20
 //	  "slots": 4,
 //	  "name": "lab-pc-12",
 //	  "plugins": {"simulator": "/opt/esgrid/plugins/simulator"},
+//	  "plugin_start_timeout": "30s",      (how long a plugin has to say hello)
 //	  "once": false,                      (exit when a run ends)
-//	  "idle_timeout": "0s"                (exit after this long without a master; 0: never)
+//	  "idle_timeout": "0s"                (exit after this long without a working session; 0: never)
 //	}
 type fileConfig struct {
 	Join        addrList          `json:"join"`
@@ -46,6 +47,7 @@ type fileConfig struct {
 	Slots       *int              `json:"slots"`
 	Name        string            `json:"name"`
 	Plugins     map[string]string `json:"plugins"`
+	PluginStart string            `json:"plugin_start_timeout"`
 	Once        *bool             `json:"once"`
 	IdleTimeout string            `json:"idle_timeout"`
 }
@@ -154,6 +156,13 @@ func (o *options) applyConfig(fs *flag.FlagSet) error {
 			}
 			o.idle = d
 		}
+		if !set["plugin-start-timeout"] && c.PluginStart != "" {
+			d, err := time.ParseDuration(c.PluginStart)
+			if err != nil {
+				return usagef("-config %s: plugin_start_timeout: %v", o.config, err)
+			}
+			o.hello = d
+		}
 		names := make([]string, 0, len(c.Plugins))
 		for name := range c.Plugins {
 			names = append(names, name)
@@ -178,18 +187,14 @@ func (o *options) applyConfig(fs *flag.FlagSet) error {
 	return nil
 }
 
-// probeTimeout bounds the start-up check of one plugin.
-const probeTimeout = 30 * time.Second
-
-// probePlugins starts every listed plugin once, reads its hello and
-// stops it, so that a plugin that cannot start is reported now, with its
-// stderr, rather than when a master needs it. It logs what each plugin
-// says about itself.
-func probePlugins(ctx context.Context, cat *plugin.Catalog, log *slog.Logger) error {
+// probePlugins starts every listed plugin once, reads its hello (within
+// hello, -plugin-start-timeout, as every later start) and stops it, so
+// that a plugin that cannot start is reported now, with its stderr,
+// rather than when a master needs it. It logs what each plugin says
+// about itself.
+func probePlugins(ctx context.Context, cat *plugin.Catalog, hello time.Duration, log *slog.Logger) error {
 	for _, e := range cat.Entries() {
-		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		h, err := plugin.Probe(pctx, plugin.Config{Name: e.Name, Path: e.Path, Logger: log, StartTimeout: probeTimeout})
-		cancel()
+		h, err := plugin.Probe(ctx, plugin.Config{Name: e.Name, Path: e.Path, Logger: log, StartTimeout: hello})
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -67,12 +68,25 @@ func checkMasters(list string) error {
 	return nil
 }
 
-// startRelay starts the relay of -relay, if any: it returns the relay's
-// address (for this esworker's own agent to connect to) and a function
-// that stops it and waits.
-func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger, stderr io.Writer) (string, func(), error) {
+// runningRelay is the relay of -relay, running.
+type runningRelay struct {
+	addr  string        // its downstream address, for this esworker's own agent
+	ended chan struct{} // closed when it ended: stopped, or (-once) the run is over
+	err   error         // why it ended, once ended is closed
+	stop  func()        // stops it and waits
+}
+
+// relayGrace bounds how long a -once esworker whose own agent was told
+// the run is over waits for its relay to pass the word to the workers
+// behind it and end.
+const relayGrace = 10 * time.Second
+
+// startRelay starts the relay of -relay, if any (nil if none). With -join
+// it waits for its master as a worker does: the cluster need not answer
+// yet. With -once it ends when the master ends the run.
+func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger, stderr io.Writer) (*runningRelay, error) {
 	if o.relay.addr == "" {
-		return "", func() {}, nil
+		return nil, nil
 	}
 	name := o.name
 	if name == "" {
@@ -81,7 +95,7 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 	}
 	ln, err := net.Listen("tcp", o.relay.addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("-relay %s: %w", o.relay.addr, err)
+		return nil, fmt.Errorf("-relay %s: %w", o.relay.addr, err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	var ms *grid.Membership
@@ -92,15 +106,17 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 	} else {
 		host, portStr, _ := net.SplitHostPort(o.gossip)
 		port, _ := strconv.Atoi(portStr)
+		// No seeds yet: upstream joins them before every attempt, so that
+		// a relay started before its master waits for it.
 		ms, err = grid.JoinMembership(rctx, grid.MembershipConfig{
 			Name: name, BindAddr: host, BindPort: port, SecretKey: key.GossipKey(),
 			Meta:   grid.NodeMeta{Role: grid.RoleWorker},
 			Logger: log,
-		}, joinAddrs(o.join)...)
+		})
 		if err != nil {
 			cancel()
 			ln.Close()
-			return "", nil, fmt.Errorf("relay gossip: %w", err)
+			return nil, fmt.Errorf("relay gossip: %w", err)
 		}
 		joins := joinAddrs(o.join)
 		upstream = func(ctx context.Context, attempt int) (string, error) {
@@ -120,33 +136,44 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 			return m.DataAddr(), nil
 		}
 	}
-	r, err := grid.NewRelay(grid.RelayConfig{Listener: ln, Upstream: upstream, Key: key, Name: name, Logger: log})
+	r, err := grid.NewRelay(grid.RelayConfig{Listener: ln, Upstream: upstream, Key: key, Name: name, Once: o.once, Logger: log})
 	if err != nil {
 		cancel()
 		ln.Close()
 		if ms != nil {
 			ms.Close()
 		}
-		return "", nil, err
+		return nil, err
 	}
-	done := make(chan struct{})
+	rr := &runningRelay{addr: r.Addr(), ended: make(chan struct{})}
 	go func() {
-		defer close(done)
-		r.Run(rctx)
+		defer close(rr.ended)
+		rr.err = r.Run(rctx)
 	}()
 	fmt.Fprintf(stderr, "esworker: relay listening %s\n", r.Addr())
 	log.Info("relay listening for workers the master cannot reach", "addr", r.Addr(), "upstream", o.master, "join", o.join)
 	var once sync.Once
-	stop := func() {
+	rr.stop = func() {
 		once.Do(func() {
 			cancel()
-			<-done
+			<-rr.ended
 			if ms != nil {
 				ms.Close()
 			}
 		})
 	}
-	return r.Addr(), stop, nil
+	return rr, nil
+}
+
+// await waits, no longer than d, for the relay to end by itself.
+func (rr *runningRelay) await(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-rr.ended:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // pickMaster is the attempt-th address of a comma-separated list.
@@ -163,13 +190,19 @@ func pickMaster(list string, attempt int) string {
 	return addrs[max(attempt, 0)%len(addrs)]
 }
 
-// relayOnly serves the relay alone until a signal (or ctx) ends it.
-func relayOnly(ctx context.Context, drain <-chan struct{}, stop func(), log *slog.Logger) int {
+// relayOnly serves the relay alone until a signal (or ctx) ends it, or,
+// with -once, the master ends the run.
+func relayOnly(ctx context.Context, drain <-chan struct{}, rr *runningRelay, log *slog.Logger) int {
 	select {
 	case <-ctx.Done():
 	case <-drain:
 		log.Info("signal: stopping the relay")
+	case <-rr.ended:
 	}
-	stop()
+	rr.stop()
+	if rr.err != nil && !errors.Is(rr.err, grid.ErrRelayRunOver) && ctx.Err() == nil {
+		log.Error("the relay stopped", "err", rr.err)
+		return 1
+	}
 	return 0
 }

@@ -33,6 +33,7 @@ type options struct {
 	metrics  string // -metrics ADDR
 	once     bool
 	idle     time.Duration
+	hello    time.Duration // -plugin-start-timeout
 	faults   worker.Faults
 	config   string          // -config FILE (config.go)
 	plan     string          // -plan FILE (plan.go)
@@ -92,12 +93,13 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.faults.HangEvery, "hang-every", 0, "emulate a stuck fitness function: every `K`-th evaluation hangs, deaf to cancels, until esworker exits; 0 = none")
 	fs.BoolVar(&o.faults.Silent, "silent", false, "emulate a wedged machine: accept tasks and never answer them, while the connection stays alive")
 	fs.BoolVar(&o.once, "once", false, "exit when the master ends its run, instead of waiting for the next one")
-	fs.DurationVar(&o.idle, "idle-timeout", 0, "exit after `D` without a master (unreachable, or refusing this worker); 0 = wait for ever")
+	fs.DurationVar(&o.idle, "idle-timeout", 0, "exit (status 1) after `D` without a working session: no master reachable, refused by it, or its problem does not build here (a plugin that does not start); 0 = wait for ever")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
-	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, once, idle_timeout; see the README); flags on the command line win")
+	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout; see the README); flags on the command line win")
+	fs.DurationVar(&o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
 	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run")
 	return fs
 }
@@ -130,6 +132,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-slowdown must be in [1, 1e6], got %v", o.slowdown)
 	case o.faults.FailEvery < 0 || o.faults.HangEvery < 0:
 		return nil, usagef("-fail-every and -hang-every must be ≥ 0")
+	case o.hello <= 0:
+		return nil, usagef("-plugin-start-timeout must be > 0, got %v", o.hello)
 	case o.idle < 0:
 		return nil, usagef("-idle-timeout must be ≥ 0, got %v", o.idle)
 	case o.delay < 0:
@@ -239,7 +243,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	} else {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	}
-	if err := probePlugins(ctx, o.catalog, log); err != nil { // config.go
+	if err := probePlugins(ctx, o.catalog, o.hello, log); err != nil { // config.go
 		log.Error("esworker cannot start: a listed plugin does not work", "err", err)
 		return 1
 	}
@@ -250,17 +254,17 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	}
 	// -relay: the relay first; this esworker's agent works behind it
 	// (relay.go).
-	relayAddr, stopRelay, err := startRelay(ctx, o, key, log, stderr)
+	relay, err := startRelay(ctx, o, key, log, stderr)
 	if err != nil {
 		log.Error("esworker cannot start the relay", "err", err)
 		return 1
 	}
-	defer stopRelay()
-	if relayAddr != "" {
+	if relay != nil {
+		defer relay.stop()
 		if o.relay.only {
-			return relayOnly(ctx, drain, stopRelay, log)
+			return relayOnly(ctx, drain, relay, log)
 		}
-		o.master, o.join = relayAddr, ""
+		o.master, o.join = relay.addr, ""
 	}
 	agent, err := worker.New(worker.Config{
 		Master:      o.master,
@@ -277,7 +281,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		Logger:      log,
 		// Built-ins and the listed plugins, and nothing else (config.go).
 		Problems: worker.OfferedProblems(o.catalog),
-		Build:    worker.PluginBuild(o.catalog, o.slots, log),
+		Build:    worker.PluginBuild(o.catalog, worker.PluginOptions{Slots: o.slots, StartTimeout: o.hello, Logger: log}),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "esworker: %v\n", err)
@@ -311,6 +315,11 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	case err == nil:
 		return 0
 	case errors.Is(err, worker.ErrShutdown):
+		if relay != nil {
+			// The workers behind the relay are told after this one:
+			// let the relay pass the word on and end.
+			relay.await(ctx, relayGrace)
+		}
 		log.Info("the run is over")
 		return 0
 	case errors.Is(err, worker.ErrIdle):

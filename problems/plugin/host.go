@@ -14,7 +14,8 @@
 // slot starts a fresh process on its next evaluation. A plugin that dies
 // at start-up is reported once with its stderr and is not restarted in a
 // tight loop: further starts back off, and evaluations meanwhile fail at
-// once.
+// once. The back-off may outlive the Problem (Config.Starts): a worker
+// that opens the plugin for each session keeps backing off across them.
 package plugin
 
 import (
@@ -50,6 +51,10 @@ var (
 	ErrProtocol = errors.New("plugin broke the protocol")
 	// ErrEval: the plugin answered with an error.
 	ErrEval = errors.New("plugin evaluation failed")
+	// ErrBackingOff (with ErrStart): no start was tried, since earlier
+	// starts failed and the back-off is not over; the failure that began
+	// it was reported.
+	ErrBackingOff = errors.New("not restarted")
 )
 
 // Config says which plugin to run and how.
@@ -71,7 +76,8 @@ type Config struct {
 	// MaxFrame caps a frame's length both ways. Default
 	// wire.DefaultMaxFrame (4 MiB).
 	MaxFrame int
-	// StartTimeout bounds the wait for a new process's hello. Default 10 s.
+	// StartTimeout bounds the wait for a new process's hello, at Open
+	// and at every restart. Default DefaultStartTimeout (30 s).
 	StartTimeout time.Duration
 	// CancelGrace is how long a plugin that honours cancels has to
 	// answer one before it is killed. Default 1 s.
@@ -86,6 +92,11 @@ type Config struct {
 	// wait doubles from RetryMin with each failure in a row. Defaults 1 s
 	// and 1 min.
 	RetryMin, RetryMax time.Duration
+	// Starts, when not nil, is the plugin's start history shared with
+	// other Problems of the same plugin: their failed starts and this
+	// one's back off together, Open included. Default: this Problem's
+	// own.
+	Starts *Starts
 	// StderrRate is how many stderr lines a second are logged (in bursts
 	// of up to 5 s' worth). Default 20.
 	StderrRate float64
@@ -111,7 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxFrame = wire.DefaultMaxFrame
 	}
 	if c.StartTimeout <= 0 {
-		c.StartTimeout = 10 * time.Second
+		c.StartTimeout = DefaultStartTimeout
 	}
 	if c.CancelGrace <= 0 {
 		c.CancelGrace = time.Second
@@ -130,6 +141,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StderrRate <= 0 {
 		c.StderrRate = 20
+	}
+	if c.Starts == nil {
+		c.Starts = new(Starts)
 	}
 	return c, nil
 }
@@ -158,9 +172,6 @@ type Problem struct {
 	slots     []*slot
 	closed    bool
 	inflight  sync.WaitGroup
-	fails     int // failed starts in a row
-	retryAt   time.Time
-	lastErr   error // the last failed start's error
 	closeOnce sync.Once
 
 	starts, startFailures, crashes, kills, cancels atomic.Int64
@@ -179,7 +190,9 @@ var _ io.Closer = (*Problem)(nil)
 // Open starts the plugin's first process, reads its hello, checks it
 // (protocol version, name, Dim among the accepted dimensions, bounds)
 // and returns the Problem. Further processes start as Eval needs them.
-// A plugin that cannot start fails Open with its stderr in the error.
+// A plugin that cannot start fails Open with its stderr in the error;
+// while earlier failed starts (Config.Starts) back off, Open fails at
+// once, without a start.
 func Open(ctx context.Context, cfg Config) (*Problem, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -200,11 +213,9 @@ func Open(ctx context.Context, cfg Config) (*Problem, error) {
 	for i := len(p.slots) - 1; i >= 0; i-- {
 		p.idle = append(p.idle, p.slots[i])
 	}
-	pr, err := p.start(ctx, p.slots[0])
-	if err != nil {
+	if err := p.restart(ctx, p.slots[0]); err != nil {
 		return nil, err
 	}
-	p.slots[0].proc = pr
 	return p, nil
 }
 
@@ -328,44 +339,28 @@ func (p *Problem) errorf(s *slot, format string, args ...any) error {
 // restart starts s's process, unless starts are backing off after
 // failures: then it fails at once with the last start's error.
 func (p *Problem) restart(ctx context.Context, s *slot) error {
-	p.mu.Lock()
-	if wait := time.Until(p.retryAt); p.fails > 0 && wait > 0 {
-		err := p.errorf(s, "%w: not restarted for another %v after %d failed start(s); last: %v",
-			ErrStart, wait.Round(time.Millisecond), p.fails, p.lastErr)
-		p.mu.Unlock()
-		return err
+	st := p.cfg.Starts
+	if wait, fails, last := st.wait(); wait > 0 {
+		return p.errorf(s, "%w: %w for another %v after %d failed start(s); last: %v",
+			ErrStart, ErrBackingOff, wait.Round(time.Millisecond), fails, last)
 	}
-	p.mu.Unlock()
 	pr, err := p.start(ctx, s)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return err
 		}
-		p.mu.Lock()
-		p.fails++
-		fails := p.fails
-		wait := p.cfg.RetryMin << min(fails-1, 20)
-		if wait <= 0 || wait > p.cfg.RetryMax {
-			wait = p.cfg.RetryMax
-		}
-		p.retryAt = time.Now().Add(wait)
-		p.lastErr = err
-		p.mu.Unlock()
-		if fails == 1 {
+		fails, wait, logIt := st.failed(err, &p.cfg)
+		switch {
+		case fails == 1:
 			// Reported once, with its stderr (in err); the failures that
-			// follow in a row only at debug level.
+			// follow in a row at debug level, and in a summary a minute.
 			p.log.Error("plugin failed to start; further starts back off", "slot", s.n, "err", err, "retry_in", wait)
-		} else {
+		case logIt:
+			p.log.Warn("plugin still fails to start (summary)", "failures", fails, "err", err, "retry_in", wait)
+		default:
 			p.log.Debug("plugin failed to start again", "slot", s.n, "failures", fails, "retry_in", wait)
 		}
 		return err
-	}
-	p.mu.Lock()
-	fails := p.fails
-	p.fails = 0
-	p.mu.Unlock()
-	if fails > 0 {
-		p.log.Info("plugin started again after failed starts", "slot", s.n, "failures", fails)
 	}
 	s.proc = pr
 	return nil
@@ -486,6 +481,13 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 		p.crashes.Add(1)
 	default:
 	}
+	if !pr.answered {
+		// A process that answers ends a run of failed starts (Starts).
+		pr.answered = true
+		if fails := p.cfg.Starts.worked(); fails > 0 {
+			p.log.Info("plugin works again after failed starts", "slot", s.n, "failures", fails)
+		}
+	}
 	if f.res.Err != "" {
 		return 0, p.errorf(s, "%w: %s", ErrEval, clip(f.res.Err, 1024))
 	}
@@ -551,6 +553,7 @@ type proc struct {
 	exitErr    error         // cmd.Wait's error, once exited is closed
 	tail       tail
 	nextID     uint64
+	answered   bool // it answered an evaluation (Starts.worked)
 	killOnce   sync.Once
 }
 
