@@ -531,6 +531,11 @@ type RelayConfig struct {
 	// workers, told before the relay, end too), as a worker started with
 	// -once does. Default false: the relay waits for the next master.
 	Once bool
+	// Network dials upstream. Default TCP; a simulated network in tests.
+	Network Network
+	// Rand draws the jitter of reconnection waits. Default: a generator
+	// seeded at random (a simulation seeds it).
+	Rand *rand.Rand
 	// Logger receives the relay's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -616,6 +621,12 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = max(5*time.Second, cfg.MinBackoff)
 	}
+	if cfg.Network == nil {
+		cfg.Network = TCP
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -656,13 +667,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		addr, err := r.cfg.Upstream(ctx, attempt)
 		var up *Conn
 		if err == nil {
-			up, _, err = Dial(ctx, addr, DialConfig{Key: r.cfg.Key, Name: r.cfg.Name, Slots: 1, Problems: []string{helloRelay}, Conn: r.cfg.Conn})
+			up, _, err = Dial(ctx, addr, DialConfig{Key: r.cfg.Key, Name: r.cfg.Name, Slots: 1, Problems: []string{helloRelay}, Conn: r.cfg.Conn, Dial: r.cfg.Network.Dial})
 		}
 		if err != nil {
 			if ctx.Err() == nil {
 				quiet.log(r.log, err, "addr", addr, "retry_in", backoff)
 			}
-			t := time.NewTimer(time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64())))
+			t := time.NewTimer(time.Duration(float64(backoff) * (0.8 + 0.4*r.cfg.Rand.Float64())))
 			select {
 			case <-t.C:
 			case <-ctx.Done():

@@ -27,10 +27,21 @@ type Scenario struct {
 	// and MessageCost makes it slow enough to be overloaded.
 	Split       bool
 	MessageCost time.Duration
+	// Relay, when set, is a relay (esworker -relay) that the Relayed
+	// workers reach the master through.
+	Relay *RelaySpec
 	// Restart, when set, kills the master (SIGKILL: its connections
 	// break, nothing is said) At after generation AfterGen completed,
 	// and a new master resumes from the checkpoint Down later.
 	Restart *Restart
+}
+
+// RelaySpec is a relay machine and what befalls it.
+type RelaySpec struct {
+	Delay [2]time.Duration // its link to the master
+	// Kill, when > 0, kills the relay's process then; it starts again
+	// Back later.
+	Kill, Back time.Duration
 }
 
 // Restart is a master killed and resumed from its checkpoint.
@@ -63,6 +74,8 @@ type WorkerSpec struct {
 	Freeze, FreezeFor, Gossip time.Duration
 	// Drain, when > 0, makes it leave gracefully then.
 	Drain time.Duration
+	// Relayed makes it reach the master through the scenario's relay.
+	Relayed bool
 	// Liar makes it return a wrong value for about one evaluation in
 	// Liar (only with Verify, which must find it out).
 	Liar int
@@ -100,6 +113,9 @@ func (w WorkerSpec) String() string {
 	if w.Liar > 0 {
 		fmt.Fprintf(&b, " liar=1/%d", w.Liar)
 	}
+	if w.Relayed {
+		b.WriteString(" relayed")
+	}
 	return b.String()
 }
 
@@ -111,6 +127,9 @@ func (sc Scenario) String() string {
 		sc.ES.Mu, sc.ES.Lambda, sc.ES.Problem, sc.ES.Dim, sc.ES.Stop.Generations)
 	if sc.Split {
 		fmt.Fprintf(&b, " split=paper message-cost=%v", sc.MessageCost)
+	}
+	if r := sc.Relay; r != nil {
+		fmt.Fprintf(&b, "\n  relay delay=%v–%v kill=%v back=%v", r.Delay[0], r.Delay[1], r.Kill, r.Back)
 	}
 	if r := sc.Restart; r != nil {
 		fmt.Fprintf(&b, "\n  master killed %v after generation %d, back %v later", r.At, r.AfterGen, r.Down)
@@ -207,6 +226,20 @@ func Draw(seed uint64) Scenario {
 		sc.MessageCost = time.Duration(200+r.IntN(2000)) * time.Microsecond
 		for i := range sc.Workers {
 			sc.Workers[i].Task = ms(1, 10)
+		}
+	}
+	if r.IntN(6) == 0 {
+		// Some workers (never the anchor, unless it has company) reach the
+		// master through a relay, which may die and come back.
+		rs := &RelaySpec{Delay: [2]time.Duration{ms(1, 20), ms(20, 40)}}
+		if r.IntN(3) == 0 {
+			rs.Kill, rs.Back = at(), ms(100, 5000)
+		}
+		sc.Relay = rs
+		for i := range sc.Workers {
+			if i > 0 || n > 1 && r.IntN(2) == 0 {
+				sc.Workers[i].Relayed = r.IntN(2) == 0 || i == n-1
+			}
 		}
 	}
 	if r.IntN(6) == 0 {

@@ -23,6 +23,8 @@ import (
 const (
 	masterHost = "127.0.0.1"
 	masterAddr = masterHost + ":7947"
+	relayHost  = "127.0.2.1"
+	relayAddr  = relayHost + ":7950"
 )
 
 // Master timing in the simulated world: the defaults a user runs with,
@@ -104,6 +106,11 @@ func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
 		w.net.SetDelay(ws.Host, ws.Delay[0], ws.Delay[1])
 	}
 	ctx, stopAgents := context.WithCancel(ctx)
+	if sc.Relay != nil {
+		w.net.SetDelay(relayHost, sc.Relay.Delay[0], sc.Relay.Delay[1])
+		w.agents.Add(1)
+		go w.relay(ctx)
+	}
 	for _, ws := range sc.Workers {
 		w.agents.Add(1)
 		go w.machine(ctx, ws)
@@ -345,6 +352,54 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 	}
 }
 
+// relay is the relay machine's life: a relay (esworker -relay) serving
+// run after run, killed and started again as its spec says.
+func (w *world) relay(ctx context.Context) {
+	defer w.agents.Done()
+	rs := w.sc.Relay
+	rng := rand.New(rand.NewPCG(w.sc.Seed, hashString(relayHost)))
+	for life := 0; ; life++ {
+		ln, err := w.net.Listen(relayAddr)
+		if err != nil {
+			w.log.Error("sim: relay listener", "err", err)
+			return
+		}
+		rctx, stop := context.WithCancel(ctx)
+		r, err := grid.NewRelay(grid.RelayConfig{
+			Listener: ln, Key: w.key, Name: "relay",
+			Upstream: func(context.Context, int) (string, error) { return masterAddr, nil },
+			Network:  w.net.Host(relayHost), Rand: rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())),
+			MinBackoff: workerTiming.MinBackoff, MaxBackoff: workerTiming.MaxBackoff, Logger: w.log,
+		})
+		if err != nil {
+			stop()
+			w.log.Error("sim: relay", "err", err)
+			return
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.Run(rctx) }()
+		if life > 0 || rs.Kill == 0 {
+			<-done
+			stop()
+			return
+		}
+		if !sleep(ctx, rs.Kill) {
+			stop()
+			<-done
+			return
+		}
+		w.log.Info("sim: relay killed")
+		w.net.Reset(relayHost)
+		settle()
+		stop()
+		<-done
+		if !sleep(ctx, rs.Back) {
+			return
+		}
+		w.log.Info("sim: relay restarted")
+	}
+}
+
 // freeze cuts ws off for FreezeFor; gossip declares it dead to the master
 // if the freeze outlasts its detection time.
 func (w *world) freeze(ctx context.Context, ws WorkerSpec) {
@@ -373,6 +428,9 @@ func (w *world) memberFailed(name string) {
 func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{}) worker.Config {
 	cfg := workerTiming
 	cfg.Master = masterAddr
+	if ws.Relayed {
+		cfg.Master = relayAddr
+	}
 	cfg.Key = w.key
 	cfg.Name = ws.Name
 	cfg.Slots = ws.Slots
