@@ -357,16 +357,17 @@ func (lk *link) reset() {
 // pipe is one direction of a link: bytes written wait their delivery time
 // in q, then go through the net.Pipe to the far end's reads.
 type pipe struct {
-	lk   *link
-	dir  int
-	w    net.Conn // net.Pipe's writing end
-	mu   sync.Mutex
-	q    []chunk
-	size int
-	last time.Time // delivery time of the latest chunk: order is kept
-	eof  bool      // the writer closed: deliver what is queued, then EOF
-	wake chan struct{}
-	done chan struct{} // closed when run returns
+	lk    *link
+	dir   int
+	w     net.Conn // net.Pipe's writing end
+	mu    sync.Mutex
+	q     []chunk
+	size  int
+	last  time.Time // delivery time of the latest chunk: order is kept
+	wrote time.Time // when the latest chunk was written
+	eof   bool      // the writer closed: deliver what is queued, then EOF
+	wake  chan struct{}
+	done  chan struct{} // closed when run returns
 }
 
 type chunk struct {
@@ -382,11 +383,18 @@ func (p *pipe) put(b []byte) error {
 		p.mu.Unlock()
 		return net.ErrClosed
 	}
+	// Bytes written at one instant arrive at one instant, however the
+	// writer split them; bytes written later arrive strictly later, even
+	// when they catch up with earlier ones, so that two writes never
+	// reach the reader at one instant, where goroutines would race.
 	due := now.Add(d)
-	if due.Before(p.last) {
+	switch {
+	case now.Equal(p.wrote):
 		due = p.last
+	case !due.After(p.last):
+		due = p.last.Add(time.Nanosecond)
 	}
-	p.last = due
+	p.last, p.wrote = due, now
 	p.q = append(p.q, chunk{due: due, data: append([]byte(nil), b...)})
 	p.size += len(b)
 	size := p.size
