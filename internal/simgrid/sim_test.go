@@ -126,7 +126,7 @@ func TestSimulation(t *testing.T) {
 // instant: the trace's text (lines logged by different goroutines
 // interleave, and a connection broken at the instant its peer writes may
 // be noticed by its reader or its writer first), and the counts of
-// instances sent and cancels answered (in about 2 % of seeds a message
+// instances sent and cancels answered (in about 1 % of seeds a message
 // and another, or the master's close, reach its loop at one instant in
 // either order; the accepted results do not depend on it).
 func TestReplayIsExact(t *testing.T) {
