@@ -640,8 +640,12 @@ func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Durat
 			m.ledger.Ran(sched.Execution{Worker: w.id, Task: t, Start: now - exec, End: now, Cancelled: true, Arrival: true})
 		}
 	}
-	// The answer shows a late worker alive.
-	if w.late && !w.left {
+	// An answer about a slot (an instance stopped, or found finished)
+	// shows a late worker alive; a held instance dropped does not: a
+	// worker whose slots are wedged (a silent one) still drops what it
+	// holds, and given new work again would only hold it past another
+	// deadline, in every generation.
+	if w.late && !w.left && r.Ack != AckDropped {
 		w.late = false
 		m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
 	}

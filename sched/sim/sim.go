@@ -585,22 +585,17 @@ func (e *engine) workerHandle(m msg) {
 		w.held = append(w.held, heldTask{batch: m.batch, task: m.task})
 		e.fillSlots(k)
 	case msgCancel:
-		if w.late {
-			// Its answer shows the master it is alive (the real
-			// worker acknowledges every cancel; only a late worker's
-			// answer changes anything).
-			w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
-			e.stats.Messages++
-			e.forward(msg{kind: msgAck, w: m.w, batch: m.batch, task: m.task}, w.commBusy, 0)
-		}
 		for i, h := range w.held {
 			if h.batch == m.batch && h.task == m.task {
+				// A drop says nothing of the slots: the master takes
+				// it as no answer (the real one too).
 				w.held = append(w.held[:i], w.held[i+1:]...)
 				e.stats.HeldDropped++
 				e.acct.dropped(e.now, sched.WorkerID(k), sched.TaskID(m.task))
 				return
 			}
 		}
+		e.ackCancel(k, m)
 		for i := range w.slots {
 			s := &w.slots[i]
 			if s.busy && s.batch == m.batch && s.task == m.task {
@@ -618,6 +613,20 @@ func (e *engine) workerHandle(m msg) {
 			la.late(e.now, sched.WorkerID(k), sched.TaskID(m.task))
 		}
 	}
+}
+
+// ackCancel sends the master worker k's answer to a cancel that found its
+// instance running or finished: it shows a late worker alive (the real
+// worker acknowledges every cancel; only a late worker's answer about a
+// slot changes anything).
+func (e *engine) ackCancel(k int, m msg) {
+	w := &e.workers[k]
+	if !w.late {
+		return
+	}
+	w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
+	e.stats.Messages++
+	e.forward(msg{kind: msgAck, w: m.w, batch: m.batch, task: m.task}, w.commBusy, 0)
 }
 
 // fillSlots starts held tasks, oldest first, on the worker's idle slots.
