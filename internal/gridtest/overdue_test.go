@@ -2,6 +2,7 @@ package gridtest
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -134,7 +135,7 @@ func sphere(x []float64) float64 {
 // healthy workers.
 func TestSilentWorkerAcknowledgingCancels(t *testing.T) {
 	for _, policy := range []string{"wq", "rwq", "cyclic"} {
-		t.Run(policy+"/one slot", func(t *testing.T) {
+		t.Run(policy+"-1slot", func(t *testing.T) {
 			g := newFaultGrid(t, policy)
 			g.add(t, "good1", 1, worker.Faults{})
 			g.add(t, "good2", 1, worker.Faults{})
@@ -148,12 +149,31 @@ func TestSilentWorkerAcknowledgingCancels(t *testing.T) {
 		})
 	}
 	for _, policy := range []string{"wq", "rwq"} {
-		t.Run(policy+"/64 slots", func(t *testing.T) {
+		t.Run(policy+"-64slots", func(t *testing.T) {
 			g := newFaultGrid(t, policy)
 			g.add(t, "good1", 1, worker.Faults{})
 			g.add(t, "good2", 1, worker.Faults{})
 			g.add(t, "silent", 64, worker.Faults{Silent: true})
 			g.evaluate(t, 3, 2, 30)
 		})
+	}
+}
+
+// A lone worker whose evaluations hang deaf to their cancel: each hang
+// costs a deadline (the overdue instance is cancelled and its task sent
+// again to the same worker, which abandons the hung evaluation for it),
+// never the run, and the worker is never dropped.
+func TestLoneWorkerHangingEvaluations(t *testing.T) {
+	for _, policy := range sched.Names {
+		for _, slots := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s-%dslots", policy, slots), func(t *testing.T) {
+				g := newFaultGrid(t, policy)
+				g.add(t, "hang", slots, worker.Faults{HangEvery: 5})
+				g.evaluate(t, 1, 4, 10)
+				if st := g.m.Stats(); st.Overdue == 0 || st.Dropped != 0 {
+					t.Errorf("%d overdue, %d dropped; want some and none", st.Overdue, st.Dropped)
+				}
+			})
+		}
 	}
 }

@@ -197,6 +197,7 @@ type engine struct {
 	open       bool            // the current batch is running
 	exec       float64         // the master's smoothed execution time over the grid, ns
 	deadlines  sched.Deadlines // cfg.Deadlines with its defaults
+	overran    []uint8         // per task of the batch: its instances that went overdue
 	end        time.Duration
 	acct       accountant
 	stats      Stats
@@ -448,6 +449,7 @@ func (e *engine) clearSent(k int) {
 // startBatch begins batch b.
 func (e *engine) startBatch(b int32) {
 	e.batch, e.open = b, true
+	e.overran = append(e.overran[:0], make([]uint8, e.cfg.Workload.Batches[b].N)...)
 	for k := range e.workers {
 		e.clearSent(k) // every instance was settled, or its result is stale now
 	}
@@ -741,17 +743,28 @@ func (e *engine) checkDeadlines() {
 				continue
 			}
 			n++
-			if s.started < 0 || s.overdue || s.batch != e.batch || e.now-s.started <= d {
+			if s.started < 0 || s.overdue || s.batch != e.batch || e.now-s.started <= e.deadlines.Again(d, e.overruns(s.task)) {
 				continue
 			}
 			s.overdue = true
 			w.late = true
+			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
+				e.overran[s.task]++
+			}
 			e.step(sched.Event{Kind: sched.Overdue, Worker: sched.WorkerID(k), Task: sched.TaskID(s.task)})
 			if !e.open {
 				return
 			}
 		}
 	}
+}
+
+// overruns is how many instances of task t of the batch went overdue.
+func (e *engine) overruns(t int32) int {
+	if t < 0 || int(t) >= len(e.overran) {
+		return 0
+	}
+	return int(e.overran[t])
 }
 
 // execMicros is an execution time as a result message carries it: whole
