@@ -578,13 +578,13 @@ func (p *policy) overdue(id WorkerID, ti TaskID, out []Action) []Action {
 	}
 	p.exclude(t, id)
 	p.requeue(ti)
-	if t.inQ && !p.openElsewhere(wi) {
+	if t.inQ && !w.drain && !w.aside && !p.openElsewhere(wi) {
 		// No other worker is open: the task runs again here, at once. The
 		// cancel before it frees the slot (the worker abandons a cancelled
 		// evaluation whose task comes again), so even a hang deaf to its
 		// cancel costs one deadline; for new work the worker stays late.
-		t.inQ = false
-		p.qLive--
+		// Live only on a late worker, the task stays in Q for a worker
+		// that joins or answers meanwhile (as a replica).
 		if p.eft != nil {
 			return p.eftSend(wi, ti, false, out)
 		}

@@ -130,6 +130,20 @@ func TestProgressEvents(t *testing.T) {
 			done: true,
 		},
 		{
+			// Sent again to the lone late worker, the task stays in Q, for
+			// a worker that joins before the late one answers.
+			name: "a worker that joins takes the task a lone late worker runs again", policy: "wq",
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{batch(2), "s0w1"},
+				{overdue(1, 0), "c0w1r s0w1"},
+				{join(2, 1), "r0w2"},
+				{res(2, 0), "a0w2 c0w1r s1w2"},
+				{res(2, 1), "a1w2"},
+			},
+			done: true,
+		},
+		{
 			// The same with one slot, all of it hung: r3q withdraws the
 			// held t1, cancels t0 and sends it again. The cancelled
 			// instance's answer (Measured) opens w1 again.
