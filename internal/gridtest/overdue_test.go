@@ -9,6 +9,7 @@ import (
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
 )
@@ -21,9 +22,10 @@ import (
 
 // faultGrid is a master and the agents serving it.
 type faultGrid struct {
-	m    *grid.Master
-	key  *grid.Key
-	runs []*agentRun
+	m     *grid.Master
+	key   *grid.Key
+	runs  []*agentRun
+	build func(grid.ProblemSpec) (problems.Problem, error) // the agents' (default: the spec's)
 }
 
 func newFaultGrid(t *testing.T, policy string) *faultGrid {
@@ -57,8 +59,8 @@ func (g *faultGrid) add(t *testing.T, name string, slots int, f worker.Faults) {
 	t.Helper()
 	a, err := worker.New(worker.Config{
 		Master: g.m.Addr(), Key: g.key, Name: name, Slots: slots, Faults: f, Logger: quiet,
-		AbandonGrace: 20 * time.Millisecond,
-		MinBackoff:   20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		AbandonGrace: 20 * time.Millisecond, Build: g.build,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -175,5 +177,40 @@ func TestLoneWorkerHangingEvaluations(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// longProblem is sphere, but an evaluation whose x[0] is above 0.8 takes
+// 300 ms (it stops when cancelled).
+type longProblem struct{}
+
+func (longProblem) Name() string                   { return "sphere" }
+func (longProblem) Bounds() (lower, upper float64) { return 0, 1 }
+func (longProblem) Eval(ctx context.Context, x []float64) (float64, error) {
+	if x[0] > 0.8 {
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return sphere(x), nil
+}
+
+// A task merely longer than the deadline (6 × the 50 ms floor) on a lone
+// worker: each overdue instance is cancelled and sent again with its
+// deadline doubled, so the task ends rather than being cancelled for
+// ever (issue 25's stall had a lone r3q worker late with deadline=1s).
+func TestLoneWorkerLongTasksEnd(t *testing.T) {
+	for _, policy := range []string{"wq", "r3q"} {
+		t.Run(policy, func(t *testing.T) {
+			g := newFaultGrid(t, policy)
+			g.build = func(grid.ProblemSpec) (problems.Problem, error) { return longProblem{}, nil }
+			g.add(t, "w", 2, worker.Faults{})
+			g.evaluate(t, 1, 2, 10)
+			if st := g.m.Stats(); st.Overdue == 0 || st.Dropped != 0 {
+				t.Errorf("%d overdue, %d dropped; want some and none", st.Overdue, st.Dropped)
+			}
+		})
 	}
 }
