@@ -72,8 +72,11 @@ type MasterConfig struct {
 	// overdue: after DeadlineFactor × its worker's smoothed execution time
 	// (the grid's, before the worker has one) plus the worker's smoothed
 	// round trip, and never before DeadlineFloor. An overdue instance is a
-	// policy event (sched.Overdue): the task goes to another worker and the
-	// late worker gets nothing new until it answers. Defaults 4 and 1 s
+	// policy event (sched.Overdue): it is cancelled and its task runs
+	// again, on another worker if one is open, else on the same one once
+	// it answers; the late worker gets nothing new until it answers. Each
+	// time a task overruns, its next instance's deadline doubles
+	// (sched.Deadlines.Again), so a long task ends. Defaults 4 and 1 s
 	// (sched.Deadlines, the rule the simulator applies too).
 	DeadlineFactor float64
 	DeadlineFloor  time.Duration

@@ -217,6 +217,24 @@ type batch struct {
 	reply   chan evalReply
 	// failures lists, per task that failed, each failure as "worker: error".
 	failures map[int32][]string
+	// overran counts, per task, its instances that went overdue: the
+	// next one's deadline is doubled as often (sched.Deadlines.Again).
+	overran []uint8
+}
+
+// overruns is how many instances of task t went overdue in the batch.
+func (b *batch) overruns(t int32) int {
+	if t < 0 || int(t) >= len(b.overran) {
+		return 0
+	}
+	return int(b.overran[t])
+}
+
+// overrun counts one overdue instance of task t.
+func (b *batch) overrun(t int32) {
+	if t >= 0 && int(t) < len(b.overran) && b.overran[t] < math.MaxUint8 {
+		b.overran[t]++
+	}
 }
 
 // fail ends the batch with err, once.
@@ -448,7 +466,7 @@ func (m *Master) checkDeadlines() {
 				m.dropWorker(w, "a task ran past the task timeout", "task", o.task, "running_for", run.Round(time.Millisecond))
 				break
 			}
-			if !o.overdue && deadline > 0 && run > deadline {
+			if !o.overdue && deadline > 0 && run > m.cfg.deadlines().Again(deadline, m.cur.overruns(o.task)) {
 				o.overdue = true
 				m.overdue = append(m.overdue, o.task)
 			}
@@ -457,12 +475,13 @@ func (m *Master) checkDeadlines() {
 			continue
 		}
 		if !w.late {
-			m.log.Warn("worker is late: its overdue tasks go to other workers, and it gets no new work until it answers",
+			m.log.Warn("worker is late: its overdue tasks are cancelled and run again, on another worker if one is open, and it gets no new work until it answers",
 				"worker", w.name, "id", w.id, "gen", m.cur.gen, "tasks", len(m.overdue), "deadline", deadline.Round(time.Millisecond))
 		}
 		w.late = true
 		for _, t := range m.overdue {
 			m.counts.Overdue++
+			m.cur.overrun(t)
 			m.step(sched.Event{Kind: sched.Overdue, Worker: w.id, Task: sched.TaskID(t)}, 0)
 		}
 	}
@@ -503,7 +522,8 @@ func (m *Master) startBatch(req *evalReq) {
 		id = int32(req.gen)
 	}
 	m.lastID = id
-	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)), reply: req.reply, failures: map[int32][]string{}}
+	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)),
+		overran: make([]uint8, len(req.xs)), reply: req.reply, failures: map[int32][]string{}}
 	m.batches++
 	m.progress.Store(0)
 	m.verifyStart(len(req.xs))
@@ -652,8 +672,12 @@ func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Durat
 			m.ledger.Ran(sched.Execution{Worker: w.id, Task: t, Start: now - exec, End: now, Cancelled: true, Arrival: true})
 		}
 	}
-	// The answer shows a late worker alive.
-	if w.late && !w.left {
+	// An answer about a slot (an instance stopped, or found finished)
+	// shows a late worker alive; a held instance dropped does not: a
+	// worker whose slots are wedged (a silent one) still drops what it
+	// holds, and given new work again would only hold it past another
+	// deadline, in every generation.
+	if w.late && !w.left && r.Ack != AckDropped {
 		w.late = false
 		m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
 	}

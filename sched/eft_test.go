@@ -171,18 +171,18 @@ func TestEFTHand(t *testing.T) {
 			// local workers alike (e = 1 s, r = 0), two tasks. At 1.0 w2
 			// is idle (its next place back at 2.0) and w1's t0 is due back
 			// now: no replica. Overdue (papers.md leaves deadlines to the
-			// driver; New: the task goes back to the head of Q, the worker
-			// is late) at 1.5 puts t0 back in Q, and the plan gives it to
-			// w2 as a replica (an instance is live on the late w1). w2's
-			// result at 2.5 cancels w1's.
+			// driver; New: the instance is cancelled, the task goes back
+			// to the head of Q, the worker is late) at 1.5 cancels w1's t0
+			// and puts it back in Q, and the plan gives it to w2, whose
+			// result at 2.5 wins.
 			name: "no replica that cannot win; Overdue replans",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{means(1, sec, 0), ""}, {means(2, sec, 0), ""},
 				{batchAt(2, 0), "s0w1 s1w2"},
 				{resAt(2, 1, sec, sec, 0), "a1w2"},
-				{withAt(overdue(1, 0), 1500*time.Millisecond), "r0w2"},
-				{resAt(2, 0, 2500*time.Millisecond, sec, 0), "a0w2 c0w1r"},
+				{withAt(overdue(1, 0), 1500*time.Millisecond), "c0w1r s0w2"},
+				{resAt(2, 0, 2500*time.Millisecond, sec, 0), "a0w2"},
 			},
 			done: true,
 		},

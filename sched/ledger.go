@@ -55,8 +55,13 @@ type Execution struct {
 // of a cancel, an aborted execution or a drop that matches no cancel the
 // ledger saw sent counts for nothing.
 type Counts struct {
-	Originals int // first instances sent
-	Replicas  int // further instances sent
+	// Originals counts the tasks sent: the first instance of each task
+	// in its batch. Replicas counts every further instance: a replica,
+	// or a task sent again once its instances were withdrawn, cancelled
+	// as overdue, failed or lost with their worker. So a batch whose
+	// tasks were all sent counts as many originals as tasks.
+	Originals int
+	Replicas  int
 	// CancelsHeld counts cancels that found their instance held in the
 	// worker's remote queue and dropped it before it ran.
 	CancelsHeld int
@@ -262,7 +267,8 @@ const maxPendingCancels = 4096
 // (CommPaper), to be set beside its figures.
 //
 // Counts: Originals and Replicas count Send actions (less those the driver
-// reports Unsent); the cancel outcomes come from the workers' reports
+// reports Unsent), the first instance of each task sent as its original
+// and every further one as a replica; the cancel outcomes come from the workers' reports
 // (Dropped, Late, and Ran with Cancelled for a running instance stopped),
 // each matched to a Cancel the ledger saw for that worker and task, once;
 // Duplicates counts results that arrived with no Accept. A cancel's
@@ -309,7 +315,10 @@ type Ledger struct {
 	finished  bool
 
 	inst [][]instRec // live instances per task of the open batch
-	run  Counts
+	// sends counts, per task of the open batch, the instances sent (Send
+	// less Unsent): the first is the task's original.
+	sends []int32
+	run   Counts
 
 	// Sums over final generations.
 	finSync time.Duration
@@ -495,6 +504,7 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 			l.inst = append(l.inst[:cap(l.inst)], make([][]instRec, n-cap(l.inst))...)
 		}
 		l.inst = l.inst[:n]
+		l.sends = append(l.sends[:0], make([]int32, n)...)
 		l.prunePending()
 		l.advance() // the previous generation may be final now
 	case WorkerJoined:
@@ -554,14 +564,23 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 		w := &l.workers[wi]
 		switch a.Kind {
 		case Send:
-			if a.Replica {
+			// The task's first instance sent is its original, whatever
+			// the policy calls it: one sent again after its instances
+			// were withdrawn is not a new task.
+			replica := a.Replica
+			if a.Task >= 0 && a.Task <= MaxTaskID {
+				growTo(&l.sends, int32(a.Task))
+				replica = l.sends[a.Task] > 0
+				l.sends[a.Task]++
+			}
+			if replica {
 				l.add(g, w, Counts{Replicas: 1})
 			} else {
 				l.add(g, w, Counts{Originals: 1})
 			}
 			if a.Task >= 0 && int(a.Task) < len(l.inst) {
 				l.dropInst(a.Task, wi)
-				l.inst[a.Task] = append(l.inst[a.Task], instRec{wi: wi, sent: at, replica: a.Replica})
+				l.inst[a.Task] = append(l.inst[a.Task], instRec{wi: wi, sent: at, replica: replica})
 			}
 		case Cancel:
 			l.cancel(wi, a.Task, gi)
@@ -730,29 +749,62 @@ func (l *Ledger) Unsent(w WorkerID, t TaskID) {
 		return
 	}
 	gi := int32(len(l.gens) - 1)
-	d := Counts{Originals: -1}
 	if r := l.findInst(t, wi); r != nil {
-		if r.replica {
-			d = Counts{Replicas: -1}
-		}
+		replica := r.replica
 		l.dropInst(t, wi)
-	} else {
-		lw := &l.workers[wi]
-		i := len(lw.cancels) - 1
-		for ; i >= 0 && (lw.cancels[i].task != t || lw.cancels[i].gen != gi); i-- {
-		}
-		if i < 0 {
-			return
-		}
-		if lw.cancels[i].replica {
-			d = Counts{Replicas: -1}
-		}
-		lw.cancels = slices.Delete(lw.cancels, i, i+1)
-		l.add(&l.gens[gi], lw, d)
-		l.answered(gi)
+		l.unsend(gi, wi, t, replica)
 		return
 	}
-	l.add(&l.gens[gi], &l.workers[wi], d)
+	lw := &l.workers[wi]
+	i := len(lw.cancels) - 1
+	for ; i >= 0 && (lw.cancels[i].task != t || lw.cancels[i].gen != gi); i-- {
+	}
+	if i < 0 {
+		return
+	}
+	replica := lw.cancels[i].replica
+	lw.cancels = slices.Delete(lw.cancels, i, i+1)
+	l.unsend(gi, wi, t, replica)
+	l.answered(gi)
+}
+
+// unsend takes back the count of a send of task t to worker wi in
+// generation gi. When it was the task's original and a further instance
+// of the task did go out, that one is the original now: a task counts
+// one original however its sends are withdrawn.
+func (l *Ledger) unsend(gi, wi int32, t TaskID, replica bool) {
+	g := &l.gens[gi]
+	if t >= 0 && int(t) < len(l.sends) && l.sends[t] > 0 {
+		l.sends[t]--
+	}
+	if replica {
+		l.add(g, &l.workers[wi], Counts{Replicas: -1})
+		return
+	}
+	l.add(g, &l.workers[wi], Counts{Originals: -1})
+	if t < 0 || int(t) >= len(l.sends) || l.sends[t] == 0 {
+		return
+	}
+	promote := Counts{Originals: 1, Replicas: -1}
+	if int(t) < len(l.inst) {
+		for i := range l.inst[t] {
+			if r := &l.inst[t][i]; r.replica {
+				r.replica = false
+				l.add(g, &l.workers[r.wi], promote)
+				return
+			}
+		}
+	}
+	for vi := range l.workers {
+		for i := range l.workers[vi].cancels {
+			if p := &l.workers[vi].cancels[i]; p.task == t && p.gen == gi && p.replica {
+				p.replica = false
+				l.add(g, &l.workers[vi], promote)
+				return
+			}
+		}
+	}
+	l.add(g, nil, promote) // its worker is gone: the run's and the generation's counts
 }
 
 // Dropped records that a cancel removed task t from worker w's remote

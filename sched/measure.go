@@ -67,3 +67,15 @@ func (d Deadlines) Of(exec, gridExec, rtt float64) time.Duration {
 	}
 	return max(time.Duration(d.Factor*exec+rtt), d.Floor)
 }
+
+// maxOverruns caps the doubling of Again.
+const maxOverruns = 10
+
+// Again is the deadline of an instance of a task that has overrun n
+// deadlines already in its batch (each overdue instance is cancelled and
+// its task sent again): base doubled n times, at most 2^10. A task merely
+// longer than its worker's deadline thus ends, on a lone worker too,
+// while a hung evaluation costs one deadline.
+func (d Deadlines) Again(base time.Duration, n int) time.Duration {
+	return base << min(max(n, 0), maxOverruns)
+}

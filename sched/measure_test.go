@@ -44,3 +44,16 @@ func TestSmooth(t *testing.T) {
 		t.Errorf("mean %v, want 900", m)
 	}
 }
+
+// Again: each overrun doubles the deadline, at most ten times.
+func TestDeadlinesAgain(t *testing.T) {
+	d := Deadlines{}.WithDefaults()
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{-1, time.Second}, {0, time.Second}, {1, 2 * time.Second}, {3, 8 * time.Second}, {10, 1024 * time.Second}, {200, 1024 * time.Second}} {
+		if got := d.Again(time.Second, c.n); got != c.want {
+			t.Errorf("Again(1s, %d) = %v, want %v", c.n, got, c.want)
+		}
+	}
+}

@@ -82,17 +82,22 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 //
 // Progress (papers.md leaves it to the driver: time is an event). Overdue
 // marks a worker late: its held instances are withdrawn (Cancel, Held) and
-// go back to the head of Q, the overdue task goes back too unless a worker
-// that is not late holds it, and the late worker gets nothing new until it
-// answers (ResultArrived, Failed or Measured from it); its overdue instance
-// stays live, so whichever copy finishes first wins. A task taken from Q
-// while an instance of it is still live (on a late worker) is sent as a
-// replica. Failed frees the instance and puts the task back at the head of
-// Q unless another instance is live; a worker that failed a task is not
-// given it again while some worker open for work has not failed it. Returned (a
-// draining worker's held task) puts the task back likewise, and
-// WorkerDraining stops new work to that worker without taking back what
-// it runs.
+// go back to the head of Q, and the overdue instance is given up (a hung
+// evaluation, or a stalled worker): it is cancelled (Cancel, last), and its
+// task goes back to the head of Q too unless a worker that is not late
+// holds it. The late worker gets nothing new until it answers
+// (ResultArrived, Failed or Measured from it), and is not given the task
+// again while some worker open for work has not failed or overrun it;
+// but when no other worker is open, the task is sent to it again at once
+// (after the Cancel: a worker takes a task sent again as a fresh instance).
+// So a hung evaluation costs one deadline, even on a lone worker. A task
+// taken from Q while an instance of it is still live (on a late worker) is
+// sent as a replica. Failed frees the instance and puts the task back at
+// the head of Q unless another instance is live; a worker that failed a
+// task is not given it again while some worker open for work has not
+// failed it. Returned (a draining worker's held task) puts the task back
+// likewise, and WorkerDraining stops new work to that worker without
+// taking back what it runs.
 //
 // Slots (slots.go). SlotsChanged gives a worker a new number of slots (its
 // capacity follows), or with 0 sets it aside: no new work, its held
@@ -220,7 +225,7 @@ type policy struct {
 	r      []TaskID // R in replication order (send order, or reverse)
 	rPos   int      // round-robin cursor into r
 	rLive  int      // tasks of r still in R
-	nFail  int      // tasks not done that some worker failed (Failed)
+	nFail  int      // tasks not done that some worker failed or overran
 
 	// The time accounting's view (SyncWait, Idle).
 	syncBegun   bool    // SyncWait was emitted for this batch
@@ -280,7 +285,7 @@ type task struct {
 	inR    bool
 	seq    uint32     // order of its latest original transfer
 	on     []int32    // workers holding a live instance
-	failed []WorkerID // workers on which it failed (Failed), in order
+	failed []WorkerID // workers on which it failed (Failed) or overran (Overdue), in order
 	absent bool       // not in this master's batch (split.go); counted as done
 }
 
@@ -553,8 +558,8 @@ func (p *policy) overdue(id WorkerID, ti TaskID, out []Action) []Action {
 	w := &p.workers[wi]
 	w.late, w.inFree = true, false
 	// Withdraw what it holds, last sent first, so the held tasks come back
-	// to Q in send order; the overdue instance itself stays live, unless it
-	// is (in the books) still held.
+	// to Q in send order and none starts on the slot the overdue instance
+	// frees; then the overdue instance, unless it was (in the books) held.
 	for k := w.count() - 1; k >= w.slots; k-- {
 		hi := w.inst[w.lo+k]
 		out = append(out, Action{Kind: Cancel, Worker: id, Task: hi, Held: true})
@@ -562,8 +567,52 @@ func (p *policy) overdue(id WorkerID, ti TaskID, out []Action) []Action {
 		p.tasks[hi].on = removeWorker(p.tasks[hi].on, wi)
 		p.requeue(hi)
 	}
+	t := &p.tasks[ti]
+	if k := w.pos(ti); k >= 0 {
+		out = append(out, Action{Kind: Cancel, Worker: id, Task: ti})
+		if p.eft != nil {
+			p.eftCensor(wi, k)
+		}
+		w.remove(k)
+		t.on = removeWorker(t.on, wi)
+	}
+	p.exclude(t, id)
 	p.requeue(ti)
+	if t.inQ && !w.drain && !w.aside && !p.openElsewhere(wi) {
+		// No other worker is open: the task runs again here, at once. The
+		// cancel before it frees the slot (the worker abandons a cancelled
+		// evaluation whose task comes again), so even a hang deaf to its
+		// cancel costs one deadline; for new work the worker stays late.
+		// Live only on a late worker, the task stays in Q for a worker
+		// that joins or answers meanwhile (as a replica).
+		if p.eft != nil {
+			return p.eftSend(wi, ti, false, out)
+		}
+		out = p.sendFromQ(wi, ti, out)
+	}
 	return out
+}
+
+// openElsewhere says some worker other than wi is open for work.
+func (p *policy) openElsewhere(wi int32) bool {
+	for i := range p.workers {
+		if int32(i) != wi && p.workers[i].open() {
+			return true
+		}
+	}
+	return false
+}
+
+// exclude notes that worker id failed or overran task t: it is not given
+// t again while some worker open for work has not (excluded).
+func (p *policy) exclude(t *task, id WorkerID) {
+	if slices.Contains(t.failed, id) {
+		return
+	}
+	if len(t.failed) == 0 {
+		p.nFail++
+	}
+	t.failed = append(t.failed, id)
 }
 
 // failed handles Failed: see New.
@@ -584,12 +633,7 @@ func (p *policy) failed(id WorkerID, ti TaskID) {
 	if t.done {
 		return
 	}
-	if !slices.Contains(t.failed, id) {
-		if len(t.failed) == 0 {
-			p.nFail++
-		}
-		t.failed = append(t.failed, id)
-	}
+	p.exclude(t, id)
 	p.requeue(ti)
 }
 
@@ -609,8 +653,9 @@ func (p *policy) returned(id WorkerID, ti TaskID) {
 	}
 }
 
-// excluded says worker id must not be given task t: it failed t, and some
-// worker that may be given work (alive, not late, not draining) has not.
+// excluded says worker id must not be given task t: it failed or overran
+// t, and some worker that may be given work (alive, not late, not
+// draining) has not.
 // A late or draining worker does not count: it may never take the task.
 func (p *policy) excluded(t *task, id WorkerID) bool {
 	if !slices.Contains(t.failed, id) {

@@ -24,25 +24,27 @@ func TestProgressEvents(t *testing.T) {
 		done         bool
 	}{
 		{
-			// A silent worker under wq: w1 never answers t0. Overdue gives
-			// t0 to the first free worker as a replica; w1 gets nothing new.
-			name: "wq: an overdue task is replicated, the late worker gets no work", policy: "wq",
+			// A silent worker under wq: w1 never answers t0. Overdue
+			// cancels w1's instance and gives t0 to the first free worker;
+			// w1 gets nothing new.
+			name: "wq: an overdue instance is cancelled, its task runs elsewhere, the late worker gets no work", policy: "wq",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{batch(3), "s0w1 s1w2"},
-				{overdue(1, 0), ""},      // t0 to the head of Q; w2 is busy
-				{res(2, 1), "a1w2 r0w2"}, // t0 before t2, and it is a replica
-				{res(2, 0), "a0w2 c0w1r s2w2"},
+				{overdue(1, 0), "c0w1r"}, // t0 to the head of Q; w2 is busy
+				{res(2, 1), "a1w2 s0w2"}, // t0 before t2
+				{res(2, 0), "a0w2 s2w2"},
 				{res(2, 2), "a2w2"},
 			},
 			done: true,
 		},
 		{
+			// Its result, come before the cancel reached it.
 			name: "wq: the late worker's own result still wins, and it is open again", policy: "wq",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{batch(4), "s0w1 s1w2"},
-				{overdue(1, 0), ""},
+				{overdue(1, 0), "c0w1r"},
 				{res(1, 0), "a0w1 s2w1"}, // t0 leaves Q; w1 answered: open again
 				{res(2, 1), "a1w2 s3w2"},
 				{res(1, 2), "a2w1"},
@@ -52,15 +54,16 @@ func TestProgressEvents(t *testing.T) {
 		},
 		{
 			// rwq with depth 2: w1 runs t0 and holds t2. Overdue withdraws
-			// the held t2 (a held cancel) and puts t0, t2 back in send order.
+			// the held t2 (a held cancel) before it cancels t0, and puts
+			// t0, t2 back in send order.
 			name: "rwq: a late worker's held tasks are withdrawn", policy: "rwq",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{batch(6), "s0w1 s1w2 s2w1 s3w2"},
-				{overdue(1, 0), "c2w1h"},
-				{res(2, 1), "a1w2 r0w2"},
+				{overdue(1, 0), "c2w1h c0w1r"},
+				{res(2, 1), "a1w2 s0w2"},
 				{res(2, 3), "a3w2 s2w2"},
-				{res(2, 0), "a0w2 c0w1r s4w2"},
+				{res(2, 0), "a0w2 s4w2"},
 				{res(2, 2), "a2w2 s5w2"},
 				{res(2, 4), "a4w2"},
 				{res(2, 5), "a5w2"},
@@ -74,10 +77,10 @@ func TestProgressEvents(t *testing.T) {
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{batch(4), "s0w1 s1w2 s2w1 s3w2"},
-				{overdue(1, 0), "c2w1h r0w2 s2w2"},
+				{overdue(1, 0), "c2w1h c0w1r s0w2 s2w2"},
 				{res(2, 1), "a1w2"},
 				{res(2, 3), "a3w2"},
-				{res(2, 0), "a0w2 c0w1r"},
+				{res(2, 0), "a0w2"},
 				{res(2, 2), "a2w2"},
 			},
 			done: true,
@@ -88,21 +91,71 @@ func TestProgressEvents(t *testing.T) {
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{batch(2), "s0w1 s1w2"},
 				{res(2, 1), "a1w2 r0w2"}, // R = {t0}: replicated to w2
-				{overdue(1, 0), ""},      // w2 holds t0 and is not late
-				{res(2, 0), "a0w2 c0w1r"},
+				{overdue(1, 0), "c0w1r"}, // w2 holds t0 and is not late
+				{res(2, 0), "a0w2"},
 			},
 			done: true,
 		},
 		{
-			name: "a late worker that answers takes its overdue task out of Q", policy: "wq",
+			// A hung slot beside a healthy one (issue 25): the healthy
+			// slot's result makes w1 open again, but the task it overran
+			// waits in Q for w2, open too, rather than go back to w1.
+			name: "a late worker that answers is open again, but not for the task it overran", policy: "wq",
 			steps: []scriptStep{
 				{join(1, 2), ""}, {join(2, 1), ""},
 				{batch(4), "s0w1 s1w2 s2w1"},
-				{overdue(1, 0), ""},      // t0 to Q; w2 busy
-				{res(1, 2), "a2w1 s3w1"}, // w1 answered: t0 is its own again, t3 next
-				{res(2, 1), "a1w2"},      // nothing for w2: t0 runs on w1
-				{res(1, 0), "a0w1"},
+				{overdue(1, 0), "c0w1r"}, // t0 to Q; w2 busy
+				{res(1, 2), "a2w1 s3w1"}, // w1 answered: open, but t0 is for w2
+				{res(2, 1), "a1w2 s0w2"},
+				{res(2, 0), "a0w2"},
 				{res(1, 3), "a3w1"},
+			},
+			done: true,
+		},
+		{
+			// Issue 25: a hung evaluation costs one deadline even when its
+			// worker is the only one. Its overdue instance is cancelled
+			// and, no other worker being open, the task is sent to it
+			// again at once; it is late for new work until it answers
+			// (its other slot's result).
+			name: "a lone worker runs its overdue task again at once", policy: "wq",
+			steps: []scriptStep{
+				{join(1, 2), ""},
+				{batch(3), "s0w1 s1w1"},
+				{overdue(1, 0), "c0w1r s0w1"},
+				{res(1, 1), "a1w1 s2w1"}, // answered: open again
+				{res(1, 0), "a0w1"},
+				{res(1, 2), "a2w1"},
+			},
+			done: true,
+		},
+		{
+			// Sent again to the lone late worker, the task stays in Q, for
+			// a worker that joins before the late one answers.
+			name: "a worker that joins takes the task a lone late worker runs again", policy: "wq",
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{batch(2), "s0w1"},
+				{overdue(1, 0), "c0w1r s0w1"},
+				{join(2, 1), "r0w2"},
+				{res(2, 0), "a0w2 c0w1r s1w2"},
+				{res(2, 1), "a1w2"},
+			},
+			done: true,
+		},
+		{
+			// The same with one slot, all of it hung: r3q withdraws the
+			// held t1, cancels t0 and sends it again. The cancelled
+			// instance's answer (Measured) opens w1 again.
+			name: "a lone one-slot worker runs its overdue task again at once", policy: "r3q",
+			steps: []scriptStep{
+				{join(1, 1), ""},
+				{batch(3), "s0w1 s1w1"},
+				{overdue(1, 0), "c1w1h c0w1r s0w1"},
+				{alive(1), "s1w1"},
+				{res(1, 0), "a0w1 s2w1"},
+				{res(1, 1), "a1w1"},
+				{res(1, 2), "a2w1"},
 			},
 			done: true,
 		},
@@ -122,8 +175,8 @@ func TestProgressEvents(t *testing.T) {
 			steps: []scriptStep{
 				{join(1, 1), ""},
 				{batch(2), "s0w1"},
-				{overdue(1, 0), ""}, // no one to take t0
-				{batch(1), "c0w1r"}, // abandoned; w1 still late: nothing sent
+				{overdue(1, 0), "c0w1r s0w1"}, // no one else to take t0
+				{batch(1), "c0w1r"},           // abandoned; w1 still late: nothing sent
 				{alive(1), "s0w1"},
 				{res(1, 0), "a0w1"},
 			},

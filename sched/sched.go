@@ -38,12 +38,15 @@ const (
 	// policy takes it as a sign of life from a late worker (see Overdue).
 	Measured
 	// Overdue: the instance of Event.Task on Event.Worker has run past the
-	// deadline its driver set for it. The instance stays live (its result
-	// is still welcome), but the task goes back to the head of Q unless
-	// another worker that is not late holds it, the worker's held
-	// instances are withdrawn (Cancel with Held) and go back to Q too,
-	// and the worker is late: it gets no new work until it answers
-	// (ResultArrived, Failed or Measured from it).
+	// deadline its driver set for it. The worker's held instances are
+	// withdrawn (Cancel with Held) and go back to the head of Q, the
+	// instance is cancelled (its result, should it come first, is still
+	// welcome) and its task goes back too unless another worker that is
+	// not late holds it, and the worker is late: it gets no new work until
+	// it answers (ResultArrived, Failed or Measured from it), and not that
+	// task while another worker open for work could take it; with no
+	// other worker open, the task is sent to it again at once (the
+	// worker takes it as a fresh instance, its cancelled one abandoned).
 	Overdue
 	// Failed: the instance of Event.Task on Event.Worker failed (the
 	// evaluation returned an error). The instance is gone; the task goes

@@ -135,9 +135,9 @@ func TestSlotsChangedHand(t *testing.T) {
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
 				{batch(3), "s0w1 s1w2"},
-				{overdue(1, 0), ""},
+				{overdue(1, 0), "c0w1r"},
 				{slotsTo(1, 3), ""},
-				{res(2, 1), "a1w2 r0w2"},
+				{res(2, 1), "a1w2 s0w2"},
 				{res(1, 0), "a0w1 c0w2r s2w1"}, // answered: open, with its 3 slots
 				{res(1, 2), "a2w1"},
 			},

@@ -84,17 +84,21 @@ func TestSplitSeam(t *testing.T) {
 		},
 		{
 			// "sends some of its queue (task assignment)" to a master that
-			// asked: a task with a live instance stays (the overdue t0 is
-			// at the head of Q, live on the late w1).
+			// asked: a task with a live instance stays. t0 runs on w1 and
+			// its replica on w2; w1 overran t3 and w2 the replica, so both
+			// are late and t0 is back in Q, live on w1, waiting for the
+			// busy w3.
 			// Reference: papers.md §2, Task requests.
-			name: "a task with a live instance is never taken", policy: "wq",
+			name: "a task with a live instance is never taken", policy: "rr",
 			steps: []scriptStep{
-				{join(1, 1), ""}, {join(2, 1), ""},
-				{batch(3), "s0w1 s1w2"},
-				{overdue(1, 0), ""},
-				{taken(5), "k2"},
+				{join(1, 2), ""}, {join(2, 1), ""}, {join(3, 1), ""},
+				{batch(4), "s0w1 s1w2 s2w3 s3w1"},
 				{res(2, 1), "a1w2 r0w2"},
-				{res(1, 0), "a0w1 c0w2r"},
+				{overdue(1, 3), "c3w1r"},
+				{overdue(2, 0), "c0w2r"},
+				{taken(5), "k3"},
+				{res(3, 2), "a2w3 r0w3"},
+				{res(1, 0), "a0w1 c0w3r"},
 			},
 			done: true,
 		},

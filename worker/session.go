@@ -216,10 +216,18 @@ func (s *session) handle(m grid.Message) {
 }
 
 func (s *session) addTasks(m *grid.Tasks) {
+	if s.takeTasks(m) {
+		s.flush()
+	}
+}
+
+// takeTasks is addTasks with s.mu held; it reports whether results are
+// ready to send (a cancelled instance abandoned for a new one).
+func (s *session) takeTasks(m *grid.Tasks) (ready bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.Gen < s.gen {
-		return // a late send of a finished generation: its results would be discarded
+		return false // a late send of a finished generation: its results would be discarded
 	}
 	if m.Gen > s.gen {
 		// Generations end in a barrier: once the master sends generation
@@ -240,14 +248,26 @@ func (s *session) addTasks(m *grid.Tasks) {
 			ids[i] = t.ID
 		}
 		s.conn.Send(&grid.Drain{Gen: m.Gen, Returned: ids})
-		return
+		return false
 	}
 	for _, t := range m.Items {
-		if _, busy := s.running[taskKey{m.Gen, t.ID}]; !busy {
-			s.held.Push(heldTask{gen: m.Gen, task: t})
+		k := taskKey{m.Gen, t.ID}
+		if rt, busy := s.running[k]; busy {
+			if !rt.cancelled {
+				continue
+			}
+			// Sent again after its cancel (the master gave up on an
+			// overdue instance and has no other worker for it): the
+			// cancelled instance, still stopping or deaf to its cancel,
+			// is abandoned now rather than after AbandonGrace, so the
+			// new one is not taken for it.
+			s.abandonLocked(rt)
+			ready = true
 		}
+		s.held.Push(heldTask{gen: m.Gen, task: t})
 	}
 	s.startHeld()
+	return ready
 }
 
 // cancelTasks carries out a Cancel and acknowledges each of its tasks to
@@ -292,19 +312,28 @@ func (s *session) cancelRunning(rt *runningTask) {
 // returned, and tells the master it was cancelled.
 func (s *session) abandonTask(rt *runningTask) {
 	s.mu.Lock()
-	k := taskKey{rt.gen, rt.task.ID}
-	if s.running[k] != rt {
+	if s.running[taskKey{rt.gen, rt.task.ID}] != rt {
 		s.mu.Unlock()
 		return
 	}
-	delete(s.running, k)
-	rt.abandoned = true
 	s.log.Warn("an evaluation ignored its cancel; abandoning it and freeing its slot (its goroutine runs on until it returns)",
 		"gen", rt.gen, "task", rt.task.ID, "grace", s.a.cfg.AbandonGrace)
-	s.ready = append(s.ready, grid.Result{Gen: rt.gen, ID: rt.task.ID, Cancelled: true, Ack: grid.AckStopped, Exec: int64(time.Since(rt.start)), Token: rt.task.Token})
+	s.abandonLocked(rt)
 	s.startHeld()
 	s.mu.Unlock()
 	s.flush()
+}
+
+// abandonLocked frees the slot of cancelled task rt and queues its
+// acknowledgement; its evaluation's result, should it come, is dropped.
+// Called with s.mu held.
+func (s *session) abandonLocked(rt *runningTask) {
+	delete(s.running, taskKey{rt.gen, rt.task.ID})
+	rt.abandoned = true
+	if rt.abandon != nil {
+		rt.abandon.Stop()
+	}
+	s.ready = append(s.ready, grid.Result{Gen: rt.gen, ID: rt.task.ID, Cancelled: true, Ack: grid.AckStopped, Exec: int64(time.Since(rt.start)), Token: rt.task.Token})
 }
 
 // startHeld fills free slots from the head of the remote queue. Called

@@ -200,7 +200,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	addSplitFlags(fs, &o.split) // split.go
 	fs.BoolVar(&o.inprocess, "inprocess", false, "evaluate with a pool of goroutines in this process instead of a grid (the reference a grid run equals)")
 
-	fs.DurationVar(&o.taskTimeout, "task-timeout", 10*time.Minute, "hard limit on one evaluation: a worker running a task longer than `D` is dropped and its tasks go elsewhere (a task is already given to another worker once it runs 4× its worker's usual time, at least 1 s); 0 = none")
+	fs.DurationVar(&o.taskTimeout, "task-timeout", 10*time.Minute, "hard limit on one evaluation: a worker running a task longer than `D` is dropped and its tasks go elsewhere (a task is already cancelled and run again, elsewhere if a worker is free, once it runs 4× its worker's usual time, at least 1 s); 0 = none")
 	fs.IntVar(&o.maxRetries, "max-retries", 3, "retry a failed evaluation on another worker up to `N` times before the run fails")
 	fs.IntVar(&o.maxFrameMiB, "max-frame", 0, "cap on one message, in `MiB`; workers take the master's cap; 0 = 4 MiB, or room for two tasks of -dim numbers if more")
 

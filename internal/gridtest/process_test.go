@@ -78,8 +78,8 @@ type runReport struct {
 type schedule struct {
 	Policy    string `json:"policy"`
 	Workers   int    `json:"workers"`   // workers that joined during the run
-	Originals int    `json:"originals"` // first instances sent; a lost worker's tasks are sent again
-	Replicas  int    `json:"replicas"`
+	Originals int    `json:"originals"` // one a task
+	Replicas  int    `json:"replicas"`  // further instances: replicas, and tasks sent again (a lost worker's)
 }
 
 // outcome is what a finished run leaves: its report and its last
@@ -296,8 +296,8 @@ func TestProcessesWorkerKilled(t *testing.T) {
 				t.Errorf("the master did not report the lost worker: %v", err)
 			}
 			s := sameRun(t, m.finish(t), want)
-			if policy == "wq" && s.Originals <= want.rep.Evals {
-				t.Errorf("%d tasks sent for %d evaluations: the victim's tasks were not sent again", s.Originals, want.rep.Evals)
+			if s.Originals != want.rep.Evals || policy == "wq" && s.Replicas == 0 {
+				t.Errorf("%d originals and %d replicas for %d evaluations: want one original a task, and the victim's tasks sent again", s.Originals, s.Replicas, want.rep.Evals)
 			}
 			exitedCleanly(t, ws...)
 			<-victim.done
@@ -550,10 +550,11 @@ func TestProcessesBadFramesCloseOneConnection(t *testing.T) {
 		t.Errorf("%d workers joined, want %d", s.Workers, len(good)+len(fakes))
 	}
 	// Each dropped connection held at least one task, and WQ has no
-	// replica to stand in for it: it was sent again.
-	if s.Originals < want.rep.Evals+len(fakes) {
-		t.Errorf("%d tasks sent for %d evaluations: the tasks of the %d dropped connections were not all sent again",
-			s.Originals, want.rep.Evals, len(fakes))
+	// replica to stand in for it: it was sent again, as a further
+	// instance (each task counts one original).
+	if s.Originals != want.rep.Evals || s.Replicas < len(fakes) {
+		t.Errorf("%d originals and %d replicas for %d evaluations: the tasks of the %d dropped connections were not all sent again",
+			s.Originals, s.Replicas, want.rep.Evals, len(fakes))
 	}
 	exitedCleanly(t, good...)
 	log := m.stderr.String()

@@ -197,6 +197,7 @@ type engine struct {
 	open       bool            // the current batch is running
 	exec       float64         // the master's smoothed execution time over the grid, ns
 	deadlines  sched.Deadlines // cfg.Deadlines with its defaults
+	overran    []uint8         // per task of the batch: its instances that went overdue
 	end        time.Duration
 	acct       accountant
 	stats      Stats
@@ -448,6 +449,7 @@ func (e *engine) clearSent(k int) {
 // startBatch begins batch b.
 func (e *engine) startBatch(b int32) {
 	e.batch, e.open = b, true
+	e.overran = append(e.overran[:0], make([]uint8, e.cfg.Workload.Batches[b].N)...)
 	for k := range e.workers {
 		e.clearSent(k) // every instance was settled, or its result is stale now
 	}
@@ -585,22 +587,17 @@ func (e *engine) workerHandle(m msg) {
 		w.held = append(w.held, heldTask{batch: m.batch, task: m.task})
 		e.fillSlots(k)
 	case msgCancel:
-		if w.late {
-			// Its answer shows the master it is alive (the real
-			// worker acknowledges every cancel; only a late worker's
-			// answer changes anything).
-			w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
-			e.stats.Messages++
-			e.forward(msg{kind: msgAck, w: m.w, batch: m.batch, task: m.task}, w.commBusy, 0)
-		}
 		for i, h := range w.held {
 			if h.batch == m.batch && h.task == m.task {
+				// A drop says nothing of the slots: the master takes
+				// it as no answer (the real one too).
 				w.held = append(w.held[:i], w.held[i+1:]...)
 				e.stats.HeldDropped++
 				e.acct.dropped(e.now, sched.WorkerID(k), sched.TaskID(m.task))
 				return
 			}
 		}
+		e.ackCancel(k, m)
 		for i := range w.slots {
 			s := &w.slots[i]
 			if s.busy && s.batch == m.batch && s.task == m.task {
@@ -618,6 +615,20 @@ func (e *engine) workerHandle(m msg) {
 			la.late(e.now, sched.WorkerID(k), sched.TaskID(m.task))
 		}
 	}
+}
+
+// ackCancel sends the master worker k's answer to a cancel that found its
+// instance running or finished: it shows a late worker alive (the real
+// worker acknowledges every cancel; only a late worker's answer about a
+// slot changes anything).
+func (e *engine) ackCancel(k int, m msg) {
+	w := &e.workers[k]
+	if !w.late {
+		return
+	}
+	w.commBusy = max(w.commBusy, e.now) + w.m.SendCost
+	e.stats.Messages++
+	e.forward(msg{kind: msgAck, w: m.w, batch: m.batch, task: m.task}, w.commBusy, 0)
 }
 
 // fillSlots starts held tasks, oldest first, on the worker's idle slots.
@@ -732,17 +743,28 @@ func (e *engine) checkDeadlines() {
 				continue
 			}
 			n++
-			if s.started < 0 || s.overdue || s.batch != e.batch || e.now-s.started <= d {
+			if s.started < 0 || s.overdue || s.batch != e.batch || e.now-s.started <= e.deadlines.Again(d, e.overruns(s.task)) {
 				continue
 			}
 			s.overdue = true
 			w.late = true
+			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
+				e.overran[s.task]++
+			}
 			e.step(sched.Event{Kind: sched.Overdue, Worker: sched.WorkerID(k), Task: sched.TaskID(s.task)})
 			if !e.open {
 				return
 			}
 		}
 	}
+}
+
+// overruns is how many instances of task t of the batch went overdue.
+func (e *engine) overruns(t int32) int {
+	if t < 0 || int(t) >= len(e.overran) {
+		return 0
+	}
+	return int(e.overran[t])
 }
 
 // execMicros is an execution time as a result message carries it: whole
