@@ -135,7 +135,7 @@ type MasterConfig struct {
 
 // deadlines is the config's deadline rule (defaults set).
 func (c *MasterConfig) deadlines() sched.Deadlines {
-	return sched.Deadlines{Factor: c.DeadlineFactor, Floor: c.DeadlineFloor, First: c.FirstDeadline}
+	return sched.Deadlines{Factor: c.DeadlineFactor, Floor: c.DeadlineFloor, First: c.FirstDeadline, Ceiling: c.TaskTimeout / 2}
 }
 
 func (c MasterConfig) withDefaults() (MasterConfig, error) {

@@ -35,6 +35,12 @@ type Deadlines struct {
 	// (a silent worker may have taken the whole first batch). Default
 	// 30 × Floor.
 	First time.Duration
+	// Ceiling caps Again: a task's deadline doubles at each overrun up to
+	// it, never beyond (0: up to 2^10 × the base). The master sets half
+	// its task timeout, so that a task that hangs again and again costs
+	// at most that each time, and never the task timeout's drop of its
+	// worker.
+	Ceiling time.Duration
 }
 
 // WithDefaults returns d with its zero fields set to their defaults.
@@ -73,9 +79,14 @@ const maxOverruns = 10
 
 // Again is the deadline of an instance of a task that has overrun n
 // deadlines already in its batch (each overdue instance is cancelled and
-// its task sent again): base doubled n times, at most 2^10. A task merely
+// its task sent again): base doubled n times, at most 2^10 and at most
+// Ceiling (unless base is longer). A task merely
 // longer than its worker's deadline thus ends, on a lone worker too,
 // while a hung evaluation costs one deadline.
 func (d Deadlines) Again(base time.Duration, n int) time.Duration {
-	return base << min(max(n, 0), maxOverruns)
+	again := base << min(max(n, 0), maxOverruns)
+	if d.Ceiling > 0 {
+		again = min(again, max(base, d.Ceiling))
+	}
+	return again
 }

@@ -56,4 +56,16 @@ func TestDeadlinesAgain(t *testing.T) {
 			t.Errorf("Again(1s, %d) = %v, want %v", c.n, got, c.want)
 		}
 	}
+	// With a ceiling (the master's: half its task timeout), the doubling
+	// stops there; a base already past it stands.
+	d.Ceiling = 5 * time.Minute
+	for _, c := range []struct {
+		base time.Duration
+		n    int
+		want time.Duration
+	}{{time.Second, 3, 8 * time.Second}, {time.Second, 9, 5 * time.Minute}, {30 * time.Second, 4, 5 * time.Minute}, {10 * time.Minute, 2, 10 * time.Minute}} {
+		if got := d.Again(c.base, c.n); got != c.want {
+			t.Errorf("with a ceiling of 5m, Again(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
+		}
+	}
 }

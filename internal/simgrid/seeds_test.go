@@ -32,6 +32,10 @@ var fixedSeeds = []struct {
 		"cancel they acknowledged, and the generation waited for the task timeout, again and again"},
 	{1119, "a split on a slow master with verification: results returned by the child master " +
 		"were not counted as accepted (the check, not the master, was wrong)"},
+	{11824, "r3q, a worker whose every other evaluation hangs: a task that hung again and again " +
+		"had its deadline doubled past the task timeout, so each further hang dropped the worker " +
+		"after 10 minutes, for 6 hours (the doubling now stops at half the task timeout)"},
+	{26805, "the same on a lone worker under rwq with adaptive queues"},
 	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},
