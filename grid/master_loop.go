@@ -546,7 +546,13 @@ func (m *Master) results(w *mworker, rs *Results) {
 	w.lastHeard = m.now()
 	b := m.cur
 	for i := range rs.Items {
-		m.result(w, b, &rs.Items[i])
+		r := &rs.Items[i]
+		if !r.Cancelled || r.Ack != AckDropped {
+			// An answer about a slot (not a held instance dropped, which
+			// a silent worker gives too) shows it serves checks again.
+			delete(m.v.slow, w.id)
+		}
+		m.result(w, b, r)
 	}
 	if b != nil && !b.replied && m.batchDone() && m.checksDone() { // split.go: nothing out with a child either
 		b.replied = true
@@ -568,7 +574,13 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		return // excluded (verify.go): nothing more from it counts
 	}
 	if r.ID >= checkBase {
-		m.checkResult(w, b, r) // an instance of a verification check (verify.go)
+		// An instance of a verification check (verify.go). One it
+		// evaluated is an answer too: its slot was busy with the check
+		// (the tasks held behind it may have gone overdue meanwhile).
+		if m.checkResult(w, b, r) && w.late && !w.left {
+			w.late = false
+			m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
+		}
 		return
 	}
 	// Only an instance the master gave w, with its token, is believed
@@ -577,8 +589,15 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	if !w.validToken(r.Gen, r.ID, r.Token) && !(r.Cancelled && r.Ack == AckLate) {
 		if w.tokensForgotten(r.Gen) {
 			// A batch older than the two whose tokens are kept: stale
-			// whoever sent it, and it feeds nothing else.
+			// whoever sent it, and it feeds nothing else; but a slot it
+			// freed (an evaluation stopped, or abandoned deaf to its
+			// cancel, long after) ends a late worker's lateness, which
+			// nothing else it has may ever answer.
 			m.counts.Stale++
+			if r.Cancelled && r.Ack == AckStopped && w.late && !w.left {
+				w.late = false
+				m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
+			}
 			return
 		}
 		m.unsolicited(w, r)

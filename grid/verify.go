@@ -67,8 +67,8 @@ type verifyState struct {
 	excluded map[string]string // worker name → why, for the whole run
 	exIDs    map[sched.WorkerID]bool
 	// slow marks workers with a check instance overdue: they are asked
-	// no further check until they answer one (a silent worker would
-	// otherwise cost every check of every batch four deadlines).
+	// no further check until they answer about a slot (a silent worker
+	// would otherwise cost every check of every batch four deadlines).
 	slow map[sched.WorkerID]bool
 	// alone is when checks last found no second worker to ask, since
 	// they found one (-1: they do). Checks wait for one up to
@@ -290,12 +290,12 @@ func (m *Master) dispatch(b *batch, c *check) {
 }
 
 // checkResult handles a result of a check's instance (its id is
-// checkBase + task).
-func (m *Master) checkResult(w *mworker, b *batch, r *Result) {
-	delete(m.v.slow, w.id) // it answers
+// checkBase + task). It reports whether w answered an instance it was
+// given with a value or an error (not a cancel's answer).
+func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	if b == nil || r.Gen != b.id {
 		m.counts.Stale++ // a check of an earlier batch: decided or dropped with it
-		return
+		return false
 	}
 	t := r.ID - checkBase
 	c := m.v.checks[t]
@@ -306,17 +306,17 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) {
 	if i < 0 {
 		if c == nil && r.Token != 0 && int(t) < len(b.xs) && t >= 0 {
 			m.counts.Stale++ // a copy of a check decided already
-			return
+			return false
 		}
 		m.unsolicited(w, r)
-		return
+		return false
 	}
 	c.out = slices.Delete(c.out, i, i+1)
 	m.v.load[w.id]--
 	if r.Cancelled {
 		delete(c.asked, w.id) // stopped on the worker: it may be asked again
 		m.dispatch(b, c)
-		return
+		return false
 	}
 	m.counts.Results++
 	if r.Err == "" && !m.cfg.Problem.NonFinite && !finite(r.F) {
@@ -331,19 +331,20 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) {
 				b.fail(fmt.Errorf("grid: generation %d, task %d (evaluated again after its worker was excluded) failed %d times: %v",
 					b.gen, t, len(c.fails), c.fails))
 				delete(m.v.checks, t)
-				return
+				return true
 			}
 			m.log.Warn("verification given up: the task failed on every worker asked to check it",
 				"gen", b.gen, "task", t, "failures", len(c.fails))
 			m.counts.Unverified++
 			delete(m.v.checks, t)
-			return
+			return true
 		}
 		m.dispatch(b, c)
-		return
+		return true
 	}
 	c.votes = append(c.votes, vote{w: w.id, name: w.name, bits: math.Float64bits(r.F)})
 	m.decide(b, c)
+	return true
 }
 
 // decide closes check c if one value has the votes it needs: the value

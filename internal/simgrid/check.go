@@ -89,6 +89,14 @@ func Bound(sc Scenario) time.Duration {
 		}
 		b += w.Join
 	}
+	if sc.Verify > 0 {
+		// A check waits one first deadline for a second worker before
+		// its value stands unverified (each master, once).
+		b += mt.FirstDeadline
+		if sc.Restart != nil {
+			b += mt.FirstDeadline
+		}
+	}
 	if r := sc.Restart; r != nil {
 		// Down, the workers' backoff to find the new master, and the
 		// interrupted generation again.

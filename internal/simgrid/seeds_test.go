@@ -36,6 +36,17 @@ var fixedSeeds = []struct {
 		"had its deadline doubled past the task timeout, so each further hang dropped the worker " +
 		"after 10 minutes, for 6 hours (the doubling now stops at half the task timeout)"},
 	{26805, "the same on a lone worker under rwq with adaptive queues"},
+	{106500, "r3q, a hanging worker beside a silent one: the hanging worker's cancelled evaluations " +
+		"were abandoned after the batch they belonged to was forgotten, so their answers counted " +
+		"for nothing and it stayed late for ever, with nothing out; the silent worker got every " +
+		"task again, a deadline each, for 28 minutes (a slot freed ends lateness now)"},
+	{109744, "verify=1, CMA-ES, two workers drain and one is left: the bound did not count the " +
+		"first deadline a check now waits for a second worker (the check, not the master, was wrong)"},
+	{144031, "verify=1, a liar and a master restart: a one-slot worker busy with a check had the " +
+		"task held behind it go overdue; its drop of that task did not end its lateness, so it was " +
+		"never asked the check that two disagreeing votes needed decided (a check answered ends " +
+		"lateness now)"},
+	{116559, "the same as 144031 under wq, with the liar frozen past gossip's detection"},
 	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},

@@ -248,6 +248,16 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	killMu.Lock()
 	wasKilled := killed
 	killMu.Unlock()
+	if !wasKilled && ctx.Err() != nil {
+		// Stalled past its bound: what the master thinks of each worker
+		// is what explains it.
+		for _, ws := range m.WorkerStats() {
+			w.log.Warn("sim: stalled; the master's view", "worker", ws.Name, "id", ws.ID, "slots", ws.Slots,
+				"outstanding", ws.Outstanding, "queued", ws.Queued, "running", ws.Running, "late", ws.Late, "draining", ws.Draining)
+		}
+		st := m.Stats()
+		w.log.Warn("sim: stalled; the master's counts", "stats", fmt.Sprintf("%+v", st))
+	}
 	// A normal end: the master tells the workers the run is over. A
 	// killed one only ends its goroutines: its sockets are already gone.
 	m.Close()
