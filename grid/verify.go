@@ -83,7 +83,7 @@ type check struct {
 	task   int32
 	need   int // agreeing votes that decide
 	votes  []vote
-	asked  map[sched.WorkerID]bool // never ask a worker twice
+	asked  map[string]bool // never ask a worker twice, by name: one that reconnects is the same worker
 	out    []checkOut
 	fails  []string // evaluation errors from the workers asked
 	reeval bool     // the accepted value came from an excluded worker: b.f[task] waits for this check
@@ -214,7 +214,7 @@ func (m *Master) verifyAccepted(w *mworker, b *batch, t int32, f float64) {
 	if m.cfg.Verify <= 0 || (m.cfg.Verify < 1 && v.rng.Uint64()>>11 >= uint64(m.cfg.Verify*(1<<53))) {
 		return
 	}
-	c := &check{task: t, need: 2, asked: map[sched.WorkerID]bool{w.id: true},
+	c := &check{task: t, need: 2, asked: map[string]bool{w.name: true},
 		votes: []vote{{w: w.id, name: w.name, bits: math.Float64bits(f)}}}
 	v.checks[t] = c
 	m.dispatch(b, c)
@@ -239,10 +239,10 @@ func (m *Master) dispatch(b *batch, c *check) {
 		if !m.eligible(w) {
 			continue
 		}
-		if len(c.votes) > 0 && w.id != c.votes[0].w {
+		if len(c.votes) > 0 && w.name != c.votes[0].name {
 			others++
 		}
-		if c.asked[w.id] {
+		if c.asked[w.name] {
 			continue
 		}
 		load := (len(w.out) + m.v.load[w.id]) * 1024 / max(w.slots, 1)
@@ -281,7 +281,7 @@ func (m *Master) dispatch(b *batch, c *check) {
 		return
 	}
 	tok := m.newToken()
-	c.asked[best.id] = true
+	c.asked[best.name] = true
 	c.out = append(c.out, checkOut{w: best, token: tok, at: now})
 	m.v.load[best.id]++
 	best.checkTasks = append(best.checkTasks, Task{ID: checkBase + c.task, X: b.xs[c.task], Token: tok})
@@ -314,7 +314,7 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	c.out = slices.Delete(c.out, i, i+1)
 	m.v.load[w.id]--
 	if r.Cancelled {
-		delete(c.asked, w.id) // stopped on the worker: it may be asked again
+		delete(c.asked, w.name) // stopped on the worker: it may be asked again
 		m.dispatch(b, c)
 		return false
 	}
@@ -324,7 +324,7 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	}
 	if r.Err != "" {
 		m.counts.Failed++
-		delete(c.asked, w.id) // it may be asked again, MaxRetries failures in all
+		delete(c.asked, w.name) // it may be asked again, MaxRetries failures in all
 		c.fails = append(c.fails, w.name+": "+truncate(r.Err, maxErrText))
 		if len(c.fails) > m.cfg.MaxRetries {
 			if c.reeval {
@@ -341,6 +341,9 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 		}
 		m.dispatch(b, c)
 		return true
+	}
+	if slices.ContainsFunc(c.votes, func(x vote) bool { return x.name == w.name }) {
+		return true // a worker votes once, under whatever connection
 	}
 	c.votes = append(c.votes, vote{w: w.id, name: w.name, bits: math.Float64bits(r.F)})
 	m.decide(b, c)
@@ -414,7 +417,7 @@ func (m *Master) exclude(b *batch, id sched.WorkerID, name, why string) {
 	}
 	// Its votes no longer count, nor its instances.
 	for _, c := range v.checks {
-		c.votes = slices.DeleteFunc(c.votes, func(x vote) bool { return x.w == id })
+		c.votes = slices.DeleteFunc(c.votes, func(x vote) bool { return x.name == name })
 		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w.id == id })
 	}
 	// What it answered in this batch is evaluated again.
@@ -431,7 +434,7 @@ func (m *Master) exclude(b *batch, id sched.WorkerID, name, why string) {
 		if m.cfg.Verify > 0 && (m.cfg.Verify >= 1 || v.rng.Uint64()>>11 < uint64(m.cfg.Verify*(1<<53))) {
 			need = 2
 		}
-		c := &check{task: int32(t), need: need, asked: map[sched.WorkerID]bool{id: true}, reeval: true}
+		c := &check{task: int32(t), need: need, asked: map[string]bool{name: true}, reeval: true}
 		v.checks[int32(t)] = c
 	}
 	for _, t := range v.open() {
@@ -476,6 +479,7 @@ func (m *Master) checksLost(w *mworker) {
 		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w == w })
 		if len(c.out) < n {
 			m.v.load[w.id] -= n - len(c.out)
+			delete(c.asked, w.name) // unanswered: asked again if it comes back
 			m.dispatch(b, c)
 		}
 	}
@@ -503,6 +507,7 @@ func (m *Master) checkChecks(now time.Duration) {
 			if !o.overdue && now-o.at > d {
 				o.overdue, late = true, true
 				m.v.slow[o.w.id] = true
+				m.cancelCheck(o.w, c.task)
 			}
 			waiting = waiting && o.overdue
 		}
@@ -511,6 +516,22 @@ func (m *Master) checkChecks(now time.Duration) {
 		}
 	}
 	m.maybeReply() // the last checks may have been given up
+}
+
+// cancelCheck tells w to stop its overdue instance of task t's check:
+// one that hangs deaf to its cancel is then abandoned after the worker's
+// grace, and the slot it held freed (on a one-slot worker, everything
+// else waited behind it).
+func (m *Master) cancelCheck(w *mworker, t int32) {
+	if w.left || w.closed || m.cur == nil {
+		return
+	}
+	if len(w.cancels) > 0 && w.cancelsGen != m.cur.id {
+		m.sendCancels(w)
+	}
+	w.cancelsGen = m.cur.id
+	w.cancels = append(w.cancels, checkBase+t)
+	m.markDirty(w)
 }
 
 // checksDone reports whether every check of the batch is decided.

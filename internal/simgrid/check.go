@@ -89,6 +89,11 @@ func Bound(sc Scenario) time.Duration {
 		}
 		b += w.Join
 	}
+	if r := sc.Relay; r != nil && r.Kill > 0 {
+		// The relay's workers lose their connections, and find it again
+		// once it is back.
+		b += lost + r.Back + 2*wt.MaxBackoff
+	}
 	if sc.Verify > 0 {
 		// A check waits one first deadline for a second worker before
 		// its value stands unverified (each master, once).

@@ -47,6 +47,16 @@ var fixedSeeds = []struct {
 		"never asked the check that two disagreeing votes needed decided (a check answered ends " +
 		"lateness now)"},
 	{116559, "the same as 144031 under wq, with the liar frozen past gossip's detection"},
+	{203434, "verify=1, a liar and an honest worker behind a relay that dies: the liar came back " +
+		"under a new connection and voted again on its own lie, which then had two votes: the " +
+		"honest anchor was excluded (a worker votes once now, by name)"},
+	{223127, "verify=1, a lone one-slot worker whose evaluations hang: a check instance hung deaf " +
+		"on its only slot, and everything else waited behind it for an hour (an overdue check " +
+		"instance is cancelled now, so a hang is abandoned and the slot freed)"},
+	{245463, "verify=1 behind a relay that dies: a worker whose check instance was lost with its " +
+		"connection counted as asked when it came back, and the disputed check waited for ever"},
+	{271734, "every worker behind a relay that dies: the bound did not count the relay's downtime " +
+		"(the check, not the master, was wrong)"},
 	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},
