@@ -1,0 +1,507 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Fault kinds counted beside the scenario's own (killWorker, stopWorker).
+const (
+	killMaster  = "kill-master"  // SIGKILL to esrun, then esrun -resume
+	pluginCrash = "plugin-crash" // a plugin process exited during an evaluation
+	pluginHang  = "plugin-hang"  // a plugin's evaluation hung
+	failEvery   = "fail-every"   // an esworker -fail-every failure the master saw
+	hangEvery   = "hang-every"   // an esworker started with -hang-every
+	delayed     = "delay"        // an esworker started with -delay
+)
+
+// workerGrace bounds how long a worker may take to exit once the run is
+// over (-once) or once it is sent SIGTERM: the master's shutdown grace
+// (5 s) and a worker's drain, with room for a loaded machine.
+const workerGrace = 30 * time.Second
+
+// listening is esrun's line once it is bound; joined the master's line
+// for a worker that joined.
+var (
+	listening = regexp.MustCompile(`^esrun: listening data=(\S+) gossip=(\S+)$`)
+	joined    = regexp.MustCompile(`msg="worker joined".* worker=(\S+)`)
+	masterErr = regexp.MustCompile(listening.String() + `|` + joined.String() + `|level=ERROR`)
+	anyLine   = regexp.MustCompile(``)
+)
+
+// result is one run's account.
+type result struct {
+	Run         int
+	Scenario    scenario
+	Bound       bound
+	Took        time.Duration
+	Faults      map[string]int
+	Findings    []finding
+	PeakRSS     int64  // the largest esrun peak RSS, bytes
+	Logs        string // where its logs are kept, when it has findings
+	Interrupted bool
+}
+
+// runState is a run under way.
+type runState struct {
+	s       *soak
+	sc      scenario
+	dir     string
+	once    bool // workers exit when the run ends (no master restart)
+	report  string
+	ckpt    string
+	gossip  string
+	masters []*proc
+
+	mu      sync.Mutex
+	workers []*proc // the live process of each scenario worker
+	spares  int     // replacements started
+	stopped map[*proc]bool
+	faults  map[string]int
+	ob      observed
+	gen     int           // the last generation any master printed
+	genCh   chan struct{} // closed and replaced when gen grows
+}
+
+// runOne runs the scenario of seed as run i and checks it.
+func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
+	sc := drawScenario(seed, s.o.limits)
+	res := result{Run: i, Scenario: sc, Bound: boundOf(sc, s.o.slack, observed{}), Faults: map[string]int{}}
+	dir, err := os.MkdirTemp(s.root, fmt.Sprintf("run%d-seed%d-", i, seed))
+	if err != nil {
+		res.Findings = append(res.Findings, finding{kindHarness, err.Error()})
+		return res
+	}
+	defer os.RemoveAll(dir)
+	want, err := s.reference(ctx, sc.ES)
+	if err != nil {
+		if ctx.Err() != nil {
+			res.Interrupted = true
+			return res
+		}
+		res.Findings = append(res.Findings, finding{kindReference, err.Error()})
+		res.Logs = s.keepLogs(dir, res)
+		return res
+	}
+	r := &runState{s: s, sc: sc, dir: dir, once: sc.KillMaster == 0,
+		report: filepath.Join(dir, "report.json"), ckpt: filepath.Join(dir, "state.ckpt"),
+		stopped: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{})}
+	res.Findings = r.exec(ctx, &res, want)
+	if ctx.Err() != nil {
+		res.Interrupted = true
+		return res
+	}
+	if len(res.Findings) > 0 {
+		res.Logs = s.keepLogs(dir, res)
+	}
+	return res
+}
+
+// exec runs the scenario and checks the invariants, killing every process
+// of the run before it returns.
+func (r *runState) exec(ctx context.Context, res *result, want outcome) []finding {
+	defer r.killAll()
+	start := time.Now()
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopWatch := r.watch(start, cancel)
+	var out []finding
+	last, err := r.drive(rctx)
+	res.Took = time.Since(start)
+	stopWatch()
+	res.Bound = r.bound()
+	r.countEvents()
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(context.Cause(rctx), errStall):
+		return []finding{{kindStall, fmt.Sprintf("not over after %v (bound %v); last generation printed: %d; killed",
+			res.Took.Round(time.Millisecond), res.Bound, r.lastGen())}}
+	case err != nil:
+		return []finding{{kindHarness, err.Error()}}
+	}
+	out = append(out, r.checkWorkers(ctx)...)
+	if st := last.status(); st != "exit 0" {
+		out = append(out, finding{kindExit, fmt.Sprintf("esrun: %s, want exit 0; %s", st, lastLine(last.err.kept()))})
+	}
+	var peaks []int64
+	for _, m := range r.masters {
+		peaks = append(peaks, m.peakRSS())
+		res.PeakRSS = max(res.PeakRSS, m.peakRSS())
+	}
+	out = append(out, checkMemory(peaks, int64(r.s.o.maxRSS)<<20)...)
+	var lines []string
+	for _, m := range r.masters {
+		lines = append(lines, m.out.kept()...)
+	}
+	got, err := readOutcome(r.report, r.ckpt, lines)
+	if err != nil {
+		return append(out, finding{kindExit, fmt.Sprintf("esrun left no report: %v", err)})
+	}
+	out = append(out, checkTrajectory(got, want)...)
+	return append(out, checkCounts(got.rep, r.sc.ES)...)
+}
+
+// errStall: a run went past its bound.
+var errStall = errors.New("past its bound")
+
+// bound is the run's bound with the faults seen so far.
+func (r *runState) bound() bound {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return boundOf(r.sc, r.s.o.slack, r.ob)
+}
+
+// watch cancels the run with errStall once it has lasted longer than its
+// bound, which grows with the faults seen; the returned function stops it.
+func (r *runState) watch(start time.Time, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if time.Since(start) > r.bound().Total {
+					cancel(errStall)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// drive starts the master and the workers, injects the faults, and
+// returns the last master once it has exited.
+func (r *runState) drive(ctx context.Context) (*proc, error) {
+	m, err := r.startMaster(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range r.sc.Workers {
+		p, err := r.startWorker(w, w.Name)
+		if err != nil {
+			return nil, err
+		}
+		r.workers = append(r.workers, p)
+		if w.Delay > 0 {
+			r.faults[delayed]++
+		}
+		if w.HangEvery > 0 {
+			r.faults[hangEvery]++
+		}
+	}
+	cctx, stopChaos := context.WithCancel(ctx)
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		r.chaos(cctx)
+	}()
+	defer func() {
+		stopChaos()
+		<-chaosDone
+		r.continueAll()
+	}()
+	if r.sc.KillMaster > 0 {
+		if m, err = r.restartMaster(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	if !m.wait(ctx) {
+		return nil, ctx.Err()
+	}
+	return m, nil
+}
+
+// startMaster starts esrun, or esrun -resume, and waits until it listens.
+func (r *runState) startMaster(ctx context.Context, resume bool) (*proc, error) {
+	s := r.s
+	args := []string{"-local", "0", "-listen", "127.0.0.1:0", "-sched", r.sc.Policy, "-report", r.report}
+	if r.sc.ES.LoadMS > 0 {
+		args = append(args, "-load-ms", strconv.Itoa(r.sc.ES.LoadMS))
+	}
+	if resume {
+		// Workers come back on their own: the run need not wait for all.
+		args = append(args, "-min-workers", "1", "-gossip", r.gossip, "-resume", r.ckpt,
+			"-plugin", pluginName+"="+s.bin.plugin)
+	} else {
+		args = append(args, "-min-workers", strconv.Itoa(len(r.sc.Workers)), "-gossip", "127.0.0.1:0", "-checkpoint", r.ckpt)
+		args = append(args, r.sc.ES.args(s.bin.plugin)...)
+	}
+	name := fmt.Sprintf("esrun-%d", len(r.masters)+1)
+	m, err := s.procs.start(r.dir, name, s.bin.esrun, []string{s.keyEnv}, watch{
+		keepOut: anyLine, onOut: r.sawLine, keepErr: masterErr,
+		onErr: r.sawMasterLog,
+	}, args...)
+	if err != nil {
+		return nil, err
+	}
+	r.masters = append(r.masters, m)
+	r.mu.Lock()
+	r.ob.Masters++
+	r.mu.Unlock()
+	sub, err := m.err.waitLine(ctx, listening)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		m.wait(ctx)
+		return nil, fmt.Errorf("%s never listened: %s; %s", name, m.status(), lastLine(m.err.kept()))
+	}
+	r.gossip = sub[2]
+	return m, nil
+}
+
+// restartMaster kills m once it has printed generation KillMaster (its
+// checkpoint then exists), and starts esrun -resume at the same gossip
+// address, where the workers look for it. A run over before that is left
+// alone.
+func (r *runState) restartMaster(ctx context.Context, m *proc) (*proc, error) {
+	if !r.waitGen(ctx, r.sc.KillMaster, m.done) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return m, nil
+	}
+	if err := m.signal(syscall.SIGKILL); err != nil {
+		return nil, err
+	}
+	r.count(killMaster)
+	if !m.wait(ctx) {
+		return nil, ctx.Err()
+	}
+	return r.startMaster(ctx, true)
+}
+
+// startWorker starts an esworker for w under name.
+func (r *runState) startWorker(w workerSpec, name string) (*proc, error) {
+	s := r.s
+	w.Name = name
+	args := append(w.args(s.bin.plugin), "-join", r.gossip)
+	if r.once {
+		args = append(args, "-once")
+	}
+	env := append(w.env(filepath.Join(r.dir, "events")), s.keyEnv)
+	return s.procs.start(r.dir, name, s.bin.esworker, env, watch{}, args...)
+}
+
+// chaos injects the scenario's faults on the workers, each once its
+// generation is printed, until ctx ends.
+func (r *runState) chaos(ctx context.Context) {
+	for _, f := range r.sc.Faults {
+		if !r.waitGen(ctx, f.AtGen, nil) {
+			return
+		}
+		r.mu.Lock()
+		p := r.workers[f.Worker]
+		r.mu.Unlock()
+		if p.exited() {
+			continue
+		}
+		switch f.Kind {
+		case killWorker:
+			if p.signal(syscall.SIGKILL) != nil || !p.wait(ctx) {
+				return
+			}
+			r.count(killWorker)
+			r.mu.Lock()
+			r.ob.Kills++
+			r.mu.Unlock()
+			// A lab replaces a dead machine: a new worker joins.
+			if !sleep(ctx, 500*time.Millisecond) {
+				return
+			}
+			r.mu.Lock()
+			r.spares++
+			name := fmt.Sprintf("%s-r%d", r.sc.Workers[f.Worker].Name, r.spares)
+			r.mu.Unlock()
+			q, err := r.startWorker(r.sc.Workers[f.Worker], name)
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			r.workers[f.Worker] = q
+			r.mu.Unlock()
+		case stopWorker:
+			if p.signal(syscall.SIGSTOP) != nil {
+				return
+			}
+			r.count(stopWorker)
+			r.mu.Lock()
+			r.stopped[p] = true
+			r.ob.Stops++
+			r.ob.Stopped += f.Stop
+			r.mu.Unlock()
+			sleep(ctx, f.Stop)
+			r.mu.Lock()
+			delete(r.stopped, p)
+			r.mu.Unlock()
+			if p.signal(syscall.SIGCONT) != nil || ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// continueAll continues the workers still stopped when the run ended:
+// they are not judged (the master's word that the run was over could not
+// reach them; they wait for it to come back, as after a crash).
+func (r *runState) continueAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.stopped {
+		p.signal(syscall.SIGCONT)
+	}
+}
+
+// checkWorkers checks that every worker that joined and was neither
+// killed nor stopped at the end exits 0: by itself once the run is over
+// (-once), else once sent SIGTERM.
+func (r *runState) checkWorkers(ctx context.Context) []finding {
+	r.mu.Lock()
+	workers, stopped := append([]*proc(nil), r.workers...), r.stopped
+	r.mu.Unlock()
+	names := map[string]bool{}
+	for _, m := range r.masters {
+		for _, l := range m.err.kept() {
+			if sub := joined.FindStringSubmatch(l); sub != nil {
+				names[sub[1]] = true
+			}
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(r.s.o.slack*float64(workerGrace)))
+	defer cancel()
+	var bad []string
+	for _, p := range workers {
+		if p.exited() && strings.HasPrefix(p.status(), "signal") {
+			continue // killed by the chaos, not replaced yet
+		}
+		if stopped[p] || !names[p.name] {
+			continue
+		}
+		how := "once the run was over (-once)"
+		if !r.once {
+			how = "after SIGTERM"
+			p.signal(syscall.SIGTERM)
+		}
+		if !p.wait(wctx) {
+			bad = append(bad, fmt.Sprintf("%s still running %v %s", p.name, time.Duration(r.s.o.slack*float64(workerGrace)), how))
+			continue
+		}
+		if st := p.status(); st != "exit 0" {
+			bad = append(bad, fmt.Sprintf("%s: %s %s, want exit 0", p.name, st, how))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return []finding{{kindWorkerExit, summarise(bad)}}
+}
+
+// killAll kills every process of the run.
+func (r *runState) killAll() {
+	r.s.procs.killAll()
+}
+
+// sawMasterLog counts the faults a master's log shows.
+func (r *runState) sawMasterLog(l string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case strings.Contains(l, `msg="evaluation failed`):
+		r.ob.Failures++
+		if strings.Contains(l, "emulated failure") {
+			r.faults[failEvery]++
+		}
+	case strings.Contains(l, `msg="worker is late`):
+		r.ob.Lates++
+	}
+}
+
+// sawLine follows the generations a master prints.
+func (r *runState) sawLine(l string) {
+	g := lineGen(genLine.FindString(l))
+	if g < 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g > r.gen {
+		r.gen = g
+		close(r.genCh)
+		r.genCh = make(chan struct{})
+	}
+}
+
+func (r *runState) lastGen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+// waitGen waits until generation g is printed (true), ctx ends or done
+// closes (false).
+func (r *runState) waitGen(ctx context.Context, g int, done <-chan struct{}) bool {
+	for {
+		r.mu.Lock()
+		gen, ch := r.gen, r.genCh
+		r.mu.Unlock()
+		if gen >= g {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-done:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (r *runState) count(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults[kind]++
+}
+
+// countEvents counts the plugin faults the plugins wrote down.
+func (r *runState) countEvents() {
+	b, err := os.ReadFile(filepath.Join(r.dir, "events"))
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(l, pluginCrash+" "):
+			r.count(pluginCrash)
+		case strings.HasPrefix(l, pluginHang+" "):
+			r.count(pluginHang)
+		}
+	}
+}
+
+// lastLine is the last of lines, for a finding.
+func lastLine(lines []string) string {
+	if len(lines) == 0 {
+		return "(no error line)"
+	}
+	return lines[len(lines)-1]
+}
