@@ -59,7 +59,8 @@ func (ps *procs) start(dir, name, path string, env []string, w watch, args ...st
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, errs
 	cmd.Env = append(cleanEnv(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: even a soak killed with SIGKILL leaves no process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// A child that keeps the output open (a plugin outliving its worker)
 	// must not keep Wait from returning.
 	cmd.WaitDelay = 2 * time.Second

@@ -124,8 +124,14 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 	case ctx.Err() != nil:
 		return nil
 	case errors.Is(context.Cause(rctx), errStall):
+		r.killAll()
+		for _, m := range r.masters {
+			res.PeakRSS = max(res.PeakRSS, m.peakRSS())
+		}
 		return []finding{{kindStall, fmt.Sprintf("not over after %v (bound %v); last generation printed: %d; killed",
 			res.Took.Round(time.Millisecond), res.Bound, r.lastGen())}}
+	case errors.As(err, new(*earlyExit)):
+		return []finding{{kindExit, err.Error()}}
 	case err != nil:
 		return []finding{{kindHarness, err.Error()}}
 	}
@@ -150,6 +156,11 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 	out = append(out, checkTrajectory(got, want)...)
 	return append(out, checkCounts(got.rep, r.sc.ES)...)
 }
+
+// earlyExit: esrun ended before it listened.
+type earlyExit struct{ msg string }
+
+func (e *earlyExit) Error() string { return e.msg }
 
 // errStall: a run went past its bound.
 var errStall = errors.New("past its bound")
@@ -263,7 +274,7 @@ func (r *runState) startMaster(ctx context.Context, resume bool) (*proc, error) 
 			return nil, ctx.Err()
 		}
 		m.wait(ctx)
-		return nil, fmt.Errorf("%s never listened: %s; %s", name, m.status(), lastLine(m.err.kept()))
+		return nil, &earlyExit{fmt.Sprintf("%s ended before it listened: %s; %s", name, m.status(), lastLine(m.err.kept()))}
 	}
 	r.gossip = sub[2]
 	return m, nil
