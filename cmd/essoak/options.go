@@ -20,7 +20,7 @@ type options struct {
 	slack    float64
 	maxRSS   int // MiB
 	limits   limits
-	set      map[string]bool // the flags given
+	set      map[string]string // the flags given, with their values
 }
 
 // limits bound the scenarios drawn: the largest grid and ES a run may
@@ -120,8 +120,8 @@ func parseOptions(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	}
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.set = map[string]string{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = f.Value.String() })
 	switch {
 	case o.duration <= 0:
 		return nil, usagef("-duration must be > 0, got %v", o.duration)
@@ -143,25 +143,16 @@ func parseOptions(args []string) (*options, error) {
 	return o, nil
 }
 
-// replay is the command line that runs the scenario of seed again: the
-// flags that shape a scenario or its checks, and -runs 1.
+// replayed are the flags that shape a scenario or its checks, in the
+// order a replay gives them.
+var replayed = []string{"max-workers", "max-gens", "max-lambda", "slack", "max-rss"}
+
+// replay is the command line that runs the scenario of seed again: -runs
+// 1 and the flags of replayed that were given.
 func (o *options) replay(seed uint64) string {
 	args := []string{"essoak", "-seed", strconv.FormatUint(seed, 10), "-runs", "1"}
-	for _, name := range []string{"max-workers", "max-gens", "max-lambda", "slack", "max-rss"} {
-		if o.set[name] {
-			var v string
-			switch name {
-			case "max-workers":
-				v = strconv.Itoa(o.limits.Workers)
-			case "max-gens":
-				v = strconv.Itoa(o.limits.Gens)
-			case "max-lambda":
-				v = strconv.Itoa(o.limits.Lambda)
-			case "slack":
-				v = strconv.FormatFloat(o.slack, 'g', -1, 64)
-			case "max-rss":
-				v = strconv.Itoa(o.maxRSS)
-			}
+	for _, name := range replayed {
+		if v, ok := o.set[name]; ok {
 			args = append(args, "-"+name, v)
 		}
 	}

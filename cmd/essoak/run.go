@@ -114,7 +114,6 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stopWatch := r.watch(start, cancel)
-	var out []finding
 	last, err := r.drive(rctx)
 	res.Took = time.Since(start)
 	stopWatch()
@@ -125,9 +124,7 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 		return nil
 	case errors.Is(context.Cause(rctx), errStall):
 		r.killAll()
-		for _, m := range r.masters {
-			res.PeakRSS = max(res.PeakRSS, m.peakRSS())
-		}
+		r.peakRSS(res)
 		return []finding{{kindStall, fmt.Sprintf("not over after %v (bound %v); last generation printed: %d; killed",
 			res.Took.Round(time.Millisecond), res.Bound, r.lastGen())}}
 	case errors.As(err, new(*earlyExit)):
@@ -135,16 +132,17 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 	case err != nil:
 		return []finding{{kindHarness, err.Error()}}
 	}
-	out = append(out, r.checkWorkers(ctx)...)
+	return r.check(ctx, res, last, want)
+}
+
+// check checks a run that ended, last being its last master: the
+// workers' exits, the master's, its memory, its trajectory and its counts.
+func (r *runState) check(ctx context.Context, res *result, last *proc, want outcome) []finding {
+	out := r.checkWorkers(ctx)
 	if st := last.status(); st != "exit 0" {
 		out = append(out, finding{kindExit, fmt.Sprintf("esrun: %s, want exit 0; %s", st, lastLine(last.err.kept()))})
 	}
-	var peaks []int64
-	for _, m := range r.masters {
-		peaks = append(peaks, m.peakRSS())
-		res.PeakRSS = max(res.PeakRSS, m.peakRSS())
-	}
-	out = append(out, checkMemory(peaks, int64(r.s.o.maxRSS)<<20)...)
+	out = append(out, checkMemory(r.peakRSS(res), int64(r.s.o.maxRSS)<<20)...)
 	var lines []string
 	for _, m := range r.masters {
 		lines = append(lines, m.out.kept()...)
@@ -155,6 +153,16 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 	}
 	out = append(out, checkTrajectory(got, want)...)
 	return append(out, checkCounts(got.rep, r.sc.ES)...)
+}
+
+// peakRSS returns each master's peak RSS and notes the largest in res.
+func (r *runState) peakRSS(res *result) []int64 {
+	var peaks []int64
+	for _, m := range r.masters {
+		peaks = append(peaks, m.peakRSS())
+		res.PeakRSS = max(res.PeakRSS, m.peakRSS())
+	}
+	return peaks
 }
 
 // earlyExit: esrun ended before it listened.

@@ -45,7 +45,7 @@ func (c esConfig) args(plugin string) []string {
 		"-gens", strconv.Itoa(c.Gens), "-seed", strconv.FormatUint(c.Seed, 10)}
 }
 
-// key identifies the trajectory: runs with equal keys share a reference.
+// key names the trajectory in messages.
 func (c esConfig) key() string {
 	return fmt.Sprintf("dim=%d mu=%d lambda=%d gens=%d seed=%d", c.Dim, c.Mu, c.Lambda, c.Gens, c.Seed)
 }

@@ -31,7 +31,6 @@ type soak struct {
 	root   string // the runs' temporary directories
 	keyEnv string // the cluster key, for every process's environment
 	procs  procs
-	refs   map[string]outcome
 	// mangle, when set, alters each reference before a run is checked
 	// against it: the tests' way to check that a wrong trajectory is
 	// caught.
@@ -68,7 +67,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, mangl
 		return 1
 	}
 	defer os.RemoveAll(root)
-	s := &soak{o: o, root: root, refs: map[string]outcome{}, mangle: mangle}
+	s := &soak{o: o, root: root, mangle: mangle}
 	defer s.procs.killAll()
 	if s.bin, err = s.binaries(ctx); err != nil {
 		fmt.Fprintf(stderr, "essoak: %v\n", err)
@@ -160,12 +159,9 @@ func build(ctx context.Context, dir string) error {
 	return nil
 }
 
-// reference is the run of c evaluated by esrun -inprocess, once per ES
-// config.
+// reference is the run of c evaluated by esrun -inprocess (each scenario
+// draws its own ES, so there is nothing to share between runs).
 func (s *soak) reference(ctx context.Context, c esConfig) (outcome, error) {
-	if o, ok := s.refs[c.key()]; ok {
-		return s.mangled(o), nil
-	}
 	dir, err := os.MkdirTemp(s.root, "reference-")
 	if err != nil {
 		return outcome{}, err
@@ -191,21 +187,10 @@ func (s *soak) reference(ctx context.Context, c esConfig) (outcome, error) {
 	if err != nil {
 		return outcome{}, fmt.Errorf("esrun -inprocess %s: %w", c.key(), err)
 	}
-	s.refs[c.key()] = o
-	return s.mangled(o), nil
-}
-
-// mangled is o as the tests want it (a copy when they alter it).
-func (s *soak) mangled(o outcome) outcome {
-	if s.mangle == nil {
-		return o
+	if s.mangle != nil {
+		s.mangle(&o)
 	}
-	c := o
-	c.lines = append([]string(nil), o.lines...)
-	c.rep.Generations = append([]genRecord(nil), o.rep.Generations...)
-	c.ckpt = append([]byte(nil), o.ckpt...)
-	s.mangle(&c)
-	return c
+	return o, nil
 }
 
 // keepLogs copies a run's directory to the -keep directory, with a note
