@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,19 +25,38 @@ const testTimeout = 10 * time.Minute
 // workers without faults (see drawScenario).
 var tinyArgs = []string{"-max-workers", "2", "-max-gens", "4", "-max-lambda", "6"}
 
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // testBin builds esrun, esworker and soakplugin once for the tests.
 func testBin(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go tool to build the binaries")
 	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := build(ctx, dir); err != nil {
-		t.Fatal(err)
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "essoak-test-"); binErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		binErr = build(ctx, binDir)
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return dir
+	return binDir
 }
 
 var (
