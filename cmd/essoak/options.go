@@ -29,10 +29,13 @@ type limits struct {
 	Workers int // esworker processes at the start of a run, 1..Workers
 	Gens    int // last generation, 4..Gens
 	Lambda  int // offspring per generation
+	// Silent is the chance that a worker other than the first runs
+	// esworker -silent.
+	Silent float64
 }
 
 // defaultLimits keep one run to a few seconds of work on a 2-core machine.
-var defaultLimits = limits{Workers: 4, Gens: 20, Lambda: 30}
+var defaultLimits = limits{Workers: 4, Gens: 20, Lambda: 30, Silent: 0.05}
 
 // usageError is a bad command line: essoak prints it on one line and
 // exits 2.
@@ -52,8 +55,8 @@ are done) it runs run after run of real esrun and esworker processes on
 Rastrigin function in a plugin process that crashes or hangs when told),
 with seeded chaos. Run i draws its whole scenario from the seed -seed + i:
 the policy, the workers (slots, -delay, -slowdown, -hang-every,
--fail-every, plugin crashes and hangs), the ES, and the faults injected
-while it runs: workers killed with SIGKILL (a replacement joins), workers
+-fail-every, -silent, plugin crashes and hangs), the ES, and the faults
+injected while it runs: workers killed with SIGKILL (a replacement joins), workers
 stopped with SIGSTOP and continued with SIGCONT, and the master killed
 with SIGKILL and restarted with esrun -resume from its checkpoint.
 
@@ -97,6 +100,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.limits.Workers, "max-workers", defaultLimits.Workers, "at most `N` esworker processes at the start of a run")
 	fs.IntVar(&o.limits.Gens, "max-gens", defaultLimits.Gens, "at most `N` generations per run (at least 4)")
 	fs.IntVar(&o.limits.Lambda, "max-lambda", defaultLimits.Lambda, "at most `N` offspring per generation (at least 4)")
+	fs.Float64Var(&o.limits.Silent, "silent", defaultLimits.Silent, "the chance `P` that a worker other than the first runs esworker -silent (takes tasks, never answers)")
 	fs.Usage = func() {
 		out := fs.Output()
 		io.WriteString(out, usageText)
@@ -137,6 +141,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-max-gens must be in 4..1000, got %d", o.limits.Gens)
 	case o.limits.Lambda < 4 || o.limits.Lambda > 1000:
 		return nil, usagef("-max-lambda must be in 4..1000, got %d", o.limits.Lambda)
+	case !(o.limits.Silent >= 0 && o.limits.Silent <= 1):
+		return nil, usagef("-silent must be in [0, 1], got %v", o.limits.Silent)
 	case o.keep == "":
 		return nil, usagef("-keep needs a directory")
 	}
@@ -145,7 +151,7 @@ func parseOptions(args []string) (*options, error) {
 
 // replayed are the flags that shape a scenario or its checks, in the
 // order a replay gives them.
-var replayed = []string{"max-workers", "max-gens", "max-lambda", "slack", "max-rss"}
+var replayed = []string{"max-workers", "max-gens", "max-lambda", "silent", "slack", "max-rss"}
 
 // replay is the command line that runs the scenario of seed again: -runs
 // 1 and the flags of replayed that were given.

@@ -21,6 +21,7 @@ const (
 	failEvery   = "fail-every"   // an esworker -fail-every failure the master saw
 	hangEvery   = "hang-every"   // an esworker started with -hang-every
 	delayed     = "delay"        // an esworker started with -delay
+	silent      = "silent"       // an esworker started with -silent
 )
 
 // workerGrace bounds how long a worker may take to exit once the run is
@@ -224,6 +225,9 @@ func (r *runState) drive(ctx context.Context) (*proc, error) {
 		}
 		if w.HangEvery > 0 {
 			r.faults[hangEvery]++
+		}
+		if w.Silent {
+			r.faults[silent]++
 		}
 	}
 	cctx, stopChaos := context.WithCancel(ctx)

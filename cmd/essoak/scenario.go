@@ -62,6 +62,7 @@ type workerSpec struct {
 	Slowdown  int           // esworker -slowdown (a plugin's wall time)
 	HangEvery int           // esworker -hang-every
 	FailEvery int           // esworker -fail-every
+	Silent    bool          // esworker -silent: takes tasks, never answers
 	// PluginCrashEvery and PluginHangEvery make the plugin process crash
 	// (exit) or hang on its K-th evaluation (soakplugin).
 	PluginCrashEvery, PluginHangEvery int
@@ -81,6 +82,9 @@ func (w workerSpec) args(plugin string) []string {
 	}
 	if w.FailEvery > 0 {
 		a = append(a, "-fail-every", strconv.Itoa(w.FailEvery))
+	}
+	if w.Silent {
+		a = append(a, "-silent")
 	}
 	return a
 }
@@ -122,6 +126,9 @@ func drawScenario(seed uint64, l limits) scenario {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	in := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
 	chance := func(p float64) bool { return r.Float64() < p }
+	// Faults added later draw from streams of their own, so that a seed's
+	// scenario keeps the faults it had.
+	silentR := rand.New(rand.NewPCG(seed, 0x5113))
 	s := scenario{Seed: seed, Policy: sched.Names[r.IntN(len(sched.Names))]}
 	mu := in(2, min(10, l.Lambda-2))
 	s.ES = esConfig{
@@ -149,6 +156,8 @@ func drawScenario(seed uint64, l limits) scenario {
 		if chance(0.15) {
 			w.FailEvery = in(10, 40)
 		}
+		// Never the first: some worker must compute.
+		w.Silent = i > 0 && silentR.Float64() < l.Silent
 		s.Workers = append(s.Workers, w)
 	}
 	last := s.ES.Gens - 1 // a fault at the last generation would find the run over
@@ -187,6 +196,9 @@ func (s scenario) String() string {
 		}
 		if w.Delay > 0 {
 			fmt.Fprintf(&b, ",delay%v", w.Delay)
+		}
+		if w.Silent {
+			b.WriteString(",silent")
 		}
 	}
 	for _, f := range s.Faults {

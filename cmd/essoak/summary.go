@@ -9,7 +9,7 @@ import (
 )
 
 // faultKinds is the order faults are listed in.
-var faultKinds = []string{killWorker, stopWorker, killMaster, pluginCrash, pluginHang, failEvery, hangEvery, delayed}
+var faultKinds = []string{killWorker, stopWorker, killMaster, pluginCrash, pluginHang, failEvery, hangEvery, silent, delayed}
 
 // defect is one finding of one run, with how to replay it.
 type defect struct {
@@ -111,7 +111,7 @@ func (t *tally) summary() string {
 		total += n
 	}
 	fmt.Fprintf(&b, "faults injected: %d: %s\n", total, countList(t.faults, faultKinds))
-	fmt.Fprintf(&b, "  (%s and %s count the workers started with them; the others count the faults that happened)\n", hangEvery, delayed)
+	fmt.Fprintf(&b, "  (%s, %s and %s count the workers started with them; the others count the faults that happened)\n", hangEvery, silent, delayed)
 	fmt.Fprintf(&b, "longest run: %.0f%% of its bound; esrun peak RSS at most %s (bound %d MiB)\n", 100*t.worstRatio, mib(t.peakRSS), t.o.maxRSS)
 	byKind := map[string]int{}
 	runs := map[int]bool{}
