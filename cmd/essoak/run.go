@@ -63,9 +63,10 @@ type runState struct {
 	masters []*proc
 
 	mu      sync.Mutex
-	workers []*proc // the live process of each scenario worker
-	spares  int     // replacements started
-	stopped map[*proc]bool
+	workers []*proc        // the live process of each scenario worker
+	spares  int            // replacements started
+	stopped map[*proc]bool // workers stopped now
+	killed  map[*proc]bool // workers the chaos killed
 	faults  map[string]int
 	ob      observed
 	gen     int           // the last generation any master printed
@@ -94,7 +95,7 @@ func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
 	}
 	r := &runState{s: s, sc: sc, dir: dir, once: sc.KillMaster == 0,
 		report: filepath.Join(dir, "report.json"), ckpt: filepath.Join(dir, "state.ckpt"),
-		stopped: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{})}
+		stopped: map[*proc]bool{}, killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{})}
 	res.Findings = r.exec(ctx, &res, want)
 	if ctx.Err() != nil {
 		res.Interrupted = true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -42,6 +41,7 @@ func (r *runState) chaos(ctx context.Context) {
 			r.count(killWorker)
 			r.mu.Lock()
 			r.ob.Kills++
+			r.killed[p] = true
 			r.mu.Unlock()
 			// A lab replaces a dead machine: a new worker joins.
 			if !sleep(ctx, 500*time.Millisecond) {
@@ -94,8 +94,9 @@ func (r *runState) continueAll() {
 // killed nor stopped at the end exits 0: by itself once the run is over
 // (-once), else once sent SIGTERM.
 func (r *runState) checkWorkers(ctx context.Context) []finding {
+	// The chaos is over: r.stopped and r.killed no longer change.
 	r.mu.Lock()
-	workers, stopped := append([]*proc(nil), r.workers...), r.stopped
+	workers, stopped, killed := append([]*proc(nil), r.workers...), r.stopped, r.killed
 	r.mu.Unlock()
 	names := map[string]bool{}
 	for _, m := range r.masters {
@@ -109,11 +110,8 @@ func (r *runState) checkWorkers(ctx context.Context) []finding {
 	defer cancel()
 	var bad []string
 	for _, p := range workers {
-		if p.exited() && strings.HasPrefix(p.status(), "signal") {
-			continue // killed by the chaos, not replaced yet
-		}
-		if stopped[p] || !names[p.name] {
-			continue
+		if killed[p] || stopped[p] || !names[p.name] {
+			continue // killed and not replaced yet, stopped at the end, or never in the run
 		}
 		how := "once the run was over (-once)"
 		if !r.once {
