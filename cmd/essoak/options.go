@@ -1,0 +1,166 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are essoak's flags.
+type options struct {
+	duration time.Duration
+	runs     int
+	seed     uint64
+	bin      string
+	keep     string
+	slack    float64
+	maxRSS   int // MiB
+	limits   limits
+	set      map[string]string // the flags given, with their values
+}
+
+// limits bound the scenarios drawn: the largest grid and ES a run may
+// have. They are part of a scenario's replay.
+type limits struct {
+	Workers int // esworker processes at the start of a run, 1..Workers
+	Gens    int // last generation, 4..Gens
+	Lambda  int // offspring per generation
+	// Silent is the chance that a worker other than the first runs
+	// esworker -silent.
+	Silent float64
+}
+
+// defaultLimits keep one run to a few seconds of work on a 2-core machine.
+var defaultLimits = limits{Workers: 4, Gens: 20, Lambda: 30, Silent: 0.05}
+
+// usageError is a bad command line: essoak prints it on one line and
+// exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+const usageText = `Usage: essoak [flags]
+
+essoak is esgrid's soak test. Until -duration has passed (or -runs runs
+are done) it runs run after run of real esrun and esworker processes on
+127.0.0.1 (ports chosen by the system), on the problem plugin "soak" (the
+Rastrigin function in a plugin process that crashes or hangs when told),
+with seeded chaos. Run i draws its whole scenario from the seed -seed + i:
+the policy, the workers (slots, -delay, -slowdown, -hang-every,
+-fail-every, -silent, plugin crashes and hangs), the ES, and the faults
+injected while it runs: workers killed with SIGKILL (a replacement joins), workers
+stopped with SIGSTOP and continued with SIGCONT, and the master killed
+with SIGKILL and restarted with esrun -resume from its checkpoint.
+
+After every run it checks:
+  bound       the run ended within a bound computed from the deadlines and
+              timeouts in force (the formula is printed with each run);
+              a run past it is killed and recorded as a stall
+  trajectory  the per-generation lines, the report's generations, the
+              final best and the final checkpoint equal esrun -inprocess
+              with the same ES flags, bit for bit
+  counts      in the report's schedule, every generation's originals equal
+              its tasks, and tasks sent = originals + replicas
+  exits       esrun exits 0, and every worker that joined exits 0 when
+              the run ends (-once) or when sent SIGTERM
+  memory      each esrun's peak RSS (getrusage) stays under -max-rss
+
+It prints one line per run, then a summary: runs, faults injected by
+kind, defects by kind, and for each defect the command that replays its
+scenario and the directory where its logs are kept. Every process it
+starts is killed when it stops, Ctrl-C included. Exit status: 0 without
+defects, 1 with, 2 for a bad command line.
+
+Examples:
+  essoak                          five minutes of runs, seed from the clock
+  essoak -duration 1h -seed 7
+  essoak -seed 12 -runs 1         replay the scenario of seed 12
+
+Flags:
+`
+
+// newFlagSet defines the flags into o.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("essoak", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 5*time.Minute, "start runs until `D` has passed (the run under way finishes)")
+	fs.IntVar(&o.runs, "runs", 0, "stop after `N` runs; 0 = as many as -duration allows")
+	fs.Uint64Var(&o.seed, "seed", 0, "run i draws its scenario from seed `S`+i; 0 = from the clock (printed)")
+	fs.StringVar(&o.bin, "bin", "", "`DIR` holding esrun, esworker and soakplugin; default: build them with the go tool into a temporary directory (run essoak inside the esgrid module)")
+	fs.StringVar(&o.keep, "keep", "essoak-defects", "`DIR` where the logs of runs with defects are kept (one directory per run)")
+	fs.Float64Var(&o.slack, "slack", 2, "the bound on a run is `K` × the sum of its terms (K ≥ 1), for the load of a shared machine")
+	fs.IntVar(&o.maxRSS, "max-rss", 256, "the bound on each esrun's peak resident memory, in `MiB`")
+	fs.IntVar(&o.limits.Workers, "max-workers", defaultLimits.Workers, "at most `N` esworker processes at the start of a run")
+	fs.IntVar(&o.limits.Gens, "max-gens", defaultLimits.Gens, "at most `N` generations per run (at least 4)")
+	fs.IntVar(&o.limits.Lambda, "max-lambda", defaultLimits.Lambda, "at most `N` offspring per generation (at least 4)")
+	fs.Float64Var(&o.limits.Silent, "silent", defaultLimits.Silent, "the chance `P` that a worker other than the first runs esworker -silent (takes tasks, never answers)")
+	fs.Usage = func() {
+		out := fs.Output()
+		io.WriteString(out, usageText)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseOptions parses args; -h yields flag.ErrHelp, anything else wrong a
+// *usageError.
+func parseOptions(args []string) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	o.set = map[string]string{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = f.Value.String() })
+	switch {
+	case o.duration <= 0:
+		return nil, usagef("-duration must be > 0, got %v", o.duration)
+	case o.runs < 0:
+		return nil, usagef("-runs must be ≥ 0, got %d", o.runs)
+	case !(o.slack >= 1):
+		return nil, usagef("-slack must be ≥ 1, got %v", o.slack)
+	case o.maxRSS <= 0:
+		return nil, usagef("-max-rss must be > 0 MiB, got %d", o.maxRSS)
+	case o.limits.Workers < 1 || o.limits.Workers > 16:
+		return nil, usagef("-max-workers must be in 1..16, got %d", o.limits.Workers)
+	case o.limits.Gens < 4 || o.limits.Gens > 1000:
+		return nil, usagef("-max-gens must be in 4..1000, got %d", o.limits.Gens)
+	case o.limits.Lambda < 4 || o.limits.Lambda > 1000:
+		return nil, usagef("-max-lambda must be in 4..1000, got %d", o.limits.Lambda)
+	case !(o.limits.Silent >= 0 && o.limits.Silent <= 1):
+		return nil, usagef("-silent must be in [0, 1], got %v", o.limits.Silent)
+	case o.keep == "":
+		return nil, usagef("-keep needs a directory")
+	}
+	return o, nil
+}
+
+// replayed are the flags that shape a scenario or its checks, in the
+// order a replay gives them.
+var replayed = []string{"max-workers", "max-gens", "max-lambda", "silent", "slack", "max-rss"}
+
+// replay is the command line that runs the scenario of seed again: -runs
+// 1 and the flags of replayed that were given.
+func (o *options) replay(seed uint64) string {
+	args := []string{"essoak", "-seed", strconv.FormatUint(seed, 10), "-runs", "1"}
+	for _, name := range replayed {
+		if v, ok := o.set[name]; ok {
+			args = append(args, "-"+name, v)
+		}
+	}
+	return strings.Join(args, " ")
+}
