@@ -79,13 +79,16 @@ func newCluster(t *testing.T, policy string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := grid.NewMaster(t.Context(), grid.MasterConfig{
+	// Not t.Context(): it is cancelled before the cleanup below, which
+	// checks that the master's Close, not a cancelled context, ends the
+	// workers.
+	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
 		Listen: "127.0.0.1:0", Key: key, Policy: policy, Problem: spec, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := grid.JoinMembership(t.Context(), grid.MembershipConfig{
+	ms, err := grid.JoinMembership(context.Background(), grid.MembershipConfig{
 		Name: "master", BindAddr: "127.0.0.1", SecretKey: key.GossipKey(),
 		Meta:    grid.NodeMeta{Role: grid.RoleMaster, DataAddr: m.Addr()},
 		OnEvent: m.HandleMemberEvent, Logger: quiet, LeaveTimeout: 200 * time.Millisecond,
@@ -123,7 +126,7 @@ func (c *cluster) addWorker(t *testing.T, name string, slots int, slowdown float
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(context.Background()) // stopped by the cluster's cleanup
 	r := &agentRun{name: name, stop: cancel, done: make(chan struct{})}
 	go func() {
 		r.err = a.Run(ctx)
