@@ -64,7 +64,7 @@ func (c *cluster) addDirect(t *testing.T, name string, slots int, lie bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(context.Background()) // stopped by the cluster's cleanup
 	r := &agentRun{name: name, stop: cancel, done: make(chan struct{})}
 	go func() {
 		r.err = a.Run(ctx)
