@@ -63,7 +63,7 @@ func (c *collector) handle(m Message) {
 
 func (c *collector) wait(t *testing.T, n int) []Message {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(time.Minute)
 	for range n {
 		select {
 		case <-c.got:
