@@ -40,8 +40,10 @@ const clusterSecret = "process test cluster key 0123456789"
 // keyEnv gives a process the cluster key through the environment.
 var keyEnv = []string{grid.KeyEnv + "=" + clusterSecret}
 
-// runTimeout bounds one run, from starting the master to its exit.
-const runTimeout = 60 * time.Second
+// runTimeout bounds one run, from starting the master to its exit: a
+// hang's bound, not a speed (a run with a silent worker waits out
+// deadlines of up to 30 s, and a loaded machine is slow).
+const runTimeout = 3 * time.Minute
 
 // listening is the line esrun prints on stderr once both its addresses
 // are bound.
