@@ -36,19 +36,22 @@ func TestProcessesFaultyWorkers(t *testing.T) {
 		{"silent", []string{"-silent"}, `worker is late`, []string{"wq", "rr", "eft"}},
 		{"hang", []string{"-hang-every", "9"}, `worker is late`, []string{"wq"}},
 	}
+	// The runs are independent clusters (their own ports, their own
+	// gossip), mostly waiting out deadlines: two at a time (-parallel).
 	for _, f := range faults {
 		for _, policy := range longtest.Pick(f.short, sched.Names) {
 			t.Run(policy+"/"+f.name, func(t *testing.T) {
+				t.Parallel()
 				runWithFaultyWorker(t, policy, f.args, f.line, want)
 			})
 		}
 	}
-	t.Run("wq/fail", func(t *testing.T) {
-		runWithFaultyWorker(t, "wq", []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
-	})
-	t.Run("r3q/fail", func(t *testing.T) {
-		runWithFaultyWorker(t, "r3q", []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
-	})
+	for _, policy := range []string{"wq", "r3q"} {
+		t.Run(policy+"/fail", func(t *testing.T) {
+			t.Parallel()
+			runWithFaultyWorker(t, policy, []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
+		})
+	}
 }
 
 // runWithFaultyWorker runs the ES on a healthy worker and one started

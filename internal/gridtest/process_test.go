@@ -163,7 +163,7 @@ func startMaster(t *testing.T, policy string, minWorkers int) *master {
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
 	}, esFlags...)
 	m.proc = start(t, "esrun", esrun, keyEnv, args...)
-	sub, err := m.waitStderr(withTimeout(t, 30*time.Second), listening)
+	sub, err := m.waitStderr(withTimeout(t, runTimeout), listening)
 	if err != nil {
 		t.Fatalf("esrun: %v", err)
 	}
