@@ -547,7 +547,7 @@ func TestMasterDropsWorkerGossipSaysGone(t *testing.T) {
 			done := make(chan error, 1)
 			xs := randomBatch(rand.New(rand.NewPCG(7, 8)), 20, 3)
 			var f []float64
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			go func() {
 				var err error

@@ -218,7 +218,7 @@ func settle(t *testing.T, m *Master) {
 	t.Helper()
 	eventually(t, "visitors to be gone", func() bool { return m.Workers() == 1 })
 	var st MasterStats
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	for ctx.Err() == nil {
 		if st = m.Stats(); st.Workers == 1 {

@@ -300,11 +300,12 @@ func wait(ctx context.Context, p *proc) error {
 	}
 }
 
-// stop ends a process gracefully (SIGTERM), or kills it after 10 s.
+// stop ends a process gracefully (SIGTERM); after 2 minutes it kills it
+// and fails the test.
 func stop(t *testing.T, p *proc) {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := wait(ctx, p); err != nil && ctx.Err() != nil {
 		t.Errorf("%s did not stop on SIGTERM", p.cmd.Path)

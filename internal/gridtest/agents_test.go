@@ -144,7 +144,7 @@ func TestAgentsTrajectoryEqualsInProcess(t *testing.T) {
 			for i, slow := range []float64{1, 1, 2, 4} {
 				c.addWorker(t, fmt.Sprintf("w%d", i), 1+i%2, slow, c.key)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			if err := c.master.WaitWorkers(ctx, 4); err != nil {
 				t.Fatal(err)
@@ -166,7 +166,7 @@ func TestAgentsWorkerKilledMidRun(t *testing.T) {
 		c.addWorker(t, fmt.Sprintf("w%d", i), 2, 1, c.key)
 	}
 	victim := c.addWorker(t, "victim", 2, 3, c.key)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := c.master.WaitWorkers(ctx, 4); err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestAgentsWrongKeyNeverGetsATask(t *testing.T) {
 	// handshake; it keeps trying, in vain, for the whole run.
 	intruder := c.addWorker(t, "intruder", 2, 1, other)
 	c.addWorker(t, "member", 2, 1, c.key)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := c.master.WaitWorkers(ctx, 1); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func TestVerifyTrajectoryEqualsInProcessDespiteLiar(t *testing.T) {
 			for i := range 3 {
 				c.addDirect(t, fmt.Sprintf("honest%d", i), 1, false)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			if err := c.master.WaitWorkers(ctx, 4); err != nil {
 				t.Fatal(err)
@@ -104,7 +104,7 @@ func TestVerifyTrajectoryEqualsInProcessDespiteLiar(t *testing.T) {
 		c := newVerifyCluster(t, "wq", 0)
 		c.addDirect(t, "liar", 2, true)
 		c.addDirect(t, "honest", 1, false)
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		if err := c.master.WaitWorkers(ctx, 2); err != nil {
 			t.Fatal(err)
