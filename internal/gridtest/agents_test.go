@@ -103,7 +103,7 @@ func newCluster(t *testing.T, policy string) *cluster {
 			if a.name != "intruder" {
 				select {
 				case <-a.done:
-				case <-time.After(10 * time.Second):
+				case <-time.After(time.Minute):
 					t.Errorf("worker %s did not stop after the master's shutdown", a.name)
 				}
 			}

@@ -134,7 +134,7 @@ func TestAnyOptimiserOnTheGrid(t *testing.T) {
 	for _, done := range agents {
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("a worker did not stop after the master closed")
 		}
 	}

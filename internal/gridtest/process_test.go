@@ -229,7 +229,7 @@ func sameRun(t *testing.T, got, want outcome) schedule {
 // does when the master tells it the run is over.
 func exitedCleanly(t *testing.T, workers ...*proc) {
 	t.Helper()
-	ctx := withTimeout(t, 20*time.Second)
+	ctx := withTimeout(t, runTimeout)
 	for _, w := range workers {
 		code, err := w.wait(ctx)
 		if err != nil {
@@ -321,7 +321,7 @@ func TestProcessesWrongKeyRejected(t *testing.T) {
 	viaGossip := startWorker(t, "intruder-gossip", nil, "-join", m.gossip, "-key", wrong, "-slots", "2")
 	viaData := startWorker(t, "intruder-data", nil, "-master", m.data, "-key", wrong, "-slots", "2")
 
-	ctx := withTimeout(t, 30*time.Second)
+	ctx := withTimeout(t, runTimeout)
 	for _, c := range []struct {
 		p    *proc
 		line string

@@ -74,7 +74,7 @@ func newSplitCluster(t *testing.T, rule grid.SplitRule, workers int, cost time.D
 		for _, a := range c.agents {
 			select {
 			case <-a.done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute):
 				t.Errorf("worker %s did not stop after the master's shutdown", a.name)
 			}
 			a.stop()
