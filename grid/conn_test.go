@@ -63,7 +63,7 @@ func (c *collector) handle(m Message) {
 
 func (c *collector) wait(t *testing.T, n int) []Message {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(time.Minute)
 	for range n {
 		select {
 		case <-c.got:
@@ -166,26 +166,79 @@ func TestConnHandlersSendingInlineCannotDeadlock(t *testing.T) {
 	<-cb.Done()
 }
 
+// deadlineRecorder is a TCP connection that notes the read deadlines its
+// Conn sets instead of applying them: a test can see the idle clock
+// pushed forward without racing it.
+type deadlineRecorder struct {
+	*net.TCPConn
+	mu  sync.Mutex
+	set []time.Time
+}
+
+func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
+	d.mu.Lock()
+	d.set = append(d.set, t)
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *deadlineRecorder) deadlines() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Time(nil), d.set...)
+}
+
+// An idle link carries heartbeats both ways, the handlers never see them,
+// and every heartbeat that arrives pushes the idle deadline forward (that
+// a deadline reached does close the link is TestConnIdleTimeout's part).
+// The deadlines are recorded, not applied, so that however late a loaded
+// machine runs a heartbeat, the test waits for events, not for a margin.
 func TestConnHeartbeatsKeepIdleLinkAlive(t *testing.T) {
 	leaktest.Check(t)
 	a, b := tcpPair(t)
+	ra, rb := &deadlineRecorder{TCPConn: a.(*net.TCPConn)}, &deadlineRecorder{TCPConn: b.(*net.TCPConn)}
 	cfg := quietConfig()
-	cfg.IdleTimeout = 300 * time.Millisecond
-	cfg.Heartbeat = 50 * time.Millisecond
-	ca, cb := NewConn(context.Background(), a, cfg), NewConn(context.Background(), b, cfg)
+	cfg.IdleTimeout = 160 * time.Millisecond // extended at most every 10 ms
+	cfg.Heartbeat = 20 * time.Millisecond
+	ca, cb := NewConn(context.Background(), ra, cfg), NewConn(context.Background(), rb, cfg)
 	r := newCollector()
 	ca.Start(r.handle)
 	cb.Start(r.handle)
-	time.Sleep(4 * cfg.IdleTimeout)
+	// Past the first deadline, every extension is a heartbeat's doing.
+	const extensions = 5
+	extended := func(d *deadlineRecorder) bool { return len(d.deadlines()) > extensions }
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for !extended(ra) || !extended(rb) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("heartbeats extended the idle deadline %d and %d times, want %d each", len(ra.deadlines())-1, len(rb.deadlines())-1, extensions)
+		case <-ca.Done():
+			t.Fatalf("idle but heartbeating link closed: %v", ca.Err())
+		case <-cb.Done():
+			t.Fatalf("idle but heartbeating link closed: %v", cb.Err())
+		case <-time.After(cfg.Heartbeat):
+		}
+	}
+	for _, d := range []*deadlineRecorder{ra, rb} {
+		ds := d.deadlines()
+		for i := 1; i < len(ds); i++ {
+			if !ds[i].After(ds[i-1]) {
+				t.Errorf("deadline %d (%v) does not extend deadline %d (%v)", i, ds[i], i-1, ds[i-1])
+			}
+		}
+	}
 	if ca.Err() != nil || cb.Err() != nil {
 		t.Fatalf("idle but heartbeating link closed: %v / %v", ca.Err(), cb.Err())
 	}
+	if sa, sb := ca.Stats(), cb.Stats(); sa.FramesIn < extensions || sb.FramesIn < extensions {
+		t.Errorf("%d and %d frames in, want at least %d heartbeats each", sa.FramesIn, sb.FramesIn, extensions)
+	}
+	r.mu.Lock()
 	if len(r.msgs) != 0 {
 		t.Errorf("heartbeats reached the handler: %v", r.msgs)
 	}
-	if ca.Stats().FramesIn == 0 {
-		t.Error("no heartbeat arrived")
-	}
+	r.mu.Unlock()
 	ca.Close()
 	cb.Close()
 	<-ca.Done()

@@ -123,14 +123,14 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 	}
 	if helloWait < hs.timeout {
 		hs.stepTimeout = helloWait
-		nc.SetReadDeadline(time.Now().Add(helloWait))
+		hs.setReadDeadline(ctx, time.Now().Add(helloWait))
 	}
 	m, err := hs.receive(log)
 	if err != nil {
 		return nil, nil, hs.abort(ctx, log, "hello", err)
 	}
 	hs.stepTimeout = 0
-	nc.SetReadDeadline(hs.deadline)
+	hs.setReadDeadline(ctx, hs.deadline)
 	h, ok := m.(*Hello)
 	if !ok {
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: expected hello, got %v", ErrHandshake, m.Type()), "expected hello")
@@ -323,6 +323,16 @@ func startHandshake(ctx context.Context, nc net.Conn, timeout time.Duration) (*h
 	// handshakes of peers that never finish one.
 	br := bufio.NewReaderSize(nc, 4<<10)
 	return &handshake{nc: nc, br: br, fr: NewFrameReader(br, handshakeMaxFrame), timeout: timeout, deadline: deadline}, func() { stop() }
+}
+
+// setReadDeadline moves the read deadline to t, unless ctx is done: then
+// the past deadline that ctx's end set (startHandshake) must stay, or a
+// shutdown that came just before would wait for t.
+func (hs *handshake) setReadDeadline(ctx context.Context, t time.Time) {
+	hs.nc.SetReadDeadline(t)
+	if ctx.Err() != nil {
+		hs.nc.SetDeadline(time.Unix(1, 0))
+	}
 }
 
 func (hs *handshake) send(m Message) error {

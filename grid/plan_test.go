@@ -93,7 +93,7 @@ func TestMasterActsOnPlan(t *testing.T) {
 			if err := m.SetSlots(slowID, 1); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			// Enough batches that the slow worker, open again, gets some.
 			for g := 3; g < 10 && slow.got.Load() == 0; g++ {

@@ -56,11 +56,20 @@ func TestMasterRetriesFailedEvaluationElsewhere(t *testing.T) {
 			m := startMaster(t, policy)
 			flaky := newTestWorker("flaky", 8, 0)
 			flaky.failAll = true
-			// The good worker takes 2 ms a task, so that the flaky one's
-			// failures arrive while the batch runs (under replication an
-			// instant worker could finish a batch first, and a failure
-			// for a finished batch is stale, not failed).
-			startWorkers(t, m, flaky, newTestWorker("good", 1, 2*time.Millisecond))
+			// The good worker answers only once the master has counted a
+			// failure, so that the flaky one's failures arrive while the
+			// batch runs (under replication the good worker could finish
+			// a batch first, and a failure for a finished batch is
+			// stale, not failed).
+			good := newTestWorker("good", 1, 0)
+			good.hold = make(chan struct{})
+			go func() {
+				for m.Stats().Failed == 0 && t.Context().Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
+				close(good.hold)
+			}()
+			startWorkers(t, m, flaky, good)
 			evalAndCheck(t, m, 2, 20)
 			// A copy that fails after another copy won is not retried.
 			if st := m.Stats(); st.Failed == 0 || st.Retried == 0 || st.Retried > st.Failed {
@@ -90,7 +99,9 @@ func TestMasterFailureEverywhereNamesEachWorker(t *testing.T) {
 
 // Past the hard timeout a worker's connection is dropped and its tasks
 // go elsewhere; a worker whose session says nothing while it has tasks is
-// dropped too.
+// dropped too. The limits apply to the good worker as well, whose tasks
+// take a millisecond: they are 2 s so that a loaded machine cannot make
+// it look hung (the test waits them out once).
 func TestMasterDropsHungWorkers(t *testing.T) {
 	cases := []struct {
 		name string
@@ -98,11 +109,11 @@ func TestMasterDropsHungWorkers(t *testing.T) {
 	}{
 		{"task timeout", func(c *MasterConfig) {
 			c.DeadlineFloor = time.Hour // no soft deadline: only the hard one
-			c.TaskTimeout = 300 * time.Millisecond
+			c.TaskTimeout = 2 * time.Second
 		}},
 		{"silent session", func(c *MasterConfig) {
 			c.DeadlineFloor = time.Hour
-			c.IdleTimeout = 600 * time.Millisecond
+			c.IdleTimeout = 2 * time.Second
 			c.Heartbeat = 100 * time.Millisecond
 		}},
 	}
@@ -207,7 +218,7 @@ func settle(t *testing.T, m *Master) {
 	t.Helper()
 	eventually(t, "visitors to be gone", func() bool { return m.Workers() == 1 })
 	var st MasterStats
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	for ctx.Err() == nil {
 		if st = m.Stats(); st.Workers == 1 {

@@ -69,7 +69,7 @@ func TestMasterGivenListener(t *testing.T) {
 	if m.Addr() != ln.Addr().String() {
 		t.Errorf("master at %s, listener at %s", m.Addr(), ln.Addr())
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	conn, _, err := Dial(ctx, ln.Addr().String(), DialConfig{Key: key, Name: "w", Slots: 1})
 	if err != nil {

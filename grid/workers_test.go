@@ -24,7 +24,7 @@ func TestWorkerInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var ids []int32
 	for _, name := range []string{"lab-7", "lab-8"} {

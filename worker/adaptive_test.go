@@ -83,7 +83,7 @@ func TestMasterAdaptiveDepthFromRealResults(t *testing.T) {
 					for i := range xs {
 						xs[i] = []float64{float64(i)}
 					}
-					ectx, ecancel := context.WithTimeout(ctx, 20*time.Second)
+					ectx, ecancel := context.WithTimeout(ctx, 2*time.Minute)
 					f, err := m.Evaluate(ectx, g, xs)
 					ecancel()
 					if err != nil {

@@ -32,7 +32,7 @@ func startRealMaster(t *testing.T, ctx context.Context, key *grid.Key, addr stri
 func evaluateSphere(t *testing.T, m *grid.Master, gen int) {
 	t.Helper()
 	xs := [][]float64{{1, 2, 3}, {0, 0, 1}, {-1, 4, 2}, {3, 3, 3}, {0.5, 0, 0}}
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	f, err := m.Evaluate(ctx, gen, xs)
 	if err != nil {
@@ -49,7 +49,7 @@ func evaluateSphere(t *testing.T, m *grid.Master, gen int) {
 // waitWorker waits, a bounded time, for one worker to join m.
 func waitWorker(t *testing.T, m *grid.Master) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := m.WaitWorkers(ctx, 1); err != nil {
 		t.Fatal(err)

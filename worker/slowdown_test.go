@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -58,14 +59,17 @@ func TestThreadCPUCountsComputeNotWaits(t *testing.T) {
 	if _, ok := threadCPU(); !ok {
 		t.Skip("this system cannot tell a thread's CPU time")
 	}
+	// On one thread throughout: a goroutine that wakes on another thread
+	// would read that thread's CPU time, whatever it ran before.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	c0, _ := threadCPU()
 	spinProblem{10 * time.Millisecond}.Eval(t.Context(), []float64{0})
 	c1, _ := threadCPU()
 	if c1-c0 < 10*time.Millisecond {
 		t.Errorf("a 10 ms spin advanced the thread's CPU time by %v", c1-c0)
 	}
-	// A goroutine that sleeps uses no CPU while it sleeps; it may wake on
-	// another thread, so only the sum over both readings is bounded.
+	// A goroutine that sleeps uses no CPU while it sleeps.
 	time.Sleep(50 * time.Millisecond)
 	c2, _ := threadCPU()
 	if c2 >= c1+50*time.Millisecond {

@@ -34,21 +34,37 @@ func (e *movedError) Error() string { return "worker: moved to the master at " +
 // redirect is where the next connection goes, when a promotion or a move
 // says so; back, if set, is where to go after that (the master that
 // moved the worker): a moved worker whose new master is gone, or ends,
-// goes back the way it came before it looks for a master afresh.
+// goes back the way it came before it looks for a master afresh. home is
+// the master found the usual way, before any move: when both are gone
+// (child masters that ended with the run), it is tried last, so that a
+// worker still on its way hears from the root that the run is over
+// rather than wait for a master.
 type redirect struct {
 	addr string
 	set  bool
 	back string
+	home string
 }
 
 // nextAddr is the address to dial: the redirect's, once, or the usual.
 func (a *Agent) nextAddr(ctx context.Context, ms *grid.Membership, attempt int, next *redirect) (string, error) {
 	if next.set {
 		addr := next.addr
-		*next = redirect{addr: next.back, set: next.back != ""}
+		switch {
+		case next.back != "":
+			*next = redirect{addr: next.back, set: true, home: next.home}
+		case next.home != "" && next.home != addr:
+			*next = redirect{addr: next.home, set: true}
+		default:
+			*next = redirect{}
+		}
 		return addr, nil
 	}
-	return a.masterAddr(ctx, ms, attempt)
+	addr, err := a.masterAddr(ctx, ms, attempt)
+	if err == nil {
+		next.home = addr
+	}
+	return addr, err
 }
 
 // redirected handles a session that ended in a promotion (it waits for
@@ -86,15 +102,15 @@ func (a *Agent) redirected(ctx context.Context, err *error, dialled string, next
 		} else {
 			a.log.Info("child master done; back to work as a worker", "parent", dialled)
 		}
-		*next = redirect{addr: dialled, set: true}
+		*next = redirect{addr: dialled, set: true, home: next.home}
 		return true
 	case errors.As(*err, &me):
 		if me.addr != "" {
 			a.log.Info("moving to another master", "addr", me.addr)
 		}
-		*next = redirect{addr: me.addr, set: me.addr != "", back: dialled}
+		*next = redirect{addr: me.addr, set: me.addr != "", back: dialled, home: next.home}
 		if me.addr == "" {
-			*next = redirect{}
+			*next = redirect{home: next.home}
 		}
 		return true
 	}

@@ -42,7 +42,7 @@ func (l *lockedBuffer) String() string {
 // await waits until re matches what was written, and returns the match.
 func (l *lockedBuffer) await(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		if m := re.FindStringSubmatch(l.String()); m != nil {
 			return m
@@ -192,7 +192,7 @@ func TestRemoteWorkerJoins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	agentErr := make(chan error, 1)
 	go func() { agentErr <- agent.Run(ctx) }()

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,11 +51,13 @@ func TestProcessSignals(t *testing.T) {
 			defer ln.Close()
 			cmd := exec.Command(bin, "-master", ln.Addr().String(), "-slots", "1", "-slowdown", c.slowdown)
 			cmd.Env = append(os.Environ(), grid.KeyEnv+"="+testSecret)
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			defer cmd.Process.Kill()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			nc, err := ln.Accept()
 			if err != nil {
@@ -79,9 +82,20 @@ func TestProcessSignals(t *testing.T) {
 			}
 			conn.Send(ts)
 			time.Sleep(50 * time.Millisecond) // let the tasks arrive; any moment will do
-			for range c.signals {
+			for i := range c.signals {
 				cmd.Process.Signal(syscall.SIGTERM)
-				time.Sleep(20 * time.Millisecond)
+				if i+1 < c.signals {
+					// Two signals sent before the process takes the first
+					// are one (the kernel does not queue them): the next
+					// goes once the first has started the drain.
+					for !strings.Contains(stderr.text(), "signal: draining") {
+						select {
+						case <-ctx.Done():
+							t.Fatalf("no drain after a SIGTERM; stderr:\n%s", stderr.text())
+						case <-time.After(5 * time.Millisecond):
+						}
+					}
+				}
 			}
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()

@@ -134,7 +134,7 @@ func TestAnyOptimiserOnTheGrid(t *testing.T) {
 	for _, done := range agents {
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("a worker did not stop after the master closed")
 		}
 	}
@@ -186,7 +186,7 @@ func TestCMAOnAgentsEqualsInProcess(t *testing.T) {
 	for i, slow := range []float64{1, 2, 4} {
 		c.addWorker(t, "cma-"+string(rune('a'+i)), 1+i%2, slow, c.key)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := c.master.WaitWorkers(ctx, 3); err != nil {
 		t.Fatal(err)

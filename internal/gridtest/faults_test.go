@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/longtest"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -18,6 +19,9 @@ import (
 // and one whose evaluations sometimes fail (-fail-every). Under every
 // policy the run completes with the in-process trajectory, bit for bit: a
 // silent worker or a hung evaluation costs deadlines, a failure a retry.
+// By default each fault runs under a policy that pays its deadline (wq)
+// and the silent worker under two that replicate; every policy with every
+// fault runs under the long build tag (see internal/longtest).
 func TestProcessesFaultyWorkers(t *testing.T) {
 	want := reference(t)
 	type fault struct {
@@ -25,24 +29,29 @@ func TestProcessesFaultyWorkers(t *testing.T) {
 		args []string
 		// line is what the master logs about it.
 		line string
+		// short are the policies it runs under by default.
+		short []string
 	}
 	faults := []fault{
-		{"silent", []string{"-silent"}, `worker is late`},
-		{"hang", []string{"-hang-every", "9"}, `worker is late`},
+		{"silent", []string{"-silent"}, `worker is late`, []string{"wq", "rr", "eft"}},
+		{"hang", []string{"-hang-every", "9"}, `worker is late`, []string{"wq"}},
 	}
-	for _, policy := range sched.Names {
-		for _, f := range faults {
+	// The runs are independent clusters (their own ports, their own
+	// gossip), mostly waiting out deadlines: two at a time (-parallel).
+	for _, f := range faults {
+		for _, policy := range longtest.Pick(f.short, sched.Names) {
 			t.Run(policy+"/"+f.name, func(t *testing.T) {
+				t.Parallel()
 				runWithFaultyWorker(t, policy, f.args, f.line, want)
 			})
 		}
 	}
-	t.Run("wq/fail", func(t *testing.T) {
-		runWithFaultyWorker(t, "wq", []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
-	})
-	t.Run("r3q/fail", func(t *testing.T) {
-		runWithFaultyWorker(t, "r3q", []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
-	})
+	for _, policy := range []string{"wq", "r3q"} {
+		t.Run(policy+"/fail", func(t *testing.T) {
+			t.Parallel()
+			runWithFaultyWorker(t, policy, []string{"-fail-every", "4"}, `evaluation failed; retrying`, want)
+		})
+	}
 }
 
 // runWithFaultyWorker runs the ES on a healthy worker and one started

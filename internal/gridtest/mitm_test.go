@@ -156,7 +156,7 @@ func TestMITMTamperingClosesConnection(t *testing.T) {
 				}()
 				c.agents = append(c.agents, r)
 				c.addWorker(t, "direct", 1, 2, c.key)
-				wctx, wcancel := context.WithTimeout(t.Context(), 30*time.Second)
+				wctx, wcancel := context.WithTimeout(t.Context(), 2*time.Minute)
 				defer wcancel()
 				if err := c.master.WaitWorkers(wctx, 2); err != nil {
 					t.Fatal(err)

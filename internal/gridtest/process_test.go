@@ -40,8 +40,10 @@ const clusterSecret = "process test cluster key 0123456789"
 // keyEnv gives a process the cluster key through the environment.
 var keyEnv = []string{grid.KeyEnv + "=" + clusterSecret}
 
-// runTimeout bounds one run, from starting the master to its exit.
-const runTimeout = 60 * time.Second
+// runTimeout bounds one run, from starting the master to its exit: a
+// hang's bound, not a speed (a run with a silent worker waits out
+// deadlines of up to 30 s, and a loaded machine is slow).
+const runTimeout = 3 * time.Minute
 
 // listening is the line esrun prints on stderr once both its addresses
 // are bound.
@@ -161,7 +163,7 @@ func startMaster(t *testing.T, policy string, minWorkers int) *master {
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
 	}, esFlags...)
 	m.proc = start(t, "esrun", esrun, keyEnv, args...)
-	sub, err := m.waitStderr(withTimeout(t, 30*time.Second), listening)
+	sub, err := m.waitStderr(withTimeout(t, runTimeout), listening)
 	if err != nil {
 		t.Fatalf("esrun: %v", err)
 	}
@@ -227,7 +229,7 @@ func sameRun(t *testing.T, got, want outcome) schedule {
 // does when the master tells it the run is over.
 func exitedCleanly(t *testing.T, workers ...*proc) {
 	t.Helper()
-	ctx := withTimeout(t, 20*time.Second)
+	ctx := withTimeout(t, runTimeout)
 	for _, w := range workers {
 		code, err := w.wait(ctx)
 		if err != nil {
@@ -319,7 +321,7 @@ func TestProcessesWrongKeyRejected(t *testing.T) {
 	viaGossip := startWorker(t, "intruder-gossip", nil, "-join", m.gossip, "-key", wrong, "-slots", "2")
 	viaData := startWorker(t, "intruder-data", nil, "-master", m.data, "-key", wrong, "-slots", "2")
 
-	ctx := withTimeout(t, 30*time.Second)
+	ctx := withTimeout(t, runTimeout)
 	for _, c := range []struct {
 		p    *proc
 		line string

@@ -113,7 +113,7 @@ func TestRelaysTrajectoryEqualsInProcess(t *testing.T) {
 	for i := range 2 {
 		startAgent(t, fmt.Sprintf("r2w%d", i), key, r2.relay.Addr()+","+m.Addr())
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := m.WaitWorkers(ctx, 4); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestRelayDeclaredDeadTakesItsWorkers(t *testing.T) {
 	for i := range 2 {
 		startAgent(t, fmt.Sprintf("w%d", i), key, r1.relay.Addr())
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := m.WaitWorkers(ctx, 2); err != nil {
 		t.Fatal(err)

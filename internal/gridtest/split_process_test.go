@@ -107,7 +107,7 @@ func startSplitRun(t *testing.T, rule string) *splitRun {
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
 	}, splitFlags...)
 	m.proc = start(t, "esrun", esrun, keyEnv, args...)
-	sub, err := m.waitStderr(withTimeout(t, 30*time.Second), listening)
+	sub, err := m.waitStderr(withTimeout(t, runTimeout), listening)
 	if err != nil {
 		t.Fatalf("esrun: %v", err)
 	}

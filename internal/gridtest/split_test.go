@@ -74,14 +74,14 @@ func newSplitCluster(t *testing.T, rule grid.SplitRule, workers int, cost time.D
 		for _, a := range c.agents {
 			select {
 			case <-a.done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute):
 				t.Errorf("worker %s did not stop after the master's shutdown", a.name)
 			}
 			a.stop()
 			<-a.done
 		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := m.WaitWorkers(ctx, workers); err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestSplitChildKilledMidGeneration(t *testing.T) {
 			<-a.done
 		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if err := m.WaitWorkers(ctx, 8); err != nil {
 		t.Fatal(err)

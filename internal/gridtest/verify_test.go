@@ -64,7 +64,7 @@ func (c *cluster) addDirect(t *testing.T, name string, slots int, lie bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(context.Background()) // stopped by the cluster's cleanup
 	r := &agentRun{name: name, stop: cancel, done: make(chan struct{})}
 	go func() {
 		r.err = a.Run(ctx)
@@ -85,7 +85,7 @@ func TestVerifyTrajectoryEqualsInProcessDespiteLiar(t *testing.T) {
 			for i := range 3 {
 				c.addDirect(t, fmt.Sprintf("honest%d", i), 1, false)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			if err := c.master.WaitWorkers(ctx, 4); err != nil {
 				t.Fatal(err)
@@ -104,7 +104,7 @@ func TestVerifyTrajectoryEqualsInProcessDespiteLiar(t *testing.T) {
 		c := newVerifyCluster(t, "wq", 0)
 		c.addDirect(t, "liar", 2, true)
 		c.addDirect(t, "honest", 1, false)
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		if err := c.master.WaitWorkers(ctx, 2); err != nil {
 			t.Fatal(err)

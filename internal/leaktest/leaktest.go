@@ -8,13 +8,14 @@ import (
 )
 
 // Check fails t if, after t's other cleanups have run, more goroutines
-// are alive than when Check was called. It waits up to five seconds for
-// stragglers to exit, then prints every stack.
+// are alive than when Check was called. It waits up to thirty seconds
+// for stragglers to exit (a loaded machine may run them late), then
+// prints every stack.
 func Check(t testing.TB) {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -57,8 +57,10 @@ func (h *helperProblem) Eval(ctx context.Context, x []float64) (float64, error) 
 			fmt.Fprintln(os.Stderr, "helper: dying on purpose")
 			os.Exit(3)
 		case xHang:
+			fmt.Fprintln(os.Stderr, "helper: hanging") // the evaluation runs
 			time.Sleep(time.Hour)
 		case xBlock:
+			fmt.Fprintln(os.Stderr, "helper: blocking") // the evaluation runs
 			<-ctx.Done()
 			return 0, ctx.Err()
 		case xGarbage:

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/longtest"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
 )
@@ -37,11 +38,14 @@ func (s *seeded) Step(ev sched.Event, out []sched.Action) []sched.Action {
 // virtual time of (30+70)-ES runs of 1, 5 and 100 generations, 10 seeds,
 // task noise σ = 0.1, priors exact or off by up to ±20 % (the paper's
 // model error), on the paper's LAN set and the hetero9 set. It asserts
-// only that every run ends; the table is the measurement (go test -v).
+// only that every run ends; the table is the measurement (go test -tags
+// long -v). By default it runs one seed, and 20 generations for 100.
 func TestModelPriorsInSimulation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a measurement")
 	}
+	seeds := longtest.Pick(uint64(1), 10)
+	allGens := longtest.Pick([]int{1, 5, 20}, []int{1, 5, 100})
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-8s %-6s %5s %12s %12s %12s %12s %9s %9s\n", "set", "grain", "gens", "r3q", "eft", "eft+prior", "eft+prior20", "exact", "±20%")
 	for _, setName := range []string{"lan", "hetero9"} {
@@ -50,9 +54,9 @@ func TestModelPriorsInSimulation(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, grain := range []time.Duration{100 * time.Millisecond, time.Second} {
-			for _, gens := range []int{1, 5, 100} {
+			for _, gens := range allGens {
 				var tot [4]time.Duration
-				for seed := uint64(1); seed <= 10; seed++ {
+				for seed := uint64(1); seed <= seeds; seed++ {
 					exact := map[sched.WorkerID]time.Duration{}
 					off := map[sched.WorkerID]time.Duration{}
 					for k := range set.Machines {
@@ -82,7 +86,8 @@ func TestModelPriorsInSimulation(t *testing.T) {
 					}
 				}
 				fmt.Fprintf(&b, "%-8s %-6v %5d %12v %12v %12v %12v %+8.2f%% %+8.2f%%\n", setName, grain, gens,
-					(tot[0] / 10).Round(time.Millisecond), (tot[1] / 10).Round(time.Millisecond), (tot[2] / 10).Round(time.Millisecond), (tot[3] / 10).Round(time.Millisecond),
+					(tot[0] / time.Duration(seeds)).Round(time.Millisecond), (tot[1] / time.Duration(seeds)).Round(time.Millisecond),
+					(tot[2] / time.Duration(seeds)).Round(time.Millisecond), (tot[3] / time.Duration(seeds)).Round(time.Millisecond),
 					100*(float64(tot[2])/float64(tot[1])-1), 100*(float64(tot[3])/float64(tot[1])-1))
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/longtest"
 )
 
 // masterVariants are the split decisions compared by
@@ -47,11 +49,18 @@ func runVariants(t *testing.T, base MastersConfig, seeds int) (mk [6]time.Durati
 // model's task time beats deciding it with the master's measured one
 // (issue 19, part 4): mean makespan over seeds on the paper's Fig. 5–7
 // set-up (P = 2..18) and at 256 and 1,024 workers. It asserts only that
-// every run ends; the table is the measurement (go test -v).
+// every run ends; the table is the measurement (go test -tags long -v).
+// By default it runs one seed at P = 2, 10 and 18 and 256 workers, enough
+// to see every rule's runs end.
 func TestMastersModelExec(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a measurement")
 	}
+	paperPs := longtest.Pick([]int{2, 10, 18}, []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18})
+	paperSeeds := longtest.Pick(1, 10)
+	scaleSeeds := longtest.Pick(1, 4)
+	scaleWorkers := longtest.Pick([]int{256}, []int{256, 1024})
+	scaleCosts := longtest.Pick([]time.Duration{10 * time.Microsecond}, []time.Duration{10 * time.Microsecond, 25 * time.Microsecond})
 	var b strings.Builder
 	head := func() {
 		fmt.Fprintf(&b, "%10s", "P")
@@ -70,11 +79,10 @@ func TestMastersModelExec(t *testing.T) {
 		}
 		fmt.Fprintln(&b)
 	}
-	const paperSeeds = 10
 	fmt.Fprintf(&b, "Fig. 5-7 set-up: 2000 tasks of 9ms (log-normal, sigma 0.5), 50µs one way, 1ms per message; mean makespan [s] over %d seeds (most masters)\n", paperSeeds)
 	head()
 	var sum [6]time.Duration
-	for p := 2; p <= 18; p++ {
+	for _, p := range paperPs {
 		mk, ms := runVariants(t, MastersConfig{
 			Workers: p - 1, Tasks: 2000, Grain: 9 * time.Millisecond, Noise: 0.5,
 			Latency: 50 * time.Microsecond, MasterCost: time.Millisecond, Policy: "wq",
@@ -85,11 +93,10 @@ func TestMastersModelExec(t *testing.T) {
 		}
 	}
 	row("sum", sum, [6]int{})
-	const scaleSeeds = 4
 	fmt.Fprintf(&b, "\nPast the paper: 100 tasks per worker of 10ms (log-normal, sigma 0.3), 100µs one way; mean makespan [s] over %d seeds (most masters)\n", scaleSeeds)
 	head()
-	for _, cost := range []time.Duration{10 * time.Microsecond, 25 * time.Microsecond} {
-		for _, n := range []int{256, 1024} {
+	for _, cost := range scaleCosts {
+		for _, n := range scaleWorkers {
 			mk, ms := runVariants(t, MastersConfig{
 				Workers: n, Tasks: 100 * n, Grain: 10 * time.Millisecond, Noise: 0.3,
 				Latency: 100 * time.Microsecond, MasterCost: cost, Policy: "wq",

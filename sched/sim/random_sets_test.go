@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/longtest"
 )
 
 // randomSet writes a machine set of 3 to 20 machines: speeds spread up
@@ -45,9 +47,10 @@ func randomSet(seed uint64) string {
 // case the issue names: grids that are not in the repo), with and
 // without noise, short and long tasks, and checks that eft is never much
 // slower than either, and faster than R3Q across them. Virtual time only,
-// seeded: the figures are the simulator's and the same on every run.
+// seeded: the figures are the simulator's and the same on every run. By
+// default 6 sets, all 16 under the long build tag.
 func TestEFTRandomSets(t *testing.T) {
-	sets := 16
+	sets := longtest.Pick(6, 16) // with -tags long, all of them
 	if testing.Short() {
 		sets = 4
 	}
