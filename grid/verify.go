@@ -70,6 +70,12 @@ type verifyState struct {
 	// no further check until they answer about a slot (a silent worker
 	// would otherwise cost every check of every batch four deadlines).
 	slow map[sched.WorkerID]bool
+	// given holds every check instance sent in the batch, by token: an
+	// answer is believed when its token was given to that worker for
+	// that check, even if the check was since replaced (a value
+	// evaluated again after its worker was excluded) or its instance
+	// struck from it.
+	given map[uint64]checkGiven
 	// alone is when checks last found no second worker to ask, since
 	// they found one (-1: they do). Checks wait for one up to
 	// FirstDeadline from then, once: workers may be on their way (a
@@ -97,6 +103,12 @@ type vote struct {
 }
 
 // checkOut is one instance of a check outstanding on a worker.
+// checkGiven is one check instance sent: its task and worker.
+type checkGiven struct {
+	task int32
+	w    *mworker
+}
+
 type checkOut struct {
 	w       *mworker
 	token   uint64
@@ -114,6 +126,7 @@ func (v *verifyState) init() {
 	v.exIDs = map[sched.WorkerID]bool{}
 	v.slow = map[sched.WorkerID]bool{}
 	v.alone = -1
+	v.given = map[uint64]checkGiven{}
 }
 
 // newToken is a fresh, nonzero, unguessable token.
@@ -201,6 +214,7 @@ func (m *Master) verifyStart(n int) {
 	clear(v.from)
 	clear(v.checks)
 	clear(v.load)
+	clear(v.given)
 }
 
 // verifyAccepted records that the policy accepted w's value f for task t
@@ -242,8 +256,8 @@ func (m *Master) dispatch(b *batch, c *check) {
 		if len(c.votes) > 0 && w.name != c.votes[0].name {
 			others++
 		}
-		if c.asked[w.name] {
-			continue
+		if c.asked[w.name] || slices.ContainsFunc(c.out, func(o checkOut) bool { return o.w == w }) {
+			continue // never two instances of a check on one worker: it would take the second for the first
 		}
 		load := (len(w.out) + m.v.load[w.id]) * 1024 / max(w.slots, 1)
 		if best == nil || load < bestLoad || (load == bestLoad && w.id < best.id) {
@@ -281,7 +295,9 @@ func (m *Master) dispatch(b *batch, c *check) {
 		return
 	}
 	tok := m.newToken()
+	m.log.Debug("check sent", "gen", b.gen, "task", c.task, "worker", best.name, "votes", len(c.votes), "reeval", c.reeval)
 	c.asked[best.name] = true
+	m.v.given[tok] = checkGiven{task: c.task, w: best}
 	c.out = append(c.out, checkOut{w: best, token: tok, at: now})
 	m.v.load[best.id]++
 	best.checkTasks = append(best.checkTasks, Task{ID: checkBase + c.task, X: b.xs[c.task], Token: tok})
@@ -299,21 +315,20 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	}
 	t := r.ID - checkBase
 	c := m.v.checks[t]
-	i := -1
-	if c != nil {
-		i = slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w && o.token == r.Token })
-	}
-	if i < 0 {
-		if c == nil && r.Token != 0 && int(t) < len(b.xs) && t >= 0 {
-			m.counts.Stale++ // a copy of a check decided already
-			return false
-		}
+	if g, ok := m.v.given[r.Token]; !ok || g.w != w || g.task != t {
 		m.unsolicited(w, r)
 		return false
 	}
-	c.out = slices.Delete(c.out, i, i+1)
-	m.v.load[w.id]--
+	if c == nil {
+		m.counts.Stale++ // a copy of a check decided already
+		return false
+	}
+	if i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w }); i >= 0 {
+		c.out = slices.Delete(c.out, i, i+1)
+		m.v.load[w.id]--
+	}
 	if r.Cancelled {
+		m.log.Debug("check instance stopped", "gen", b.gen, "task", t, "worker", w.name, "ack", r.Ack)
 		delete(c.asked, w.name) // stopped on the worker: it may be asked again
 		m.dispatch(b, c)
 		return false

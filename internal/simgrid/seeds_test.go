@@ -57,6 +57,11 @@ var fixedSeeds = []struct {
 		"connection counted as asked when it came back, and the disputed check waited for ever"},
 	{271734, "every worker behind a relay that dies: the bound did not count the relay's downtime " +
 		"(the check, not the master, was wrong)"},
+	{6840, "verify=1, a liar, a silent worker and a master restart: when the liar was excluded, a " +
+		"check was sent again to a worker still holding an instance of it, which took the second " +
+		"for the first; its answer, under the first token, was discarded, and the check waited for " +
+		"ever (an answer is believed by any token given to that worker for that check now, and a " +
+		"worker holds one instance of a check at most)"},
 	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},
