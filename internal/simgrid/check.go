@@ -70,9 +70,14 @@ func Bound(sc Scenario) time.Duration {
 		switch {
 		case w.HangEvery > 0:
 			// Each hang costs at most one deadline, and the abandoned
-			// slot's grace.
+			// slot's grace; but a task that hangs again has its deadline
+			// doubled (up to half the task timeout), and among the tasks
+			// the longest run of hangs of one is about log(tasks) /
+			// log(HangEvery) long.
 			hangs := tasks*2/w.HangEvery + 1
 			b += time.Duration(hangs) * (mt.FirstDeadline + wt.AbandonGrace + task)
+			chain := math.Ceil(math.Log(float64(tasks)) / math.Log(float64(w.HangEvery)))
+			b += time.Duration(chain) * mt.TaskTimeout / 2
 		case w.FailEvery > 0:
 			b += time.Duration(tasks*2/w.FailEvery+1) * task
 		case w.Silent:

@@ -62,6 +62,8 @@ var fixedSeeds = []struct {
 		"for the first; its answer, under the first token, was discarded, and the check waited for " +
 		"ever (an answer is believed by any token given to that worker for that check now, and a " +
 		"worker holds one instance of a check at most)"},
+	{388583, "a lone worker whose every other evaluation hangs, under wq: the bound did not count " +
+		"that a task hanging again has its deadline doubled (the check, not the master, was wrong)"},
 	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},
