@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -49,7 +52,7 @@ func TestProcessSignals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			cmd := exec.Command(bin, "-master", ln.Addr().String(), "-slots", "1", "-slowdown", c.slowdown)
+			cmd := exec.Command(bin, "-master", ln.Addr().String(), "-slots", "1", "-slowdown", c.slowdown, "-metrics", "127.0.0.1:0")
 			cmd.Env = append(os.Environ(), grid.KeyEnv+"="+testSecret)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
@@ -81,7 +84,10 @@ func TestProcessSignals(t *testing.T) {
 				ts.Items = append(ts.Items, grid.Task{ID: int32(i), X: make([]float64, 30)})
 			}
 			conn.Send(ts)
-			time.Sleep(50 * time.Millisecond) // let the tasks arrive; any moment will do
+			// The signal comes once the worker has the tasks (its metrics
+			// count one held, running or done): one that came before they
+			// arrived would find nothing to drain, and leave them unread.
+			waitTasks(t, ctx, &stderr)
 			for i := range c.signals {
 				cmd.Process.Signal(syscall.SIGTERM)
 				if i+1 < c.signals {
@@ -139,5 +145,29 @@ func TestProcessSignals(t *testing.T) {
 				t.Errorf("tasks accounted for: %v, want each of 0..3 once", seen)
 			}
 		})
+	}
+}
+
+// waitTasks waits until the esworker whose log is stderr serves metrics
+// that count a task held, running or done.
+func waitTasks(t *testing.T, ctx context.Context, stderr *syncBuffer) {
+	t.Helper()
+	serving := regexp.MustCompile(`msg="serving metrics" url=(\S+)`)
+	busy := regexp.MustCompile(`(?m)^esgrid_worker_(busy_slots|held_tasks|tasks_total)(\{[^}]*\})? [1-9]`)
+	for {
+		if m := serving.FindStringSubmatch(stderr.text()); m != nil {
+			if resp, err := http.Get(m[1]); err == nil {
+				page, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if busy.Match(page) {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("esworker never had a task; its log:\n%s", stderr.text())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
