@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,6 +205,20 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 			if n > 1 {
 				fail("silent worker %s (connection %s) was found late %d times, a deadline each", w.Name, conn, n)
 			}
+		}
+	}
+	if out.Err == nil {
+		// A worker cut off when the run ended hears of it only later.
+		var lingering []string
+		for _, name := range out.Lingering {
+			i := slices.IndexFunc(sc.Workers, func(w WorkerSpec) bool { return w.Name == name })
+			if w := sc.Workers[i]; w.Freeze > 0 && w.Freeze+w.FreezeFor > out.Elapsed {
+				continue
+			}
+			lingering = append(lingering, name)
+		}
+		if len(lingering) > 0 {
+			fail("workers still in a session %v after the run ended: %v", lingerAfter, lingering)
 		}
 	}
 	if out.Unclosed > 0 {

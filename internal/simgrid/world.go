@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,6 +66,9 @@ type Outcome struct {
 	Completed []int
 	NetPeak   int // most bytes that ever waited in one direction of a link
 	Unclosed  int // connections still open a minute after the run's end
+	// Lingering lists the workers still in a session with a master the
+	// master's shutdown grace after the run ended.
+	Lingering []string
 }
 
 // world is one simulated run in progress.
@@ -77,6 +81,7 @@ type world struct {
 	mu        sync.Mutex
 	out       Outcome
 	curMaster *grid.Master // the incarnation running
+	live      map[string]*worker.Agent
 
 	agents sync.WaitGroup
 }
@@ -86,7 +91,7 @@ type world struct {
 // the code it drives use is then virtual. log receives the trace: every
 // line of the master and the workers, stamped with virtual time.
 func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
-	w := &world{sc: sc, net: NewNetwork(sc.Seed)}
+	w := &world{sc: sc, net: NewNetwork(sc.Seed), live: map[string]*worker.Agent{}}
 	start := time.Now()
 	w.log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
@@ -118,9 +123,20 @@ func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
 	w.runES(ctx)
 	w.out.Elapsed = time.Since(start)
 	// The workers were told the run is over: those connected end by
-	// themselves; the rest (cut off, or between connections) are stopped
-	// once the master's grace has passed.
-	sleep(ctx, masterTiming.ShutdownGrace)
+	// themselves, once their evaluations have returned or been abandoned
+	// (AbandonGrace); the rest (cut off, or between connections) are
+	// stopped once that has passed.
+	sleep(ctx, lingerAfter)
+	w.mu.Lock()
+	for name, a := range w.live {
+		if a.Activity().Connected {
+			// Still in a session with a master (a child master, say)
+			// that never said the run is over.
+			w.out.Lingering = append(w.out.Lingering, name)
+		}
+	}
+	w.mu.Unlock()
+	slices.Sort(w.out.Lingering)
 	stopAgents()
 	w.agents.Wait()
 	w.out.NetPeak = w.net.Peak()
@@ -292,7 +308,16 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 			return
 		}
 		done := make(chan error, 1)
-		go func() { done <- a.Run(actx) }()
+		w.mu.Lock()
+		w.live[ws.Name] = a
+		w.mu.Unlock()
+		go func() {
+			err := a.Run(actx)
+			w.mu.Lock()
+			delete(w.live, ws.Name)
+			w.mu.Unlock()
+			done <- err
+		}()
 		// The faults of this life, in time order.
 		var events []func()
 		var at []time.Duration
@@ -514,6 +539,11 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	}
 	return f, err
 }
+
+// lingerAfter is how long after the run's end a worker may still be in
+// a session: the master's grace for its goodbyes, then the agent's for
+// evaluations deaf to their cancel.
+var lingerAfter = masterTiming.ShutdownGrace + workerTiming.AbandonGrace + time.Second
 
 // settle lets everything that the instant's event set off finish before
 // the next event: virtual time moves on only once every goroutine waits,
