@@ -801,8 +801,11 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 }
 
 // returnGrace bounds how long Close waits for workers on their way back
-// from a child master.
-const returnGrace = 3 * time.Second
+// from a child master. A moved worker first finishes its running tasks,
+// so this is a task's time and a reconnection on a loaded machine, not a
+// round trip (3 s was too short there: -once workers that came back after
+// the master had closed waited for ever).
+const returnGrace = 30 * time.Second
 
 // expectWorkers notes workers on their way here, waited for at most
 // grace each; those connected already are not.
@@ -832,12 +835,13 @@ func (m *Master) noteJoins() {
 	}
 }
 
-// awaitReturns waits, at most ShutdownGrace, for the workers on their way
-// back from child masters, so that Close tells them the run is over too.
+// awaitReturns waits for the workers on their way back from child
+// masters, each at most returnGrace from when it was moved (and Close at
+// most ShutdownGrace more), so that Close tells them the run is over too.
 // A child does not wait: what reaches it now it sends on (bounce), and
 // its own agent must get back to its parent.
 func (m *Master) awaitReturns() {
-	deadline := time.Now().Add(m.cfg.ShutdownGrace)
+	deadline := time.Now().Add(m.cfg.ShutdownGrace + returnGrace)
 	for {
 		n := 0
 		if !m.ask(func() {
