@@ -102,13 +102,13 @@ type vote struct {
 	bits uint64
 }
 
-// checkOut is one instance of a check outstanding on a worker.
 // checkGiven is one check instance sent: its task and worker.
 type checkGiven struct {
 	task int32
 	w    *mworker
 }
 
+// checkOut is one instance of a check outstanding on a worker.
 type checkOut struct {
 	w       *mworker
 	token   uint64
