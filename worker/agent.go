@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/sysmem"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
@@ -93,6 +94,10 @@ type Config struct {
 	// (a Go evaluation that ignores its context cannot be stopped; its
 	// goroutine runs on until it returns). Default 5 s.
 	AbandonGrace time.Duration
+	// Limits bound what a master may ask: the problem's dimension, its
+	// load, the memory it needs (limits.go). A spec over them is refused
+	// before Build sees it. Default: see Limits.
+	Limits Limits
 	// Build turns the master's problem spec into a problem. Default:
 	// problems.New(Name, Dim) wrapped in problems.WithLoad(·, LoadN).
 	Build func(grid.ProblemSpec) (problems.Problem, error)
@@ -154,6 +159,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Build == nil {
 		c.Build = BuildProblem
 	}
+	var err error
+	if c.Limits, err = c.Limits.withDefaults(); err != nil {
+		return c, err
+	}
 	if c.IdleTimeout < 0 {
 		return c, fmt.Errorf("worker: negative idle timeout %v", c.IdleTimeout)
 	}
@@ -201,6 +210,25 @@ func BuildProblem(spec grid.ProblemSpec) (problems.Problem, error) {
 		return nil, err
 	}
 	return problems.WithLoad(p, spec.LoadN), nil
+}
+
+// admit checks the master's problem spec against the agent's limits and
+// builds it, on a connection configured as cc (the master's frame cap
+// taken): what the agent does with a Welcome before it serves it. The
+// error is the refusal the master is sent.
+func (a *Agent) admit(spec grid.ProblemSpec, cc grid.ConnConfig) (problems.Problem, admission, error) {
+	own := a.cfg.Conn.MaxFrame
+	if own <= 0 {
+		own = grid.DefaultMaxFrame
+	}
+	ad, err := a.cfg.Limits.admit(spec, a.cfg.Slots, cc, own, sysmem.Available)
+	if err == nil {
+		var p problems.Problem
+		if p, err = a.cfg.Build(spec); err == nil {
+			return p, ad, nil
+		}
+	}
+	return nil, admission{}, fmt.Errorf("worker: cannot build problem %s (dim %d): %w", clipName(spec.Name), spec.Dim, err)
 }
 
 // ErrShutdown is what Run returns when the master ended the run (and the
@@ -501,9 +529,8 @@ func jitter(r *rand.Rand, d time.Duration) time.Duration {
 // session could not work at all: the problem did not build, and the
 // master was refused with the reason (Run logs it, rate-limited).
 func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (worked bool, err error) {
-	p, err := a.cfg.Build(w.Problem)
+	p, ad, err := a.admit(w.Problem, conn.Config())
 	if err != nil {
-		err = fmt.Errorf("worker: cannot build problem %q (dim %d): %w", w.Problem.Name, w.Problem.Dim, err)
 		conn.SendAndClose(&grid.Reject{Reason: err.Error()})
 		<-conn.Done()
 		return false, err
@@ -512,7 +539,7 @@ func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (wo
 	a.log.Info("connected to the master", "addr", conn.RemoteAddr().String(), "worker_id", w.Worker,
 		"problem", w.Problem.Name, "dim", w.Problem.Dim, "load_n", w.Problem.LoadN, "slots", a.cfg.Slots)
 	s := newSession(ctx, a, conn, withFaults(p, a.cfg.Faults, &a.evals, a.stop))
-	s.welcome = w
+	s.welcome, s.admitted = w, ad
 	a.mu.Lock()
 	a.current, a.since = s, time.Now()
 	a.mu.Unlock()

@@ -27,6 +27,7 @@ func (h heldTask) key() taskKey { return taskKey{h.gen, h.task.ID} }
 type remoteQueue struct {
 	order list.List // of heldTask, oldest first
 	byKey map[taskKey]*list.Element
+	bytes float64 // what the held tasks take (taskBytes)
 }
 
 func newRemoteQueue() *remoteQueue {
@@ -35,6 +36,9 @@ func newRemoteQueue() *remoteQueue {
 
 // Len is the number of held tasks.
 func (q *remoteQueue) Len() int { return len(q.byKey) }
+
+// Bytes is about the memory the held tasks take.
+func (q *remoteQueue) Bytes() float64 { return q.bytes }
 
 // Has reports whether the task is held.
 func (q *remoteQueue) Has(k taskKey) bool {
@@ -49,6 +53,7 @@ func (q *remoteQueue) Push(h heldTask) bool {
 		return false
 	}
 	q.byKey[h.key()] = q.order.PushBack(h)
+	q.bytes += taskBytes(len(h.task.X))
 	return true
 }
 
@@ -59,7 +64,7 @@ func (q *remoteQueue) Pop() (heldTask, bool) {
 		return heldTask{}, false
 	}
 	h := q.order.Remove(e).(heldTask)
-	delete(q.byKey, h.key())
+	q.forget(h)
 	return h, true
 }
 
@@ -69,8 +74,7 @@ func (q *remoteQueue) Remove(k taskKey) bool {
 	if !ok {
 		return false
 	}
-	q.order.Remove(e)
-	delete(q.byKey, k)
+	q.forget(q.order.Remove(e).(heldTask))
 	return true
 }
 
@@ -81,7 +85,7 @@ func (q *remoteQueue) Take(k taskKey) (heldTask, bool) {
 		return heldTask{}, false
 	}
 	h := q.order.Remove(e).(heldTask)
-	delete(q.byKey, k)
+	q.forget(h)
 	return h, true
 }
 
@@ -93,10 +97,20 @@ func (q *remoteQueue) RemoveIf(drop func(heldTask) bool) []heldTask {
 		next := e.Next()
 		if h := e.Value.(heldTask); drop(h) {
 			q.order.Remove(e)
-			delete(q.byKey, h.key())
+			q.forget(h)
 			out = append(out, h)
 		}
 		e = next
 	}
 	return out
+}
+
+// forget drops a task taken out of the order from the index and the
+// count of bytes.
+func (q *remoteQueue) forget(h heldTask) {
+	delete(q.byKey, h.key())
+	q.bytes -= taskBytes(len(h.task.X))
+	if len(q.byKey) == 0 {
+		q.bytes = 0 // no drift from rounding
+	}
 }

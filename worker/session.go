@@ -43,6 +43,7 @@ type session struct {
 	inbox    *delayLine
 	next     error         // a promotion or a move: where the agent goes next (split.go)
 	welcome  *grid.Welcome // the master's, for a promotion
+	admitted admission     // what the agent accepted of it (limits.go); zero: no checks
 }
 
 // runningTask is a task on a slot.
@@ -252,6 +253,9 @@ func (s *session) takeTasks(m *grid.Tasks) (ready bool) {
 	}
 	for _, t := range m.Items {
 		k := taskKey{m.Gen, t.ID}
+		if s.held.Has(k) {
+			continue
+		}
 		if rt, busy := s.running[k]; busy {
 			if !rt.cancelled {
 				continue
@@ -264,10 +268,26 @@ func (s *session) takeTasks(m *grid.Tasks) (ready bool) {
 			s.abandonLocked(rt)
 			ready = true
 		}
+		if err := s.checkTask(&t); err != nil {
+			// Refused, as an evaluation that failed: the master logs
+			// why and gives the task to another worker.
+			s.ready = append(s.ready, grid.Result{Gen: m.Gen, ID: t.ID, Err: err.Error(), Token: t.Token})
+			ready = true
+			continue
+		}
 		s.held.Push(heldTask{gen: m.Gen, task: t})
 	}
 	s.startHeld()
 	return ready
+}
+
+// checkTask says why a task cannot be held (limits.go), if it cannot.
+// Called with s.mu held.
+func (s *session) checkTask(t *grid.Task) error {
+	if s.admitted.dim == 0 {
+		return nil // a session made without the agent's admission (tests)
+	}
+	return s.admitted.checkTask(t, s.held.Bytes())
 }
 
 // cancelTasks carries out a Cancel and acknowledges each of its tasks to

@@ -6,8 +6,10 @@
 // /proc/meminfo, or the cgroup's memory limit when that is lower (a
 // container), or Fallback where neither can be read (not Linux). Half,
 // because an estimate made from flags is rough and the machine runs other
-// things too. Estimates are float64 bytes, so that products of hostile
-// flags never overflow.
+// things too (a worker's owner may choose another share: WithShare).
+// Available is what the system could give now, for a check made when a
+// long-running process takes on more work. Estimates are float64 bytes,
+// so that products of hostile flags or messages never overflow.
 package sysmem
 
 import (
@@ -28,10 +30,21 @@ const Fallback = 8 << 30
 type Budget struct {
 	// Bytes is the budget.
 	Bytes float64
-	// Physical is the memory it is half of, and From says where that
-	// figure came from ("MemTotal", "cgroup limit", "assumed").
+	// Physical is the memory it is a share of, and From says where that
+	// figure came from ("MemTotal", "cgroup limit", "assumed", or "set"
+	// by the caller's configuration).
 	Physical float64
 	From     string
+	// Share is the fraction of Physical that Bytes is; 0 reads as ½
+	// (Limit's).
+	Share float64
+}
+
+// WithShare returns b with Bytes the fraction f of b.Physical: a worker
+// whose owner lets a master's problem use more (or less) than half.
+func (b Budget) WithShare(f float64) Budget {
+	b.Share, b.Bytes = f, f*b.Physical
+	return b
 }
 
 // Limit returns the budget of this machine: half of its physical memory.
@@ -85,15 +98,55 @@ func budgetOf(read func(string) ([]byte, error)) Budget {
 	if phys == 0 {
 		phys, from = Fallback, "assumed"
 	}
-	return Budget{Bytes: phys / 2, Physical: phys, From: from}
+	return Budget{Bytes: phys / 2, Physical: phys, From: from, Share: 0.5}
+}
+
+// Available is the memory the system could give a process now: the
+// MemAvailable of /proc/meminfo, or what is left under the cgroup's
+// limit (cgroup v2 memory.max − memory.current) when that is less. It is
+// read afresh at every call; ok is false where it cannot be read (not
+// Linux), and from says which figure it is.
+func Available() (avail float64, from string, ok bool) {
+	return availableOf(readFile)
+}
+
+// availableOf computes Available from the system files read by read.
+func availableOf(read func(string) ([]byte, error)) (float64, string, bool) {
+	avail, from := -1.0, ""
+	if b, err := read("/proc/meminfo"); err == nil {
+		if kb, ok := meminfoKB(b, "MemAvailable"); ok {
+			avail, from = float64(kb)*1024, "MemAvailable"
+		}
+	}
+	if lim, err := readUint(read, "/sys/fs/cgroup/memory.max"); err == nil && lim > 0 {
+		if cur, err := readUint(read, "/sys/fs/cgroup/memory.current"); err == nil {
+			left := max(float64(lim)-float64(cur), 0)
+			if avail < 0 || left < avail {
+				avail, from = left, "left under the cgroup's limit"
+			}
+		}
+	}
+	return max(avail, 0), from, avail >= 0
+}
+
+// readUint reads a file holding one unsigned number ("max" is an error).
+func readUint(read func(string) ([]byte, error), name string) (uint64, error) {
+	b, err := read(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // memTotalKB finds "MemTotal: N kB" in /proc/meminfo's text.
-func memTotalKB(b []byte) (uint64, bool) {
+func memTotalKB(b []byte) (uint64, bool) { return meminfoKB(b, "MemTotal") }
+
+// meminfoKB finds "field: N kB" in /proc/meminfo's text.
+func meminfoKB(b []byte, field string) (uint64, bool) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || name != "MemTotal" {
+		if !ok || name != field {
 			continue
 		}
 		f := strings.Fields(rest)
@@ -113,8 +166,16 @@ func (b Budget) Check(what string, estimate float64) error {
 	if estimate <= b.Bytes {
 		return nil
 	}
-	return fmt.Errorf("%s needs about %s of memory, more than the %s this machine allows (half of its %s, %s)",
-		what, Format(estimate), Format(b.Bytes), Format(b.Physical), b.describe())
+	return fmt.Errorf("%s needs about %s of memory, more than the %s this machine allows (%s of its %s, %s)",
+		what, Format(estimate), Format(b.Bytes), b.share(), Format(b.Physical), b.describe())
+}
+
+// share says which part of the physical memory the budget is.
+func (b Budget) share() string {
+	if b.Share == 0 || b.Share == 0.5 {
+		return "half"
+	}
+	return fmt.Sprintf("%.3g %%", 100*b.Share)
 }
 
 func (b Budget) describe() string {
@@ -123,6 +184,8 @@ func (b Budget) describe() string {
 		return "MemTotal in /proc/meminfo"
 	case "cgroup limit":
 		return "the cgroup's memory limit"
+	case "set":
+		return "as configured"
 	}
 	return "assumed: physical memory could not be read"
 }

@@ -80,3 +80,47 @@ func TestLimitReadsThisMachine(t *testing.T) {
 		t.Errorf("Limit() = %+v", b)
 	}
 }
+
+func TestAvailableOf(t *testing.T) {
+	const meminfo = "MemTotal:       24684084 kB\nMemAvailable:    1048576 kB\n"
+	const gib = 1 << 30
+	tests := []struct {
+		name  string
+		files map[string]string
+		avail float64
+		from  string
+		ok    bool
+	}{
+		{"meminfo", map[string]string{"/proc/meminfo": meminfo}, gib, "MemAvailable", true},
+		{"cgroup tighter", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "536870912\n", "/sys/fs/cgroup/memory.current": "268435456\n"}, gib / 4, "left under the cgroup's limit", true},
+		{"cgroup looser", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "4294967296\n", "/sys/fs/cgroup/memory.current": "1\n"}, gib, "MemAvailable", true},
+		{"cgroup over its limit", map[string]string{"/sys/fs/cgroup/memory.max": "10\n", "/sys/fs/cgroup/memory.current": "20\n"}, 0, "left under the cgroup's limit", true},
+		{"cgroup max", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "max\n", "/sys/fs/cgroup/memory.current": "1\n"}, gib, "MemAvailable", true},
+		{"nothing", map[string]string{}, 0, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			avail, from, ok := availableOf(func(name string) ([]byte, error) {
+				s, ok := tt.files[name]
+				if !ok {
+					return nil, fs.ErrNotExist
+				}
+				return []byte(s), nil
+			})
+			if avail != tt.avail || from != tt.from || ok != tt.ok {
+				t.Errorf("availableOf = %v, %q, %v; want %v, %q, %v", avail, from, ok, tt.avail, tt.from, tt.ok)
+			}
+		})
+	}
+}
+
+func TestWithShare(t *testing.T) {
+	b := Budget{Bytes: 1 << 30, Physical: 2 << 30, From: "MemTotal", Share: 0.5}.WithShare(0.75)
+	if b.Bytes != 1.5*(1<<30) {
+		t.Fatalf("budget %v, want 1.5 GiB", b.Bytes)
+	}
+	err := b.Check("the problem", 2<<30)
+	if err == nil || !strings.Contains(err.Error(), "1.5 GiB this machine allows (75 % of its 2 GiB, MemTotal") {
+		t.Errorf("Check: %v", err)
+	}
+}
