@@ -154,7 +154,7 @@ func (l Limits) admit(spec grid.ProblemSpec, slots int, cc grid.ConnConfig, ownF
 	b := l.budget()
 	// Short: the master logs a refusal's first 300 bytes.
 	if need := f.total(); !(need <= b.Bytes) {
-		return admission{}, fmt.Errorf("%w: needs %s on %d slots (%s), over its %s (%.3g of %s, %s); raise esworker -mem-share (≤ %v) or lower -slots, or the master's -dim, -lu, -max-frame",
+		return admission{}, fmt.Errorf("%w: needs %s on %d slots (%s), over its %s (%v × %s, %s); raise esworker -mem-share (≤ %v) or lower -slots, or the master's -dim, -lu, -max-frame",
 			ErrLimit, sysmem.Format(need), slots, f.parts(), sysmem.Format(b.Bytes), l.MemShare, sysmem.Format(b.Physical), b.From, MaxMemShare)
 	}
 	if avail, from, ok := available(); ok && f.total() > avail {

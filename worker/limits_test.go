@@ -1,0 +1,341 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/problems"
+)
+
+// plenty is a system with more memory available than any test asks.
+func plenty() (float64, string, bool) { return math.Inf(1), "test", true }
+
+// defaultConn is a connection at the worker's own frame cap.
+var defaultConn = grid.ConnConfig{MaxFrame: grid.DefaultMaxFrame, MaxQueued: 64 << 20}
+
+func TestAdmitRefusesWhatTheWorkerCannotGive(t *testing.T) {
+	const gib = 1 << 30
+	small := Limits{MemShare: 0.5, Memory: 2 * gib} // a 1 GiB budget
+	tests := []struct {
+		name   string
+		spec   grid.ProblemSpec
+		slots  int
+		frame  int // the master's frame cap; 0: the worker's own
+		limits Limits
+		want   string // in the refusal; "" admits
+	}{
+		{"sane", grid.ProblemSpec{Name: "sphere", Dim: 30, LoadN: 200}, 8, 0, small, ""},
+		{"largest dimension", grid.ProblemSpec{Name: "ellipsoid", Dim: MaxDim}, 8, 0, small, ""},
+		{"2^30 dimensions", grid.ProblemSpec{Name: "ellipsoid", Dim: 1 << 30}, 1, 0, small, "dimension 1073741824 is more than 1048576"},
+		{"max int dimensions", grid.ProblemSpec{Name: "sphere", Dim: math.MaxInt}, 1, 0, small, "is more than 1048576"},
+		{"no dimension", grid.ProblemSpec{Name: "sphere"}, 1, 0, small, "dimension 0: must be ≥ 1"},
+		{"negative dimension", grid.ProblemSpec{Name: "sphere", Dim: -5}, 1, 0, small, "dimension -5"},
+		{"negative load", grid.ProblemSpec{Name: "sphere", Dim: 2, LoadN: -1}, 1, 0, small, "LU load -1"},
+		{"load over the cap", grid.ProblemSpec{Name: "sphere", Dim: 2, LoadN: problems.MaxLoadN + 1}, 1, 0, small, "LU load of 4097×4097 is more than"},
+		{"load on many slots", grid.ProblemSpec{Name: "sphere", Dim: 2, LoadN: problems.MaxLoadN}, 64, 0, small, "needs 8.13 GiB on 64 slots (load 8.12 GiB, vectors 20 KiB), over its 1 GiB (0.5 × 2 GiB, set); raise esworker -mem-share"},
+		{"load on few slots", grid.ProblemSpec{Name: "sphere", Dim: 2, LoadN: problems.MaxLoadN}, 3, 0, small, ""},
+		{"vectors on many slots", grid.ProblemSpec{Name: "sphere", Dim: MaxDim}, 64, 0, small, "on 64 slots (vectors"},
+		{"a larger share takes them", grid.ProblemSpec{Name: "sphere", Dim: MaxDim}, 64, 0, Limits{MemShare: 0.9, Memory: 4 * gib}, ""},
+		{"frames at the largest cap", grid.ProblemSpec{Name: "sphere", Dim: 2}, 1, grid.MaxFrameLimit, small, "frames 4.25 GiB"},
+		{"frames a little larger", grid.ProblemSpec{Name: "sphere", Dim: 2}, 1, 16 << 20, small, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := tt.limits.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc := defaultConn
+			if tt.frame > 0 {
+				cc = grid.ConnConfig{MaxFrame: tt.frame, MaxQueued: 4 * tt.frame}
+			}
+			ad, err := l.admit(tt.spec, tt.slots, cc, grid.DefaultMaxFrame, plenty)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want == "":
+				if ad.dim != tt.spec.Dim || !(ad.heldMax >= float64(tt.slots)*taskBytes(tt.spec.Dim)) {
+					t.Errorf("admitted %+v: want dim %d and room for a held task per slot", ad, tt.spec.Dim)
+				}
+			case err == nil:
+				t.Fatalf("admitted; want a refusal saying %q", tt.want)
+			case !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tt.want):
+				t.Errorf("refusal %q; want ErrLimit saying %q", err, tt.want)
+			case len("worker: cannot build problem \"ellipsoid\" (dim 1048576): "+err.Error()) > 300:
+				// The master logs a refusal's first 300 bytes.
+				t.Errorf("refusal of %d bytes, too long for the master's log: %q", len(err.Error()), err)
+			}
+		})
+	}
+}
+
+// A problem that fits the share but not what the system has available
+// now is refused, saying so.
+func TestAdmitRefusesWhatIsNotAvailableNow(t *testing.T) {
+	l, _ := Limits{Memory: 64 << 30}.withDefaults()
+	spec := grid.ProblemSpec{Name: "sphere", Dim: 2, LoadN: problems.MaxLoadN}
+	scarce := func() (float64, string, bool) { return 100 << 20, "MemAvailable", true }
+	_, err := l.admit(spec, 4, defaultConn, grid.DefaultMaxFrame, scarce)
+	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "the system has 100 MiB available now (MemAvailable)") {
+		t.Errorf("refusal %v", err)
+	}
+	unknown := func() (float64, string, bool) { return 0, "", false }
+	if _, err := l.admit(spec, 4, defaultConn, grid.DefaultMaxFrame, unknown); err != nil {
+		t.Errorf("refused where availability is unknown: %v", err)
+	}
+}
+
+func TestLimitsWithDefaults(t *testing.T) {
+	l, err := Limits{}.withDefaults()
+	if err != nil || l.MemShare != DefaultMemShare {
+		t.Errorf("defaults %+v, %v", l, err)
+	}
+	if b := l.budget(); b.Physical <= 0 || b.Bytes != b.Physical*DefaultMemShare {
+		t.Errorf("budget %+v", b)
+	}
+	for _, bad := range []Limits{{MemShare: -0.1}, {MemShare: 0.95}, {MemShare: math.NaN()}, {Memory: -1}, {Memory: math.Inf(1)}, {Memory: math.NaN()}} {
+		if _, err := bad.withDefaults(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	if _, err := New(Config{Master: "x:1", Key: testKey(t), Limits: Limits{MemShare: 2}}); err == nil {
+		t.Error("New accepted a memory share of 2")
+	}
+}
+
+func TestCheckTask(t *testing.T) {
+	ad := admission{dim: 3, heldMax: 3 * taskBytes(3)}
+	tests := []struct {
+		x    []float64
+		held float64
+		want string
+	}{
+		{[]float64{1, 2, 3}, 0, ""},
+		{[]float64{1, 2, 3}, 2 * taskBytes(3), ""},
+		{[]float64{1, 2, 3}, 3 * taskBytes(3), "the remote queue already holds"},
+		{[]float64{1, 2}, 0, "task vector of length 2, the problem's dimension is 3"},
+		{nil, 0, "task vector of length 0"},
+		{[]float64{1, math.NaN(), 3}, 0, "task coordinate 1 is NaN"},
+		{[]float64{1, 2, math.Inf(-1)}, 0, "task coordinate 2 is -Inf"},
+	}
+	for _, tt := range tests {
+		err := ad.checkTask(&grid.Task{X: tt.x}, tt.held)
+		if (tt.want == "") != (err == nil) || err != nil && (!errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("checkTask(%v, held %v) = %v; want %q", tt.x, tt.held, err, tt.want)
+		}
+	}
+}
+
+// The remote queue counts the bytes its tasks take, whichever way they
+// leave it.
+func TestRemoteQueueBytes(t *testing.T) {
+	q := newRemoteQueue()
+	for id := range int32(4) {
+		q.Push(heldTask{gen: 1, task: grid.Task{ID: id, X: make([]float64, 10)}})
+	}
+	q.Push(heldTask{gen: 1, task: grid.Task{ID: 0, X: make([]float64, 10)}}) // held already
+	if got := q.Bytes(); got != 4*taskBytes(10) {
+		t.Fatalf("bytes %v, want %v", got, 4*taskBytes(10))
+	}
+	q.Pop()
+	q.Take(taskKey{1, 1})
+	q.Remove(taskKey{1, 2})
+	if got := q.Bytes(); got != taskBytes(10) {
+		t.Errorf("bytes %v after three left, want %v", got, taskBytes(10))
+	}
+	q.RemoveIf(func(heldTask) bool { return true })
+	if q.Bytes() != 0 || q.Len() != 0 {
+		t.Errorf("bytes %v, len %d when empty", q.Bytes(), q.Len())
+	}
+}
+
+func testKey(t testing.TB) *grid.Key {
+	t.Helper()
+	key, err := grid.NewKey(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// A master holding the key asks for the ellipsoid in 2^30 dimensions (a
+// vector of 8 GiB; building it was a fatal out-of-memory error that
+// killed the worker): the real agent, over real TCP, refuses with a
+// reason that the master's run fails with, stays up, and serves the sane
+// master that comes next at the same address.
+func TestAgentRefusesAHugeProblemAndServesTheNextMaster(t *testing.T) {
+	leaktest.Check(t)
+	key := testKey(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	hostile, err := grid.NewMaster(context.Background(), grid.MasterConfig{
+		Listener: ln, Key: key, Problem: grid.ProblemSpec{Name: "ellipsoid", Dim: 1 << 30},
+		FirstDeadline: 500 * time.Millisecond, Logger: logger(io.Discard),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostile.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wlog := new(logBuffer)
+	a, wait := startAgent(t, ctx, Config{
+		Master: addr, Key: key, Name: "lab-1", Slots: 2, Logger: logger(wlog),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	})
+	// Two workers are never there: the wait ends when the run fails for
+	// want of a worker that can evaluate.
+	err = hostile.WaitWorkers(ctx, 2)
+	const reason = "dimension 1073741824 is more than 1048576, the largest vector a task can carry"
+	if !errors.Is(err, grid.ErrNoWorkerCan) || !strings.Contains(err.Error(), "lab-1: worker: cannot build problem \"ellipsoid\" (dim 1073741824): over this worker's limits: "+reason) {
+		t.Fatalf("the hostile master's wait: %v; want the worker's refusal", err)
+	}
+	if !strings.Contains(wlog.String(), reason) {
+		t.Errorf("the worker's log does not say why it refused:\n%s", wlog)
+	}
+	hostile.Close()
+
+	// The next master, sane, at the same address.
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen again at %s: %v", addr, err)
+	}
+	sane, err := grid.NewMaster(context.Background(), grid.MasterConfig{
+		Listener: ln, Key: key, Problem: grid.ProblemSpec{Name: "ellipsoid", Dim: 3}, Logger: logger(io.Discard),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sane.Close()
+	if err := sane.WaitWorkers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	xs := [][]float64{{1, 2, 3}, {0, 0, 1}, {-1, 0.5, 0}}
+	fs, err := sane.Evaluate(ctx, 0, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := problems.New("ellipsoid", 3)
+	for i, x := range xs {
+		if want, _ := p.Eval(ctx, x); fs[i] != want {
+			t.Errorf("f(%v) = %v, want %v", x, fs[i], want)
+		}
+	}
+	if act := a.Activity(); act.Finished < int64(len(xs)) {
+		t.Errorf("the agent finished %d evaluations, want %d", act.Finished, len(xs))
+	}
+	sane.Close()
+	if err := wait(); !errors.Is(err, ErrShutdown) {
+		t.Errorf("the agent's Run returned %v, want ErrShutdown (the sane run's end)", err)
+	}
+}
+
+// A master holding the key sends tasks a worker must not hold: vectors of
+// the wrong length, with NaN or ±Inf, and more than its memory share
+// holds. Each is refused as a failed evaluation with the reason; the
+// sane one is evaluated, and the worker stays connected.
+func TestAgentRefusesHostileTasks(t *testing.T) {
+	leaktest.Check(t)
+	key := testKey(t)
+	g := newGateProblem()
+	spec := grid.ProblemSpec{Name: "gate", Dim: 1}
+	fm := startFakeMaster(t, key, spec)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := gateConfig(key, fm.addr(), g, 1)
+	f := footprintOf(spec, 1, defaultConn, grid.DefaultMaxFrame)
+	// Room for 5 held tasks: every task of a frame is held before the
+	// slot takes the first.
+	cfg.Limits = Limits{MemShare: 0.5, Memory: 2 * (f.total() + 4*taskBytes(1))}
+	_, wait := startAgent(t, ctx, cfg)
+	mc := fm.next()
+	items := []grid.Task{
+		{ID: 0, X: []float64{0}, Token: 100},           // runs (its gate stays shut)
+		{ID: 1, X: []float64{1, 2}, Token: 101},        // wrong length
+		{ID: 2, X: []float64{math.NaN()}, Token: 102},  // NaN
+		{ID: 3, X: []float64{math.Inf(1)}, Token: 103}, // +Inf
+		{ID: 4, X: nil, Token: 104},                    // empty
+		{ID: 5, X: []float64{5}, Token: 105},           // held
+		{ID: 6, X: []float64{6}, Token: 106},           // held
+		{ID: 7, X: []float64{7}, Token: 107},           // held
+		{ID: 8, X: []float64{8}, Token: 108},           // held
+		{ID: 9, X: []float64{9}, Token: 109},           // over the share
+	}
+	mc.c.Send(&grid.Tasks{Gen: 0, Items: items})
+	want := map[int32]string{
+		1: "task vector of length 2, the problem's dimension is 1",
+		2: "task coordinate 0 is NaN",
+		3: "task coordinate 0 is +Inf",
+		4: "task vector of length 0",
+		9: "the remote queue already holds",
+	}
+	got := map[int32]grid.Result{}
+	timeout := time.After(30 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case m := <-mc.msgs:
+			if rs, ok := m.(*grid.Results); ok {
+				for _, r := range rs.Items {
+					got[r.ID] = r
+				}
+			}
+		case <-timeout:
+			t.Fatalf("refusals %v; want one for each of %v", got, want)
+		}
+	}
+	for id, reason := range want {
+		r := got[id]
+		if !strings.Contains(r.Err, reason) || r.Token != uint64(100+id) || r.Cancelled {
+			t.Errorf("task %d: result %+v; want a failure saying %q, with its token", id, r, reason)
+		}
+	}
+	for id := range got {
+		if _, refused := want[id]; !refused {
+			t.Errorf("task %d answered %+v before its gate opened", id, got[id])
+		}
+	}
+	// The held ones run, in order, once the slot is free.
+	for id := int32(0); id <= 8; id++ {
+		if _, refused := want[id]; refused {
+			continue
+		}
+		g.open(id)
+		r := waitResult(t, mc, id)
+		if r.Err != "" || r.F != 10*float64(id) {
+			t.Errorf("task %d: %+v", id, r)
+		}
+	}
+	cancel()
+	wait()
+}
+
+// waitResult waits for the result of task id.
+func waitResult(t *testing.T, mc *masterConn, id int32) grid.Result {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m := <-mc.msgs:
+			if rs, ok := m.(*grid.Results); ok {
+				for _, r := range rs.Items {
+					if r.ID == id {
+						return r
+					}
+				}
+			}
+		case <-timeout:
+			t.Fatalf("no result for task %d", id)
+		}
+	}
+}
