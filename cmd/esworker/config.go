@@ -37,7 +37,8 @@ const maxConfigBytes = 1 << 20
 //	  "plugins": {"simulator": "/opt/esgrid/plugins/simulator"},
 //	  "plugin_start_timeout": "30s",      (how long a plugin has to say hello)
 //	  "once": false,                      (exit when a run ends)
-//	  "idle_timeout": "0s"                (exit after this long without a working session; 0: never)
+//	  "idle_timeout": "0s",               (exit after this long without a working session; 0: never)
+//	  "mem_share": 0.5                    (the share of memory a master's problem may need)
 //	}
 type fileConfig struct {
 	Join        addrList          `json:"join"`
@@ -50,6 +51,7 @@ type fileConfig struct {
 	PluginStart string            `json:"plugin_start_timeout"`
 	Once        *bool             `json:"once"`
 	IdleTimeout string            `json:"idle_timeout"`
+	MemShare    *float64          `json:"mem_share"`
 }
 
 // addrList is one address string ("a:1,b:2" as -join takes) or a JSON
@@ -148,6 +150,9 @@ func (o *options) applyConfig(fs *flag.FlagSet) error {
 		}
 		if !set["once"] && c.Once != nil {
 			o.once = *c.Once
+		}
+		if !set["mem-share"] && c.MemShare != nil {
+			o.memShare = *c.MemShare
 		}
 		if !set["idle-timeout"] && c.IdleTimeout != "" {
 			d, err := time.ParseDuration(c.IdleTimeout)

@@ -14,6 +14,7 @@ import (
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/testplugin"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/worker"
 )
 
 // text is what was written so far.
@@ -91,6 +92,23 @@ func TestConfigFile(t *testing.T) {
 	}
 	if o, err := parseOptions([]string{"-config", life, "-once=false", "-idle-timeout", "1m"}); err != nil || o.once || o.idle != time.Minute {
 		t.Errorf("lifecycle from the command line: %+v, %v", o, err)
+	}
+
+	// The memory share a master's problem may need; the command line wins,
+	// and the file's is checked as the flag's.
+	mem := writeFile(t, dir, "mem.json", `{"join": "m.lab", "mem_share": 0.8}`, 0o600)
+	if o, err := parseOptions([]string{"-config", mem}); err != nil || o.memShare != 0.8 {
+		t.Errorf("mem_share from the file: %+v, %v", o, err)
+	}
+	if o, err := parseOptions([]string{"-config", mem, "-mem-share", "0.25"}); err != nil || o.memShare != 0.25 {
+		t.Errorf("mem_share from the command line: %+v, %v", o, err)
+	}
+	if o, err := parseOptions([]string{"-config", one}); err != nil || o.memShare != worker.DefaultMemShare {
+		t.Errorf("default mem_share: %+v, %v", o, err)
+	}
+	too := writeFile(t, dir, "too.json", `{"join": "m.lab", "mem_share": 1}`, 0o600)
+	if _, err := parseOptions([]string{"-config", too}); err == nil || !strings.Contains(err.Error(), "-mem-share must be in (0, 0.9], got 1") {
+		t.Errorf("mem_share 1 in the file: %v", err)
 	}
 }
 

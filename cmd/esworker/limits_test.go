@@ -36,6 +36,10 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-join", "127.0.0.1:70000"}, `-join "127.0.0.1:70000": port "70000"`},
 		{[]string{"-join", ","}, `-join "," names no address`},
 		{[]string{"-key-file", "/dev/zero"}, "larger than 4096 bytes"},
+		{[]string{"-mem-share", "0"}, "-mem-share must be in (0, 0.9], got 0"},
+		{[]string{"-mem-share", "0.95"}, "-mem-share must be in (0, 0.9], got 0.95"},
+		{[]string{"-mem-share", "NaN"}, "-mem-share must be in (0, 0.9]"},
+		{[]string{"-mem-share", "-Inf"}, "-mem-share must be in (0, 0.9]"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -34,6 +34,7 @@ type options struct {
 	once     bool
 	idle     time.Duration
 	hello    time.Duration // -plugin-start-timeout
+	memShare float64       // -mem-share
 	faults   worker.Faults
 	config   string          // -config FILE (config.go)
 	plan     string          // -plan FILE (plan.go)
@@ -98,8 +99,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
-	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout; see the README); flags on the command line win")
+	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see the README); flags on the command line win")
 	fs.DurationVar(&o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
+	fs.Float64Var(&o.memShare, "mem-share", worker.DefaultMemShare, "refuse a master's problem that needs more than the share `F` of this machine's memory (its problem, LU load, vectors and frames on every slot), in (0, "+strconv.FormatFloat(worker.MaxMemShare, 'g', -1, 64)+"]")
 	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run")
 	return fs
 }
@@ -140,6 +142,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-delay must be ≥ 0, got %v", o.delay)
 	case o.delay > maxDelay:
 		return nil, usagef("-delay must be ≤ %v, got %v", maxDelay, o.delay)
+	case !(o.memShare > 0 && o.memShare <= worker.MaxMemShare):
+		return nil, usagef("-mem-share must be in (0, %v], got %v", worker.MaxMemShare, o.memShare)
 	}
 	if o.metrics != "" {
 		if err := checkHostPort(o.metrics, 0); err != nil {
@@ -278,6 +282,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		Faults:      o.faults,
 		Serve:       !o.once,
 		IdleTimeout: o.idle,
+		Limits:      worker.Limits{MemShare: o.memShare},
 		Logger:      log,
 		// Built-ins and the listed plugins, and nothing else (config.go).
 		Problems: worker.OfferedProblems(o.catalog),
