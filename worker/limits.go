@@ -201,6 +201,26 @@ func (ad admission) checkTask(t *grid.Task, held float64) error {
 	return nil
 }
 
+// childTaskBytes is what a child master holds for each task id of its
+// batch besides the vectors: the batch's slot for x, its value and flag,
+// and the policy's books, rounded up.
+const childTaskBytes = 64
+
+// checkPromote says why the agent must not become the child master that
+// pr asks for, or nil: the batch it would hold (pr.N task ids, up to
+// sched.MaxTaskID) must fit in what the memory share leaves for held
+// tasks, which the promoted worker gives back.
+func (ad admission) checkPromote(pr *grid.Promote) error {
+	if ad.dim == 0 {
+		return nil // a session made without the agent's admission (tests)
+	}
+	if need := childTaskBytes * float64(max(pr.N, 0)); need > ad.heldMax {
+		return fmt.Errorf("%w: a child master of a batch of %d tasks needs %s, more than the %s this worker holds tasks in",
+			ErrLimit, pr.N, sysmem.Format(need), sysmem.Format(max(ad.heldMax, 0)))
+	}
+	return nil
+}
+
 // clipName quotes a problem name from the wire for a message, cut to a
 // sane length.
 func clipName(name string) string {

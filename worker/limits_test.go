@@ -339,3 +339,34 @@ func waitResult(t *testing.T, mc *masterConn, id int32) grid.Result {
 		}
 	}
 }
+
+// A master holding the key promotes the worker to a child master of a
+// batch of 2^26 tasks (arrays of gigabytes): the worker refuses, says
+// why, and works on as a worker.
+func TestAgentRefusesAHugePromotion(t *testing.T) {
+	leaktest.Check(t)
+	key := testKey(t)
+	g := newGateProblem()
+	spec := grid.ProblemSpec{Name: "gate", Dim: 1}
+	fm := startFakeMaster(t, key, spec)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := gateConfig(key, fm.addr(), g, 1)
+	wlog := new(logBuffer)
+	cfg.Logger = logger(wlog)
+	cfg.Limits = Limits{Memory: 256 << 20}
+	_, wait := startAgent(t, ctx, cfg)
+	mc := fm.next()
+	mc.c.Send(&grid.Promote{Token: 1, Gen: 0, N: 1<<26 - 1, Policy: "r3q"})
+	mc.c.Send(&grid.Tasks{Gen: 0, Items: []grid.Task{{ID: 3, X: []float64{3}, Token: 7}}})
+	g.open(3)
+	if r := waitResult(t, mc, 3); r.Err != "" || r.F != 30 || r.Token != 7 {
+		t.Errorf("the task after the promotion: %+v", r)
+	}
+	if !strings.Contains(wlog.String(), "refusing to be promoted to a child master") ||
+		!strings.Contains(wlog.String(), "a child master of a batch of 67108863 tasks needs 4 GiB") {
+		t.Errorf("the worker's log does not say why it refused:\n%s", wlog)
+	}
+	cancel()
+	wait()
+}

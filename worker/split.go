@@ -124,6 +124,12 @@ func (s *session) onPromote(pr *grid.Promote) {
 		s.mu.Unlock()
 		return
 	}
+	if err := s.admitted.checkPromote(pr); err != nil {
+		s.mu.Unlock()
+		// The parent takes the tasks back when no child master greets it.
+		s.log.Warn("refusing to be promoted to a child master; working on as a worker", "err", err)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
 	pe := &promotedError{done: make(chan struct{}), cancel: cancel}
 	s.next = pe
