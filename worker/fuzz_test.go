@@ -150,7 +150,8 @@ func (blockProblem) Eval(ctx context.Context, x []float64) (float64, error) {
 	return 0, ctx.Err()
 }
 
-// sentinelGen is the generation of the fuzz master's sentinel cancels.
+// sentinelGen is the generation of the fuzz master's sentinel cancels,
+// below any that FuzzTasks sends.
 const sentinelGen = -7
 
 // FuzzTasks feeds arbitrary bytes to a real agent as frames of its
@@ -183,23 +184,25 @@ func FuzzTasks(f *testing.F) {
 
 	a, mc, acked := startFuzzSession(f)
 	var seq int32
+	gen := int32(0) // never near sentinelGen
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		m, err := grid.NewFrameReader(bytes.NewReader(frame), grid.DefaultMaxFrame).Next()
 		if err != nil {
 			return // the worker's reader would close the connection with a Reject
 		}
+		// Generations are taken near the session's newest, so that one
+		// input's huge generation does not make the session ignore every
+		// later one (as late sends of a finished generation): an input
+		// is older, the same or newer, and the session moves on.
 		switch m := m.(type) {
 		case *grid.Tasks:
-			if m.Gen == sentinelGen {
-				return // the sentinels' own
-			}
+			m.Gen = gen + m.Gen%3
 		case *grid.Cancel:
-			if m.Gen == sentinelGen {
-				return
-			}
+			m.Gen = gen + m.Gen%3
 		default:
 			return // the session's other messages end it or move it
 		}
+		gen += 3
 		if err := mc.Send(m); errors.Is(err, grid.ErrFrameTooLarge) {
 			return // re-encoded larger than a frame: the master could not send it
 		} else if err != nil {
