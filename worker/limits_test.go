@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/problems/plugin"
 )
 
 // plenty is a system with more memory available than any test asks.
@@ -369,4 +371,25 @@ func TestAgentRefusesAHugePromotion(t *testing.T) {
 	}
 	cancel()
 	wait()
+}
+
+// MaxDim is the wire's own bound on a task's vector, and a plugin's: a
+// problem in more dimensions could never be evaluated.
+func TestMaxDimIsTheWires(t *testing.T) {
+	if MaxDim != plugin.MaxDim {
+		t.Errorf("MaxDim %d, a plugin's %d", MaxDim, plugin.MaxDim)
+	}
+	for _, n := range []int{MaxDim, MaxDim + 1} {
+		b, err := grid.AppendFrame(nil, &grid.Tasks{Items: []grid.Task{{X: make([]float64, n)}}}, grid.MaxFrameLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = grid.NewFrameReader(bytes.NewReader(b), grid.MaxFrameLimit).Next()
+		if n == MaxDim && err != nil {
+			t.Errorf("a task of %d coordinates does not decode: %v", n, err)
+		}
+		if n > MaxDim && !errors.Is(err, grid.ErrMalformed) {
+			t.Errorf("a task of %d coordinates decodes (%v)", n, err)
+		}
+	}
 }
