@@ -404,8 +404,9 @@ func TestGossipSlowlorisManySources(t *testing.T) {
 		Meta: NodeMeta{Role: RoleWorker, Slots: 1}, Logger: slog.New(slog.DiscardHandler), Tune: fast,
 		LeaveTimeout: 100 * time.Millisecond,
 	}, master.Addr())
+	during := master.TransportStats()
 	if err != nil {
-		t.Fatalf("a worker with the key could not join during the attack: %v (transport: %+v)", err, master.TransportStats())
+		t.Fatalf("a worker with the key could not join during the attack: %v (transport: %+v)", err, during)
 	}
 	defer w.Close()
 	eventually(t, "the master to see the worker", func() bool { return len(master.Members()) == 2 })
@@ -414,7 +415,6 @@ func TestGossipSlowlorisManySources(t *testing.T) {
 		return busy() && master.Refused()[member.RefusedBusy] > before
 	})
 	halt()
-	st = master.TransportStats()
-	t.Logf("%d addresses, %d slowloris streams opened; held %d of %d places (lockout needs %d addresses); refused %v",
-		nSources, opened.Load(), st.Open, member.DefaultMaxStreams, st.Lockout, st.Refused)
+	t.Logf("%d addresses, %d slowloris streams opened; they held %d of %d places as the worker joined (a lockout needs %d addresses); refused %v",
+		nSources, opened.Load(), during.Open, member.DefaultMaxStreams, during.Lockout, master.TransportStats().Refused)
 }
