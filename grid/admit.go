@@ -25,6 +25,7 @@ import (
 // These are grid/member's Slots, which the gossip transport uses too: a
 // new address finds room whenever fewer than Slots.Lockout() other
 // addresses hold handshakes (19 with the defaults: 16 + ⌈48/16⌉).
+//
 // The master sends every connection it refuses a Reject saying why (a
 // worker logs it), closes it, and counts it in its refusals tally, which
 // logs a summary line per interval rather than a line per connection.
