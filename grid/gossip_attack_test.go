@@ -350,12 +350,14 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
-// The lockout, from 20 addresses rather than 2: each opens more
-// streams than its share, sends a valid encrypted-stream header and then
-// a byte a second, and reopens every stream the master closes. The
-// streams the attack can hold never reach the last places, which are
-// kept for addresses with none open, so a worker with the key still
-// joins while the attack holds every other place it can.
+// The lockout, from 20 addresses rather than 2, in the order
+// that takes the most places: first 2 addresses fill every place not
+// kept for new addresses (8 each, as the attack), then 18 more
+// take one reserved place each. Each opens more streams than its share,
+// sends a valid encrypted-stream header and then a byte a second, and
+// reopens every stream the master closes. They hold 34 places at most,
+// and a worker with the key, from an address with none open, joins while
+// they go on.
 func TestGossipSlowlorisManySources(t *testing.T) {
 	const nSources = 20
 	srcs := loopbackSources(t, nSources)
@@ -381,23 +383,34 @@ func TestGossipSlowlorisManySources(t *testing.T) {
 
 	stop := make(chan struct{})
 	var opened atomic.Int64
-	wg := gossipSlowloris(master.Addr(), srcs, member.DefaultMaxStreamsPerSource+2, 1<<10, time.Second, stop, &opened)
-	stopped := false
+	var waits []*sync.WaitGroup
 	halt := func() {
-		if !stopped {
-			stopped = true
+		if stop != nil {
 			close(stop)
-			wg.Wait()
+			stop = nil
+			for _, wg := range waits {
+				wg.Wait()
+			}
 		}
 	}
 	defer halt()
-	// The attack holds every place an address that has one can take, and
-	// more are refused.
+	attack := func(srcs []net.IP) {
+		waits = append(waits, gossipSlowloris(master.Addr(), srcs, member.DefaultMaxStreamsPerSource+2, 1<<10, time.Second, stop, &opened))
+	}
+	unreserved := member.DefaultMaxStreams - member.DefaultReservedStreams
+	heavy := (unreserved + member.DefaultMaxStreamsPerSource - 1) / member.DefaultMaxStreamsPerSource
+	attack(srcs[:heavy])
+	eventually(t, "the first addresses to fill every place not kept for new ones", func() bool {
+		return master.TransportStats().Open >= unreserved
+	})
+	attack(srcs[heavy:])
+	// The attack holds all it can: an address that has a place is refused
+	// the reserved ones.
 	busy := func() bool {
 		st := master.TransportStats()
-		return st.Open >= member.DefaultMaxStreams-member.DefaultReservedStreams && st.Refused[member.RefusedBusy] > 0
+		return st.Open >= unreserved && st.Refused[member.RefusedBusy] > 0
 	}
-	eventually(t, "the slowloris streams to fill all but the reserve", busy)
+	eventually(t, "the other addresses to take reserved places", busy)
 
 	w, err := JoinMembership(t.Context(), MembershipConfig{
 		Name: "worker", BindAddr: "127.0.0.1", SecretKey: key.GossipKey(),
