@@ -18,13 +18,15 @@ import (
 //
 //   - fewer than MaxHandshakes handshakes are in progress;
 //   - fewer than MaxHandshakesPerSource are in progress from its address;
-//   - its address has none in progress, or more than a quarter of the
-//     slots are free: the last quarter is kept for addresses that have
-//     nothing pending.
+//   - its address has none in progress, or more than three quarters of
+//     the slots are free: the last three quarters are kept for addresses
+//     that have nothing pending.
 //
 // These are grid/member's Slots, which the gossip transport uses too: a
 // new address finds room whenever fewer than Slots.Lockout() other
-// addresses hold handshakes (19 with the defaults: 16 + ⌈48/16⌉).
+// addresses hold handshakes (49 with the defaults: 48 + ⌈16/16⌉). A
+// machine's local agents still run up to MaxHandshakesPerSource
+// handshakes at once while fewer than a quarter of the slots are taken.
 //
 // The master sends every connection it refuses a Reject saying why (a
 // worker logs it), closes it, and counts it in its refusals tally, which
@@ -63,7 +65,7 @@ type gate struct {
 }
 
 func newGate(max, perSource int) *gate {
-	return &gate{slots: member.NewSlots(max, perSource, max/4)}
+	return &gate{slots: member.NewSlots(max, perSource, max*3/4)}
 }
 
 // enter admits a connection from ip to its handshake, or says why not
