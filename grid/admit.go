@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/esgrid/esgrid/grid/member"
 )
 
 // Admission to the handshake. Anyone who reaches the data port can open
@@ -16,9 +18,15 @@ import (
 //
 //   - fewer than MaxHandshakes handshakes are in progress;
 //   - fewer than MaxHandshakesPerSource are in progress from its address;
-//   - its address has none in progress, or more than a quarter of the
-//     slots are free: the last quarter is kept for addresses that have
-//     nothing pending, so that a new source always finds room.
+//   - its address has none in progress, or more than three quarters of
+//     the slots are free: the last three quarters are kept for addresses
+//     that have nothing pending.
+//
+// These are grid/member's Slots, which the gossip transport uses too: a
+// new address finds room whenever fewer than Slots.Lockout() other
+// addresses hold handshakes (49 with the defaults: 48 + ⌈16/16⌉). A
+// machine's local agents still run up to MaxHandshakesPerSource
+// handshakes at once while fewer than a quarter of the slots are taken.
 //
 // The master sends every connection it refuses a Reject saying why (a
 // worker logs it), closes it, and counts it in its refusals tally, which
@@ -52,16 +60,12 @@ const (
 
 // gate counts the handshakes in progress, in all and per source address.
 type gate struct {
-	mu        sync.Mutex
-	max       int
-	perSource int
-	reserve   int
-	open      int
-	bySource  map[string]int
+	mu    sync.Mutex
+	slots *member.Slots
 }
 
 func newGate(max, perSource int) *gate {
-	return &gate{max: max, perSource: min(perSource, max), reserve: max / 4, bySource: make(map[string]int)}
+	return &gate{slots: member.NewSlots(max, perSource, max*3/4)}
 }
 
 // enter admits a connection from ip to its handshake, or says why not
@@ -69,17 +73,14 @@ func newGate(max, perSource int) *gate {
 func (g *gate) enter(ip string) (kind, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := g.bySource[ip]
-	switch {
-	case g.open >= g.max:
-		return RefusedBusy, fmt.Sprintf("master busy: %d handshakes in progress; try again", g.open)
-	case n >= g.perSource:
-		return RefusedPerSource, fmt.Sprintf("master busy: %d handshakes in progress from your address; try again", n)
-	case n > 0 && g.open >= g.max-g.reserve:
+	switch g.slots.Take(ip) {
+	case member.SlotsFull:
+		return RefusedBusy, fmt.Sprintf("master busy: %d handshakes in progress; try again", g.slots.Held())
+	case member.SlotsPerSource:
+		return RefusedPerSource, fmt.Sprintf("master busy: %d handshakes in progress from your address; try again", g.slots.HeldBy(ip))
+	case member.SlotsReserved:
 		return RefusedBusy, "master busy: its last handshake slots are kept for new addresses; try again"
 	}
-	g.open++
-	g.bySource[ip] = n + 1
 	return "", ""
 }
 
@@ -87,12 +88,7 @@ func (g *gate) enter(ip string) (kind, reason string) {
 func (g *gate) leave(ip string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.open--
-	if n := g.bySource[ip] - 1; n > 0 {
-		g.bySource[ip] = n
-	} else {
-		delete(g.bySource, ip)
-	}
+	g.slots.Give(ip)
 }
 
 // sourceIP is the address a connection comes from, without the port.

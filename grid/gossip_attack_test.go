@@ -265,3 +265,169 @@ func TestGossipTransportLimits(t *testing.T) {
 	eventually(t, "junk datagrams to be counted", func() bool { return tally.Totals()[member.JunkDatagram] == 3 })
 	got.Wait()
 }
+
+// loopbackSources returns n source addresses 127.0.0.2, 127.0.0.3, ...,
+// skipping the test where they cannot be used.
+func loopbackSources(t *testing.T, n int) []net.IP {
+	t.Helper()
+	var ips []net.IP
+	for i := range n {
+		ip := net.IPv4(127, 0, 0, byte(2+i))
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+		if err != nil {
+			t.Skipf("no %v here: %v", ip, err)
+		}
+		ln.Close()
+		ips = append(ips, ip)
+	}
+	return ips
+}
+
+// gossipSlowloris opens perSource streams to addr from each of srcs, each
+// sending a valid encrypted-stream header (claiming claim bytes, within
+// the cap) and then one byte per tick, and reopens each stream soon
+// after the node closes it, until stop. It needs no key.
+func gossipSlowloris(addr string, srcs []net.IP, perSource int, claim uint32, tick time.Duration, stop <-chan struct{}, opened *atomic.Int64) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	hdr := []byte{10, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(hdr[1:], claim)
+	stream := func(d *net.Dialer) {
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		opened.Add(1)
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := nc.Write(hdr); err != nil {
+			return
+		}
+		var b [1]byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Wait a tick for the node to close the stream; if it does
+			// not, send it one more byte.
+			nc.SetReadDeadline(time.Now().Add(tick))
+			if _, err := nc.Read(b[:]); !isTimeout(err) {
+				return
+			}
+			if _, err := nc.Write([]byte{0}); err != nil {
+				return
+			}
+		}
+	}
+	for _, ip := range srcs {
+		for range perSource {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: time.Second}
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					stream(d)
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond): // reopen
+					}
+				}
+			}()
+		}
+	}
+	return &wg
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// The lockout, from 20 addresses rather than 2, in the order
+// that takes the most places: first 2 addresses fill every place not
+// kept for new addresses (8 each, as the attack), then 18 more
+// take one reserved place each. Each opens more streams than its share,
+// sends a valid encrypted-stream header and then a byte a second, and
+// reopens every stream the master closes. They hold 34 places at most,
+// and a worker with the key, from an address with none open, joins while
+// they go on.
+func TestGossipSlowlorisManySources(t *testing.T) {
+	const nSources = 20
+	srcs := loopbackSources(t, nSources)
+	leaktest.Check(t)
+	key := testClusterKey(t, "gossip slowloris")
+	fast := func(c *memberlist.Config) {
+		c.PushPullInterval = 200 * time.Millisecond
+		c.GossipInterval = 50 * time.Millisecond
+	}
+	master, err := JoinMembership(t.Context(), MembershipConfig{
+		Name: "master", BindAddr: "127.0.0.1", SecretKey: key.GossipKey(),
+		Meta: NodeMeta{Role: RoleMaster, DataAddr: "127.0.0.1:1"}, Logger: slog.New(slog.DiscardHandler), Tune: fast,
+		LeaveTimeout: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	st := master.TransportStats()
+	if st.Lockout <= nSources {
+		t.Fatalf("%d addresses can hold every gossip stream place; the attack below would be a lockout", st.Lockout)
+	}
+
+	stop := make(chan struct{})
+	var opened atomic.Int64
+	var waits []*sync.WaitGroup
+	halt := func() {
+		if stop != nil {
+			close(stop)
+			stop = nil
+			for _, wg := range waits {
+				wg.Wait()
+			}
+		}
+	}
+	defer halt()
+	attack := func(srcs []net.IP) {
+		waits = append(waits, gossipSlowloris(master.Addr(), srcs, member.DefaultMaxStreamsPerSource+2, 1<<10, time.Second, stop, &opened))
+	}
+	unreserved := member.DefaultMaxStreams - member.DefaultReservedStreams
+	heavy := (unreserved + member.DefaultMaxStreamsPerSource - 1) / member.DefaultMaxStreamsPerSource
+	attack(srcs[:heavy])
+	eventually(t, "the first addresses to fill every place not kept for new ones", func() bool {
+		return master.TransportStats().Open >= unreserved
+	})
+	attack(srcs[heavy:])
+	// The attack holds all it can: an address that has a place is refused
+	// the reserved ones.
+	busy := func() bool {
+		st := master.TransportStats()
+		return st.Open >= unreserved && st.Refused[member.RefusedBusy] > 0
+	}
+	eventually(t, "the other addresses to take reserved places", busy)
+
+	w, err := JoinMembership(t.Context(), MembershipConfig{
+		Name: "worker", BindAddr: "127.0.0.1", SecretKey: key.GossipKey(),
+		Meta: NodeMeta{Role: RoleWorker, Slots: 1}, Logger: slog.New(slog.DiscardHandler), Tune: fast,
+		LeaveTimeout: 100 * time.Millisecond,
+	}, master.Addr())
+	during := master.TransportStats()
+	if err != nil {
+		t.Fatalf("a worker with the key could not join during the attack: %v (transport: %+v)", err, during)
+	}
+	defer w.Close()
+	eventually(t, "the master to see the worker", func() bool { return len(master.Members()) == 2 })
+	before := master.Refused()[member.RefusedBusy]
+	eventually(t, "the attack to go on after the join", func() bool {
+		return busy() && master.Refused()[member.RefusedBusy] > before
+	})
+	halt()
+	t.Logf("%d addresses, %d slowloris streams opened; they held %d of %d places as the worker joined (a lockout needs %d addresses); refused %v",
+		nSources, opened.Load(), during.Open, member.DefaultMaxStreams, during.Lockout, master.TransportStats().Refused)
+}

@@ -375,13 +375,13 @@ func TestLoadKey(t *testing.T) {
 		{"", filepath.Join(dir, "missing"), "", os.ErrNotExist},
 	}
 	for _, c := range cases {
-		k, err := LoadKey(c.flag, c.file)
+		k, err := LoadKey(c.flag, c.file, false)
 		if !errors.Is(err, c.err) || (c.err == nil && !same(k, c.want)) {
 			t.Errorf("LoadKey(%q, %q) = %v, %v; want %q, %v", c.flag, c.file, k, err, c.want, c.err)
 		}
 	}
 	t.Setenv(KeyEnv, "")
-	if _, err := LoadKey("", ""); !errors.Is(err, ErrNoKey) {
+	if _, err := LoadKey("", "", false); !errors.Is(err, ErrNoKey) {
 		t.Errorf("no key anywhere: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 )
 
@@ -146,17 +147,27 @@ func WriteKeyFile(path string) error {
 	return nil
 }
 
+// InsecureKeyFileFlag is the commands' flag that accepts a key file
+// group or others may read or write (LoadKey's anyMode).
+const InsecureKeyFileFlag = "key-file-insecure"
+
+// ErrKeyFileMode means a key file that group or others may read or
+// write, refused as ssh refuses such a private key.
+var ErrKeyFileMode = errors.New("grid: key file open to others")
+
 // LoadKey finds the cluster key the way the commands' flags describe it:
 // flagKey (-key) if not empty, else the contents of flagFile (-key-file,
 // surrounding white space trimmed) if not empty, else the ESGRID_KEY
 // environment variable. With none of them it returns ErrNoKey; a key too
-// weak to use is ErrWeakKey, naming where it came from.
-func LoadKey(flagKey, flagFile string) (*Key, error) {
+// weak to use is ErrWeakKey, naming where it came from. A key file that
+// is a regular file with any permission for group or others is
+// ErrKeyFileMode, unless anyMode (-key-file-insecure) accepts it.
+func LoadKey(flagKey, flagFile string, anyMode bool) (*Key, error) {
 	switch {
 	case flagKey != "":
 		return keyFrom(flagKey, "-key")
 	case flagFile != "":
-		b, err := readKeyFile(flagFile)
+		b, err := readKeyFile(flagFile, anyMode)
 		if err != nil {
 			return nil, err
 		}
@@ -187,13 +198,24 @@ func keyFrom(secret, where string) (*Key, error) {
 const MaxKeyFileSize = 4 << 10
 
 // readKeyFile reads at most MaxKeyFileSize bytes of path, and fails if
-// there are more.
-func readKeyFile(path string) ([]byte, error) {
+// there are more, or if path is a regular file that group or others may
+// read or write and anyMode is false. (A pipe or a device, such as
+// -key-file <(pass show esgrid), has no such mode to check; Windows has
+// no such bits.)
+func readKeyFile(path string, anyMode bool) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("grid: key file: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("grid: key file: %w", err)
+	}
+	if perm := fi.Mode().Perm(); !anyMode && fi.Mode().IsRegular() && perm&0o077 != 0 && runtime.GOOS != "windows" {
+		return nil, fmt.Errorf("%w: %s has mode %04o, so group or others may read or change the key; chmod 600 %s (or accept it with -%s)",
+			ErrKeyFileMode, path, perm, path, InsecureKeyFileFlag)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxKeyFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("grid: key file: %w", err)

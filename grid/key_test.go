@@ -3,8 +3,10 @@ package grid
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -22,7 +24,7 @@ func TestLoadKeyFileSize(t *testing.T) {
 		return p
 	}
 	atCap := write("at-cap", bytes.Repeat([]byte("0123456789abcdef"), MaxKeyFileSize/16))
-	if k, err := LoadKey("", atCap); err != nil || k == nil {
+	if k, err := LoadKey("", atCap, false); err != nil || k == nil {
 		t.Errorf("key file of %d bytes: %v", MaxKeyFileSize, err)
 	}
 	over := write("over", bytes.Repeat([]byte("k"), MaxKeyFileSize+1))
@@ -30,7 +32,7 @@ func TestLoadKeyFileSize(t *testing.T) {
 		if _, err := os.Stat(path); err != nil {
 			continue // no /dev/zero here
 		}
-		k, err := LoadKey("", path)
+		k, err := LoadKey("", path, false)
 		if err == nil || k != nil {
 			t.Fatalf("LoadKey(%s) = %v, %v; want an error", path, k, err)
 		}
@@ -81,10 +83,10 @@ func TestWeakKeysRefused(t *testing.T) {
 	}
 	// LoadKey says where the weak key came from.
 	t.Setenv(KeyEnv, "short")
-	if _, err := LoadKey("", ""); err == nil || !strings.Contains(err.Error(), KeyEnv) {
+	if _, err := LoadKey("", "", false); err == nil || !strings.Contains(err.Error(), KeyEnv) {
 		t.Errorf("weak key in %s: %v", KeyEnv, err)
 	}
-	if _, err := LoadKey("a", ""); err == nil || !strings.Contains(err.Error(), "-key") {
+	if _, err := LoadKey("a", "", false); err == nil || !strings.Contains(err.Error(), "-key") {
 		t.Errorf("weak -key: %v", err)
 	}
 }
@@ -103,7 +105,7 @@ func TestWriteKeyFile(t *testing.T) {
 	if mode := fi.Mode().Perm(); mode != 0o600 {
 		t.Errorf("key file mode %v, want 0600", mode)
 	}
-	first, err := LoadKey("", path)
+	first, err := LoadKey("", path, false)
 	if err != nil {
 		t.Fatalf("the key written cannot be loaded: %v", err)
 	}
@@ -115,7 +117,7 @@ func TestWriteKeyFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("second WriteKeyFile: %v, want a refusal to replace", err)
 	}
-	again, err := LoadKey("", path)
+	again, err := LoadKey("", path, false)
 	if err != nil || again.mac != first.mac {
 		t.Errorf("the key file changed: %v", err)
 	}
@@ -123,7 +125,48 @@ func TestWriteKeyFile(t *testing.T) {
 	if err := WriteKeyFile(other); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := LoadKey("", other); k == nil || k.mac == first.mac {
+	if k, _ := LoadKey("", other, false); k == nil || k.mac == first.mac {
 		t.Error("two generated keys are equal")
+	}
+}
+
+// A key file that group or others may read or write is refused, as ssh
+// refuses such a private key, with one line that says how to fix it;
+// anyMode (-key-file-insecure) accepts it.
+func TestKeyFileMode(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no permission bits on Windows")
+	}
+	secret, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, mode := range []os.FileMode{0o600, 0o400, 0o640, 0o644, 0o666, 0o620, 0o604, 0o660} {
+		path := filepath.Join(dir, fmt.Sprintf("key-%04o", mode))
+		if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		k, err := LoadKey("", path, false)
+		if mode&0o077 == 0 {
+			if err != nil || k == nil {
+				t.Errorf("mode %04o: %v", mode, err)
+			}
+		} else {
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			if k != nil || !errors.Is(err, ErrKeyFileMode) || !strings.Contains(msg, "chmod 600 "+path) ||
+				!strings.Contains(msg, fmt.Sprintf("mode %04o", mode)) || strings.Contains(msg, "\n") || strings.Contains(msg, secret) {
+				t.Errorf("mode %04o: %v, %q; want ErrKeyFileMode in one line saying chmod 600 %s", mode, k, msg, path)
+			}
+		}
+		if k, err := LoadKey("", path, true); err != nil || k == nil {
+			t.Errorf("mode %04o with -%s: %v", mode, InsecureKeyFileFlag, err)
+		}
 	}
 }

@@ -93,8 +93,8 @@ type MasterConfig struct {
 	// every worker's error. Default 3; negative: no retry.
 	MaxRetries int
 	// MaxHandshakes bounds the handshakes in progress at once, and
-	// MaxHandshakesPerSource those from one address; a quarter of the
-	// slots are kept for addresses with none in progress (admit.go).
+	// MaxHandshakesPerSource those from one address; three quarters of
+	// the slots are kept for addresses with none in progress (admit.go).
 	// Further connections are told why and closed at once. Defaults 64
 	// and DefaultMaxHandshakesPerSource.
 	MaxHandshakes          int

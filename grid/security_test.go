@@ -221,16 +221,16 @@ func (h *countingHandler) count() int {
 	return len(h.lines)
 }
 
-// slowloris holds n idle connections to addr from 127.0.0.1, and reopens
-// each one the master closes, until stop is closed. It counts the
-// connections it opened.
-func slowloris(addr string, n int, stop <-chan struct{}, opened *atomic.Int64) *sync.WaitGroup {
+// slowloris holds n idle connections to addr from each of srcs, and
+// reopens each one the master closes, until stop is closed. It counts
+// the connections it opened.
+func slowloris(addr string, srcs []net.IP, n int, stop <-chan struct{}, opened *atomic.Int64) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n * len(srcs) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Timeout: time.Second}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: srcs[i%len(srcs)]}, Timeout: time.Second}
 			for {
 				select {
 				case <-stop:
@@ -294,7 +294,7 @@ func TestMasterSlowlorisOtherSourceJoins(t *testing.T) {
 	m := startMaster(t, "wq", func(c *MasterConfig) { c.Logger = slog.New(logs) })
 	stop := make(chan struct{})
 	var opened atomic.Int64
-	wg := slowloris(m.Addr(), 300, stop, &opened)
+	wg := slowloris(m.Addr(), []net.IP{net.IPv4(127, 0, 0, 1)}, 300, stop, &opened)
 	defer func() { close(stop); wg.Wait() }()
 	eventually(t, "the slowloris to fill its share", func() bool { return opened.Load() >= 300 })
 
@@ -394,4 +394,50 @@ func (c *tapConn) saw(b []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return bytes.Contains(c.all.Bytes(), b)
+}
+
+// Idle connections from 20 addresses, each holding as many as the master
+// lets it and reopening every one it closes, in the order that takes the
+// most slots (first one address fills every slot not kept for new
+// addresses, then 19 more take one reserved slot each), hold 35 slots at
+// most: a worker from another address joins while they go on.
+func TestMasterSlowlorisManySources(t *testing.T) {
+	const nSources = 20
+	srcs := loopbackSources(t, nSources)
+	m := startMaster(t, "wq")
+	held := func() int {
+		m.gate.mu.Lock()
+		defer m.gate.mu.Unlock()
+		return m.gate.slots.Held()
+	}
+	if lock := m.gate.slots.Lockout(); lock <= nSources {
+		t.Fatalf("%d addresses can hold every handshake slot; the attack below would be a lockout", lock)
+	}
+	stop := make(chan struct{})
+	var opened atomic.Int64
+	var waits []*sync.WaitGroup
+	defer func() {
+		close(stop)
+		for _, wg := range waits {
+			wg.Wait()
+		}
+	}()
+	per := DefaultMaxHandshakesPerSource
+	unreserved := m.cfg.MaxHandshakes - m.cfg.MaxHandshakes*3/4
+	heavy := (unreserved + per - 1) / per
+	waits = append(waits, slowloris(m.Addr(), srcs[:heavy], per+2, stop, &opened))
+	eventually(t, "the first addresses to fill every slot not kept for new ones", func() bool { return held() >= unreserved })
+	waits = append(waits, slowloris(m.Addr(), srcs[heavy:], per+2, stop, &opened))
+	busy := func() bool { return held() >= unreserved && m.Refused()[RefusedBusy] > 0 }
+	eventually(t, "the other addresses to take reserved slots", busy)
+
+	c, err := dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), m.Addr(), "honest", m.cfg.Key)
+	if err != nil {
+		t.Fatalf("worker refused under the attack: %v (refused %v)", err, m.Refused())
+	}
+	defer func() { c.Close(); <-c.Done() }()
+	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
+	before := m.Refused()[RefusedBusy]
+	eventually(t, "the attack to go on after the join", func() bool { return m.Refused()[RefusedBusy] > before })
+	t.Logf("%d addresses, %d idle connections opened; refused %v", nSources, opened.Load(), m.Refused())
 }

@@ -103,6 +103,7 @@ type options struct {
 	minWorkers            int
 	listen, gossip        string
 	keyFile               string
+	keyAny                bool // -key-file-insecure
 	reference             string
 	report                string
 	noise                 float64
@@ -144,6 +145,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "the master's data `HOST:PORT`")
 	fs.StringVar(&o.gossip, "gossip", "127.0.0.1:7946", "the master's gossip `HOST:PORT`, which workers -join")
 	fs.StringVar(&o.keyFile, "key-file", "", "the cluster key `FILE`")
+	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.StringVar(&o.reference, "reference", "", "the reference `FILE`: -inprocess writes it, a grid run checks against it and takes the strips' costs from it")
 	fs.StringVar(&o.report, "report", "", "write the run's figures as JSON to `FILE`")
 	fs.Float64Var(&o.noise, "noise", 0.05, "the prediction's noise sigma on task times")
@@ -302,7 +304,7 @@ func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if ref.Name != name || len(ref.Values) != o.strips {
 		return fmt.Errorf("reference %s is of %s, not %s", o.reference, ref.Name, name)
 	}
-	key, err := grid.LoadKey("", o.keyFile)
+	key, err := grid.LoadKey("", o.keyFile, o.keyAny)
 	if err != nil {
 		return err
 	}

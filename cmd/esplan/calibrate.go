@@ -59,6 +59,7 @@ type calOptions struct {
 	gossip  string
 	key     string
 	keyFile string
+	keyAny  bool // -key-file-insecure
 	sizes   []int
 	slots   []int
 	reps    int
@@ -78,6 +79,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.gossip, "gossip", "0.0.0.0:"+strconv.Itoa(grid.DefaultGossipPort), "the gossip address `HOST:PORT` workers -join; empty: none (workers give -master)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY`")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
+	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	sizes := fs.String("sizes", "50,100,150,200,300,400", "LU sizes `N,...` to measure: at least 5, well spread (papers.md §4)")
 	slots := fs.String("slots", "1,2,4", "slot counts `M,...` per machine (capped at each machine's CPUs, which are always measured too)")
 	fs.IntVar(&o.reps, "reps", 3, "tasks per busy slot in each batch (`R`)")
@@ -122,7 +124,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case o.reps < 1:
 		return usagef("-reps must be ≥ 1")
 	}
-	key, err := grid.LoadKey(o.key, o.keyFile)
+	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -29,7 +29,7 @@ func TestGenkey(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
-	if _, err := grid.LoadKey("", path); err != nil {
+	if _, err := grid.LoadKey("", path, false); err != nil {
 		t.Errorf("the key written does not load: %v", err)
 	}
 	before, _ := os.ReadFile(path)

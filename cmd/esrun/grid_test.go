@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -164,24 +165,40 @@ func TestLocalGridEqualsInProcess(t *testing.T) {
 }
 
 // A grid of one local agent and one remote worker, which joins with the
-// address and key that esrun prints, runs the in-process trajectory; at
-// the end the remote worker is told the run is over.
+// address and key file that esrun prints, runs the in-process
+// trajectory; at the end the remote worker is told the run is over. The
+// key esrun made for the run is in a file of mode 0600, never on stderr,
+// and the file is gone when the run ends.
 func TestRemoteWorkerJoins(t *testing.T) {
 	leaktest.Check(t)
 	want := reference(t)
 	path := filepath.Join(t.TempDir(), "grid.json")
 	t.Setenv(grid.KeyEnv, "")
+	config := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", config)
+	t.Setenv("HOME", config)
 	_, stderr, wait := esrunAsync(t.Context(), append(small, "-local", "1", "-min-workers", "2",
 		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-report", path)...)
-	m := stderr.await(t, regexp.MustCompile(`esrun: waiting for workers: [01]/2 joined; start esworker -join (\S+) -key (\S+)\n`))
+	m := stderr.await(t, regexp.MustCompile(`esrun: waiting for workers: [01]/2 joined; start esworker -join (\S+) -key-file (\S+)\n`))
 	gossip := checkListening(t, stderr.String())
 	if m[1] != gossip {
 		t.Errorf("join address %s, but gossip listens on %s", m[1], gossip)
 	}
-	if !strings.Contains(stderr.String(), "made one for this run: "+m[2]+"\n") {
-		t.Errorf("the generated key is not printed:\n%s", stderr)
+	keyFile := m[2]
+	if !strings.Contains(stderr.String(), "made one for this run in "+keyFile+" ") {
+		t.Errorf("esrun does not say where the key it made is:\n%s", stderr)
 	}
-	key, err := grid.NewKey(m[2])
+	if !strings.HasPrefix(keyFile, config) {
+		t.Errorf("key file %s, want it in the user's configuration directory %s", keyFile, config)
+	}
+	secret, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.TrimSpace(string(secret)); s == "" || strings.Contains(stderr.String(), s) {
+		t.Errorf("the generated key is printed:\n%s", stderr)
+	}
+	key, err := grid.LoadKey("", keyFile, false) // mode 0600, or it is refused
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +224,12 @@ func TestRemoteWorkerJoins(t *testing.T) {
 	sameTrajectory(t, got, want)
 	if got.Schedule == nil || got.Schedule.Workers != 2 {
 		t.Errorf("schedule: %+v", got.Schedule)
+	}
+	if strings.Contains(stderr.String(), strings.TrimSpace(string(secret))) {
+		t.Errorf("the generated key is printed:\n%s", stderr)
+	}
+	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run's key file outlives the run: %v", err)
 	}
 }
 
@@ -280,5 +303,25 @@ func TestDefaultAddresses(t *testing.T) {
 					o.listen, o.gossip, o.wantWorkers(), o.localSlots(), tt.listen, tt.gossip, tt.want, tt.slots)
 			}
 		})
+	}
+}
+
+// A key file that others may read is refused before the run starts, in
+// one line that says how to fix it; -key-file-insecure accepts it.
+func TestKeyFileOpenToOthers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "K")
+	if err := os.WriteFile(path, []byte(testSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(small, "-local", "1", "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-key-file", path)
+	code, _, stderr := esrun(t.Context(), args...)
+	if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "chmod 600 "+path) || strings.Contains(stderr, testSecret) {
+		t.Errorf("exit %d, stderr %q; want 2 and one line saying chmod 600 %s", code, stderr, path)
+	}
+	if code, _, stderr := esrun(t.Context(), append(args, "-"+grid.InsecureKeyFileFlag)...); code != 0 {
+		t.Errorf("with -%s: exit %d: %s", grid.InsecureKeyFileFlag, code, stderr)
 	}
 }

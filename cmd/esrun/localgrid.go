@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -32,15 +33,47 @@ const agentStopGrace = 5 * time.Second
 // clusterKey is the run's key, from -key, -key-file or ESGRID_KEY, and
 // how a worker is told to get it. Without any of them a random key is
 // made for the run (secret is then set): local agents get it directly,
-// and remote workers from the command line esrun prints.
+// and remote workers from the file saveRunKey writes, which the command
+// line esrun prints names. A key is never printed.
 type clusterKey struct {
 	key       *grid.Key
-	secret    string // the generated key, to print; "" when given
+	secret    string // the generated key; "" when given
 	workerArg string // what an esworker command line adds for the key
 }
 
+// saveRunKey writes the key made for this run to a new file readable by
+// the user only (mode 0600), run-*.key in the user's configuration
+// directory (~/.config/esgrid on Linux; the temporary directory if there
+// is none), and returns its path. The run removes it when it ends.
+func saveRunKey(secret string) (string, error) {
+	dir, err := os.UserConfigDir()
+	if err == nil {
+		dir = filepath.Join(dir, "esgrid")
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		dir = os.TempDir()
+	}
+	f, err := os.CreateTemp(dir, "run-*.key") // mode 0600
+	if err != nil {
+		return "", fmt.Errorf("cluster key for the run: %w", err)
+	}
+	err = f.Chmod(0o600) // the umask may only have taken bits away: be sure
+	if err == nil {
+		_, err = f.WriteString(secret + "\n")
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("cluster key for the run: %w", err)
+	}
+	return f.Name(), nil
+}
+
 func loadClusterKey(o *options) (*clusterKey, error) {
-	k, err := grid.LoadKey(o.key, o.keyFile)
+	k, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
 	switch {
 	case err == nil:
 		arg := "-key-file " + o.keyFile
@@ -57,7 +90,8 @@ func loadClusterKey(o *options) (*clusterKey, error) {
 		if k, err = grid.NewKey(secret); err != nil {
 			return nil, fmt.Errorf("cluster key: %w", err)
 		}
-		return &clusterKey{key: k, secret: secret, workerArg: "-key " + secret}, nil
+		// Until saveRunKey writes it somewhere, no other worker can have it.
+		return &clusterKey{key: k, secret: secret, workerArg: "with this run's key (made for it and not saved: give esrun -key-file K to share one)"}, nil
 	case errors.Is(err, grid.ErrWeakKey):
 		// LoadKey's error names where the key came from.
 		return nil, usagef("%v", err)
@@ -85,6 +119,8 @@ type localGrid struct {
 	closed      bool
 	// hint is the command line that starts a remote worker.
 	hint string
+	// keyFile is the file saveRunKey wrote for this run, if any.
+	keyFile string
 }
 
 // localAgent is one in-process agent's Run in progress.
@@ -307,5 +343,8 @@ func (g *localGrid) close(final bool) error {
 	}
 	g.exit(nil)
 	g.gossip.Close()
+	if g.keyFile != "" {
+		os.Remove(g.keyFile)
+	}
 	return errors.Join(errs...)
 }

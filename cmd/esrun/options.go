@@ -48,6 +48,7 @@ type options struct {
 	gossip     string
 	key        string
 	keyFile    string
+	keyAny     bool    // -key-file-insecure
 	genkey     string  // -genkey FILE: write a fresh key and exit
 	verify     float64 // -verify P: the fraction of results checked on a second worker
 	nonfinite  bool    // -nonfinite: NaN and ±Inf are the problem's answers, not errors
@@ -152,14 +153,14 @@ var flagGroups = []struct {
 }{
 	{"Evolution Strategy", []string{"problem", "plugin", "dim", "strategy", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
 	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
-	{"Grid", []string{"sched", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
+	{"Grid", []string{"sched", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
 	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
 	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so
 // that -inprocess refuses them.
-var gridFlags = []string{"sched", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger"}
+var gridFlags = []string{"sched", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
@@ -191,8 +192,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.minWorkers, "min-workers", 0, "wait until `N` workers, local and remote, have joined before generation 0; 0 = the local ones (at least 1)")
 	fs.StringVar(&o.listen, "listen", "", "the master's data address `HOST:PORT`, which workers connect to; default "+localListen+" for a purely local grid, "+remoteListen+" when remote workers are expected")
 	fs.StringVar(&o.gossip, "gossip", "", "the master's gossip address `HOST:PORT` (TCP and UDP), which workers -join; default "+localGossip+" for a purely local grid, "+remoteGossip+" when remote workers are expected")
-	fs.StringVar(&o.key, "key", "", "the cluster `KEY`, shared by master and workers (visible in ps: prefer -key-file or "+grid.KeyEnv+"); none of the three: a random key for this run")
+	fs.StringVar(&o.key, "key", "", "the cluster `KEY`, shared by master and workers (visible in ps: prefer -key-file or "+grid.KeyEnv+"); none of the three: a random key for this run, in a file of mode 0600 under the user's configuration directory when remote workers may join")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
+	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.StringVar(&o.genkey, "genkey", "", "write a fresh cluster key (32 random bytes, base64) to `FILE`, readable by you only, and exit; FILE must not exist")
 	fs.Float64Var(&o.verify, "verify", 0, "check a fraction `P` of the results by evaluating the task again on a second, different worker and comparing bit for bit; a worker whose value differs is excluded from the run and its results of the generation evaluated again (0 = none, 1 = all)")
 	fs.BoolVar(&o.nonfinite, "nonfinite", false, "the problem may return NaN or ±Inf: take them as its answers (by default a non-finite value from a worker is an evaluation error, retried on another worker)")

@@ -184,11 +184,19 @@ func openGrid(o *options, spec grid.ProblemSpec, stderr io.Writer, mon *monitor)
 		g.close(false)
 		return nil, err
 	}
-	g.hint = g.joinCommand(k) + pluginHint(o, spec.Name)
-	fmt.Fprintf(stderr, "esrun: listening data=%s gossip=%s\n", g.master.Addr(), g.gossip.Addr())
 	remote := o.remoteExpected() || !isLoopback(o.gossip)
 	if remote && k.secret != "" {
-		fmt.Fprintf(stderr, "esrun: no cluster key given (-key, -key-file or %s); made one for this run: %s\n", grid.KeyEnv, k.secret)
+		if g.keyFile, err = saveRunKey(k.secret); err != nil {
+			g.close(false)
+			return nil, err
+		}
+		k.workerArg = "-key-file " + g.keyFile
+	}
+	g.hint = g.joinCommand(k) + pluginHint(o, spec.Name)
+	fmt.Fprintf(stderr, "esrun: listening data=%s gossip=%s\n", g.master.Addr(), g.gossip.Addr())
+	if g.keyFile != "" {
+		fmt.Fprintf(stderr, "esrun: no cluster key given (-key, -key-file or %s); made one for this run in %s (readable by you only; removed when the run ends): copy it to the workers' machines\n",
+			grid.KeyEnv, g.keyFile)
 	}
 	if remote && !o.remoteExpected() {
 		// Not waited for, but welcome: say how to join.

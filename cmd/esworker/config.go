@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
 
@@ -32,6 +33,7 @@ const maxConfigBytes = 1 << 20
 //	  "master": "",                       (the master's data address, to skip gossip)
 //	  "gossip": "0.0.0.0:7946",
 //	  "key_file": "/etc/esgrid/key",
+//	  "key_file_insecure": false,         (accept a key file others may read: -key-file-insecure)
 //	  "slots": 4,
 //	  "name": "lab-pc-12",
 //	  "plugins": {"simulator": "/opt/esgrid/plugins/simulator"},
@@ -45,6 +47,7 @@ type fileConfig struct {
 	Master      string            `json:"master"`
 	Gossip      string            `json:"gossip"`
 	KeyFile     string            `json:"key_file"`
+	KeyInsecure *bool             `json:"key_file_insecure"`
 	Slots       *int              `json:"slots"`
 	Name        string            `json:"name"`
 	Plugins     map[string]string `json:"plugins"`
@@ -145,6 +148,9 @@ func (o *options) applyConfig(fs *flag.FlagSet) error {
 		take("gossip", &o.gossip, c.Gossip)
 		take("key-file", &o.keyFile, c.KeyFile)
 		take("name", &o.name, c.Name)
+		if !set[grid.InsecureKeyFileFlag] && c.KeyInsecure != nil {
+			o.keyAny = *c.KeyInsecure
+		}
 		if !set["slots"] && c.Slots != nil {
 			o.slots = *c.Slots
 		}

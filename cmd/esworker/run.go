@@ -26,6 +26,7 @@ type options struct {
 	name     string
 	key      string
 	keyFile  string
+	keyAny   bool // -key-file-insecure
 	slowdown float64
 	delay    time.Duration
 	verbose  bool
@@ -57,8 +58,9 @@ exits; a second signal exits at once.
 Every node of a run needs the same cluster key: -key-file, -key, or the
 ESGRID_KEY environment variable. Make one with esrun -genkey FILE (a key
 must carry 128 bits: at least 24 characters, such as 16 random bytes in
-base64). A node with another key or none is refused, and both sides log
-why.
+base64). A key file must be readable by its owner only (chmod 600), as
+ssh requires of a private key. A node with another key or none is
+refused, and both sides log why.
 
 Examples:
   ESGRID_KEY="$(cat ~/.esgrid-key)" esworker -join master.lab:7946
@@ -88,6 +90,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME` (default hostname-pid)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible to other users in ps: prefer -key-file or ESGRID_KEY)")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
+	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.Float64Var(&o.slowdown, "slowdown", 1, "emulate a slower machine: every task takes `F` times as long (F ≥ 1): F times its CPU time for a built-in problem, so that workers sharing this machine's cores keep their speeds; F times its wall time for a plugin")
 	fs.DurationVar(&o.delay, "delay", 0, "emulate a slow link: add `D` to every message each way, e.g. 20ms")
 	fs.IntVar(&o.faults.FailEvery, "fail-every", 0, "emulate a faulty machine: every `K`-th evaluation fails; 0 = none")
@@ -232,7 +235,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		fmt.Fprintf(stderr, "esworker: %v (esworker -h for help)\n", err)
 		return 2
 	}
-	key, err := grid.LoadKey(o.key, o.keyFile)
+	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
 	if err != nil {
 		fmt.Fprintf(stderr, "esworker: %v\n", err)
 		return 2

@@ -134,3 +134,34 @@ func TestEvaluatesAndDrains(t *testing.T) {
 		t.Fatal("esworker did not exit after draining")
 	}
 }
+
+// A key file that others may read is refused in one line that says how
+// to fix it; -key-file-insecure, on the command line or in the -config
+// file, accepts it.
+func TestKeyFileOpenToOthers(t *testing.T) {
+	t.Setenv(grid.KeyEnv, "")
+	dir := t.TempDir()
+	secret, err := grid.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := writeFile(t, dir, "key", secret+"\n", 0o644)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-join", "h", "-key-file", key}, nil, &out, &errb)
+	if msg := errb.String(); code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "chmod 600 "+key) ||
+		!strings.Contains(msg, "-"+grid.InsecureKeyFileFlag) || strings.Contains(msg, secret) {
+		t.Errorf("exit %d, stderr %q; want 2 and one line saying chmod 600 %s", code, msg, key)
+	}
+	for _, args := range [][]string{
+		{"-join", "h", "-key-file", key, "-" + grid.InsecureKeyFileFlag},
+		{"-config", writeFile(t, dir, "w.json", `{"join": "h", "key_file": "key", "key_file_insecure": true}`, 0o600)},
+	} {
+		o, err := parseOptions(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := grid.LoadKey(o.key, o.keyFile, o.keyAny); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}

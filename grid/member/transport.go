@@ -27,15 +27,20 @@ import (
 // gossip port, without the key, can make a node buffer 20 MiB per
 // stream. This transport takes each stream before memberlist does:
 //
-//   - at most MaxStreams inbound streams at once, and MaxStreamsPerSource
-//     from one address, so that one source always leaves room for others;
+//   - at most MaxStreams inbound streams at once, MaxStreamsPerSource
+//     from one address, and the last ReservedStreams of them only for
+//     addresses that have none open (Slots): an honest peer that
+//     opens a stream is admitted whenever fewer than Slots.Lockout()
+//     other addresses hold streams (50 with the defaults), whatever
+//     they send and however fast they reopen;
 //   - a token bucket per source address (StreamRate per second, bursts
 //     of StreamBurst);
 //   - the first 5 bytes within HeaderTimeout, and an encrypted stream
 //     whose length claims more than the size cap is refused before a
 //     byte of it is buffered; no stream may feed memberlist more than the
 //     cap (nor may a peer this node dialled), and none lasts longer than
-//     StreamTimeout;
+//     StreamTimeout, so a stream that trickles its bytes (a slowloris)
+//     holds its place at most that long;
 //   - a UDP datagram that cannot be an encrypted memberlist packet (too
 //     short, or an unknown version byte) is dropped before memberlist
 //     tries to decrypt it and logs a line.
@@ -46,13 +51,18 @@ import (
 // — room for a cluster twice the size this node sees (a restarted master
 // that knows nobody yet still takes the state of a full lab).
 //
+// Memberlist buffers a stream as it arrives, so the most an attacker
+// without the key can make this node hold is MaxStreams × the cap
+// (12 MiB with the defaults and up to 64 members).
+//
 // Every refusal is counted in the Tally, which logs one summary line per
 // interval; none is logged one by one.
 
 // Defaults.
 const (
-	DefaultMaxStreams          = 16
+	DefaultMaxStreams          = 64
 	DefaultMaxStreamsPerSource = 8
+	DefaultReservedStreams     = 48
 	DefaultStreamRate          = 16 // per second and source
 	DefaultStreamBurst         = 64
 	DefaultHeaderTimeout       = 2 * time.Second
@@ -60,10 +70,11 @@ const (
 	DefaultStreamBase          = 64 << 10
 	DefaultPerNode             = 1 << 10
 	DefaultMinNodes            = 128
-	// maxSources bounds the per-source table; sources idle for
-	// sourceIdle are forgotten first.
+	// maxSources bounds the table of token buckets: when it is full,
+	// the buckets of the sources with no stream open are forgotten
+	// (they start full again), so that no number of addresses can fill
+	// it for good.
 	maxSources = 4096
-	sourceIdle = time.Minute
 )
 
 // memberlist's message types that matter here (net.go).
@@ -77,7 +88,7 @@ const (
 
 // Kinds of refusal, as counted in the Tally.
 const (
-	RefusedBusy      = "refused_busy"       // MaxStreams streams already open
+	RefusedBusy      = "refused_busy"       // MaxStreams open, or all but the reserve and the address has some
 	RefusedPerSource = "refused_per_source" // MaxStreamsPerSource from that address
 	RefusedRate      = "refused_rate"       // the source's token bucket was empty
 	RefusedTooLarge  = "refused_too_large"  // the stream claimed more than the cap
@@ -95,9 +106,11 @@ type TransportConfig struct {
 	BindPort int
 	// Logger is memberlist's logger, for the NetTransport's own lines.
 	Logger *log.Logger
-	// MaxStreams bounds the inbound streams open at once, and
-	// MaxStreamsPerSource those from one address.
-	MaxStreams, MaxStreamsPerSource int
+	// MaxStreams bounds the inbound streams open at once (default 64),
+	// MaxStreamsPerSource those from one address (default 8), and the
+	// last ReservedStreams of them (default 48) go only to addresses
+	// with none open (see Slots).
+	MaxStreams, MaxStreamsPerSource, ReservedStreams int
 	// StreamRate and StreamBurst shape each source address's token
 	// bucket of inbound streams.
 	StreamRate  float64
@@ -126,6 +139,9 @@ func (c TransportConfig) withDefaults() TransportConfig {
 	}
 	def(&c.MaxStreams, DefaultMaxStreams)
 	def(&c.MaxStreamsPerSource, DefaultMaxStreamsPerSource)
+	if c.ReservedStreams <= 0 {
+		c.ReservedStreams = min(DefaultReservedStreams, c.MaxStreams*3/4)
+	}
 	def(&c.StreamBurst, DefaultStreamBurst)
 	def(&c.StreamBase, DefaultStreamBase)
 	def(&c.PerNode, DefaultPerNode)
@@ -152,6 +168,7 @@ type TransportStats struct {
 	Packets  int64            // datagrams handed to memberlist
 	Refused  map[string]int64 // by kind (the Refused* and JunkDatagram constants)
 	Open     int              // inbound streams open now
+	Lockout  int              // the fewest addresses that can hold every stream place (Slots.Lockout)
 	MaxBytes int              // the cap on one stream now
 	Largest  int              // the largest encrypted stream admitted so far, in bytes
 }
@@ -169,8 +186,8 @@ type Transport struct {
 	stopOnce sync.Once
 
 	mu      sync.Mutex
-	open    int
-	sources map[string]*source
+	slots   *Slots
+	sources map[string]*source // token buckets
 
 	streams, packets atomic.Int64
 	largest          atomic.Int64
@@ -178,9 +195,8 @@ type Transport struct {
 	refused          map[string]int64
 }
 
-// source is one address's share.
+// source is one address's token bucket.
 type source struct {
-	open   int
 	tokens float64
 	last   time.Time
 }
@@ -213,6 +229,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		streamCh: make(chan net.Conn),
 		packetCh: make(chan *memberlist.Packet),
 		done:     make(chan struct{}),
+		slots:    NewSlots(cfg.MaxStreams, cfg.MaxStreamsPerSource, cfg.ReservedStreams),
 		sources:  make(map[string]*source),
 		refused:  make(map[string]int64),
 	}
@@ -256,7 +273,7 @@ func (t *Transport) Stats() TransportStats {
 	}
 	t.refusedMu.Unlock()
 	t.mu.Lock()
-	st.Open = t.open
+	st.Open, st.Lockout = t.slots.Held(), t.slots.Lockout()
 	t.mu.Unlock()
 	return st
 }
@@ -333,8 +350,8 @@ func (t *Transport) takeStreams() {
 	}
 }
 
-// admit applies the counts and the rate, then checks the header on a
-// goroutine of the stream's own (counted among the open streams).
+// admit applies the places and the rate, then checks the header on a
+// goroutine of the stream's own (holding its place).
 func (t *Transport) admit(c net.Conn) {
 	ip := hostOf(c.RemoteAddr())
 	now := time.Now()
@@ -342,13 +359,7 @@ func (t *Transport) admit(c net.Conn) {
 	s := t.sources[ip]
 	if s == nil {
 		if len(t.sources) >= maxSources {
-			t.forgetIdleLocked(now)
-		}
-		if len(t.sources) >= maxSources {
-			t.mu.Unlock()
-			c.Close()
-			t.refuse(RefusedBusy, c.RemoteAddr(), "too many sources")
-			return
+			t.forgetLocked()
 		}
 		s = &source{tokens: float64(t.cfg.StreamBurst), last: now}
 		t.sources[ip] = s
@@ -356,17 +367,20 @@ func (t *Transport) admit(c net.Conn) {
 	s.tokens = min(float64(t.cfg.StreamBurst), s.tokens+now.Sub(s.last).Seconds()*t.cfg.StreamRate)
 	s.last = now
 	var kind, why string
-	switch {
-	case t.open >= t.cfg.MaxStreams:
-		kind, why = RefusedBusy, fmt.Sprintf("%d gossip streams open", t.open)
-	case s.open >= t.cfg.MaxStreamsPerSource:
-		kind, why = RefusedPerSource, fmt.Sprintf("%d gossip streams open from this address", s.open)
-	case s.tokens < 1:
+	if s.tokens < 1 {
 		kind, why = RefusedRate, fmt.Sprintf("over %v streams a second", t.cfg.StreamRate)
-	default:
-		s.tokens--
-		s.open++
-		t.open++
+	} else {
+		switch t.slots.Take(ip) {
+		case SlotsFull:
+			kind, why = RefusedBusy, fmt.Sprintf("%d gossip streams open", t.slots.Held())
+		case SlotsReserved:
+			kind, why = RefusedBusy, fmt.Sprintf("%d gossip streams open; the last %d are kept for addresses with none open",
+				t.slots.Held(), t.cfg.ReservedStreams)
+		case SlotsPerSource:
+			kind, why = RefusedPerSource, fmt.Sprintf("%d gossip streams open from this address", t.slots.HeldBy(ip))
+		default:
+			s.tokens--
+		}
 	}
 	t.mu.Unlock()
 	if kind != "" {
@@ -382,11 +396,12 @@ func (t *Transport) admit(c net.Conn) {
 	}()
 }
 
-// forgetIdleLocked drops sources with no stream open and a full bucket
-// or no stream for sourceIdle.
-func (t *Transport) forgetIdleLocked(now time.Time) {
-	for ip, s := range t.sources {
-		if s.open == 0 && now.Sub(s.last) >= sourceIdle {
+// forgetLocked empties the table of token buckets but for the sources
+// with streams open (at most MaxStreams): rarely, since it then has room
+// for maxSources−MaxStreams new ones.
+func (t *Transport) forgetLocked() {
+	for ip := range t.sources {
+		if t.slots.HeldBy(ip) == 0 {
 			delete(t.sources, ip)
 		}
 	}
@@ -549,10 +564,7 @@ func (c *boundedConn) Close() error {
 		}
 		t := c.t
 		t.mu.Lock()
-		t.open--
-		if s := t.sources[c.src]; s != nil {
-			s.open--
-		}
+		t.slots.Give(c.src)
 		t.mu.Unlock()
 	})
 	return err
