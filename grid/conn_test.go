@@ -109,6 +109,13 @@ func TestConnDeliversInOrderBothWays(t *testing.T) {
 			t.Fatalf("message %d at a: %#v", i, m)
 		}
 	}
+	// The writer counts a batch after its write returns, which can be
+	// after the reader has handled every frame: read the counts once both
+	// ends have stopped.
+	ca.Close()
+	cb.Close()
+	<-ca.Done()
+	<-cb.Done()
 	st := ca.Stats()
 	if st.FramesOut < n || st.Writes > st.FramesOut || st.BytesOut == 0 {
 		t.Errorf("stats %+v", st)
@@ -117,10 +124,6 @@ func TestConnDeliversInOrderBothWays(t *testing.T) {
 	if sb := cb.Stats(); sb.BytesIn != st.BytesOut || sb.FramesIn != st.FramesOut {
 		t.Errorf("b read %d bytes in %d frames, a wrote %d in %d", sb.BytesIn, sb.FramesIn, st.BytesOut, st.FramesOut)
 	}
-	ca.Close()
-	cb.Close()
-	<-ca.Done()
-	<-cb.Done()
 }
 
 // Both ends answer every message from inside the handler with a large
