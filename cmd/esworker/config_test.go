@@ -111,9 +111,13 @@ func TestBadConfigFiles(t *testing.T) {
 		{"bad plugin name", `{"join": "m", "plugins": {"a b": "` + sim + `"}}`, 0o644, "letters, digits"},
 		{"missing plugin", `{"join": "m", "plugins": {"a": "./none"}}`, 0o644, "no such file"},
 		{"built-in name", `{"join": "m", "plugins": {"ridge": "` + sim + `"}}`, 0o644, "built-in"},
-		{"slots", `{"join": "m", "slots": -2}`, 0o644, "-slots"},
-		{"idle timeout", `{"join": "m", "idle_timeout": "soon"}`, 0o644, "idle_timeout"},
-		{"negative idle timeout", `{"join": "m", "idle_timeout": "-1s"}`, 0o644, "-idle-timeout"},
+		// The file's numbers have the flags' bounds.
+		{"slots", `{"join": "m", "slots": -2}`, 0o644, "slots -2: must be an integer between 0 and 65536"},
+		{"huge slots", `{"join": "m", "slots": 9223372036854775807}`, 0o644, "slots 9223372036854775807: must be an integer between 0 and 65536"},
+		{"idle timeout", `{"join": "m", "idle_timeout": "soon"}`, 0o644, "idle_timeout soon: must be a duration"},
+		{"negative idle timeout", `{"join": "m", "idle_timeout": "-1s"}`, 0o644, "idle_timeout -1s: must be a duration between 0s and 168h"},
+		{"huge idle timeout", `{"join": "m", "idle_timeout": "2562047h"}`, 0o644, "idle_timeout 2562047h: must be a duration between 0s and 168h"},
+		{"no plugin start", `{"join": "m", "plugin_start_timeout": "0s"}`, 0o644, "plugin_start_timeout 0s: must be a duration between 1ms and 10m"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
