@@ -55,8 +55,8 @@ func (m *Memo) Refused() (string, error) { return m.bad, m.badErr }
 type refuser interface{ Refused() (string, error) }
 
 // Parse parses args into fs, and words a refused value as one line that
-// names the flag, the value and the range: "-reps 1e9: must be between 1
-// and 1000". Other errors (and flag.ErrHelp) are fs.Parse's.
+// names the flag, the value and the range: "-reps 1e9: must be an integer
+// between 1 and 1000". Other errors (and flag.ErrHelp) are fs.Parse's.
 func Parse(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
@@ -99,14 +99,6 @@ func IntVar(fs *flag.FlagSet, p *int, name string, value, lo, hi int, text strin
 	*p = value
 	fs.Var(v, name, usage(text, v))
 	return v
-}
-
-// NewInt declares an int flag with the range [lo, hi] into fs and returns
-// its variable.
-func NewInt(fs *flag.FlagSet, name string, value, lo, hi int, text string) *int {
-	p := new(int)
-	IntVar(fs, p, name, value, lo, hi, text)
-	return p
 }
 
 func (v *Int) String() string {
@@ -236,14 +228,6 @@ func FloatVar(fs *flag.FlagSet, p *float64, name string, value, lo, hi float64, 
 	*p = value
 	fs.Var(v, name, usage(text, v))
 	return v
-}
-
-// NewFloat declares a float64 flag with the range [lo, hi] into fs and
-// returns its variable.
-func NewFloat(fs *flag.FlagSet, name string, value, lo, hi float64, text string) *float64 {
-	p := new(float64)
-	FloatVar(fs, p, name, value, lo, hi, text)
-	return p
 }
 
 func (v *Float) String() string {
