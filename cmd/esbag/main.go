@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/sched"
@@ -97,6 +98,7 @@ func parseName(name string) (problems.Mandelbrot, error) {
 }
 
 type options struct {
+	stripList             []int // -strips
 	strips, maxIter, size int
 	policy                string
 	copies                int
@@ -132,26 +134,42 @@ their reference cost over the time they took there).
 Flags:
 `
 
-func parseFlags(args []string, stdout io.Writer) (*options, error) {
-	o := &options{}
+// Bounds of esbag's numeric flags. The paper's image is 480×480 pixels
+// of at most 300,000 iterations, hours of CPU; a larger image is refused
+// rather than left to run for days.
+const (
+	maxMaxIter = 300_000             // -maxiter: the paper's
+	maxSize    = 4800                // -size: ten times the paper's
+	maxWork    = 480 * 480 * 300_000 // -size² × -maxiter: the paper's image
+	maxStrips  = 1_000_000           // -strips: at most -size anyway
+)
+
+// newFlagSet declares esbag's flags into o.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esbag", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	strips := fs.String("strips", "40", "strips (tasks) of the image; with -plugins a `list`")
-	fs.IntVar(&o.maxIter, "maxiter", 10000, "iterations per pixel at most (the paper: 300000)")
-	fs.IntVar(&o.size, "size", 480, "image size N×N pixels (the paper: 480)")
+	flagx.IntListVar(fs, &o.stripList, "strips", []int{40}, 1, maxStrips, "strips (tasks) of the image, at most -size; with -plugins a `list`")
+	flagx.IntVar(fs, &o.maxIter, "maxiter", 10000, 1, maxMaxIter, "iterations `N` per pixel at most (the paper: 300000)")
+	flagx.IntVar(fs, &o.size, "size", 480, 1, maxSize, "image size `N`×N pixels (the paper: 480); -size² × -maxiter at most the paper's 480² × 300000")
 	fs.StringVar(&o.policy, "sched", "eft", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
-	fs.IntVar(&o.copies, "copies", 0, "eft: most live instances of a task (0: the default)")
-	fs.IntVar(&o.minWorkers, "min-workers", 1, "wait for N workers before the bag starts")
+	flagx.IntVar(fs, &o.copies, "copies", 0, 0, sched.MaxCopies, "eft: most live instances `N` of a task (0: the default)")
+	flagx.IntVar(fs, &o.minWorkers, "min-workers", 1, 1, 1024, "wait for `N` workers before the bag starts")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "the master's data `HOST:PORT`")
 	fs.StringVar(&o.gossip, "gossip", "127.0.0.1:7946", "the master's gossip `HOST:PORT`, which workers -join")
 	fs.StringVar(&o.keyFile, "key-file", "", "the cluster key `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.StringVar(&o.reference, "reference", "", "the reference `FILE`: -inprocess writes it, a grid run checks against it and takes the strips' costs from it")
 	fs.StringVar(&o.report, "report", "", "write the run's figures as JSON to `FILE`")
-	fs.Float64Var(&o.noise, "noise", 0.05, "the prediction's noise sigma on task times")
+	flagx.FloatVar(fs, &o.noise, "noise", 0.05, 0, 1, "the prediction's noise `sigma` on task times")
 	fs.BoolVar(&o.inprocess, "inprocess", false, "compute every strip here, one at a time, and write -reference")
 	fs.BoolVar(&o.plugins, "plugins", false, "print the -plugin flags that offer these strips and exit")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+func parseFlags(args []string, stdout io.Writer) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o)
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
 			fs.SetOutput(stdout)
@@ -162,13 +180,21 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	var list []int
-	for _, v := range strings.Split(*strips, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 1 || n > o.size {
-			return nil, fmt.Errorf("-strips: %q is not in [1, -size %d]", v, o.size)
+	list := o.stripList
+	for _, n := range list {
+		if n > o.size {
+			return nil, fmt.Errorf("-strips: %d is not in [1, -size %d]", n, o.size)
 		}
-		list = append(list, n)
+	}
+	if float64(o.size)*float64(o.size)*float64(o.maxIter) > maxWork {
+		return nil, fmt.Errorf("-size %d and -maxiter %d: an image of %d² pixels of up to %d iterations is more work than the paper's 480² × 300000; lower one", o.size, o.maxIter, o.size, o.maxIter)
+	}
+	if err := flagx.CheckFiles(
+		flagx.File{What: "-reference " + o.reference, Path: o.reference, Write: o.inprocess},
+		flagx.File{What: "-report " + o.report, Path: o.report, Write: true},
+		flagx.File{What: "-key-file " + o.keyFile, Path: o.keyFile},
+	); err != nil {
+		return nil, err
 	}
 	if o.plugins {
 		self, err := os.Executable()
@@ -191,12 +217,8 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	switch {
 	case !slices.Contains(sched.Names, o.policy):
 		return nil, fmt.Errorf("-sched %q is not a policy (known: %s)", o.policy, strings.Join(sched.Names, ", "))
-	case o.minWorkers < 1 || o.minWorkers > 1024:
-		return nil, errors.New("-min-workers must be in [1, 1024]")
 	case o.reference == "":
 		return nil, errors.New("-reference FILE is required")
-	case !(o.noise >= 0 && o.noise <= 1):
-		return nil, errors.New("-noise must be in [0, 1]")
 	}
 	return o, nil
 }

@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -25,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -96,6 +98,9 @@ type strategy struct {
 	cfg  es.Config
 }
 
+// maxDim bounds -dim and -dims.
+const maxDim = 1000
+
 // paper is the paper's ES: esrun's defaults.
 var paper = es.Config{Mu: 30, Lambda: 70}
 
@@ -116,30 +121,30 @@ var builtinStrategies = map[string]es.Config{
 	"cma":         {Strategy: es.StrategyCMA},
 }
 
-func newFlagSet(o *options, probs, dims, strategies *string) *flag.FlagSet {
+func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("esbench", flag.ContinueOnError)
 	fs.StringVar(probs, "problems", "sphere,ellipsoid,rosenbrock,rastrigin,ridge,ackley", "comma-separated `NAMES` of the test functions")
-	fs.StringVar(dims, "dims", "10,30", "comma-separated `DIMS`")
-	fs.IntVar(&o.seeds, "seeds", 10, "runs per cell, with seeds 1..`N`")
-	fs.Float64Var(&o.target, "target", 1e-8, "a run succeeds once its best fitness is ≤ `F`")
-	fs.IntVar(&o.budget, "budget", 10000, "evaluation budget of a run, times the dimension")
+	flagx.IntListVar(fs, &o.dims, "dims", []int{10, 30}, 2, maxDim, "comma-separated `DIMS`")
+	flagx.IntVar(fs, &o.seeds, "seeds", 10, 1, 1000, "runs per cell, with seeds 1..`N`")
+	flagx.FloatVar(fs, &o.target, "target", 1e-8, -math.MaxFloat64, math.MaxFloat64, "a run succeeds once its best fitness is ≤ `F`")
+	flagx.IntVar(fs, &o.budget, "budget", 10000, 1, 10_000_000, "evaluation budget of a run, `N` times the dimension")
 	fs.StringVar(strategies, "strategies", "paper,recommended,cma", "comma-separated strategies: paper, recommended, cma, or `SPECS` (see above; separate specs with ';')")
-	fs.IntVar(&o.jobs, "j", runtime.NumCPU(), "runs at once")
+	flagx.IntVar(fs, &o.jobs, "j", runtime.NumCPU(), 1, 1024, "`N` runs at once")
 	fs.BoolVar(&o.collapse, "collapse", false, "print the step-size trajectory of the paper's ES and the recommended one instead")
-	fs.IntVar(&o.gens, "gens", 3000, "with -collapse: generations to run")
-	fs.IntVar(&o.every, "every", 100, "with -collapse: print every `G` generations")
+	flagx.IntVar(fs, &o.gens, "gens", 3000, 1, 1_000_000, "with -collapse: `G` generations to run")
+	flagx.IntVar(fs, &o.every, "every", 100, 1, 1_000_000, "with -collapse: print every `G` generations")
 	fs.StringVar(&o.problem, "problem", "sphere", "with -collapse: the test function")
-	fs.IntVar(&o.dim, "dim", 30, "with -collapse: the dimension")
-	fs.Uint64Var(&o.seed, "seed", 1, "with -collapse: the seed")
+	flagx.IntVar(fs, &o.dim, "dim", 30, 2, maxDim, "with -collapse: the dimension `N`")
+	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "with -collapse: the `seed`")
 	return fs
 }
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
-	var probs, dims, strategies string
-	fs := newFlagSet(o, &probs, &dims, &strategies)
+	var probs, strategies string
+	fs := newFlagSet(o, &probs, &strategies)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -157,28 +162,7 @@ func parseOptions(args []string) (*options, error) {
 		}
 		o.problems = append(o.problems, p)
 	}
-	for _, d := range strings.Split(dims, ",") {
-		n, err := strconv.Atoi(d)
-		if err != nil || n < 2 || n > 1000 {
-			return nil, usagef("-dims: %q is not a dimension in [2, 1000]", d)
-		}
-		o.dims = append(o.dims, n)
-	}
 	switch {
-	case o.seeds < 1 || o.seeds > 1000:
-		return nil, usagef("-seeds must be in [1, 1000], got %d", o.seeds)
-	case !(o.target > -1e300 && o.target < 1e300):
-		return nil, usagef("-target must be finite, got %v", o.target)
-	case o.budget < 1 || o.budget > 1e7:
-		return nil, usagef("-budget must be in [1, 10000000], got %d", o.budget)
-	case o.jobs < 1 || o.jobs > 1024:
-		return nil, usagef("-j must be in [1, 1024], got %d", o.jobs)
-	case o.gens < 1 || o.gens > 1e6:
-		return nil, usagef("-gens must be in [1, 1000000], got %d", o.gens)
-	case o.every < 1:
-		return nil, usagef("-every must be ≥ 1, got %d", o.every)
-	case o.dim < 2 || o.dim > 1000:
-		return nil, usagef("-dim must be in [2, 1000], got %d", o.dim)
 	case !slices.Contains(known, o.problem) || o.problem == "mandelbrot":
 		return nil, usagef("-problem: %q is not a test function", o.problem)
 	}
@@ -257,9 +241,9 @@ func parseStrategy(spec string) (strategy, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
-		var a, b, c string
+		var a, b string
 		fmt.Fprint(stdout, usageText+"\nFlags:\n")
-		fs := newFlagSet(&options{}, &a, &b, &c)
+		fs := newFlagSet(&options{}, &a, &b)
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 		return 0

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/plan"
@@ -70,24 +71,38 @@ type calOptions struct {
 	reports []string
 }
 
-func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o := &calOptions{}
+// newCalibrateFlagSet declares esplan calibrate's flags into o.
+func newCalibrateFlagSet(o *calOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("esplan calibrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.IntVar(&o.workers, "workers", 0, "wait for `W` workers, and measure them")
+	flagx.IntVar(fs, &o.workers, "workers", 0, 0, maxWorkers, "wait for `W` workers, and measure them")
 	fs.StringVar(&o.listen, "listen", "0.0.0.0:"+strconv.Itoa(grid.DefaultDataPort), "the data address `HOST:PORT` workers connect to (port 0: any, then kept for every size)")
 	fs.StringVar(&o.gossip, "gossip", "0.0.0.0:"+strconv.Itoa(grid.DefaultGossipPort), "the gossip address `HOST:PORT` workers -join; empty: none (workers give -master)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY`")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
-	sizes := fs.String("sizes", "50,100,150,200,300,400", "LU sizes `N,...` to measure: at least 5, well spread (papers.md §4)")
-	slots := fs.String("slots", "1,2,4", "slot counts `M,...` per machine (capped at each machine's CPUs, which are always measured too)")
-	fs.IntVar(&o.reps, "reps", 3, "tasks per busy slot in each batch (`R`)")
-	fs.DurationVar(&o.wait, "wait", 5*time.Minute, "how long to wait for the workers, at each size")
+	flagx.IntListVar(fs, &o.sizes, "sizes", []int{50, 100, 150, 200, 300, 400}, 1, problems.MaxLoadN, "LU sizes `N,...` to measure: at least 5, well spread (papers.md §4)")
+	flagx.IntListVar(fs, &o.slots, "slots", []int{1, 2, 4}, 1, grid.MaxMetaSlots, "slot counts `M,...` per machine (capped at each machine's CPUs, which are always measured too)")
+	flagx.IntVar(fs, &o.reps, "reps", 3, 1, maxReps, "tasks per busy slot in each batch (`R`)")
+	flagx.DurationVar(fs, &o.wait, "wait", 5*time.Minute, time.Second, 24*time.Hour, "how long `D` to wait for the workers, at each size")
 	fs.StringVar(&o.groupBy, "group-by", "prefix", "a machine's group: `prefix` (its name without trailing -<number> parts) or worker (each its own)")
 	fs.StringVar(&o.out, "o", "", "write the calibration to `FILE` (- = standard output)")
 	fs.BoolVar(&o.verbose, "v", false, "log the grid's events")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+// Bounds of esplan calibrate's numeric flags.
+const (
+	// maxWorkers bounds -workers: more than a master holds connections to.
+	maxWorkers = 1 << 16
+	// maxReps bounds -reps: a batch is reps × the busy slots of the grid.
+	maxReps = 1000
+)
+
+func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := &calOptions{}
+	fs := newCalibrateFlagSet(o)
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, calibrateUsage)
 			fs.SetOutput(stdout)
@@ -97,12 +112,13 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("%v", err)
 	}
 	o.reports = fs.Args()
-	var err error
-	if o.sizes, err = intList(*sizes, "-sizes", 1); err != nil {
-		return err
+	o.sizes, o.slots = sortedSet(o.sizes), sortedSet(o.slots)
+	files := []flagx.File{{What: "-o " + o.out, Path: o.out, Write: true}, {What: "-key-file " + o.keyFile, Path: o.keyFile}}
+	for _, r := range o.reports {
+		files = append(files, flagx.File{What: "the report " + r, Path: r})
 	}
-	if o.slots, err = intList(*slots, "-slots", 1); err != nil {
-		return err
+	if err := flagx.CheckFiles(files...); err != nil {
+		return usagef("%v", err)
 	}
 	switch {
 	case o.out == "":
@@ -119,10 +135,6 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("give -workers W (the workers to measure), or esrun -report files")
 	case len(o.sizes) < plan.MinSizes:
 		return usagef("-sizes: %d sizes, at least %d needed (well spread: a narrow range gives absurd cubics)", len(o.sizes), plan.MinSizes)
-	case o.sizes[len(o.sizes)-1] > problems.MaxLoadN:
-		return usagef("-sizes: at most %d", problems.MaxLoadN)
-	case o.reps < 1:
-		return usagef("-reps must be ≥ 1")
 	}
 	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/plan"
 )
@@ -58,51 +61,86 @@ func writeJSON(path string, v any, stdout io.Writer) error {
 		_, err := stdout.Write(b)
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	// A temporary name of its own: never a file the command line names.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	defer os.Remove(f.Name()) // after the rename, nothing
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
-// intList parses "1,2,4".
-func intList(s, flagName string, lo int) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		v, err := strconv.Atoi(f)
-		if err != nil || v < lo {
-			return nil, usagef("%s: %q is not a whole number ≥ %d", flagName, f, lo)
-		}
-		out = append(out, v)
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+// sortedSet is l sorted, each value once.
+func sortedSet(l []int) []int {
+	l = slices.Clone(l)
+	slices.Sort(l)
+	return slices.Compact(l)
+}
+
+// fitFlags declares the flags of the fit, which models and plan share.
+func fitFlags(fs *flag.FlagSet, o *plan.Options) {
+	flagx.IntVar(fs, &o.MinSizes, "min-sizes", plan.MinSizes, 4, maxFitPoints, "fewest distinct sizes `N` an N–T model is fitted from")
+	flagx.IntVar(fs, &o.MinPs, "min-ps", plan.MinPs, 3, maxFitPoints, "fewest distinct `P` > M a group's own P–T model is fitted from; fewer: substituted")
+}
+
+// Bounds of esplan's numeric flags.
+const (
+	// maxFitPoints bounds -min-sizes and -min-ps: more points than any
+	// calibration measures.
+	maxFitPoints = 1000
+	// maxTasks bounds plan -tasks: the ES's λ (esrun -lambda's bound).
+	maxTasks = 1_000_000
+	// maxTaskMS bounds plan -task-ms: an hour a task.
+	maxTaskMS = 3_600_000
+	// maxTop bounds plan -top.
+	maxTop = 1000
+)
+
+// modelsOptions are esplan models' flags.
+type modelsOptions struct {
+	cal string
+	fit plan.Options
+}
+
+// newModelsFlagSet declares esplan models' flags into o.
+func newModelsFlagSet(o *modelsOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("esplan models", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.cal, "cal", "", "the calibration `FILE` (esplan calibrate -o)")
+	fitFlags(fs, &o.fit)
+	return fs
 }
 
 func runModels(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("esplan models", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	calPath := fs.String("cal", "", "the calibration `FILE` (esplan calibrate -o)")
-	minSizes := fs.Int("min-sizes", plan.MinSizes, "fewest distinct sizes N an N–T model is fitted from")
-	minPs := fs.Int("min-ps", plan.MinPs, "fewest distinct P > M a group's own P–T model is fitted from; fewer: substituted")
-	if err := fs.Parse(args); err != nil {
+	o := &modelsOptions{}
+	fs := newModelsFlagSet(o)
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return errHelp
 		}
 		return usagef("%v", err)
 	}
-	if *calPath == "" {
+	if o.cal == "" {
 		return usagef("give -cal FILE")
 	}
-	cal, err := readCalibration(*calPath)
+	cal, err := readCalibration(o.cal)
 	if err != nil {
 		return err
 	}
-	ms, err := plan.Fit(cal, plan.Options{MinSizes: *minSizes, MinPs: *minPs})
+	ms, err := plan.Fit(cal, o.fit)
 	if err != nil {
 		return err
 	}
@@ -168,83 +206,102 @@ func secs(s float64) string {
 	return d.Round(time.Microsecond).String()
 }
 
-func runPlan(args []string, stdout io.Writer) error {
+// planOptions are esplan plan's flags.
+type planOptions struct {
+	cal     string
+	n       int
+	taskMS  float64
+	ref     string
+	tasks   int
+	policy  string
+	slots   []int
+	top     int
+	out     string
+	fit     plan.Options
+	verbose bool
+}
+
+// newPlanFlagSet declares esplan plan's flags into o.
+func newPlanFlagSet(o *planOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("esplan plan", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	calPath := fs.String("cal", "", "the calibration `FILE` (esplan calibrate -o)")
-	n := fs.Int("n", 0, "plan for tasks of LU load size `N` (esrun -lu N)")
-	taskMS := fs.Float64("task-ms", 0, "or for tasks of `MS` milliseconds on one machine of the -ref group, alone with one slot (esrun -load-ms)")
-	ref := fs.String("ref", "", "the reference `GROUP` of -task-ms (default the fastest)")
-	tasks := fs.Int("tasks", 70, "tasks per batch (the ES's λ)")
-	policy := fs.String("policy", "r3q", "the run's policy: rr, r3q and eft replicate the last tasks (modelled), wq, rwq and cyclic do not")
-	slotsFlag := fs.String("slots", "", "slot counts `M,...` to consider per machine (default: every M measured)")
-	top := fs.Int("top", 5, "print the `K` best configurations")
-	out := fs.String("o", "", "write the best configuration as a plan `FILE` for esrun -plan and esworker -plan (- = standard output)")
-	minSizes := fs.Int("min-sizes", plan.MinSizes, "fewest distinct sizes N an N–T model is fitted from")
-	minPs := fs.Int("min-ps", plan.MinPs, "fewest distinct P > M a group's own P–T model is fitted from; fewer: substituted")
-	verbose := fs.Bool("v", false, "print the models too")
-	if err := fs.Parse(args); err != nil {
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.cal, "cal", "", "the calibration `FILE` (esplan calibrate -o)")
+	flagx.IntVar(fs, &o.n, "n", 0, 0, problems.MaxLoadN, "plan for tasks of LU load size `N` (esrun -lu N)")
+	flagx.FloatVar(fs, &o.taskMS, "task-ms", 0, 0, maxTaskMS, "or for tasks of `MS` milliseconds on one machine of the -ref group, alone with one slot (esrun -load-ms)")
+	fs.StringVar(&o.ref, "ref", "", "the reference `GROUP` of -task-ms (default the fastest)")
+	flagx.IntVar(fs, &o.tasks, "tasks", 70, 1, maxTasks, "tasks `N` per batch (the ES's λ)")
+	fs.StringVar(&o.policy, "policy", "r3q", "the run's policy: rr, r3q and eft replicate the last tasks (modelled), wq, rwq and cyclic do not")
+	flagx.IntListVar(fs, &o.slots, "slots", nil, 1, grid.MaxMetaSlots, "slot counts `M,...` to consider per machine (default: every M measured)")
+	flagx.IntVar(fs, &o.top, "top", 5, 1, maxTop, "print the `K` best configurations")
+	fs.StringVar(&o.out, "o", "", "write the best configuration as a plan `FILE` for esrun -plan and esworker -plan (- = standard output)")
+	fitFlags(fs, &o.fit)
+	fs.BoolVar(&o.verbose, "v", false, "print the models too")
+	return fs
+}
+
+func runPlan(args []string, stdout io.Writer) error {
+	o := &planOptions{}
+	fs := newPlanFlagSet(o)
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return errHelp
 		}
 		return usagef("%v", err)
 	}
 	switch {
-	case *calPath == "":
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q", fs.Arg(0))
+	case o.cal == "":
 		return usagef("give -cal FILE")
-	case (*n > 0) == (*taskMS > 0):
+	case (o.n > 0) == (o.taskMS > 0):
 		return usagef("give one of -n N and -task-ms MS")
-	case *n < 0 || *taskMS < 0:
-		return usagef("-n and -task-ms must be positive")
-	case *tasks < 1:
-		return usagef("-tasks must be ≥ 1")
-	case !slices.Contains(sched.Names, *policy):
-		return usagef("-policy %q is not a policy (known: %s)", *policy, strings.Join(sched.Names, ", "))
-	case *top < 1:
-		return usagef("-top must be ≥ 1")
+	case !slices.Contains(sched.Names, o.policy):
+		return usagef("-policy %q is not a policy (known: %s)", o.policy, strings.Join(sched.Names, ", "))
 	}
-	var slots []int
-	if *slotsFlag != "" {
-		var err error
-		if slots, err = intList(*slotsFlag, "-slots", 1); err != nil {
-			return err
-		}
+	if err := flagx.CheckFiles(
+		flagx.File{What: "-o " + o.out, Path: o.out, Write: true},
+		flagx.File{What: "-cal " + o.cal, Path: o.cal},
+	); err != nil {
+		return usagef("%v", err)
 	}
-	cal, err := readCalibration(*calPath)
+	slots := sortedSet(o.slots)
+	cal, err := readCalibration(o.cal)
 	if err != nil {
 		return err
 	}
-	ms, err := plan.Fit(cal, plan.Options{MinSizes: *minSizes, MinPs: *minPs})
+	ms, err := plan.Fit(cal, o.fit)
 	if err != nil {
 		return err
 	}
-	if *verbose {
+	if o.verbose {
 		printModels(stdout, cal, ms)
 		fmt.Fprintln(stdout)
 	}
-	size := float64(*n)
-	if *taskMS > 0 {
-		g, s, err := sizeForTime(ms, cal, *ref, *taskMS/1000)
+	size := float64(o.n)
+	if o.taskMS > 0 {
+		g, s, err := sizeForTime(ms, cal, o.ref, o.taskMS/1000)
 		if err != nil {
 			return err
 		}
 		size = math.Round(s)
-		fmt.Fprintf(stdout, "tasks of %g ms on group %s alone with 1 slot: N = %.0f\n", *taskMS, g, size)
+		fmt.Fprintf(stdout, "tasks of %g ms on group %s alone with 1 slot: N = %.0f\n", o.taskMS, g, size)
 	}
-	replicate := *policy == "rr" || *policy == "r3q" || *policy == "eft"
+	replicate := o.policy == "rr" || o.policy == "r3q" || o.policy == "eft"
 	groups := cal.Groups()
-	res, err := plan.Search(ms, plan.Request{N: size, Tasks: *tasks, Groups: groups, Slots: slots, Replicate: replicate, Top: *top})
+	res, err := plan.Search(ms, plan.Request{N: size, Tasks: o.tasks, Groups: groups, Slots: slots, Replicate: replicate, Top: o.top})
 	if err != nil {
 		return err
 	}
-	printPlan(stdout, size, *tasks, *policy, groups, res)
-	if *out != "" {
-		p := planFile(cal, groups, size, *tasks, res)
-		if err := writeJSON(*out, p, stdout); err != nil {
+	printPlan(stdout, size, o.tasks, o.policy, groups, res)
+	if o.out != "" {
+		p := planFile(cal, groups, size, o.tasks, res)
+		if err := writeJSON(o.out, p, stdout); err != nil {
 			return err
 		}
-		if *out != "-" {
-			fmt.Fprintf(stdout, "plan written to %s: esrun -plan %s, and esworker -plan %s on every worker\n", *out, *out, *out)
+		if o.out != "-" {
+			fmt.Fprintf(stdout, "plan written to %s: esrun -plan %s, and esworker -plan %s on every worker\n", o.out, o.out, o.out)
 		}
 	}
 	return nil

@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+
+	"github.com/esgrid/esgrid/internal/flagx"
 )
 
 func main() {
@@ -45,18 +47,28 @@ type options struct {
 	width, height int
 }
 
-func parseOptions(args []string) (*options, error) {
-	o := &options{}
+// newFlagSet declares esreport's flags into o.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esreport", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.png, "png", "", "draw the run into the PNG `FILE`")
-	fs.IntVar(&o.width, "width", 1200, "the picture's width in `PX`")
-	fs.IntVar(&o.height, "height", 1500, "the picture's height in `PX`")
+	flagx.IntVar(fs, &o.width, "width", 1200, minPixels, maxPixels, "the picture's width in `PX`")
+	flagx.IntVar(fs, &o.height, "height", 1500, minPixels, maxPixels, "the picture's height in `PX`")
+	return fs
+}
+
+// The picture's bounds: smaller, the plots do not fit; larger, it is
+// hundreds of megabytes in memory.
+const minPixels, maxPixels = 200, 10000
+
+func parseOptions(args []string) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o)
 	// The report may come before or after the flags.
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		o.report, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := flagx.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	switch {
@@ -68,8 +80,12 @@ func parseOptions(args []string) (*options, error) {
 	switch {
 	case o.report == "":
 		return nil, errors.New("name the report: esreport REPORT.json")
-	case o.width < 200 || o.width > 10000 || o.height < 200 || o.height > 10000:
-		return nil, fmt.Errorf("-width and -height must be in [200, 10000], got %d×%d", o.width, o.height)
+	}
+	if err := flagx.CheckFiles(
+		flagx.File{What: "-png " + o.png, Path: o.png, Write: true},
+		flagx.File{What: "the report " + o.report, Path: o.report},
+	); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -78,11 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usageText)
-		fs := flag.NewFlagSet("esreport", flag.ContinueOnError)
+		fs := newFlagSet(&options{})
 		fs.SetOutput(stdout)
-		fs.String("png", "", "draw the run into the PNG `FILE`")
-		fs.Int("width", 1200, "the picture's width in `PX`")
-		fs.Int("height", 1500, "the picture's height in `PX`")
 		fs.PrintDefaults()
 		return 0
 	}

@@ -5,7 +5,47 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/esgrid/esgrid/internal/flagx"
 )
+
+// checkFileSet refuses a command line on which one file the run writes
+// would overwrite another it writes or needs: the checkpoint, the report
+// and the partial report (-report FILE's FILE.partial) are three files,
+// none of them the -resume checkpoint (unless it is the checkpoint kept
+// up to date), the -plan, the key file or a plugin. Without it, -checkpoint
+// R.partial -report R, interrupted, replaced the checkpoint by the partial
+// report, and the hint "continue with -resume R.partial" named JSON.
+func checkFileSet(o *options) error {
+	ckpt := "-checkpoint " + o.checkpoint
+	if !o.set["checkpoint"] {
+		ckpt = "-resume " + o.checkpoint + " (the checkpoint this run keeps)"
+	}
+	files := []flagx.File{
+		{What: ckpt, Path: o.checkpoint, Write: true},
+		{What: "-report " + o.report, Path: o.report, Write: true},
+	}
+	if o.report != "" {
+		partial := o.report + partialSuffix
+		files = append(files, flagx.File{What: "the partial report " + partial + " of -report " + o.report, Path: partial, Write: true})
+	}
+	if o.resume != "" && !flagx.SameFile(o.resume, o.checkpoint) {
+		files = append(files, flagx.File{What: "-resume " + o.resume, Path: o.resume})
+	}
+	files = append(files,
+		flagx.File{What: "-plan " + o.plan, Path: o.plan},
+		flagx.File{What: "-key-file " + o.keyFile, Path: o.keyFile})
+	for _, e := range o.plugins {
+		if strings.ContainsRune(e.Path, filepath.Separator) { // else looked up in PATH
+			files = append(files, flagx.File{What: "-plugin " + e.String(), Path: e.Path})
+		}
+	}
+	if err := flagx.CheckFiles(files...); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
 
 // checkOutputFiles refuses, before any work, a run that would replace a
 // file it did not write: an existing -checkpoint (unless it is the one
@@ -28,7 +68,7 @@ func checkOutputFiles(o *options) error {
 	if o.force {
 		return nil
 	}
-	if o.checkpoint != "" && !(o.resume != "" && sameFile(o.checkpoint, o.resume)) {
+	if o.checkpoint != "" && !(o.resume != "" && flagx.SameFile(o.checkpoint, o.resume)) {
 		switch exists, err := fileExists(o.checkpoint); {
 		case err != nil:
 			return usagef("-checkpoint %s: %v", o.checkpoint, err)
@@ -62,20 +102,6 @@ func fileExists(path string) (bool, error) {
 		err = pe.Err // the path is in the message already
 	}
 	return false, err
-}
-
-// sameFile says whether a and b name the same file: the same path, or two
-// paths to one file.
-func sameFile(a, b string) bool {
-	if a == b {
-		return true
-	}
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
 }
 
 // resumableCheckpoint is the checkpoint a failed run can be continued

@@ -64,8 +64,8 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 		{"report in no directory", []string{"-report", filepath.Join(report, "x.json")}, "there is no directory " + report},
 		{"checkpoint is a directory", []string{"-checkpoint", sub, "-force"}, "-checkpoint " + sub + " is a directory"},
 		{"report is a directory", []string{"-report", sub, "-force"}, "-report " + sub + " is a directory"},
-		{"report is the checkpoint", []string{"-checkpoint", ckpt, "-report", ckpt, "-force"}, "-report and -checkpoint name the same file"},
-		{"report is the resumed checkpoint", []string{"-resume", ckpt, "-report", ckpt, "-force"}, "-report and -checkpoint name the same file"},
+		{"report is the checkpoint", []string{"-checkpoint", ckpt, "-report", ckpt, "-force"}, "-checkpoint " + ckpt + " and -report " + ckpt + " are the same file"},
+		{"report is the resumed checkpoint", []string{"-resume", ckpt, "-report", ckpt, "-force"}, "-resume " + ckpt + " (the checkpoint this run keeps) and -report " + ckpt + " are the same file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +79,55 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 			}
 			unchanged(t, ckpt, string(saved))
 			unchanged(t, report, `{"a good": "report"}`)
+		})
+	}
+
+	// No file the run writes is another it writes or needs, in any
+	// spelling: -report R writes R.partial when the run fails.
+	partialCkpt := filepath.Join(dir, "R.partial")
+	if err := os.WriteFile(partialCkpt, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := filepath.Join(dir, "R")
+	linkDir := filepath.Join(dir, "linkdir")
+	symlinks := os.Symlink(dir, linkDir) == nil && os.Symlink(ckpt, filepath.Join(dir, "ckpt-link")) == nil
+	hard := filepath.Join(dir, "hard.ckpt")
+	hardlinks := os.Link(ckpt, hard) == nil
+	same := "are the same file: name another"
+	clashes := []struct {
+		name string
+		args []string
+		want string
+		skip bool
+	}{
+		{"checkpoint is the partial report", []string{"-checkpoint", partialCkpt, "-report", r, "-force"}, "-checkpoint " + partialCkpt + " and the partial report " + partialCkpt + " of -report " + r + " " + same, false},
+		{"resumed checkpoint is the partial report", []string{"-resume", partialCkpt, "-report", r}, "-resume " + partialCkpt + " (the checkpoint this run keeps) and the partial report " + partialCkpt + " of -report " + r + " " + same, false},
+		{"resumed elsewhere, the partial report over the resumed", []string{"-resume", partialCkpt, "-checkpoint", filepath.Join(dir, "new.ckpt"), "-report", r}, "the partial report " + partialCkpt + " of -report " + r + " and -resume " + partialCkpt + " " + same, false},
+		{"checkpoint is the report", []string{"-checkpoint", r, "-report", r, "-force"}, same, false},
+		{"report is the checkpoint, spelt otherwise", []string{"-checkpoint", ckpt, "-report", filepath.Join(dir, ".", "sub", "..", "run.ckpt"), "-force"}, same, false},
+		{"through a linked directory", []string{"-checkpoint", filepath.Join(linkDir, "x.partial"), "-report", filepath.Join(dir, "x"), "-force"}, same, !symlinks},
+		{"report is a link to the checkpoint", []string{"-checkpoint", ckpt, "-report", filepath.Join(dir, "ckpt-link"), "-force"}, same, !symlinks},
+		{"report is a hard link to the resumed checkpoint", []string{"-resume", ckpt, "-report", hard}, same, !hardlinks},
+		{"report is the key file", []string{"-resume", ckpt, "-key-file", report, "-report", report, "-force"}, "-report " + report + " and -key-file " + report + " " + same, false},
+	}
+	for _, tt := range clashes {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.skip {
+				t.Skip("no links here")
+			}
+			args := tt.args
+			if !strings.Contains(strings.Join(args, " "), "-resume") {
+				args = append(append([]string{}, small...), args...)
+			}
+			code, stdout, stderr := esrun(context.Background(), args...)
+			if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one line with %q", code, stdout, stderr, tt.want)
+			}
+			unchanged(t, ckpt, string(saved))
+			unchanged(t, partialCkpt, string(saved))
+			if _, err := os.Lstat(r); err == nil {
+				t.Errorf("%s was written", r)
+			}
 		})
 	}
 
@@ -125,11 +174,22 @@ func (c *cancelAt) Write(p []byte) (int, error) {
 // -force, and writes its own beside it as FILE.partial; the hint to
 // continue names the checkpoint it wrote, which is there.
 func TestInterruptedRunKeepsReport(t *testing.T) {
-	for _, mode := range [][]string{{"-inprocess"}, {"-local", "2", "-sched", "wq"}} {
-		t.Run(mode[0], func(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		mode         []string
+		ckpt, report string
+	}{
+		{"inprocess", []string{"-inprocess"}, "run.ckpt", "run.json"},
+		{"grid", []string{"-local", "2", "-sched", "wq"}, "run.ckpt", "run.json"},
+		// A .partial name is a checkpoint like any other, once it is
+		// not the report's partial one.
+		{"partial names", []string{"-inprocess"}, "R.partial", "R.partial.json"},
+	} {
+		mode := tt.mode
+		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			report := writeFile(t, dir, "run.json", `{"a good": "report"}`)
-			ckpt := filepath.Join(dir, "run.ckpt")
+			report := writeFile(t, dir, tt.report, `{"a good": "report"}`)
+			ckpt := filepath.Join(dir, tt.ckpt)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			out := &cancelAt{line: "gen    3 ", cancel: cancel}

@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/sched"
@@ -89,9 +90,29 @@ var (
 	remoteGossip = net.JoinHostPort("0.0.0.0", strconv.Itoa(grid.DefaultGossipPort))
 )
 
-// maxWorkers bounds -min-workers: more workers than one master could
-// ever hold a connection to is a typing error, not a grid.
-const maxWorkers = 1 << 16
+// Bounds of esrun's numeric flags (the others are the grid's and the
+// load's own: grid.MaxMetaSlots, problems.MaxLoadN...). A run this large
+// is refused here, in one line, rather than found out of memory or still
+// running days later; the memory a run needs is checked too, once its
+// shape is known (limits.go).
+const (
+	// maxWorkers bounds -min-workers: more workers than one master could
+	// ever hold a connection to is a typing error, not a grid.
+	maxWorkers = 1 << 16
+	// maxLocal bounds -local: agents in this process.
+	maxLocal = 1024
+	// maxDim bounds -dim: 10⁷ coordinates are 80 MB a vector, and the
+	// memory check then decides with -mu and -lambda.
+	maxDim = 10_000_000
+	// maxPopulation bounds -mu, -lambda and -rho: the paper's are 30 and 70.
+	maxPopulation = 1_000_000
+	// maxGens bounds -gens (0: no limit).
+	maxGens = 100_000_000
+	// maxEvals bounds -max-evals.
+	maxEvals = 1_000_000_000_000
+	// maxTaskTimeout bounds -task-timeout: a week for one evaluation.
+	maxTaskTimeout = 7 * 24 * time.Hour
+)
 
 // usageError is a bad command line: esrun prints it on one line and exits 2.
 type usageError struct{ msg string }
@@ -125,7 +146,8 @@ stops esrun before it starts, unless -force is given or the checkpoint is
 the one -resume continues. The checkpoint is replaced whole after every
 generation. The report is written when the run ends; a run that fails or
 is interrupted writes its report to FILE.partial instead and leaves FILE
-as it was. A run that would need more memory than half of this machine's
+as it was. No file a run writes may be another it writes or reads
+(FILE.partial included): such a command line is refused at once. A run that would need more memory than half of this machine's
 (estimated from -mu, -lambda, -dim, the load and the slots) is refused.
 
 Examples:
@@ -167,44 +189,44 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esrun", flag.ContinueOnError)
 	fs.StringVar(&o.problem, "problem", "ridge", "fitness function to minimise: "+strings.Join(problems.Names(), ", ")+", or a plugin's NAME given with -plugin")
 	fs.Var(&o.plugins, "plugin", "the problem plugin `NAME=PATH`: the executable PATH evaluates the problem NAME (repeatable; see \"Problem plugins\" in the README); local workers get it too, remote ones list it themselves")
-	fs.IntVar(&o.dim, "dim", 30, "number of dimensions n")
-	fs.IntVar(&o.mu, "mu", 30, "μ, the number of parents")
-	fs.IntVar(&o.lambda, "lambda", 70, "λ, the number of offspring per generation (the tasks of a generation)")
-	fs.IntVar(&o.gens, "gens", 100, "last generation to run (generation 0 evaluates the μ initial parents); 0 = no limit")
-	fs.Uint64Var(&o.seed, "seed", 1, "random seed; the same seed gives the same run")
+	flagx.IntVar(fs, &o.dim, "dim", 30, 1, maxDim, "number of dimensions `n`")
+	flagx.IntVar(fs, &o.mu, "mu", 30, 1, maxPopulation, "μ, the number `N` of parents")
+	flagx.IntVar(fs, &o.lambda, "lambda", 70, 1, maxPopulation, "λ, the number `N` of offspring per generation (the tasks of a generation)")
+	flagx.IntVar(fs, &o.gens, "gens", 100, 0, maxGens, "last generation `G` to run (generation 0 evaluates the μ initial parents); 0 = no limit")
+	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "random `seed`; the same seed gives the same run")
 	fs.BoolVar(&o.comma, "comma", false, "use (μ,λ) selection instead of (μ+λ)")
 	fs.StringVar(&o.strategy, "strategy", "es", "the `STRATEGY` to run: es, the paper's self-adaptive Evolution Strategy (with the recombination flags below), or cma, CMA-ES (Hansen and Ostermeier); with cma, -mu and -lambda default to ⌊λ/2⌋ and 4 + ⌊3 ln n⌋, -sigma to 0.3 × the box width, and -comma, -recombine, -sigma-recombine and -rho do not apply")
 	fs.StringVar(&o.recombine, "recombine", "none", "how a child's object variables are made from its ρ parents: `HOW` is none (copy one parent: the paper's ES), discrete (each coordinate from one of the ρ parents) or intermediate (their mean)")
 	fs.StringVar(&o.sigmaRecom, "sigma-recombine", "none", "how a child's step sizes are made from its ρ parents: `HOW` is none (copy one parent's) or intermediate (their mean); recommended: -mu 10 -recombine intermediate -sigma-recombine intermediate")
-	fs.IntVar(&o.rho, "rho", 0, "ρ, the number of parents each child is recombined from (2..μ); 0 = all μ when -recombine or -sigma-recombine is set, else 1")
-	fs.Float64Var(&o.sigma, "sigma", 0, "initial step size; 0 = a tenth of the box width (with -strategy cma: 0.3 × the box width)")
-	fs.Float64Var(&o.target, "target", 0, "stop once the best fitness is ≤ this value (unset: no target)")
-	fs.IntVar(&o.maxEvals, "max-evals", 0, "evaluation budget: do not start a generation that would exceed it; 0 = none")
+	flagx.IntVar(fs, &o.rho, "rho", 0, 0, maxPopulation, "ρ, the number of parents each child is recombined from (`N`, 2..μ); 0 = all μ when -recombine or -sigma-recombine is set, else 1")
+	flagx.FloatVar(fs, &o.sigma, "sigma", 0, 0, math.MaxFloat64, "initial step size `S`, at most the box width; 0 = a tenth of the box width (with -strategy cma: 0.3 × the box width)")
+	flagx.FloatVar(fs, &o.target, "target", 0, -math.MaxFloat64, math.MaxFloat64, "stop once the best fitness is ≤ `F` (unset: no target)")
+	flagx.IntVar(fs, &o.maxEvals, "max-evals", 0, 0, maxEvals, "evaluation budget `N`: do not start a generation that would exceed it; 0 = none")
 
-	fs.IntVar(&o.lu, "lu", 0, "add an `N`×N LU decomposition to every evaluation; 0 = no load")
-	fs.Float64Var(&o.loadMS, "load-ms", 0, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
+	flagx.IntVar(fs, &o.lu, "lu", 0, 0, problems.MaxLoadN, "add an `N`×N LU decomposition to every evaluation; 0 = no load")
+	flagx.FloatVar(fs, &o.loadMS, "load-ms", 0, 0, 60_000, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
 
 	fs.StringVar(&o.sched, "sched", "r3q", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
-	fs.IntVar(&o.copies, "copies", 0, "eft: most live instances of a task, the original and its replicas (0: "+strconv.Itoa(sched.DefaultCopies)+"; 1: no replicas)")
+	flagx.IntVar(fs, &o.copies, "copies", 0, 0, sched.MaxCopies, "eft: most live instances `N` of a task, the original and its replicas (0: "+strconv.Itoa(sched.DefaultCopies)+"; 1: no replicas)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from its measured round trip and task time (at least 2 tasks per slot, at most "+strconv.Itoa(sched.DefaultAdaptiveMax)+"), instead of the paper's fixed 2")
-	fs.IntVar(&o.local, "local", runtime.NumCPU(), "start `N` worker agents in this process, by default one per CPU; 0 = only remote workers")
-	fs.IntVar(&o.slots, "slots", 0, "`N` evaluations at once in each local worker, or with -inprocess in the pool; 0 = share out the CPUs: CPUs ÷ -local, at least 1")
-	fs.IntVar(&o.minWorkers, "min-workers", 0, "wait until `N` workers, local and remote, have joined before generation 0; 0 = the local ones (at least 1)")
+	flagx.IntVar(fs, &o.local, "local", runtime.NumCPU(), 0, maxLocal, "start `N` worker agents in this process, by default one per CPU; 0 = only remote workers")
+	flagx.IntVar(fs, &o.slots, "slots", 0, 0, grid.MaxMetaSlots, "`N` evaluations at once in each local worker, or with -inprocess in the pool; 0 = share out the CPUs: CPUs ÷ -local, at least 1")
+	flagx.IntVar(fs, &o.minWorkers, "min-workers", 0, 0, maxWorkers, "wait until `N` workers, local and remote, have joined before generation 0; 0 = the local ones (at least 1)")
 	fs.StringVar(&o.listen, "listen", "", "the master's data address `HOST:PORT`, which workers connect to; default "+localListen+" for a purely local grid, "+remoteListen+" when remote workers are expected")
 	fs.StringVar(&o.gossip, "gossip", "", "the master's gossip address `HOST:PORT` (TCP and UDP), which workers -join; default "+localGossip+" for a purely local grid, "+remoteGossip+" when remote workers are expected")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY`, shared by master and workers (visible in ps: prefer -key-file or "+grid.KeyEnv+"); none of the three: a random key for this run, in a file of mode 0600 under the user's configuration directory when remote workers may join")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.StringVar(&o.genkey, "genkey", "", "write a fresh cluster key (32 random bytes, base64) to `FILE`, readable by you only, and exit; FILE must not exist")
-	fs.Float64Var(&o.verify, "verify", 0, "check a fraction `P` of the results by evaluating the task again on a second, different worker and comparing bit for bit; a worker whose value differs is excluded from the run and its results of the generation evaluated again (0 = none, 1 = all)")
+	flagx.FloatVar(fs, &o.verify, "verify", 0, 0, 1, "check a fraction `P` of the results by evaluating the task again on a second, different worker and comparing bit for bit; a worker whose value differs is excluded from the run and its results of the generation evaluated again (0 = none, 1 = all)")
 	fs.BoolVar(&o.nonfinite, "nonfinite", false, "the problem may return NaN or ±Inf: take them as its answers (by default a non-finite value from a worker is an evaluation error, retried on another worker)")
 	fs.StringVar(&o.plan, "plan", "", "act on the esplan plan `FILE`: each worker it names gets its slots, and a worker it sets aside gets no tasks (start the workers with esworker -plan FILE too)")
 	addSplitFlags(fs, &o.split) // split.go
 	fs.BoolVar(&o.inprocess, "inprocess", false, "evaluate with a pool of goroutines in this process instead of a grid (the reference a grid run equals)")
 
-	fs.DurationVar(&o.taskTimeout, "task-timeout", 10*time.Minute, "hard limit on one evaluation: a worker running a task longer than `D` is dropped and its tasks go elsewhere (a task is already cancelled and run again, elsewhere if a worker is free, once it runs 4× its worker's usual time, at least 1 s); 0 = none")
-	fs.IntVar(&o.maxRetries, "max-retries", 3, "retry a failed evaluation on another worker up to `N` times before the run fails")
-	fs.IntVar(&o.maxFrameMiB, "max-frame", 0, "cap on one message, in `MiB`; workers take the master's cap; 0 = 4 MiB, or room for two tasks of -dim numbers if more")
+	flagx.DurationVar(fs, &o.taskTimeout, "task-timeout", 10*time.Minute, 0, maxTaskTimeout, "hard limit on one evaluation: a worker running a task longer than `D` is dropped and its tasks go elsewhere (a task is already cancelled and run again, elsewhere if a worker is free, once it runs 4× its worker's usual time, at least 1 s); 0 = none")
+	flagx.IntVar(fs, &o.maxRetries, "max-retries", 3, 0, 1000, "retry a failed evaluation on another worker up to `N` times before the run fails")
+	flagx.IntVar(fs, &o.maxFrameMiB, "max-frame", 0, 0, grid.MaxFrameLimit>>20, "cap on one message, in `MiB`; workers take the master's cap; 0 = 4 MiB, or room for two tasks of -dim numbers if more")
 
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the state to `FILE` after every generation")
 	fs.StringVar(&o.resume, "resume", "", "continue the run saved in checkpoint `FILE` (and keep checkpointing to it unless -checkpoint is given)")
@@ -214,7 +236,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.verbose, "v", false, "log the grid's debug detail on standard error (by default: workers joining and leaving, refused connections, warnings; nothing per task)")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines on standard error as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9464, or 127.0.0.1:0 for any free port): the time accounting per generation, tasks, cancels, results, workers, the master's inbox (see \"Metrics and dashboards\" in the README)")
-	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "with -metrics: keep serving the metrics for `D` after the run ends, so that Prometheus scrapes its final figures (e.g. 2 scrape intervals)")
+	flagx.DurationVar(fs, &o.metricsLinger, "metrics-linger", 0, 0, time.Hour, "with -metrics: keep serving the metrics for `D` after the run ends, so that Prometheus scrapes its final figures (e.g. 2 scrape intervals)")
 	return fs
 }
 
@@ -227,7 +249,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(o)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -240,48 +262,18 @@ func parseOptions(args []string) (*options, error) {
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 
 	switch {
-	case o.lu < 0:
-		return nil, usagef("-lu must be ≥ 0, got %d", o.lu)
-	case o.lu > problems.MaxLoadN:
-		return nil, usagef("-lu must be ≤ %d, got %d", problems.MaxLoadN, o.lu)
-	case o.loadMS < 0 || o.loadMS > 60_000 || o.loadMS != o.loadMS:
-		return nil, usagef("-load-ms must be in [0, 60000], got %v", o.loadMS)
 	case o.lu > 0 && o.loadMS > 0:
 		return nil, usagef("-lu and -load-ms both set the load; give one")
-	case o.slots < 0:
-		return nil, usagef("-slots must be ≥ 0, got %d", o.slots)
-	case o.slots > grid.MaxMetaSlots:
-		return nil, usagef("-slots must be ≤ %d, got %d", grid.MaxMetaSlots, o.slots)
 	case !slices.Contains(sched.Names, o.sched):
 		return nil, usagef("-sched %q is not a policy (known: %s)", o.sched, strings.Join(sched.Names, ", "))
 	case o.adaptive && o.sched != "rwq" && o.sched != "r3q":
 		return nil, usagef("-adaptive applies to -sched rwq and r3q only, not %s", o.sched)
-	case o.copies < 0 || o.copies > sched.MaxCopies:
-		return nil, usagef("-copies must be in [0, %d], got %d", sched.MaxCopies, o.copies)
 	case o.copies > 0 && o.sched != "eft":
 		return nil, usagef("-copies applies to -sched eft only, not %s", o.sched)
-	case o.local < 0:
-		return nil, usagef("-local must be ≥ 0, got %d", o.local)
-	case o.local > 1024:
-		return nil, usagef("-local must be ≤ 1024, got %d", o.local)
-	case o.metricsLinger < 0 || o.metricsLinger > time.Hour:
-		return nil, usagef("-metrics-linger must be in [0, 1h], got %v", o.metricsLinger)
 	case o.metricsLinger > 0 && o.metrics == "":
 		return nil, usagef("-metrics-linger needs -metrics")
-	case o.taskTimeout < 0:
-		return nil, usagef("-task-timeout must be ≥ 0, got %v", o.taskTimeout)
-	case o.maxRetries < 0 || o.maxRetries > 1000:
-		return nil, usagef("-max-retries must be in [0, 1000], got %d", o.maxRetries)
-	case o.maxFrameMiB < 0 || o.maxFrameMiB > grid.MaxFrameLimit>>20:
-		return nil, usagef("-max-frame must be in [0, %d] MiB, got %d", grid.MaxFrameLimit>>20, o.maxFrameMiB)
-	case o.minWorkers < 0:
-		return nil, usagef("-min-workers must be ≥ 0, got %d", o.minWorkers)
-	case o.minWorkers > maxWorkers:
-		return nil, usagef("-min-workers must be ≤ %d, got %d", maxWorkers, o.minWorkers)
 	case o.key != "" && o.keyFile != "":
 		return nil, usagef("-key and -key-file both give the key; give one")
-	case !(o.verify >= 0 && o.verify <= 1):
-		return nil, usagef("-verify must be in [0, 1], got %v", o.verify)
 	case o.genkey != "" && len(o.set) > 1:
 		return nil, usagef("-genkey FILE writes a key and exits: give it alone")
 	}
@@ -322,12 +314,8 @@ func parseOptions(args []string) (*options, error) {
 			o.checkpoint = o.resume
 		}
 	}
-	if o.report != "" {
-		for _, f := range []struct{ name, path string }{{"checkpoint", o.checkpoint}, {"resume", o.resume}} {
-			if f.path != "" && filepath.Clean(f.path) == filepath.Clean(o.report) {
-				return nil, usagef("-report and -%s name the same file %s", f.name, o.report)
-			}
-		}
+	if err := checkFileSet(o); err != nil { // files.go
+		return nil, err
 	}
 	if o.plan != "" {
 		p, err := grid.ReadPlan(o.plan)
@@ -443,8 +431,6 @@ func checkStrategyFlags(o *options) error {
 		return usagef("-recombine %q is not a recombination (known: none, discrete, intermediate)", o.recombine)
 	case o.sigmaRecom != string(es.RecombineNone) && o.sigmaRecom != string(es.RecombineIntermediate):
 		return usagef("-sigma-recombine %q is not a recombination of step sizes (known: none, intermediate)", o.sigmaRecom)
-	case o.rho < 0 || o.rho > maxRho:
-		return usagef("-rho must be in [0, %d], got %d", maxRho, o.rho)
 	}
 	if o.strategy == string(es.StrategyCMA) {
 		for _, name := range []string{"comma", "recombine", "sigma-recombine", "rho"} {
@@ -461,6 +447,3 @@ func checkStrategyFlags(o *options) error {
 	}
 	return nil
 }
-
-// maxRho bounds -rho before it is compared with -mu.
-const maxRho = 1 << 24

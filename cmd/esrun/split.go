@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 )
 
 // splitOptions are the flags of masters that split (papers.md §2).
@@ -19,19 +20,13 @@ const maxMasterCost = time.Second
 
 func addSplitFlags(fs *flag.FlagSet, o *splitOptions) {
 	fs.StringVar(&o.rule, "split", "off", "masters that split when overloaded (papers.md §2): `RULE` off, paper (overloaded and ≥ 4 running workers: a worker becomes a child master over half the workers and half the queue), or gain (paper, and only when the expected throughput after the split, one worker fewer, beats it now)")
-	fs.IntVar(&o.window, "overload-window", 0, "the overload test's `N`: overloaded when the messages waiting after an assignment, averaged over the last N assignments, reach 1; 0 = 2 × processors (1 + the workers' slots)")
-	fs.DurationVar(&o.cost, "master-cost", 0, "emulate a slow master: spend `D` on every message from a worker (e.g. 500us), so that fine-grained tasks saturate one master on a few machines; child masters inherit it")
+	flagx.IntVar(fs, &o.window, "overload-window", 0, 0, grid.MaxOverloadWindow, "the overload test's `N`: overloaded when the messages waiting after an assignment, averaged over the last N assignments, reach 1; 0 = 2 × processors (1 + the workers' slots)")
+	flagx.DurationVar(fs, &o.cost, "master-cost", 0, 0, maxMasterCost, "emulate a slow master: spend `D` on every message from a worker (e.g. 500us), so that fine-grained tasks saturate one master on a few machines; child masters inherit it")
 }
 
 func (o *splitOptions) check() error {
 	if _, err := grid.ParseSplitRule(o.rule); err != nil {
 		return usagef("-split %q: want off, paper or gain", o.rule)
-	}
-	if o.window < 0 || o.window > grid.MaxOverloadWindow {
-		return usagef("-overload-window must be in [0, %d], got %d", grid.MaxOverloadWindow, o.window)
-	}
-	if o.cost < 0 || o.cost > maxMasterCost {
-		return usagef("-master-cost must be in [0, %v], got %v", maxMasterCost, o.cost)
 	}
 	return nil
 }

@@ -30,6 +30,10 @@ const (
 	maxSlowdown = 1e6
 	// maxParallel bounds -parallel.
 	maxParallel = 1024
+	// maxTrials bounds -trials.
+	maxTrials = 10_000
+	// maxPerSlot bounds the F of -lambda Fx.
+	maxPerSlot = 1e6
 	// maxCyclicWork bounds Σ batch² of a run under cyclic, whose cost in
 	// the simulator grows with the square of a batch (it holds a worker's
 	// whole share at once): about 8 s of real time.

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
 )
@@ -66,6 +67,9 @@ type options struct {
 	copies     int
 	engineCost time.Duration
 	slowdowns  []sim.Slowdown
+	policyList policyList // -policy
+	lambdaFlag lambdaFlag // -lambda
+	slowFlag   slowFlag   // -slowdown
 	parallel   int
 	csvPath    string
 	pngPath    string
@@ -101,39 +105,54 @@ machine's memory (MemTotal, or the cgroup's limit).
 Flags:
 `
 
-func parseFlags(args []string, stdout io.Writer) (*options, error) {
-	o := &options{}
+// newFlagSet declares essim's flags into o; the costs that override the
+// machine set's are in c.
+func newFlagSet(o *options, c *costFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("essim", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	policy := fs.String("policy", strings.Join(sched.Names, ","), "policies to compare: `list` of "+strings.Join(sched.Names, ", "))
-	gran := fs.String("gran", "100,500,1000", "task grain(s): time of one task on the reference machine (M1), `list`")
-	delay := fs.String("delay", "10,30,50", "added one-way delay(s) on every link from the master (not to M1), `list`")
+	o.policyList = policyList(sched.Names)
+	fs.Var(&o.policyList, "policy", "policies to compare: `list` of "+strings.Join(sched.Names, ", "))
+	flagx.DurationListVar(fs, &o.grains, "gran", []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second}, time.Microsecond, maxFlagTime, time.Millisecond,
+		"task grain(s): time of one task on the reference machine (M1), `list`")
+	flagx.DurationListVar(fs, &o.delays, "delay", []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 50 * time.Millisecond}, 0, maxFlagTime, time.Millisecond,
+		"added one-way delay(s) on every link from the master (not to M1), `list`")
 	fs.StringVar(&o.machines, "machines", "lan", "machine set: lan, wan, or a set `file` (format: -show-machines)")
-	fs.IntVar(&o.trials, "trials", 10, "seeded trials per setting (averaged)")
-	fs.IntVar(&o.gens, "gens", 100, "ES generations (workload es)")
-	lambda := fs.String("lambda", "70", "offspring per generation: tasks per batch (workload es); `N`, or Fx for F per slot of the set (2x: two per CPU)")
-	fs.IntVar(&o.mu, "mu", 30, "parents: size of the initial batch, generation 0 (workload es; 0: none)")
-	seed := fs.String("seed", "1", "base `seed` of the trials")
+	flagx.IntVar(fs, &o.trials, "trials", 10, 1, maxTrials, "seeded `trials` per setting (averaged)")
+	flagx.IntVar(fs, &o.gens, "gens", 100, 1, maxRunTasks, "ES `generations` (workload es)")
+	o.lambdaFlag.n = 70
+	fs.Var(&o.lambdaFlag, "lambda", "offspring per generation: tasks per batch (workload es); `N`, or Fx for F per slot of the set (2x: two per CPU) ("+o.lambdaFlag.Range()+")")
+	flagx.IntVar(fs, &o.mu, "mu", 30, 0, maxBatchTasks, "parents: size `N` of the initial batch, generation 0 (workload es; 0: none)")
+	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "base `seed` of the trials")
 	fs.StringVar(&o.workload, "workload", "es", "workload: es (generations behind a barrier) or bag (one batch)")
-	fs.IntVar(&o.tasks, "tasks", 1000, "tasks in the bag (workload bag)")
+	flagx.IntVar(fs, &o.tasks, "tasks", 1000, 1, maxBatchTasks, "`tasks` in the bag (workload bag)")
 	fs.StringVar(&o.shape, "shape", "uniform", "task grains of the bag: uniform, or mandelbrot (Clop's strips, mean = -gran)")
-	fs.Float64Var(&o.noise, "noise", 0.1, "`sigma` of log-normal noise on each task's time (0: none)")
-	fs.IntVar(&o.depth, "depth", 0, "instances per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q, 1 for eft: its least)")
+	flagx.FloatVar(fs, &o.noise, "noise", 0.1, 0, 2, "`sigma` of log-normal noise on each task's time (0: none)")
+	flagx.IntVar(fs, &o.depth, "depth", 0, 0, sched.MaxDepth, "instances `N` per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q, 1 for eft: its least)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from measured round trip and task time (-depth is then the floor)")
-	fs.IntVar(&o.copies, "copies", 0, "eft: most live instances of a task, original and replicas (0: 2; 1: no replicas)")
-	engine := fs.String("engine-cost", "0", "master's own `time` between generations (selection, mutation)")
-	var slow slowFlag
-	fs.Var(&slow, "slowdown", "`M@T*F`: machine M runs F times slower from time T on (repeatable, e.g. L1@60s*4)")
-	master := fs.String("master-cost", "", "override the set's master `time` per message")
-	send := fs.String("send-cost", "", "override every machine's `time` to send a message")
-	recv := fs.String("recv-cost", "", "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
-	fs.IntVar(&o.parallel, "parallel", 0, "simulations run at once (0: GOMAXPROCS)")
+	flagx.IntVar(fs, &o.copies, "copies", 0, 0, sched.MaxCopies, "eft: most live instances `N` of a task, original and replicas (0: 2; 1: no replicas)")
+	flagx.BareDurationVar(fs, &o.engineCost, "engine-cost", 0, 0, maxFlagTime, time.Millisecond, "master's own `time` between generations (selection, mutation)")
+	fs.Var(&o.slowFlag, "slowdown", "`M@T*F`: machine M runs F times slower from time T on (repeatable, e.g. L1@60s*4; "+o.slowFlag.Range()+")")
+	flagx.BareDurationVar(fs, &c.master, "master-cost", 0, 0, maxFlagTime, time.Millisecond, "override the set's master `time` per message")
+	flagx.BareDurationVar(fs, &c.send, "send-cost", 0, 0, maxFlagTime, time.Millisecond, "override every machine's `time` to send a message")
+	flagx.BareDurationVar(fs, &c.recv, "recv-cost", 0, 0, maxFlagTime, time.Millisecond, "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
+	flagx.IntVar(fs, &o.parallel, "parallel", 0, 0, maxParallel, "`N` simulations run at once (0: GOMAXPROCS)")
 	fs.StringVar(&o.csvPath, "csv", "", "write the table as CSV to `file`")
 	fs.StringVar(&o.pngPath, "png", "", "draw stacked bars of compute/sync/comm to PNG `file`")
 	fs.BoolVar(&o.showSet, "show-machines", false, "print the machine set (built-in text, or a summary of a file) and exit")
 	fs.BoolVar(&o.quiet, "q", false, "print only the table")
 	fs.Usage = func() {} // parse errors are one line; -h prints the help below
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+// costFlags are -master-cost, -send-cost and -recv-cost: given, they
+// override the machine set's.
+type costFlags struct{ master, send, recv time.Duration }
+
+func parseFlags(args []string, stdout io.Writer) (*options, error) {
+	o := &options{}
+	var costs costFlags
+	fs := newFlagSet(o, &costs)
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageHead)
 			fs.SetOutput(stdout)
@@ -147,60 +166,25 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, badf("unexpected argument %q", fs.Arg(0))
 	}
+	if err := flagx.CheckFiles(
+		flagx.File{What: "-csv " + o.csvPath, Path: o.csvPath, Write: true},
+		flagx.File{What: "-png " + o.pngPath, Path: o.pngPath, Write: true},
+		flagx.File{What: "-machines " + o.machines, Path: machinesFile(o.machines)},
+	); err != nil {
+		return nil, usageError{err}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.policies = o.policyList
+	o.lambda = o.lambdaFlag.n
 	var err error
-	if o.policies, err = parsePolicies(*policy); err != nil {
-		return nil, err
-	}
-	if o.grains, err = parseDurations("-gran", *gran, false); err != nil {
-		return nil, err
-	}
-	if o.delays, err = parseDurations("-delay", *delay, true); err != nil {
-		return nil, err
-	}
-	perSlot := 0.0
-	if f, ok := strings.CutSuffix(*lambda, "x"); ok {
-		if perSlot, err = strconv.ParseFloat(f, 64); err != nil || !(perSlot > 0 && perSlot <= 1e6) {
-			return nil, badf("-lambda: %q is not a positive factor per slot", *lambda)
-		}
-		o.lambda = 1
-	} else if o.lambda, err = strconv.Atoi(*lambda); err != nil {
-		return nil, badf("-lambda: %q is not an integer or a factor per slot (2x)", *lambda)
-	}
-	if o.seed, err = strconv.ParseUint(*seed, 0, 64); err != nil {
-		return nil, badf("-seed: %q is not an unsigned integer", *seed)
-	}
-	if o.engineCost, err = parseDuration(*engine); err != nil {
-		return nil, badf("-engine-cost: %v", err)
-	}
 	switch {
-	case o.trials < 1:
-		return nil, badf("-trials must be at least 1")
-	case o.gens < 1:
-		return nil, badf("-gens must be at least 1")
-	case o.lambda < 1:
-		return nil, badf("-lambda must be at least 1")
-	case o.mu < 0:
-		return nil, badf("-mu must not be negative")
-	case o.tasks < 1:
-		return nil, badf("-tasks must be at least 1")
-	case !(o.noise >= 0 && o.noise <= 2):
-		return nil, badf("-noise must be between 0 and 2, got %v", o.noise)
-	case o.depth < 0:
-		return nil, badf("-depth must not be negative")
-	case o.depth > sched.MaxDepth:
-		return nil, badf("-depth must be at most %d, got %d", sched.MaxDepth, o.depth)
-	case o.copies < 0 || o.copies > sched.MaxCopies:
-		return nil, badf("-copies must be 0 to %d, got %d", sched.MaxCopies, o.copies)
-	case o.parallel < 0:
-		return nil, badf("-parallel must not be negative")
-	case o.parallel > maxParallel:
-		return nil, badf("-parallel must be at most %d, got %d", maxParallel, o.parallel)
 	case o.workload != "es" && o.workload != "bag":
 		return nil, badf("-workload must be es or bag, not %q", o.workload)
 	case o.shape != "uniform" && o.shape != "mandelbrot":
 		return nil, badf("-shape must be uniform or mandelbrot, not %q", o.shape)
 	}
-	o.slowdowns = slow
+	o.slowdowns = o.slowFlag.list
 	if o.set, err = loadSet(o.machines); err != nil {
 		return nil, usageError{fmt.Errorf("-machines: %w", err)}
 	}
@@ -209,36 +193,19 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 			return nil, badf("-slowdown: no machine %q in set %s", s.Machine, o.set.Name)
 		}
 	}
-	if perSlot > 0 {
-		o.lambda = max(1, int(math.Round(perSlot*float64(slots(o.set)))))
+	if f := o.lambdaFlag.perSlot; f > 0 {
+		o.lambda = max(1, int(math.Round(f*float64(slots(o.set)))))
 	}
-	for _, c := range []struct {
-		name, v string
-		apply   func(time.Duration)
-	}{
-		{"-master-cost", *master, func(d time.Duration) { o.set.MasterCost = d }},
-		{"-send-cost", *send, func(d time.Duration) {
-			for i := range o.set.Machines {
-				o.set.Machines[i].SendCost = d
-			}
-		}},
-		{"-recv-cost", *recv, func(d time.Duration) {
-			for i := range o.set.Machines {
-				o.set.Machines[i].RecvCost = d
-			}
-		}},
-	} {
-		if c.v == "" {
-			continue
+	if set["master-cost"] {
+		o.set.MasterCost = costs.master
+	}
+	for i := range o.set.Machines {
+		if set["send-cost"] {
+			o.set.Machines[i].SendCost = costs.send
 		}
-		d, err := parseDuration(c.v)
-		if err != nil {
-			return nil, badf("%s: %v", c.name, err)
+		if set["recv-cost"] {
+			o.set.Machines[i].RecvCost = costs.recv
 		}
-		if d > maxFlagTime {
-			return nil, badf("%s: %v is longer than %v", c.name, d, maxFlagTime)
-		}
-		c.apply(d)
 	}
 	if err := checkLimits(o); err != nil {
 		return nil, err
@@ -263,61 +230,83 @@ const machineFormat = `  # comment
   essim -show-machines -machines lan prints the built-in LAN set.
 `
 
-func parsePolicies(v string) ([]string, error) {
+// machinesFile is the file -machines reads, "" for a built-in set.
+func machinesFile(nameOrPath string) string {
+	if _, err := sim.BuiltinText(nameOrPath); err == nil {
+		return ""
+	}
+	return nameOrPath
+}
+
+// policyList is -policy: a list of policies, each once.
+type policyList []string
+
+func (p *policyList) String() string { return strings.Join(*p, ",") }
+
+func (p *policyList) Set(v string) error {
 	var out []string
-	for _, p := range strings.Split(v, ",") {
-		p = strings.ToLower(strings.TrimSpace(p))
-		if !slices.Contains(sched.Names, p) {
-			return nil, badf("-policy: unknown policy %q (known: %s)", p, strings.Join(sched.Names, ", "))
+	for _, name := range strings.Split(v, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if !slices.Contains(sched.Names, name) {
+			return fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(sched.Names, ", "))
 		}
-		if !slices.Contains(out, p) {
-			out = append(out, p)
+		if !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
-	return out, nil
+	*p = out
+	return nil
 }
 
-// parseDuration reads a Go duration or a bare number of milliseconds.
-func parseDuration(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	var d time.Duration
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		switch ns := f * float64(time.Millisecond); {
-		case math.IsNaN(ns):
-			return 0, fmt.Errorf("%q is not a duration", v)
-		case ns < 0:
-			return 0, fmt.Errorf("%q is negative", v)
-		case ns >= math.MaxInt64:
-			return 0, fmt.Errorf("%q is too long", v)
-		default:
-			d = time.Duration(ns)
-		}
-	} else if d, err = time.ParseDuration(v); err != nil {
-		return 0, fmt.Errorf("%q is not a duration", v)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("%q is negative", v)
-	}
-	return d, nil
+// lambdaFlag is -lambda: n tasks a batch, or perSlot (Fx) tasks per slot
+// of the machine set.
+type lambdaFlag struct {
+	flagx.Memo
+	n       int
+	perSlot float64
 }
 
-func parseDurations(name, v string, zeroOK bool) ([]time.Duration, error) {
-	var out []time.Duration
-	for _, s := range strings.Split(v, ",") {
-		d, err := parseDuration(s)
-		if err != nil {
-			return nil, badf("%s: %v", name, err)
-		}
-		if d == 0 && !zeroOK {
-			return nil, badf("%s: must be positive", name)
-		}
-		out = append(out, d)
+func (l *lambdaFlag) String() string {
+	if l.perSlot > 0 {
+		return strconv.FormatFloat(l.perSlot, 'g', -1, 64) + "x"
 	}
-	return out, nil
+	return strconv.Itoa(l.n)
+}
+
+func (l *lambdaFlag) Set(v string) error {
+	if f, ok := strings.CutSuffix(v, "x"); ok {
+		x, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(x > 0 && x <= maxPerSlot) {
+			return l.Refuse(v, fmt.Errorf("must be %s", l.Range()))
+		}
+		l.n, l.perSlot = 1, x
+		l.Accept()
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxBatchTasks {
+		return l.Refuse(v, fmt.Errorf("must be %s", l.Range()))
+	}
+	l.n, l.perSlot = n, 0
+	l.Accept()
+	return nil
+}
+
+// Range is what Set takes.
+func (l *lambdaFlag) Range() string {
+	return fmt.Sprintf("1 to %d, or Fx with F above 0 and up to %.0f", maxBatchTasks, float64(maxPerSlot))
+}
+
+// Outside lists values Set refuses.
+func (l *lambdaFlag) Outside() []string {
+	return []string{"NaN", "Inf", "NaNx", "Infx", "0x", "-1x", "1e7x", "0", "-1", strconv.Itoa(maxBatchTasks + 1), "9223372036854775807", "1e300"}
 }
 
 // slowFlag collects -slowdown M@T*F values.
-type slowFlag []sim.Slowdown
+type slowFlag struct {
+	flagx.Memo
+	list []sim.Slowdown
+}
 
 func (s *slowFlag) String() string { return "" }
 
@@ -326,19 +315,30 @@ func (s *slowFlag) Set(v string) error {
 		name, rest, ok1 := strings.Cut(one, "@")
 		at, factor, ok2 := strings.Cut(rest, "*")
 		if !ok1 || !ok2 || name == "" {
-			return fmt.Errorf("want MACHINE@TIME*FACTOR, got %q", one)
+			return s.Refuse(v, fmt.Errorf("want MACHINE@TIME*FACTOR, got %q", one))
 		}
-		d, err := parseDuration(at)
+		d, err := (&flagx.Duration{Max: maxVirtualTime, Bare: time.Millisecond}).Check(at)
 		if err != nil {
-			return err
+			return s.Refuse(v, fmt.Errorf("time %q: %w", at, err))
 		}
 		f, err := strconv.ParseFloat(factor, 64)
-		if err != nil || !(f > 0) || math.IsInf(f, 1) {
-			return fmt.Errorf("factor %q must be a positive number", factor)
+		if err != nil || !(f > 0 && f <= maxSlowdown) {
+			return s.Refuse(v, fmt.Errorf("factor %q must be a number above 0 and up to %.0f", factor, float64(maxSlowdown)))
 		}
-		*s = append(*s, sim.Slowdown{Machine: name, At: d, Factor: f})
+		s.list = append(s.list, sim.Slowdown{Machine: name, At: d, Factor: f})
 	}
+	s.Accept()
 	return nil
+}
+
+// Range is what Set takes.
+func (s *slowFlag) Range() string {
+	return fmt.Sprintf("T up to %s, F above 0 and up to %.0f", flagx.FormatDuration(maxVirtualTime), float64(maxSlowdown))
+}
+
+// Outside lists values Set refuses.
+func (s *slowFlag) Outside() []string {
+	return []string{"L1@1s*NaN", "L1@1s*Inf", "L1@1s*0", "L1@1s*-1", "L1@1s*1e300", "L1@NaN*2", "L1@-1s*2", "L1@1e300*2", "L1@1000000h*2"}
 }
 
 // setting is one point of the sweep: a grain and an added delay.

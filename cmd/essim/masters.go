@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
 )
 
@@ -55,23 +58,33 @@ type mastersOptions struct {
 
 var mastersRules = []string{sim.SplitOff, sim.SplitPaper, sim.SplitGain}
 
-// runMasters is essim masters; it returns the exit status.
-func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o := &mastersOptions{}
+// maxMastersTasks bounds the tasks of one simulated bag: -workers ×
+// -tasks-per-worker.
+const maxMastersTasks = 1 << 24
+
+// newMastersFlagSet declares essim masters' flags into o.
+func newMastersFlagSet(o *mastersOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("essim masters", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.fig, "fig", "all", "what to simulate: paper (Fig. 5–7 in shape, P = 2…18), scale (-workers × -costs), or all")
 	fs.StringVar(&o.png, "png", "", "draw the figures as PNG files into `DIR`")
-	workers := fs.String("workers", "256,1024,4096", "scale: worker counts, `list`")
-	costs := fs.String("costs", "10us,25us", "scale: a master's time per message, `list`")
-	fs.IntVar(&o.perWorker, "tasks-per-worker", 100, "scale: tasks in the bag per worker (`N`); the run's ideal length is N × -grain")
-	fs.DurationVar(&o.grain, "grain", 10*time.Millisecond, "scale: mean task time")
-	fs.DurationVar(&o.latency, "latency", 100*time.Microsecond, "scale: one-way message delay")
-	fs.Float64Var(&o.noise, "noise", 0.3, "scale: sigma of the log-normal task-time noise")
-	fs.IntVar(&o.window, "window", 0, "the overload test's n (0: 2 × processors, the paper's)")
+	flagx.IntListVar(fs, &o.workers, "workers", []int{256, 1024, 4096}, 1, maxMastersTasks, "scale: worker counts, `list`")
+	flagx.DurationListVar(fs, &o.costs, "costs", []time.Duration{10 * time.Microsecond, 25 * time.Microsecond}, 0, time.Second, 0, "scale: a master's time per message, `list`")
+	flagx.IntVar(fs, &o.perWorker, "tasks-per-worker", 100, 1, 10000, "scale: tasks in the bag per worker (`N`); the run's ideal length is N × -grain")
+	flagx.DurationVar(fs, &o.grain, "grain", 10*time.Millisecond, time.Microsecond, time.Hour, "scale: mean task `time`")
+	flagx.DurationVar(fs, &o.latency, "latency", 100*time.Microsecond, 0, time.Hour, "scale: one-way message `delay`")
+	flagx.FloatVar(fs, &o.noise, "noise", 0.3, 0, 2, "scale: `sigma` of the log-normal task-time noise")
+	flagx.IntVar(fs, &o.window, "window", 0, 0, sched.MaxOverloadWindow, "the overload test's `n` (0: 2 × processors, the paper's)")
 	fs.StringVar(&o.policy, "policy", "wq", "each master's policy: wq (the paper's) or rwq")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the task-time noise")
-	if err := fs.Parse(args); err != nil {
+	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "`seed` of the task-time noise")
+	return fs
+}
+
+// runMasters is essim masters; it returns the exit status.
+func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := &mastersOptions{}
+	fs := newMastersFlagSet(o)
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, mastersUsage)
 			fs.SetOutput(stdout)
@@ -82,24 +95,14 @@ func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	var err error
-	if o.workers, err = parseIntList(*workers); err != nil {
-		fmt.Fprintf(stderr, "essim masters: -workers: %v\n", err)
-		return 2
-	}
-	if o.costs, err = parseCostList(*costs); err != nil {
-		fmt.Fprintf(stderr, "essim masters: -costs: %v\n", err)
-		return 2
-	}
 	switch {
+	case fs.NArg() > 0:
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case o.fig != "paper" && o.fig != "scale" && o.fig != "all":
 		err = fmt.Errorf("-fig %q: want paper, scale or all", o.fig)
-	case o.perWorker < 1 || o.perWorker > 10000:
-		err = fmt.Errorf("-tasks-per-worker must be in [1, 10000], got %d", o.perWorker)
-	case o.grain <= 0 || o.grain > time.Hour || o.latency < 0 || o.latency > time.Hour:
-		err = errors.New("-grain must be in (0, 1h], -latency in [0, 1h]")
 	}
 	for _, w := range o.workers {
-		if w < 1 || w*o.perWorker > 1<<24 {
+		if w*o.perWorker > maxMastersTasks {
 			err = fmt.Errorf("-workers %d × -tasks-per-worker %d: at most 2^24 tasks", w, o.perWorker)
 		}
 	}
@@ -126,33 +129,6 @@ func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	return 0
-}
-
-func parseIntList(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-func parseCostList(s string) ([]time.Duration, error) {
-	var out []time.Duration
-	for _, f := range strings.Split(s, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		if d < 0 || d > time.Second {
-			return nil, fmt.Errorf("%v outside [0, 1s]", d)
-		}
-		out = append(out, d)
-	}
-	return out, nil
 }
 
 // paperConfig is the paper's experiment in shape: fine-grained tasks of

@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/flagx"
 )
 
 // options are essoak's flags.
@@ -90,17 +93,17 @@ Flags:
 // newFlagSet defines the flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("essoak", flag.ContinueOnError)
-	fs.DurationVar(&o.duration, "duration", 5*time.Minute, "start runs until `D` has passed (the run under way finishes)")
-	fs.IntVar(&o.runs, "runs", 0, "stop after `N` runs; 0 = as many as -duration allows")
-	fs.Uint64Var(&o.seed, "seed", 0, "run i draws its scenario from seed `S`+i; 0 = from the clock (printed)")
+	flagx.DurationVar(fs, &o.duration, "duration", 5*time.Minute, time.Second, 30*24*time.Hour, "start runs until `D` has passed (the run under way finishes)")
+	flagx.IntVar(fs, &o.runs, "runs", 0, 0, 1_000_000, "stop after `N` runs; 0 = as many as -duration allows")
+	flagx.Uint64Var(fs, &o.seed, "seed", 0, 0, math.MaxUint64, "run i draws its scenario from seed `S`+i; 0 = from the clock (printed)")
 	fs.StringVar(&o.bin, "bin", "", "`DIR` holding esrun, esworker and soakplugin; default: build them with the go tool into a temporary directory (run essoak inside the esgrid module)")
 	fs.StringVar(&o.keep, "keep", "essoak-defects", "`DIR` where the logs of runs with defects are kept (one directory per run)")
-	fs.Float64Var(&o.slack, "slack", 2, "the bound on a run is `K` × the sum of its terms (K ≥ 1), for the load of a shared machine")
-	fs.IntVar(&o.maxRSS, "max-rss", 256, "the bound on each esrun's peak resident memory, in `MiB`")
-	fs.IntVar(&o.limits.Workers, "max-workers", defaultLimits.Workers, "at most `N` esworker processes at the start of a run")
-	fs.IntVar(&o.limits.Gens, "max-gens", defaultLimits.Gens, "at most `N` generations per run (at least 4)")
-	fs.IntVar(&o.limits.Lambda, "max-lambda", defaultLimits.Lambda, "at most `N` offspring per generation (at least 4)")
-	fs.Float64Var(&o.limits.Silent, "silent", defaultLimits.Silent, "the chance `P` that a worker other than the first runs esworker -silent (takes tasks, never answers)")
+	flagx.FloatVar(fs, &o.slack, "slack", 2, 1, 100, "the bound on a run is `K` × the sum of its terms (K ≥ 1), for the load of a shared machine")
+	flagx.IntVar(fs, &o.maxRSS, "max-rss", 256, 1, 1<<20, "the bound on each esrun's peak resident memory, in `MiB`")
+	flagx.IntVar(fs, &o.limits.Workers, "max-workers", defaultLimits.Workers, 1, 16, "at most `N` esworker processes at the start of a run")
+	flagx.IntVar(fs, &o.limits.Gens, "max-gens", defaultLimits.Gens, 4, 1000, "at most `N` generations per run (at least 4)")
+	flagx.IntVar(fs, &o.limits.Lambda, "max-lambda", defaultLimits.Lambda, 4, 1000, "at most `N` offspring per generation (at least 4)")
+	flagx.FloatVar(fs, &o.limits.Silent, "silent", defaultLimits.Silent, 0, 1, "the chance `P` that a worker other than the first runs esworker -silent (takes tasks, never answers)")
 	fs.Usage = func() {
 		out := fs.Output()
 		io.WriteString(out, usageText)
@@ -115,7 +118,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(o)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -127,22 +130,6 @@ func parseOptions(args []string) (*options, error) {
 	o.set = map[string]string{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = f.Value.String() })
 	switch {
-	case o.duration <= 0:
-		return nil, usagef("-duration must be > 0, got %v", o.duration)
-	case o.runs < 0:
-		return nil, usagef("-runs must be ≥ 0, got %d", o.runs)
-	case !(o.slack >= 1):
-		return nil, usagef("-slack must be ≥ 1, got %v", o.slack)
-	case o.maxRSS <= 0:
-		return nil, usagef("-max-rss must be > 0 MiB, got %d", o.maxRSS)
-	case o.limits.Workers < 1 || o.limits.Workers > 16:
-		return nil, usagef("-max-workers must be in 1..16, got %d", o.limits.Workers)
-	case o.limits.Gens < 4 || o.limits.Gens > 1000:
-		return nil, usagef("-max-gens must be in 4..1000, got %d", o.limits.Gens)
-	case o.limits.Lambda < 4 || o.limits.Lambda > 1000:
-		return nil, usagef("-max-lambda must be in 4..1000, got %d", o.limits.Lambda)
-	case !(o.limits.Silent >= 0 && o.limits.Silent <= 1):
-		return nil, usagef("-silent must be in [0, 1], got %v", o.limits.Silent)
 	case o.keep == "":
 		return nil, usagef("-keep needs a directory")
 	}

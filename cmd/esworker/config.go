@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -151,28 +152,35 @@ func (o *options) applyConfig(fs *flag.FlagSet) error {
 		if !set[grid.InsecureKeyFileFlag] && c.KeyInsecure != nil {
 			o.keyAny = *c.KeyInsecure
 		}
-		if !set["slots"] && c.Slots != nil {
-			o.slots = *c.Slots
+		// A number in the file has the flag's bounds: it is set
+		// through the flag.
+		number := func(flagName, key, v string) error {
+			if set[flagName] || v == "" {
+				return nil
+			}
+			if err := fs.Lookup(flagName).Value.Set(v); err != nil {
+				return usagef("-config %s: %s %s: %v", o.config, key, v, err)
+			}
+			return nil
+		}
+		if c.Slots != nil {
+			if err := number("slots", "slots", strconv.Itoa(*c.Slots)); err != nil {
+				return err
+			}
 		}
 		if !set["once"] && c.Once != nil {
 			o.once = *c.Once
 		}
-		if !set["mem-share"] && c.MemShare != nil {
-			o.memShare = *c.MemShare
-		}
-		if !set["idle-timeout"] && c.IdleTimeout != "" {
-			d, err := time.ParseDuration(c.IdleTimeout)
-			if err != nil {
-				return usagef("-config %s: idle_timeout: %v", o.config, err)
+		if c.MemShare != nil {
+			if err := number("mem-share", "mem_share", strconv.FormatFloat(*c.MemShare, 'g', -1, 64)); err != nil {
+				return err
 			}
-			o.idle = d
 		}
-		if !set["plugin-start-timeout"] && c.PluginStart != "" {
-			d, err := time.ParseDuration(c.PluginStart)
-			if err != nil {
-				return usagef("-config %s: plugin_start_timeout: %v", o.config, err)
-			}
-			o.hello = d
+		if err := number("idle-timeout", "idle_timeout", c.IdleTimeout); err != nil {
+			return err
+		}
+		if err := number("plugin-start-timeout", "plugin_start_timeout", c.PluginStart); err != nil {
+			return err
 		}
 		names := make([]string, 0, len(c.Plugins))
 		for name := range c.Plugins {

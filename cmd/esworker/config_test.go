@@ -107,7 +107,7 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("default mem_share: %+v, %v", o, err)
 	}
 	too := writeFile(t, dir, "too.json", `{"join": "m.lab", "mem_share": 1}`, 0o600)
-	if _, err := parseOptions([]string{"-config", too}); err == nil || !strings.Contains(err.Error(), "-mem-share must be in (0, 0.9], got 1") {
+	if _, err := parseOptions([]string{"-config", too}); err == nil || !strings.Contains(err.Error(), "mem_share 1: must be a number between 0.01 and 0.9") {
 		t.Errorf("mem_share 1 in the file: %v", err)
 	}
 }
@@ -129,9 +129,13 @@ func TestBadConfigFiles(t *testing.T) {
 		{"bad plugin name", `{"join": "m", "plugins": {"a b": "` + sim + `"}}`, 0o644, "letters, digits"},
 		{"missing plugin", `{"join": "m", "plugins": {"a": "./none"}}`, 0o644, "no such file"},
 		{"built-in name", `{"join": "m", "plugins": {"ridge": "` + sim + `"}}`, 0o644, "built-in"},
-		{"slots", `{"join": "m", "slots": -2}`, 0o644, "-slots"},
-		{"idle timeout", `{"join": "m", "idle_timeout": "soon"}`, 0o644, "idle_timeout"},
-		{"negative idle timeout", `{"join": "m", "idle_timeout": "-1s"}`, 0o644, "-idle-timeout"},
+		// The file's numbers have the flags' bounds.
+		{"slots", `{"join": "m", "slots": -2}`, 0o644, "slots -2: must be an integer between 0 and 65536"},
+		{"huge slots", `{"join": "m", "slots": 9223372036854775807}`, 0o644, "slots 9223372036854775807: must be an integer between 0 and 65536"},
+		{"idle timeout", `{"join": "m", "idle_timeout": "soon"}`, 0o644, "idle_timeout soon: must be a duration"},
+		{"negative idle timeout", `{"join": "m", "idle_timeout": "-1s"}`, 0o644, "idle_timeout -1s: must be a duration between 0s and 168h"},
+		{"huge idle timeout", `{"join": "m", "idle_timeout": "2562047h"}`, 0o644, "idle_timeout 2562047h: must be a duration between 0s and 168h"},
+		{"no plugin start", `{"join": "m", "plugin_start_timeout": "0s"}`, 0o644, "plugin_start_timeout 0s: must be a duration between 1ms and 10m"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/worker"
 )
@@ -86,25 +87,25 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.master, "master", "", "the master's data address `HOST:PORT`, to connect without asking gossip; or a relay's (esworker -relay); several, comma-separated, are tried in turn (another path when one is gone)")
 	addRelayFlags(fs, &o.relay) // relay.go
 	fs.StringVar(&o.gossip, "gossip", "0.0.0.0:0", "`HOST:PORT` this worker's gossip listens on; port 0 = any free port (fix it when a firewall sits between the machines)")
-	fs.IntVar(&o.slots, "slots", 0, "run `N` tasks at once; 0 = one per CPU")
+	flagx.IntVar(fs, &o.slots, "slots", 0, 0, grid.MaxMetaSlots, "run `N` tasks at once; 0 = one per CPU")
 	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME` (default hostname-pid)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible to other users in ps: prefer -key-file or ESGRID_KEY)")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
-	fs.Float64Var(&o.slowdown, "slowdown", 1, "emulate a slower machine: every task takes `F` times as long (F ≥ 1): F times its CPU time for a built-in problem, so that workers sharing this machine's cores keep their speeds; F times its wall time for a plugin")
-	fs.DurationVar(&o.delay, "delay", 0, "emulate a slow link: add `D` to every message each way, e.g. 20ms")
-	fs.IntVar(&o.faults.FailEvery, "fail-every", 0, "emulate a faulty machine: every `K`-th evaluation fails; 0 = none")
-	fs.IntVar(&o.faults.HangEvery, "hang-every", 0, "emulate a stuck fitness function: every `K`-th evaluation hangs, deaf to cancels, until esworker exits; 0 = none")
+	flagx.FloatVar(fs, &o.slowdown, "slowdown", 1, 1, 1e6, "emulate a slower machine: every task takes `F` times as long (F ≥ 1): F times its CPU time for a built-in problem, so that workers sharing this machine's cores keep their speeds; F times its wall time for a plugin")
+	flagx.DurationVar(fs, &o.delay, "delay", 0, 0, maxDelay, "emulate a slow link: add `D` to every message each way, e.g. 20ms")
+	flagx.IntVar(fs, &o.faults.FailEvery, "fail-every", 0, 0, maxEvery, "emulate a faulty machine: every `K`-th evaluation fails; 0 = none")
+	flagx.IntVar(fs, &o.faults.HangEvery, "hang-every", 0, 0, maxEvery, "emulate a stuck fitness function: every `K`-th evaluation hangs, deaf to cancels, until esworker exits; 0 = none")
 	fs.BoolVar(&o.faults.Silent, "silent", false, "emulate a wedged machine: accept tasks and never answer them, while the connection stays alive")
 	fs.BoolVar(&o.once, "once", false, "exit when the master ends its run, instead of waiting for the next one")
-	fs.DurationVar(&o.idle, "idle-timeout", 0, "exit (status 1) after `D` without a working session: no master reachable, refused by it, or its problem does not build here (a plugin that does not start); 0 = wait for ever")
+	flagx.DurationVar(fs, &o.idle, "idle-timeout", 0, 0, maxIdle, "exit (status 1) after `D` without a working session: no master reachable, refused by it, or its problem does not build here (a plugin that does not start); 0 = wait for ever")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
 	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see the README); flags on the command line win")
-	fs.DurationVar(&o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
-	fs.Float64Var(&o.memShare, "mem-share", worker.DefaultMemShare, "refuse a master's problem that needs more than the share `F` of this machine's memory (its problem, LU load, vectors and frames on every slot), in (0, "+strconv.FormatFloat(worker.MaxMemShare, 'g', -1, 64)+"]")
+	flagx.DurationVar(fs, &o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, time.Millisecond, maxPluginStart, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
+	flagx.FloatVar(fs, &o.memShare, "mem-share", worker.DefaultMemShare, 0.01, worker.MaxMemShare, "refuse a master's problem that needs more than the share `F` of this machine's memory (its problem, LU load, vectors and frames on every slot)")
 	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run")
 	return fs
 }
@@ -115,7 +116,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(o)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := flagx.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -129,24 +130,6 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	case o.join == "" && o.master == "":
 		return nil, usagef("give -join HOST[:PORT] (the master's gossip address) or -master HOST:PORT")
-	case o.slots < 0:
-		return nil, usagef("-slots must be ≥ 0, got %d", o.slots)
-	case o.slots > grid.MaxMetaSlots:
-		return nil, usagef("-slots must be ≤ %d, got %d", grid.MaxMetaSlots, o.slots)
-	case !(o.slowdown >= 1) || o.slowdown > 1e6:
-		return nil, usagef("-slowdown must be in [1, 1e6], got %v", o.slowdown)
-	case o.faults.FailEvery < 0 || o.faults.HangEvery < 0:
-		return nil, usagef("-fail-every and -hang-every must be ≥ 0")
-	case o.hello <= 0:
-		return nil, usagef("-plugin-start-timeout must be > 0, got %v", o.hello)
-	case o.idle < 0:
-		return nil, usagef("-idle-timeout must be ≥ 0, got %v", o.idle)
-	case o.delay < 0:
-		return nil, usagef("-delay must be ≥ 0, got %v", o.delay)
-	case o.delay > maxDelay:
-		return nil, usagef("-delay must be ≤ %v, got %v", maxDelay, o.delay)
-	case !(o.memShare > 0 && o.memShare <= worker.MaxMemShare):
-		return nil, usagef("-mem-share must be in (0, %v], got %v", worker.MaxMemShare, o.memShare)
 	}
 	if o.metrics != "" {
 		if err := checkHostPort(o.metrics, 0); err != nil {
@@ -182,10 +165,21 @@ func parseOptions(args []string) (*options, error) {
 	return o, nil
 }
 
-// maxDelay bounds -delay: a one-way delay longer than the connection's
-// own timeouts (10 s to write a frame or to finish a handshake) is a
-// link the grid cannot use, not a slow one.
-const maxDelay = 10 * time.Second
+// Bounds of esworker's numeric flags (and of the same settings in a
+// -config file).
+const (
+	// maxDelay bounds -delay: a one-way delay longer than the connection's
+	// own timeouts (10 s to write a frame or to finish a handshake) is a
+	// link the grid cannot use, not a slow one.
+	maxDelay = 10 * time.Second
+	// maxEvery bounds -fail-every and -hang-every.
+	maxEvery = 1_000_000_000
+	// maxIdle bounds -idle-timeout (0: wait for ever): a week.
+	maxIdle = 7 * 24 * time.Hour
+	// maxPluginStart bounds -plugin-start-timeout: a plugin that takes
+	// longer to say hello is stuck.
+	maxPluginStart = 10 * time.Minute
+)
 
 // checkHostPort accepts HOST:PORT with a numeric port of at least
 // minPort (1 where the port is dialled, 0 where 0 means any free port).

@@ -1,0 +1,82 @@
+package flagx
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// File is a path a command writes or reads, as a check of the command
+// line sees it.
+type File struct {
+	// What names it in the error: "-checkpoint R.partial", "the partial
+	// report R.partial of -report R".
+	What string
+	Path string
+	// Write: the command writes it (else it reads it and needs it).
+	Write bool
+}
+
+// CheckFiles refuses a command line on which two written files, or a
+// written file and a read one, are the same file: the same path once made
+// absolute and cleaned, through symbolic links to directories too, or two
+// names of one existing file (a symbolic or hard link). Files with an
+// empty Path are skipped; "-" (standard output) is no file.
+func CheckFiles(files ...File) error {
+	for i, a := range files {
+		for _, b := range files[i+1:] {
+			if !a.Write && !b.Write {
+				continue
+			}
+			if SameFile(a.Path, b.Path) {
+				return fmt.Errorf("%s and %s are the same file: name another, so that neither overwrites the other", a.What, b.What)
+			}
+		}
+	}
+	return nil
+}
+
+// SameFile says whether paths a and b name one file, existing or not.
+func SameFile(a, b string) bool {
+	if a == "" || b == "" || a == "-" || b == "-" {
+		return false
+	}
+	if canonical(a) == canonical(b) {
+		return true
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// canonical is path absolute and clean, with the symbolic links in it
+// resolved as far as they lead to something that exists.
+func canonical(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = filepath.Clean(path)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	// A dangling symbolic link: where it points, which a writer that
+	// follows it would create.
+	for range 8 {
+		target, err := os.Readlink(abs)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(abs), target)
+		}
+		abs = filepath.Clean(target)
+	}
+	// The file itself may not exist yet: resolve its directory.
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
+}
