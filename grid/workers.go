@@ -1,8 +1,11 @@
 package grid
 
 import (
+	"fmt"
 	"net"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/esgrid/esgrid/sched"
 )
@@ -71,4 +74,72 @@ func (m *Master) WorkerInfo(id sched.WorkerID) (WorkerInfo, bool) {
 	defer m.workers.mu.Unlock()
 	wi, ok := m.workers.byID[id]
 	return wi, ok
+}
+
+// Failing workers (MasterConfig.MaxFailures). A worker whose every
+// answer is an error (a NaN from a broken build, a plugin that crashes)
+// would otherwise take a task, fail it, and take the next, for ever:
+// each task costs a retry, and the log a line.
+
+// failing counts one failed evaluation of w (a task's or a check's), and
+// sets w aside once MaxFailures failed in a row, unless it is the last
+// worker open to tasks: a problem that fails everywhere is MaxRetries'
+// to report.
+func (m *Master) failing(w *mworker, why string) {
+	w.fails++
+	if w.aside || w.left || m.cfg.MaxFailures <= 0 || w.fails < m.cfg.MaxFailures || !m.otherOpen(w) {
+		return
+	}
+	w.aside = true
+	m.counts.SetAside++
+	m.log.Warn(fmt.Sprintf("worker set aside: its last %d evaluations failed; it gets no more tasks while this connection lasts, and its tasks go to other workers", w.fails),
+		"worker", w.name, "id", w.id, "host", w.host, "last_error", truncate(why, maxErrText))
+	m.setSlots(w, 0)
+}
+
+// open reports whether w may be given tasks now.
+func (m *Master) open(w *mworker) bool {
+	if w.left || w.closed || w.draining || w.late || w.aside || m.v.exIDs[w.id] {
+		return false
+	}
+	slots, ok := m.cfg.Plan.SlotsFor(w.name)
+	return !ok || slots > 0
+}
+
+// otherOpen reports whether a worker other than w is open to tasks.
+func (m *Master) otherOpen(w *mworker) bool {
+	return slices.ContainsFunc(m.order, func(o *mworker) bool { return o != w && m.open(o) })
+}
+
+// takeBack gives tasks again to the workers set aside once no other
+// worker has been open to tasks for FirstDeadline while a batch waits:
+// those left may all be silent, or gone; a worker that fails only at
+// times then computes again, and one that fails everything ends the
+// batch by MaxRetries rather than leave it waiting.
+func (m *Master) takeBack(now time.Duration) {
+	b := m.cur
+	if b == nil || b.replied || m.counts.SetAside == m.counts.TakenBack || slices.ContainsFunc(m.order, m.open) {
+		m.noneOpen = -1
+		return
+	}
+	if m.noneOpen < 0 {
+		m.noneOpen = now
+	}
+	if now-m.noneOpen < m.cfg.FirstDeadline {
+		return
+	}
+	m.noneOpen = -1
+	for _, w := range m.order {
+		if !w.aside || w.left || w.closed {
+			continue
+		}
+		w.aside, w.fails = false, 0
+		m.counts.TakenBack++
+		slots := w.slots
+		if s, ok := m.cfg.Plan.SlotsFor(w.name); ok {
+			slots = s
+		}
+		m.log.Warn("worker set aside for failing is given tasks again: no other worker has been open to tasks", "worker", w.name, "id", w.id, "for", m.cfg.FirstDeadline)
+		m.setSlots(w, slots)
+	}
 }
