@@ -59,6 +59,8 @@ type mworker struct {
 	closed   bool // the connection is closed
 	draining bool // WorkerDraining has been stepped
 	late     bool // Overdue has been stepped and the worker has not answered since
+	// lateSince is when it last became late.
+	lateSince time.Duration
 	// fails counts its evaluations that failed in a row; aside is set
 	// once they reached MaxFailures (workers.go).
 	fails int
@@ -493,6 +495,9 @@ func (m *Master) checkDeadlines() {
 		if !w.late {
 			m.log.Warn("worker is late: its overdue tasks are cancelled and run again, on another worker if one is open, and it gets no new work until it answers",
 				"worker", w.name, "id", w.id, "gen", m.cur.gen, "tasks", len(m.overdue), "deadline", deadline.Round(time.Millisecond))
+		}
+		if !w.late {
+			w.lateSince = now
 		}
 		w.late = true
 		for _, t := range m.overdue {

@@ -80,7 +80,7 @@ const checkBase = 1 << 30
 // ErrUndecided fails a generation whose check could not be decided:
 // hosts disagree on a value and no further host joined to break the tie
 // within MasterConfig.VerifyWait.
-var ErrUndecided = errors.New("grid: verification cannot decide a value")
+var ErrUndecided = errors.New("verification cannot decide a value")
 
 // verifyState is the loop's verification state.
 type verifyState struct {

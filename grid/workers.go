@@ -82,12 +82,19 @@ func (m *Master) WorkerInfo(id sched.WorkerID) (WorkerInfo, bool) {
 // each task costs a retry, and the log a line.
 
 // failing counts one failed evaluation of w (a task's or a check's), and
-// sets w aside once MaxFailures failed in a row, unless it is the last
-// worker open to tasks: a problem that fails everywhere is MaxRetries'
-// to report.
+// sets w aside once MaxFailures failed in a row, if another worker can
+// take its tasks; if none but workers set aside can, they are given
+// tasks again in its place (each may fail only at times); with none at
+// all it stays: a problem that fails everywhere is MaxRetries' to report.
 func (m *Master) failing(w *mworker, why string) {
 	w.fails++
-	if w.aside || w.left || m.cfg.MaxFailures <= 0 || w.fails < m.cfg.MaxFailures || !m.otherOpen(w) {
+	if w.aside || w.left || m.cfg.MaxFailures <= 0 || w.fails < m.cfg.MaxFailures {
+		return
+	}
+	now := m.now()
+	other := slices.ContainsFunc(m.order, func(o *mworker) bool { return o != w && m.present(o, now) })
+	aside := slices.ContainsFunc(m.order, func(o *mworker) bool { return o.aside && !o.left && !o.closed })
+	if !other && !aside {
 		return
 	}
 	w.aside = true
@@ -95,20 +102,27 @@ func (m *Master) failing(w *mworker, why string) {
 	m.log.Warn(fmt.Sprintf("worker set aside: its last %d evaluations failed; it gets no more tasks while this connection lasts, and its tasks go to other workers", w.fails),
 		"worker", w.name, "id", w.id, "host", w.host, "last_error", truncate(why, maxErrText))
 	m.setSlots(w, 0)
+	if !other {
+		m.giveBack(w, "the only other worker open to tasks was set aside for failing")
+	}
 }
 
-// open reports whether w may be given tasks now.
-func (m *Master) open(w *mworker) bool {
-	if w.left || w.closed || w.draining || w.late || w.aside || m.v.exIDs[w.id] {
+// usable reports whether w may be given tasks, lateness aside.
+func (m *Master) usable(w *mworker) bool {
+	if w.left || w.closed || w.draining || w.aside || m.v.exIDs[w.id] {
 		return false
 	}
 	slots, ok := m.cfg.Plan.SlotsFor(w.name)
 	return !ok || slots > 0
 }
 
-// otherOpen reports whether a worker other than w is open to tasks.
-func (m *Master) otherOpen(w *mworker) bool {
-	return slices.ContainsFunc(m.order, func(o *mworker) bool { return o != w && m.open(o) })
+// open reports whether w may be given tasks now.
+func (m *Master) open(w *mworker) bool { return m.usable(w) && !w.late }
+
+// present reports whether w may be given tasks now or soon: open, or
+// late for less than FirstDeadline (one late for longer may be silent).
+func (m *Master) present(w *mworker, now time.Duration) bool {
+	return m.usable(w) && (!w.late || now-w.lateSince < m.cfg.FirstDeadline)
 }
 
 // takeBack gives tasks again to the workers set aside once no other
@@ -125,12 +139,16 @@ func (m *Master) takeBack(now time.Duration) {
 	if m.noneOpen < 0 {
 		m.noneOpen = now
 	}
-	if now-m.noneOpen < m.cfg.FirstDeadline {
-		return
+	if now-m.noneOpen >= m.cfg.FirstDeadline {
+		m.noneOpen = -1
+		m.giveBack(nil, "no other worker has been open to tasks for the first deadline")
 	}
-	m.noneOpen = -1
+}
+
+// giveBack gives tasks again to every worker set aside but except.
+func (m *Master) giveBack(except *mworker, why string) {
 	for _, w := range m.order {
-		if !w.aside || w.left || w.closed {
+		if !w.aside || w == except || w.left || w.closed {
 			continue
 		}
 		w.aside, w.fails = false, 0
@@ -139,7 +157,7 @@ func (m *Master) takeBack(now time.Duration) {
 		if s, ok := m.cfg.Plan.SlotsFor(w.name); ok {
 			slots = s
 		}
-		m.log.Warn("worker set aside for failing is given tasks again: no other worker has been open to tasks", "worker", w.name, "id", w.id, "for", m.cfg.FirstDeadline)
+		m.log.Warn("worker set aside for failing is given tasks again: "+why, "worker", w.name, "id", w.id)
 		m.setSlots(w, slots)
 	}
 }
