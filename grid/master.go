@@ -517,8 +517,9 @@ func (m *Master) Report() sched.Report {
 
 // WorkerStat is the master's view of one connected worker, for metrics:
 // its name (as it introduced itself), slots, status (Clop's table: tasks
-// held and running, as its last results said) and the smoothed execution
-// time and round trip the master measured.
+// held and running, as its last results said), the smoothed execution
+// time and round trip the master measured, and whether it is late,
+// draining or set aside.
 type WorkerStat struct {
 	ID              sched.WorkerID
 	Name            string
@@ -527,6 +528,7 @@ type WorkerStat struct {
 	Outstanding     int // instances the master's books have on it
 	Exec, RoundTrip time.Duration
 	Late, Draining  bool
+	Aside           bool // set aside for failing (MaxFailures)
 }
 
 // WorkerStats returns the master's view of every connected worker, in no
@@ -542,7 +544,7 @@ func (m *Master) WorkerStats() []WorkerStat {
 			out = append(out, WorkerStat{
 				ID: w.id, Name: w.name, Slots: w.slots, Queued: int(w.queued), Running: int(w.running),
 				Outstanding: len(w.out), Exec: time.Duration(w.exec), RoundTrip: time.Duration(w.rtt),
-				Late: w.late, Draining: w.draining,
+				Late: w.late, Draining: w.draining, Aside: w.aside,
 			})
 		}
 	})

@@ -270,7 +270,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 		// is what explains it.
 		for _, ws := range m.WorkerStats() {
 			w.log.Warn("sim: stalled; the master's view", "worker", ws.Name, "id", ws.ID, "slots", ws.Slots,
-				"outstanding", ws.Outstanding, "queued", ws.Queued, "running", ws.Running, "late", ws.Late, "draining", ws.Draining)
+				"outstanding", ws.Outstanding, "queued", ws.Queued, "running", ws.Running, "late", ws.Late, "draining", ws.Draining, "aside", ws.Aside)
 		}
 		st := m.Stats()
 		w.log.Warn("sim: stalled; the master's counts", "stats", fmt.Sprintf("%+v", st))
