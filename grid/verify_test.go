@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -229,5 +230,25 @@ func TestMasterTakesBackWorkerSetAside(t *testing.T) {
 	}
 	if st := m.Stats(); st.TakenBack != 1 {
 		t.Errorf("taken back %d times, want once", st.TakenBack)
+	}
+}
+
+// A host is the address the master accepted the connection from; behind
+// a relay, the relay's, however many workers and relays the stream
+// crossed (a relay's own connection may itself be a relayed stream).
+func TestHostOf(t *testing.T) {
+	relayed := relayAddr{relay: "r2", stream: 7, host: hostOf(relayAddr{relay: "r1", stream: 3, host: "10.0.0.9"})}
+	for _, c := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("192.168.1.4"), Port: 40000}, "192.168.1.4"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 40000}, "2001:db8::1"},
+		{relayAddr{relay: "r1", stream: 3, host: "10.0.0.9"}, "10.0.0.9"},
+		{relayed, "10.0.0.9"},
+	} {
+		if got := hostOf(c.addr); got != c.want {
+			t.Errorf("hostOf(%v) = %q, want %q", c.addr, got, c.want)
+		}
 	}
 }
