@@ -95,10 +95,12 @@ type MasterConfig struct {
 	// MaxFailures is how many evaluations in a row may fail on one
 	// worker (an error, or a non-finite value from a problem that does
 	// not declare them) before it is set aside: it gets no more tasks
-	// while its connection lasts, and its tasks go to the others. The
-	// last worker open to tasks is never set aside (MaxRetries then
-	// says whether the task itself fails everywhere), and workers set
-	// aside are given tasks again once no other has been open for
+	// while its connection lasts, and its tasks go to the others. It is
+	// set aside only if another worker can take them (one late for less
+	// than FirstDeadline counts), or in exchange for those set aside
+	// before: the last worker is never set aside, and MaxRetries then
+	// says whether the task itself fails everywhere. Workers set aside
+	// are given tasks again once no other has been open to tasks for
 	// FirstDeadline. Default 3; negative: never.
 	MaxFailures int
 	// MaxHandshakes bounds the handshakes in progress at once, and
@@ -112,8 +114,8 @@ type MasterConfig struct {
 	// has sent its Challenge. Default DefaultHelloTimeout.
 	HelloTimeout time.Duration
 	// Verify, in [0, 1], is the fraction of tasks whose accepted result is
-	// checked by evaluating the task again on a second, different worker
-	// and comparing the two values bit for bit (verify.go). A worker whose
+	// checked by evaluating the task again on a worker on another host
+	// and comparing the two values bit for bit (verify.go). A host whose
 	// value differs from the agreed one is excluded from the run, and its
 	// accepted results of the generation are evaluated again. Hosts vote,
 	// not workers: a host is the IP address a worker's connection comes

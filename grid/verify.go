@@ -53,9 +53,9 @@ import (
 // liar on as many hosts wins, and a lone host is never checked.
 //
 // What it cannot decide it says. A check with one vote and no second
-// host connected waits one first deadline for one (once per master: the
-// liar may reconnect first after a restart), then stands unverified
-// (counted, and said once). A check whose votes disagree and that has
+// host connected waits for one until no second host has been there for
+// a first deadline (the liar may reconnect first after a restart), then
+// stands unverified (counted, and said once while alone). A check whose votes disagree and that has
 // asked every host connected (a liar and one honest worker) waits
 // VerifyWait for a worker on another host, said once, and then fails
 // the generation with ErrUndecided: it never waits for ever.
@@ -63,7 +63,7 @@ import (
 // Failing workers. A worker whose evaluations fail MaxFailures times in
 // a row (an error, or a non-finite value from a problem that declares
 // none) is set aside while its connection lasts, its tasks going to the
-// others; the last worker open to tasks is never set aside (MaxRetries
+// others (workers.go); the last worker is never set aside (MaxRetries
 // then decides whether the task is at fault), and workers set aside are
 // taken back once no other has been open for FirstDeadline.
 //
