@@ -92,6 +92,17 @@ type MasterConfig struct {
 	// some worker) and be retried on another before Evaluate fails with
 	// every worker's error. Default 3; negative: no retry.
 	MaxRetries int
+	// MaxFailures is how many evaluations in a row may fail on one
+	// worker (an error, or a non-finite value from a problem that does
+	// not declare them) before it is set aside: it gets no more tasks
+	// while its connection lasts, and its tasks go to the others. It is
+	// set aside only if another worker can take them (one late for less
+	// than FirstDeadline counts), or in exchange for those set aside
+	// before: the last worker is never set aside, and MaxRetries then
+	// says whether the task itself fails everywhere. Workers set aside
+	// are given tasks again once no other has been open to tasks for
+	// FirstDeadline. Default 3; negative: never.
+	MaxFailures int
 	// MaxHandshakes bounds the handshakes in progress at once, and
 	// MaxHandshakesPerSource those from one address; three quarters of
 	// the slots are kept for addresses with none in progress (admit.go).
@@ -103,11 +114,19 @@ type MasterConfig struct {
 	// has sent its Challenge. Default DefaultHelloTimeout.
 	HelloTimeout time.Duration
 	// Verify, in [0, 1], is the fraction of tasks whose accepted result is
-	// checked by evaluating the task again on a second, different worker
-	// and comparing the two values bit for bit (verify.go). A worker whose
+	// checked by evaluating the task again on a worker on another host
+	// and comparing the two values bit for bit (verify.go). A host whose
 	// value differs from the agreed one is excluded from the run, and its
-	// accepted results of the generation are evaluated again. Default 0.
+	// accepted results of the generation are evaluated again. Hosts vote,
+	// not workers: a host is the IP address a worker's connection comes
+	// from (behind a relay, the relay's), and an excluded host's every
+	// connection is refused for the rest of the run. Default 0.
 	Verify float64
+	// VerifyWait is how long a check whose hosts disagree, and that has
+	// asked every host connected, waits for a worker on another host to
+	// break the tie before its generation fails with ErrUndecided.
+	// Default FirstDeadline: the wait for workers on their way.
+	VerifyWait time.Duration
 	// Progress is how often a long wait (for workers, or for a
 	// generation's results) is logged. Default 10 s.
 	Progress time.Duration
@@ -181,6 +200,15 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	case c.MaxRetries < 0:
 		c.MaxRetries = 0
 	}
+	switch {
+	case c.MaxFailures == 0:
+		c.MaxFailures = 3
+	case c.MaxFailures < 0:
+		c.MaxFailures = 0
+	}
+	if c.VerifyWait <= 0 {
+		c.VerifyWait = c.FirstDeadline
+	}
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = 64
 	}
@@ -226,11 +254,15 @@ type MasterStats struct {
 	Retried     int64 // failed evaluations given to another worker
 	Returned    int64 // held tasks a draining worker gave back
 	// Verification (MasterConfig.Verify, verify.go): results checked and
-	// confirmed by a second worker, checks given up (no second worker,
-	// or every worker asked failed), values evaluated again because
-	// their worker was excluded, votes that differed from the agreed
-	// value, and workers excluded for it.
+	// confirmed by a second host, checks given up (no second host, or
+	// every worker asked failed), values evaluated again because their
+	// host was excluded, votes that differed from the agreed value, and
+	// hosts excluded for it.
 	Verified, Unverified, Reevaluated, Mismatches, Excluded int64
+	// SetAside counts workers set aside because their evaluations kept
+	// failing (MasterConfig.MaxFailures), and TakenBack those given tasks
+	// again because no other worker was open.
+	SetAside, TakenBack int64
 	// Refused counts data connections refused, or whose handshake
 	// failed (admit.go; by kind: Master.Refused).
 	Refused int64
@@ -268,6 +300,7 @@ type Master struct {
 	cfg    MasterConfig
 	log    *slog.Logger
 	conns  *slog.Logger // handshakes and connections: rate-limited (ratelog.go)
+	vlog   *slog.Logger // a line per task (retries, checks given up): rate-limited
 	ln     net.Listener
 	start  time.Time
 	policy sched.Policy // loop-owned
@@ -334,6 +367,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "master"),
 		conns:  limitLog(cfg.Logger, 5, 20),
+		vlog:   limitLog(cfg.Logger.With("component", "master"), 1, 10),
 		ln:     ln,
 		start:  time.Now(),
 		policy: p,
@@ -485,8 +519,9 @@ func (m *Master) Report() sched.Report {
 
 // WorkerStat is the master's view of one connected worker, for metrics:
 // its name (as it introduced itself), slots, status (Clop's table: tasks
-// held and running, as its last results said) and the smoothed execution
-// time and round trip the master measured.
+// held and running, as its last results said), the smoothed execution
+// time and round trip the master measured, and whether it is late,
+// draining or set aside.
 type WorkerStat struct {
 	ID              sched.WorkerID
 	Name            string
@@ -495,6 +530,7 @@ type WorkerStat struct {
 	Outstanding     int // instances the master's books have on it
 	Exec, RoundTrip time.Duration
 	Late, Draining  bool
+	Aside           bool // set aside for failing (MaxFailures)
 }
 
 // WorkerStats returns the master's view of every connected worker, in no
@@ -510,7 +546,7 @@ func (m *Master) WorkerStats() []WorkerStat {
 			out = append(out, WorkerStat{
 				ID: w.id, Name: w.name, Slots: w.slots, Queued: int(w.queued), Running: int(w.running),
 				Outstanding: len(w.out), Exec: time.Duration(w.exec), RoundTrip: time.Duration(w.rtt),
-				Late: w.late, Draining: w.draining,
+				Late: w.late, Draining: w.draining, Aside: w.aside,
 			})
 		}
 	})
@@ -653,7 +689,7 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 				id = m.nextWorker.Add(1)
 				return id, m.cfg.Problem, nil
 			}
-			if why := m.excludedWhy(h.Name); why != "" {
+			if why := m.excludedWhy(hostOf(nc.RemoteAddr())); why != "" { // verify.go: by host, whatever the name
 				return 0, ProblemSpec{}, errors.New(why)
 			}
 			if h.Slots < 1 || h.Slots > MaxMetaSlots {
@@ -681,7 +717,7 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 		m.acceptRole(role, conn, hello) // split.go
 		return
 	}
-	w := &mworker{id: sched.WorkerID(id), name: hello.Name, slots: hello.Slots, conn: conn, lastHeard: m.now()}
+	w := &mworker{id: sched.WorkerID(id), name: hello.Name, host: hostOf(conn.RemoteAddr()), slots: hello.Slots, conn: conn, lastHeard: m.now()}
 	m.workers.add(w.id, hello.Name, conn.RemoteAddr())
 	select {
 	case m.in <- loopMsg{kind: msgJoined, w: w}:

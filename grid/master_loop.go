@@ -51,6 +51,7 @@ type evalReply struct {
 type mworker struct {
 	id    sched.WorkerID
 	name  string
+	host  string // what verification counts as one voter (hostOf)
 	slots int
 	conn  *Conn
 
@@ -58,6 +59,12 @@ type mworker struct {
 	closed   bool // the connection is closed
 	draining bool // WorkerDraining has been stepped
 	late     bool // Overdue has been stepped and the worker has not answered since
+	// lateSince is when it last became late.
+	lateSince time.Duration
+	// fails counts its evaluations that failed in a row; aside is set
+	// once they reached MaxFailures (workers.go).
+	fails int
+	aside bool
 
 	// Status from the worker's last Results (Clop's status table), and
 	// when its session last sent any (results or a status report).
@@ -266,12 +273,16 @@ type loopState struct {
 	overdue []int32     // scratch for checkDeadlines
 	split   splitState  // overload test, children, parent (submaster.go)
 	v       verifyState // tokens, checks, excluded workers (verify.go)
+	// noneOpen is since when no worker has been open to tasks while
+	// some were set aside for failing (-1: one is; workers.go).
+	noneOpen time.Duration
 }
 
 func (s *loopState) init() {
 	s.byID = make(map[sched.WorkerID]*mworker)
 	s.byName = make(map[string]*mworker)
 	s.lastID = -1
+	s.noneOpen = -1
 	s.v.init()
 }
 
@@ -368,6 +379,13 @@ func (m *Master) handle(lm loopMsg) {
 }
 
 func (m *Master) joined(w *mworker) {
+	if why := m.excludedWhy(w.host); why != "" {
+		// Its handshake passed as its host was being excluded.
+		w.left = true
+		m.v.exIDs[w.id] = true
+		w.conn.SendAndClose(&Reject{Reason: why})
+		return
+	}
 	if old := m.byName[w.name]; old != nil && !old.left {
 		// One node, one data connection: a worker that reconnects under
 		// the same name has lost the old one, whether or not we noticed.
@@ -478,6 +496,9 @@ func (m *Master) checkDeadlines() {
 			m.log.Warn("worker is late: its overdue tasks are cancelled and run again, on another worker if one is open, and it gets no new work until it answers",
 				"worker", w.name, "id", w.id, "gen", m.cur.gen, "tasks", len(m.overdue), "deadline", deadline.Round(time.Millisecond))
 		}
+		if !w.late {
+			w.lateSince = now
+		}
 		w.late = true
 		for _, t := range m.overdue {
 			m.counts.Overdue++
@@ -490,6 +511,7 @@ func (m *Master) checkDeadlines() {
 		m.step(sched.Event{Kind: sched.Tick}, 0)
 	}
 	m.checkChecks(now) // verify.go
+	m.takeBack(now)    // workers.go
 }
 
 // deadline is how long an instance may run on w before it is overdue.
@@ -646,6 +668,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		w.takeOut(r.ID, now)
 		w.late = false
 		m.counts.Failed++
+		m.failing(w, r.Err) // workers.go: set aside first if it keeps failing, so that the retry goes elsewhere
 		m.failed(w, b, r)
 	default:
 		// NaN and ±Inf are results like any other when the problem says
@@ -654,6 +677,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 			m.ledger.Ran(ran)
 		}
 		w.late = false
+		w.fails = 0
 		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
 		m.measure(&ev, w, r.ID, now, exec)
 		if !m.step(ev, r.F) {
@@ -744,7 +768,7 @@ func (m *Master) failed(w *mworker, b *batch, r *Result) {
 		return
 	}
 	m.counts.Retried++
-	m.log.Warn("evaluation failed; retrying the task on another worker",
+	m.vlog.Warn("evaluation failed; retrying the task on another worker",
 		"gen", b.gen, "task", r.ID, "worker", w.name, "failures", len(fs), "max_retries", m.cfg.MaxRetries, "err", errText)
 	m.step(ev, 0)
 }

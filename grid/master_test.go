@@ -61,6 +61,7 @@ type testWorker struct {
 	heartbeat  time.Duration                         // the connection's; default ConnConfig's
 	forge      func(ts *Tasks) []Result              // extra results sent on each Tasks frame
 	hold       chan struct{}                         // evaluations end only once it is closed (nil: no wait)
+	from       string                                // local IP it dials from, a host of its own (127.0.0.x); default the system's choice
 	rawConn    net.Conn                              // the socket under conn
 	conn       *Conn
 	welcome    *Welcome
@@ -105,7 +106,11 @@ func (w *testWorker) connect(ctx context.Context, addr string, key *Key) error {
 	if w.fitness == nil {
 		w.fitness = sphere
 	}
-	nc, err := net.Dial("tcp", addr)
+	var d net.Dialer
+	if w.from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(w.from)}
+	}
+	nc, err := d.DialContext(w.ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

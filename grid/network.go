@@ -22,10 +22,19 @@ type Network interface {
 // TCP is the Network of a real machine.
 var TCP Network = tcpNetwork{}
 
-type tcpNetwork struct{}
+// TCPFrom is TCP dialling from the local address ip: a multi-homed
+// machine's chosen address or, for tests on one machine, a loopback
+// address 127.0.0.x (Linux routes all of 127/8 to lo), so that workers
+// come from distinct hosts, as verification counts them (verify.go).
+func TCPFrom(ip string) Network { return tcpNetwork{from: net.ParseIP(ip)} }
 
-func (tcpNetwork) Dial(ctx context.Context, addr string) (net.Conn, error) {
+type tcpNetwork struct{ from net.IP }
+
+func (n tcpNetwork) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: DefaultHandshakeTimeout, KeepAlive: keepAlive}
+	if n.from != nil {
+		d.LocalAddr = &net.TCPAddr{IP: n.from}
+	}
 	return d.DialContext(ctx, "tcp", addr)
 }
 

@@ -66,6 +66,10 @@ const (
 type relayAddr struct {
 	relay  string
 	stream uint32
+	// host is the host the relay's own connection counts as (hostOf):
+	// its workers count as that one host for verification, since the
+	// master cannot see past the relay.
+	host string
 }
 
 // Network implements net.Addr.
@@ -289,7 +293,7 @@ func (x *relayMux) handle(msg Message) {
 		var s *relayStream
 		if !dup && !full && !x.closed {
 			send := func(m *RelayFrame) error { return x.conn.Send(m) }
-			s = newRelayStream(r.S, x.conn.LocalAddr(), relayAddr{relay: x.name, stream: r.S}, send, x.forget)
+			s = newRelayStream(r.S, x.conn.LocalAddr(), relayAddr{relay: x.name, stream: r.S, host: hostOf(x.conn.RemoteAddr())}, send, x.forget)
 			x.streams[r.S] = s
 		}
 		x.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -128,9 +129,12 @@ func TestMasterVerifyExcludesLiar(t *testing.T) {
 			m := startMaster(t, c.policy, func(cfg *MasterConfig) { cfg.Verify = c.verify })
 			liar := newTestWorker("liar", 2, 100*time.Microsecond)
 			liar.fitness = liarFitness(c.lie)
+			liar.from = "127.0.0.2"
 			ws := []*testWorker{liar}
-			for _, name := range []string{"h1", "h2", "h3"} {
-				ws = append(ws, newTestWorker(name, 1, 200*time.Microsecond))
+			for i, name := range []string{"h1", "h2", "h3"} {
+				h := newTestWorker(name, 1, 200*time.Microsecond)
+				h.from = fmt.Sprintf("127.0.0.%d", 3+i) // hosts vote: each honest worker on a host of its own
+				ws = append(ws, h)
 			}
 			startWorkers(t, m, ws...)
 			evalAndCheck(t, m, 6, 30) // every value is sphere's, bit for bit
@@ -143,10 +147,15 @@ func TestMasterVerifyExcludesLiar(t *testing.T) {
 			if err := liar.conn.Err(); !errors.As(err, &rej) || !strings.Contains(rej.Reason, "excluded") {
 				t.Errorf("the liar was told %v, want a reason saying it is excluded", err)
 			}
-			again := newTestWorker("liar", 1, 0)
-			err := again.start(t, m.Addr(), m.cfg.Key)
-			if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "excluded") {
-				t.Errorf("the liar came back: %v", err)
+			// Refused when it comes back, under its name or another: its
+			// host is excluded.
+			for _, name := range []string{"liar", "a new name"} {
+				again := newTestWorker(name, 1, 0)
+				again.from = liar.from
+				err := again.start(t, m.Addr(), m.cfg.Key)
+				if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "excluded") || !strings.Contains(rej.Reason, liar.from) {
+					t.Errorf("the liar came back as %q: %v", name, err)
+				}
 			}
 		})
 	}
@@ -184,12 +193,25 @@ func TestMasterVerifyAloneGoesOn(t *testing.T) {
 // Verification with honest workers changes nothing but the work done.
 func TestMasterVerifyHonestWorkers(t *testing.T) {
 	m := startMaster(t, "r3q", func(cfg *MasterConfig) { cfg.Verify = 1 })
-	startWorkers(t, m, newTestWorker("a", 2, 100*time.Microsecond), newTestWorker("b", 1, 200*time.Microsecond),
-		newTestWorker("c", 1, 0))
+	a, b, c := newTestWorker("a", 2, 100*time.Microsecond), newTestWorker("b", 1, 200*time.Microsecond), newTestWorker("c", 1, 0)
+	a.from, b.from, c.from = "127.0.0.2", "127.0.0.3", "127.0.0.4"
+	startWorkers(t, m, a, b, c)
 	evalAndCheck(t, m, 3, 20)
 	st := m.Stats()
 	if st.Verified != 60 || st.Excluded != 0 || st.Mismatches != 0 {
 		t.Errorf("verified %d of 60, excluded %d, mismatches %d", st.Verified, st.Excluded, st.Mismatches)
+	}
+}
+
+// Several workers on one host are one voter: none can check another, so
+// once checks have waited a first deadline for a second host, the values
+// stand unverified, as a lone worker's do.
+func TestMasterVerifyOneHostIsOneVote(t *testing.T) {
+	m := startMaster(t, "r3q", func(cfg *MasterConfig) { cfg.Verify = 1; cfg.FirstDeadline = 200 * time.Millisecond })
+	startWorkers(t, m, newTestWorker("a", 2, 0), newTestWorker("b", 1, 0), newTestWorker("c", 1, 0))
+	evalAndCheck(t, m, 2, 10)
+	if st := m.Stats(); st.Unverified != 20 || st.Verified != 0 {
+		t.Errorf("unverified %d of 20, verified %d", st.Unverified, st.Verified)
 	}
 }
 

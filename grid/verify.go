@@ -2,11 +2,14 @@ package grid
 
 import (
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,20 +33,39 @@ import (
 // volunteer grids (BOINC) compare replicas within a tolerance. When the
 // policy accepts a result, the master draws (unpredictably, from the same
 // generator) whether to check it: with probability P the task is sent
-// again, to a second, different worker, outside the policy's books (its
+// again, to a worker on another host, outside the policy's books (its
 // instances carry the task id plus checkBase, and the worker treats them
 // as any task). Both values equal: verified. They differ: the task goes
-// to a third worker, and so on until one value has two votes; every
-// worker whose value differs from it is reported and excluded from the
-// run (its connection is closed with a Reject saying why, and it is
-// refused if it reconnects under the same name), and the tasks whose
-// accepted value came from it in this generation are evaluated again on
-// other workers. The generation is answered only once every check is
-// decided, so the values the ES sees are the agreed ones: with -verify
-// the trajectory equals the in-process one, liar or not (as long as
-// honest workers agree, and the liar is caught in the generation in
-// which it lies: P = 1 catches every lie; a smaller P catches a worker
-// that lies on a fraction q of its tasks after about 1/(Pq) of them).
+// to a third host, and so on until one value has two votes; every host
+// whose value differs from it is reported and excluded from the run, and
+// the tasks whose accepted value came from it in this generation are
+// evaluated again on other hosts. The generation is answered only once
+// every check is decided, so the values the ES sees are the agreed ones.
+//
+// Hosts, not workers, vote. A host is the IP address of the connection
+// the master accepted (hostOf): one machine with several connections, or
+// several names, is one voter, and an exclusion refuses every connection
+// from that address for the rest of the run, whatever name it gives.
+// Behind a relay the master sees only the relay: its workers are one
+// host (the relay's address), since whatever the relay said about them
+// would be a key holder's word. So -verify holds against a liar that
+// controls fewer hosts than the honest workers agreeing against it; a
+// liar on as many hosts wins, and a lone host is never checked.
+//
+// What it cannot decide it says. A check with one vote and no second
+// host connected waits for one until no second host has been there for
+// a first deadline (the liar may reconnect first after a restart), then
+// stands unverified (counted, and said once while alone). A check whose votes disagree and that has
+// asked every host connected (a liar and one honest worker) waits
+// VerifyWait for a worker on another host, said once, and then fails
+// the generation with ErrUndecided: it never waits for ever.
+//
+// Failing workers. A worker whose evaluations fail MaxFailures times in
+// a row (an error, or a non-finite value from a problem that declares
+// none) is set aside while its connection lasts, its tasks going to the
+// others (workers.go); the last worker is never set aside (MaxRetries
+// then decides whether the task is at fault), and workers set aside are
+// taken back once no other has been open for FirstDeadline.
 //
 // Non-finite values. A NaN or ±Inf from a worker is the problem's answer
 // only if the problem says it may return one (ProblemSpec.NonFinite);
@@ -55,16 +77,21 @@ import (
 // same task and the master tells their results apart.
 const checkBase = 1 << 30
 
+// ErrUndecided fails a generation whose check could not be decided:
+// hosts disagree on a value and no further host joined to break the tie
+// within MasterConfig.VerifyWait.
+var ErrUndecided = errors.New("verification cannot decide a value")
+
 // verifyState is the loop's verification state.
 type verifyState struct {
 	rng *rand.ChaCha8 // tokens and draws; loop goroutine only
 
-	from   []sched.WorkerID // per task of the batch: whose value was accepted (0: none yet)
+	from   []string         // per task of the batch: the host whose value was accepted ("": none yet)
 	checks map[int32]*check // open checks of the batch, by task
 	load   map[sched.WorkerID]int
 
 	exMu     sync.Mutex        // guards excluded: the handshakes read it
-	excluded map[string]string // worker name → why, for the whole run
+	excluded map[string]string // host → why, for the whole run
 	exIDs    map[sched.WorkerID]bool
 	// slow marks workers with a check instance overdue: they are asked
 	// no further check until they answer about a slot (a silent worker
@@ -76,29 +103,35 @@ type verifyState struct {
 	// evaluated again after its worker was excluded) or its instance
 	// struck from it.
 	given map[uint64]checkGiven
-	// alone is when checks last found no second worker to ask, since
+	// alone is when checks last found no second host to ask, since
 	// they found one (-1: they do). Checks wait for one up to
 	// FirstDeadline from then, once: workers may be on their way (a
 	// master that restarted; the liar may reconnect first), and past
 	// that the master knows it is alone and does not wait again.
 	alone time.Duration
+	// Said once: values stand unverified for want of a second host (per
+	// time alone), and a check waits for a third host (per batch).
+	saidAlone, saidTie bool
 }
 
 // check is one task's open question: which value is right.
 type check struct {
 	task   int32
-	need   int // agreeing votes that decide
+	need   int // agreeing votes, of distinct hosts, that decide
 	votes  []vote
-	asked  map[string]bool // never ask a worker twice, by name: one that reconnects is the same worker
+	asked  map[string]bool // hosts asked and not yet answered or voted: one host, one voice
 	out    []checkOut
 	fails  []string // evaluation errors from the workers asked
-	reeval bool     // the accepted value came from an excluded worker: b.f[task] waits for this check
+	reeval bool     // the accepted value came from an excluded host: b.f[task] waits for this check
 	warned bool     // logged that it waits for a worker
+	// tied is since when the votes disagree and no host is left to ask
+	// (-1: not so).
+	tied time.Duration
 }
 
 type vote struct {
 	w    sched.WorkerID
-	name string
+	host string
 	bits uint64
 }
 
@@ -114,6 +147,16 @@ type checkOut struct {
 	token   uint64
 	at      time.Duration
 	overdue bool
+}
+
+// hostOf is the host a worker's connection counts as for verification:
+// the IP address the master accepted it from, or, behind a relay, the
+// relay's (relayAddr.host): the master cannot see past a relay.
+func hostOf(a net.Addr) string {
+	if ra, ok := a.(relayAddr); ok {
+		return ra.host
+	}
+	return sourceIP(a)
 }
 
 func (v *verifyState) init() {
@@ -215,6 +258,7 @@ func (m *Master) verifyStart(n int) {
 	clear(v.checks)
 	clear(v.load)
 	clear(v.given)
+	v.saidTie = false
 }
 
 // verifyAccepted records that the policy accepted w's value f for task t
@@ -224,27 +268,37 @@ func (m *Master) verifyAccepted(w *mworker, b *batch, t int32, f float64) {
 	if t < 0 || int(t) >= len(v.from) {
 		return
 	}
-	v.from[t] = w.id
+	v.from[t] = w.host
 	if m.cfg.Verify <= 0 || (m.cfg.Verify < 1 && v.rng.Uint64()>>11 >= uint64(m.cfg.Verify*(1<<53))) {
 		return
 	}
-	c := &check{task: t, need: 2, asked: map[string]bool{w.name: true},
-		votes: []vote{{w: w.id, name: w.name, bits: math.Float64bits(f)}}}
+	c := &check{task: t, need: 2, asked: map[string]bool{}, tied: -1,
+		votes: []vote{{w: w.id, host: w.host, bits: math.Float64bits(f)}}}
 	v.checks[t] = c
 	m.dispatch(b, c)
 }
 
 // eligible reports whether w may be asked to evaluate a check: not a
-// late worker, which gets nothing new until it answers.
+// late worker, which gets nothing new until it answers, nor one set
+// aside for failing.
 func (m *Master) eligible(w *mworker) bool {
-	return !w.left && !w.closed && !w.draining && !w.late && !m.v.slow[w.id] && !m.v.exIDs[w.id]
+	return !w.left && !w.closed && !w.draining && !w.late && !w.aside && !m.v.slow[w.id] && !m.v.exIDs[w.id]
+}
+
+// voted reports whether host has a vote in c.
+func (c *check) voted(host string) bool {
+	return slices.ContainsFunc(c.votes, func(x vote) bool { return x.host == host })
 }
 
 // dispatch sends one instance of check c to the least loaded eligible
-// worker not asked yet. With none, a check that only verifies a value is
-// given up (counted Unverified) when no second worker has been there for
-// FirstDeadline, or when every other worker was asked and none can still
-// answer in time; any other waits for a worker to join.
+// worker on a host that has neither voted nor been asked. With none:
+//   - a value only one host gave stands unverified once no second host
+//     has been there for FirstDeadline, or once every other host was
+//     asked and none can still answer in time (a silent one never does);
+//   - votes that disagree, with every host connected asked, wait
+//     VerifyWait for a worker on another host, then fail the generation
+//     (ErrUndecided);
+//   - any other check waits for a worker to join.
 func (m *Master) dispatch(b *batch, c *check) {
 	var best *mworker
 	bestLoad := 0
@@ -253,11 +307,11 @@ func (m *Master) dispatch(b *batch, c *check) {
 		if !m.eligible(w) {
 			continue
 		}
-		if len(c.votes) > 0 && w.name != c.votes[0].name {
+		if len(c.votes) == 0 || w.host != c.votes[0].host {
 			others++
 		}
-		if c.asked[w.name] || slices.ContainsFunc(c.out, func(o checkOut) bool { return o.w == w }) {
-			continue // never two instances of a check on one worker: it would take the second for the first
+		if c.asked[w.host] || c.voted(w.host) {
+			continue // one host, one voice; and never two instances of a check on one host (it would take the second for the first)
 		}
 		load := (len(w.out) + m.v.load[w.id]) * 1024 / max(w.slots, 1)
 		if best == nil || load < bestLoad || (load == bestLoad && w.id < best.id) {
@@ -266,43 +320,90 @@ func (m *Master) dispatch(b *batch, c *check) {
 	}
 	now := m.now()
 	if others > 0 {
-		m.v.alone = -1
+		m.v.alone, m.v.saidAlone = -1, false
 	} else if m.v.alone < 0 {
 		m.v.alone = now
 	}
-	if best == nil {
-		// No second worker, past the wait for one; or every other
-		// worker was asked and none that was asked can still answer in
-		// time (a silent one never does): waiting for a worker to join
-		// could last for ever, so the value stands unverified.
-		pending := slices.ContainsFunc(c.out, func(o checkOut) bool { return !o.overdue })
-		lonely := others == 0 && now-m.v.alone >= m.cfg.FirstDeadline
-		if !c.reeval && len(c.votes) == 1 && (lonely || others > 0 && !pending) {
-			delete(m.v.checks, c.task)
-			m.counts.Unverified++
-			if others == 0 {
-				m.log.Debug("result not verified: no second worker", "gen", b.gen, "task", c.task)
-			} else {
-				m.log.Warn("result not verified: no other worker answered its check in time", "gen", b.gen, "task", c.task, "asked", len(c.asked))
-			}
-			return
-		}
-		if !c.warned {
-			c.warned = true
-			m.log.Warn("verification waits for another worker to join: every eligible worker has answered this task",
-				"gen", b.gen, "task", c.task, "votes", len(c.votes))
-		}
+	if best != nil {
+		c.tied = -1
+		m.send(b, c, best, now)
 		return
 	}
+	pending := slices.ContainsFunc(c.out, func(o checkOut) bool { return !o.overdue })
+	switch {
+	case len(c.votes) == 1 && !pending && (others > 0 || now-m.v.alone >= m.cfg.FirstDeadline):
+		m.unverified(b, c, others)
+	case len(c.votes) >= 2 && !pending:
+		m.tie(b, c, now)
+	case !c.warned && !pending:
+		c.warned = true
+		m.log.Debug("verification waits for a worker on another host to join", "gen", b.gen, "task", c.task, "votes", len(c.votes))
+	}
+}
+
+// send gives w an instance of check c.
+func (m *Master) send(b *batch, c *check, w *mworker, now time.Duration) {
 	tok := m.newToken()
-	m.log.Debug("check sent", "gen", b.gen, "task", c.task, "worker", best.name, "votes", len(c.votes), "reeval", c.reeval)
-	c.asked[best.name] = true
-	m.v.given[tok] = checkGiven{task: c.task, w: best}
-	c.out = append(c.out, checkOut{w: best, token: tok, at: now})
-	m.v.load[best.id]++
-	best.checkTasks = append(best.checkTasks, Task{ID: checkBase + c.task, X: b.xs[c.task], Token: tok})
+	m.log.Debug("check sent", "gen", b.gen, "task", c.task, "worker", w.name, "host", w.host, "votes", len(c.votes), "reeval", c.reeval)
+	c.asked[w.host] = true
+	m.v.given[tok] = checkGiven{task: c.task, w: w}
+	c.out = append(c.out, checkOut{w: w, token: tok, at: now})
+	m.v.load[w.id]++
+	w.checkTasks = append(w.checkTasks, Task{ID: checkBase + c.task, X: b.xs[c.task], Token: tok})
 	m.counts.TasksSent++
-	m.markDirty(best)
+	m.markDirty(w)
+}
+
+// unverified closes check c, whose one vote stands unchecked: no second
+// host is connected, or none could answer in time.
+func (m *Master) unverified(b *batch, c *check, others int) {
+	delete(m.v.checks, c.task)
+	m.counts.Unverified++
+	x := c.votes[0]
+	if c.reeval {
+		// Evaluated again after its first value's host was excluded:
+		// the one value there is is the task's.
+		b.f[c.task] = math.Float64frombits(x.bits)
+		m.v.from[c.task] = x.host
+	}
+	if others > 0 {
+		m.vlog.Warn("result not verified: no other host answered its check in time", "gen", b.gen, "task", c.task, "host", x.host)
+		return
+	}
+	if !m.v.saidAlone {
+		m.v.saidAlone = true
+		m.log.Warn("-verify: results stand unverified while no worker on a second host is connected: hosts vote, and one host (its every connection, every worker behind one relay) is one vote",
+			"gen", b.gen, "host", x.host, "waited", m.cfg.FirstDeadline)
+	}
+}
+
+// tie handles check c, whose votes disagree with no host left to ask: it
+// waits VerifyWait for a worker on another host, said once per batch,
+// then fails the generation.
+func (m *Master) tie(b *batch, c *check, now time.Duration) {
+	if c.tied < 0 {
+		c.tied = now
+	}
+	if now-c.tied >= m.cfg.VerifyWait {
+		delete(m.v.checks, c.task)
+		b.fail(fmt.Errorf("grid: generation %d, task %d: %w: %s, and no worker on another host joined within %v to break the tie. -verify decides by a majority of distinct hosts (IP addresses; the workers behind one relay are one host): start a worker on another machine, or run without -verify",
+			b.gen, c.task, ErrUndecided, c.disagreement(), m.cfg.VerifyWait))
+		return
+	}
+	if !m.v.saidTie {
+		m.v.saidTie = true
+		m.log.Warn("verification cannot decide a value: the hosts connected disagree and have all answered; it waits for a worker on another host to join, then fails the generation (start a worker on another machine)",
+			"gen", b.gen, "task", c.task, "votes", c.disagreement(), "wait", m.cfg.VerifyWait)
+	}
+}
+
+// disagreement lists c's votes, host by host.
+func (c *check) disagreement() string {
+	var s []string
+	for _, x := range c.votes {
+		s = append(s, fmt.Sprintf("host %s says %v", x.host, math.Float64frombits(x.bits)))
+	}
+	return strings.Join(s, ", ")
 }
 
 // checkResult handles a result of a check's instance (its id is
@@ -329,7 +430,7 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	}
 	if r.Cancelled {
 		m.log.Debug("check instance stopped", "gen", b.gen, "task", t, "worker", w.name, "ack", r.Ack)
-		delete(c.asked, w.name) // stopped on the worker: it may be asked again
+		delete(c.asked, w.host) // stopped on the worker: it may be asked again
 		m.dispatch(b, c)
 		return false
 	}
@@ -339,35 +440,42 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	}
 	if r.Err != "" {
 		m.counts.Failed++
-		delete(c.asked, w.name) // it may be asked again, MaxRetries failures in all
+		delete(c.asked, w.host) // it may be asked again, MaxRetries failures in all
 		c.fails = append(c.fails, w.name+": "+truncate(r.Err, maxErrText))
+		m.failing(w, r.Err) // workers.go: set aside if it keeps failing
 		if len(c.fails) > m.cfg.MaxRetries {
-			if c.reeval {
-				b.fail(fmt.Errorf("grid: generation %d, task %d (evaluated again after its worker was excluded) failed %d times: %v",
-					b.gen, t, len(c.fails), c.fails))
-				delete(m.v.checks, t)
-				return true
-			}
-			m.log.Warn("verification given up: the task failed on every worker asked to check it",
-				"gen", b.gen, "task", t, "failures", len(c.fails))
-			m.counts.Unverified++
 			delete(m.v.checks, t)
+			switch {
+			case c.reeval || len(c.votes) > 1:
+				what := "evaluated again after its host was excluded"
+				if !c.reeval {
+					what = "its hosts disagree: " + c.disagreement()
+				}
+				b.fail(fmt.Errorf("grid: generation %d, task %d (%s) failed %d times: %v",
+					b.gen, t, what, len(c.fails), c.fails))
+			default:
+				m.vlog.Warn("verification given up: the task failed on every worker asked to check it",
+					"gen", b.gen, "task", t, "failures", len(c.fails))
+				m.counts.Unverified++
+			}
 			return true
 		}
 		m.dispatch(b, c)
 		return true
 	}
-	if slices.ContainsFunc(c.votes, func(x vote) bool { return x.name == w.name }) {
-		return true // a worker votes once, under whatever connection
+	w.fails = 0
+	if c.voted(w.host) {
+		return true // a host votes once, under whatever connection
 	}
-	c.votes = append(c.votes, vote{w: w.id, name: w.name, bits: math.Float64bits(r.F)})
+	c.votes = append(c.votes, vote{w: w.id, host: w.host, bits: math.Float64bits(r.F)})
+	delete(c.asked, w.host)
 	m.decide(b, c)
 	return true
 }
 
 // decide closes check c if one value has the votes it needs: the value
-// becomes the task's, and every worker that voted otherwise is excluded.
-// Otherwise it asks one more worker, unless one is already asked.
+// becomes the task's, and every host that voted otherwise is excluded.
+// Otherwise it asks one more host, unless one is already asked.
 func (m *Master) decide(b *batch, c *check) {
 	var agreed uint64
 	found := false
@@ -384,7 +492,7 @@ func (m *Master) decide(b *batch, c *check) {
 		}
 	}
 	if !found {
-		if len(c.out) == 0 {
+		if !slices.ContainsFunc(c.out, func(o checkOut) bool { return !o.overdue }) {
 			m.dispatch(b, c)
 		}
 		return
@@ -393,7 +501,7 @@ func (m *Master) decide(b *batch, c *check) {
 	b.f[c.task] = math.Float64frombits(agreed)
 	for _, x := range c.votes {
 		if x.bits == agreed {
-			m.v.from[c.task] = x.w // the value is now theirs, not the liar's
+			m.v.from[c.task] = x.host // the value is now theirs, not the liar's
 			break
 		}
 	}
@@ -405,42 +513,54 @@ func (m *Master) decide(b *batch, c *check) {
 	for _, x := range c.votes {
 		if x.bits != agreed {
 			m.counts.Mismatches++
-			m.exclude(b, x.w, x.name, fmt.Sprintf("its fitness value %v for task %d of generation %d differs from the value %v that other workers agree on",
+			m.exclude(b, x.host, fmt.Sprintf("its fitness value %v for task %d of generation %d differs from the value %v that workers on other hosts agree on",
 				math.Float64frombits(x.bits), c.task, b.gen, math.Float64frombits(agreed)))
 		}
 	}
 }
 
-// exclude takes worker id out of the run: it is reported, its connection
-// closed with the reason, its votes struck from the open checks, and the
-// values accepted from it in this batch evaluated again elsewhere.
-func (m *Master) exclude(b *batch, id sched.WorkerID, name, why string) {
+// exclude takes host out of the run: it is reported, the connections
+// from it closed with the reason and every later one refused, its votes
+// struck from the open checks, and the values accepted from it in this
+// batch evaluated again elsewhere.
+func (m *Master) exclude(b *batch, host, why string) {
 	v := &m.v
-	if v.exIDs[id] {
+	v.exMu.Lock()
+	_, again := v.excluded[host]
+	if !again {
+		v.excluded[host] = why
+	}
+	v.exMu.Unlock()
+	if again {
 		return
 	}
-	v.exIDs[id] = true
 	m.counts.Excluded++
-	v.exMu.Lock()
-	v.excluded[name] = why
-	v.exMu.Unlock()
-	m.log.Error("worker excluded from the run: "+why+"; its results of this generation are evaluated again elsewhere",
-		"worker", name, "id", id)
-	if w := m.byID[id]; w != nil {
-		m.workerLeft(w)
-		w.conn.SendAndClose(&Reject{Reason: "excluded from this run: " + why})
+	var names []string
+	for _, w := range m.order {
+		if w.host == host && !v.exIDs[w.id] {
+			names = append(names, w.name)
+		}
+	}
+	m.log.Error("host excluded from the run: "+why+"; every connection from it is refused until the run ends, and its results of this generation are evaluated again elsewhere",
+		"host", host, "workers", names)
+	for _, w := range slices.Clone(m.order) {
+		if w.host == host && !v.exIDs[w.id] {
+			v.exIDs[w.id] = true
+			m.workerLeft(w)
+			w.conn.SendAndClose(&Reject{Reason: excludedReason(host, why)})
+		}
 	}
 	// Its votes no longer count, nor its instances.
 	for _, c := range v.checks {
-		c.votes = slices.DeleteFunc(c.votes, func(x vote) bool { return x.name == name })
-		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w.id == id })
+		c.votes = slices.DeleteFunc(c.votes, func(x vote) bool { return x.host == host })
+		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w.host == host })
 	}
 	// What it answered in this batch is evaluated again.
 	for t, from := range v.from {
-		if from != id {
+		if from != host {
 			continue
 		}
-		v.from[t] = 0
+		v.from[t] = ""
 		if c := v.checks[int32(t)]; c != nil {
 			c.reeval = true
 			continue
@@ -449,14 +569,18 @@ func (m *Master) exclude(b *batch, id sched.WorkerID, name, why string) {
 		if m.cfg.Verify > 0 && (m.cfg.Verify >= 1 || v.rng.Uint64()>>11 < uint64(m.cfg.Verify*(1<<53))) {
 			need = 2
 		}
-		c := &check{task: int32(t), need: need, asked: map[string]bool{name: true}, reeval: true}
-		v.checks[int32(t)] = c
+		v.checks[int32(t)] = &check{task: int32(t), need: need, asked: map[string]bool{}, reeval: true, tied: -1}
 	}
 	for _, t := range v.open() {
 		if c := v.checks[t]; c != nil && len(c.out) == 0 {
 			m.decide(b, c)
 		}
 	}
+}
+
+// excludedReason is what an excluded host's workers are told.
+func excludedReason(host, why string) string {
+	return "excluded from this run: " + why + "; every connection from host " + host + " is refused until the run ends"
 }
 
 // open lists the tasks of the open checks in task order: the loop visits
@@ -466,13 +590,13 @@ func (v *verifyState) open() []int32 {
 	return slices.Sorted(maps.Keys(v.checks))
 }
 
-// excludedWhy is why the worker named name was excluded from the run, or
-// "" if it was not. Called by the handshakes.
-func (m *Master) excludedWhy(name string) string {
+// excludedWhy is why host was excluded from the run, or "" if it was
+// not. Called by the handshakes and the loop.
+func (m *Master) excludedWhy(host string) string {
 	m.v.exMu.Lock()
 	defer m.v.exMu.Unlock()
-	if why, ok := m.v.excluded[name]; ok {
-		return "excluded from this run: " + why
+	if why, ok := m.v.excluded[host]; ok {
+		return excludedReason(host, why)
 	}
 	return ""
 }
@@ -494,7 +618,7 @@ func (m *Master) checksLost(w *mworker) {
 		c.out = slices.DeleteFunc(c.out, func(o checkOut) bool { return o.w == w })
 		if len(c.out) < n {
 			m.v.load[w.id] -= n - len(c.out)
-			delete(c.asked, w.name) // unanswered: asked again if it comes back
+			delete(c.asked, w.host) // unanswered: asked again if it comes back
 			m.dispatch(b, c)
 		}
 	}
@@ -512,8 +636,8 @@ func (m *Master) checkChecks(now time.Duration) {
 	}
 	for _, t := range m.v.open() {
 		c := m.v.checks[t]
-		if c == nil {
-			continue // decided by a dispatch earlier in this pass
+		if c == nil || b.replied {
+			continue // decided by a dispatch earlier in this pass, or the batch failed
 		}
 		late, waiting := false, true
 		for i := range c.out {

@@ -1,8 +1,11 @@
 package grid
 
 import (
+	"fmt"
 	"net"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/esgrid/esgrid/sched"
 )
@@ -71,4 +74,90 @@ func (m *Master) WorkerInfo(id sched.WorkerID) (WorkerInfo, bool) {
 	defer m.workers.mu.Unlock()
 	wi, ok := m.workers.byID[id]
 	return wi, ok
+}
+
+// Failing workers (MasterConfig.MaxFailures). A worker whose every
+// answer is an error (a NaN from a broken build, a plugin that crashes)
+// would otherwise take a task, fail it, and take the next, for ever:
+// each task costs a retry, and the log a line.
+
+// failing counts one failed evaluation of w (a task's or a check's), and
+// sets w aside once MaxFailures failed in a row, if another worker can
+// take its tasks; if none but workers set aside can, they are given
+// tasks again in its place (each may fail only at times); with none at
+// all it stays: a problem that fails everywhere is MaxRetries' to report.
+func (m *Master) failing(w *mworker, why string) {
+	w.fails++
+	if w.aside || w.left || m.cfg.MaxFailures <= 0 || w.fails < m.cfg.MaxFailures {
+		return
+	}
+	now := m.now()
+	other := slices.ContainsFunc(m.order, func(o *mworker) bool { return o != w && m.present(o, now) })
+	aside := slices.ContainsFunc(m.order, func(o *mworker) bool { return o.aside && !o.left && !o.closed })
+	if !other && !aside {
+		return
+	}
+	w.aside = true
+	m.counts.SetAside++
+	m.log.Warn(fmt.Sprintf("worker set aside: its last %d evaluations failed; it gets no more tasks while this connection lasts, and its tasks go to other workers", w.fails),
+		"worker", w.name, "id", w.id, "host", w.host, "last_error", truncate(why, maxErrText))
+	m.setSlots(w, 0)
+	if !other {
+		m.giveBack(w, "the only other worker open to tasks was set aside for failing")
+	}
+}
+
+// usable reports whether w may be given tasks, lateness aside.
+func (m *Master) usable(w *mworker) bool {
+	if w.left || w.closed || w.draining || w.aside || m.v.exIDs[w.id] {
+		return false
+	}
+	slots, ok := m.cfg.Plan.SlotsFor(w.name)
+	return !ok || slots > 0
+}
+
+// open reports whether w may be given tasks now.
+func (m *Master) open(w *mworker) bool { return m.usable(w) && !w.late }
+
+// present reports whether w may be given tasks now or soon: open, or
+// late for less than FirstDeadline (one late for longer may be silent).
+func (m *Master) present(w *mworker, now time.Duration) bool {
+	return m.usable(w) && (!w.late || now-w.lateSince < m.cfg.FirstDeadline)
+}
+
+// takeBack gives tasks again to the workers set aside once no other
+// worker has been open to tasks for FirstDeadline while a batch waits:
+// those left may all be silent, or gone; a worker that fails only at
+// times then computes again, and one that fails everything ends the
+// batch by MaxRetries rather than leave it waiting.
+func (m *Master) takeBack(now time.Duration) {
+	b := m.cur
+	if b == nil || b.replied || m.counts.SetAside == m.counts.TakenBack || slices.ContainsFunc(m.order, m.open) {
+		m.noneOpen = -1
+		return
+	}
+	if m.noneOpen < 0 {
+		m.noneOpen = now
+	}
+	if now-m.noneOpen >= m.cfg.FirstDeadline {
+		m.noneOpen = -1
+		m.giveBack(nil, "no other worker has been open to tasks for the first deadline")
+	}
+}
+
+// giveBack gives tasks again to every worker set aside but except.
+func (m *Master) giveBack(except *mworker, why string) {
+	for _, w := range m.order {
+		if !w.aside || w == except || w.left || w.closed {
+			continue
+		}
+		w.aside, w.fails = false, 0
+		m.counts.TakenBack++
+		slots := w.slots
+		if s, ok := m.cfg.Plan.SlotsFor(w.name); ok {
+			slots = s
+		}
+		m.log.Warn("worker set aside for failing is given tasks again: "+why, "worker", w.name, "id", w.id)
+		m.setSlots(w, slots)
+	}
 }

@@ -55,8 +55,8 @@ type MasterState struct {
 	// Data connections refused, or whose handshake failed, by kind
 	// (grid's Refused* kinds: busy, per_source, timeout, wrong_key, ...).
 	Refused map[string]int64
-	// -verify: results confirmed by a second worker, values that differed
-	// from the agreed one, workers excluded for it.
+	// -verify: results confirmed by a second host, values that differed
+	// from the agreed one, hosts excluded for it.
 	Verified, Mismatches, Excluded int64
 	// papers.md §2, masters that split: the overload test's mean over its
 	// window and its decision now; the masters working on this master's
@@ -162,8 +162,8 @@ func NewMaster(state func() MasterState) *Master {
 	d.workers = prometheus.NewDesc("esgrid_workers", "Workers connected to the master now.", nil, nil)
 	d.joined = prometheus.NewDesc("esgrid_workers_joined_total", "Workers that have joined the master.", nil, nil)
 	d.refused = prometheus.NewDesc("esgrid_refused_connections_total", "Data connections the master refused, or whose handshake failed, by kind (busy, per_source, timeout, closed, bad_frame, wrong_key, version, excluded, other); counted, and logged as one summary line per interval.", []string{"kind"}, nil)
-	d.verified = prometheus.NewDesc("esgrid_verified_results_total", "With -verify: results checked on a second worker, by outcome (agreed: confirmed; mismatch: a worker's value differed from the agreed one).", []string{"outcome"}, nil)
-	d.excluded = prometheus.NewDesc("esgrid_excluded_workers_total", "With -verify: workers excluded from the run because a value of theirs differed from the one other workers agreed on.", nil, nil)
+	d.verified = prometheus.NewDesc("esgrid_verified_results_total", "With -verify: results checked on a second host, by outcome (agreed: confirmed; mismatch: a host's value differed from the agreed one).", []string{"outcome"}, nil)
+	d.excluded = prometheus.NewDesc("esgrid_excluded_workers_total", "With -verify: hosts (IP addresses, every worker on them) excluded from the run because a value of theirs differed from the one other hosts agreed on.", nil, nil)
 	d.unsolicited = prometheus.NewDesc("esgrid_unsolicited_results_total", "Results for tasks never sent to the worker that returned them, discarded.", nil, nil)
 	d.failed = prometheus.NewDesc("esgrid_failed_evaluations_total", "Evaluations that returned an error on a worker.", nil, nil)
 	d.overdue = prometheus.NewDesc("esgrid_overdue_tasks_total", "Task instances that ran past their deadline and were given to another worker.", nil, nil)

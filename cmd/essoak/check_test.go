@@ -243,3 +243,16 @@ func TestWatchCancelsAStall(t *testing.T) {
 }
 
 func nextUp(f float64) float64 { return math.Nextafter(f, math.Inf(1)) }
+
+// The master rate-limits its "evaluation failed" lines; the soak counts
+// the ones a passing line says were suppressed, or its bound would not
+// count their cost.
+func TestSawMasterLogCountsSuppressedFailures(t *testing.T) {
+	r := &runState{faults: map[string]int{}}
+	r.sawMasterLog(`time=x level=WARN msg="evaluation failed; retrying the task on another worker" component=master err="emulated failure"`)
+	r.sawMasterLog(`time=x level=WARN msg="evaluation failed; retrying the task on another worker" component=master err="emulated failure" suppressed_since_last=41`)
+	r.sawMasterLog(`time=x level=WARN msg="connection closed" suppressed_since_last=7`)
+	if r.ob.Failures != 43 || r.faults[failEvery] != 43 {
+		t.Errorf("counted %d failures, %d emulated; want 43 and 43", r.ob.Failures, r.faults[failEvery])
+	}
+}

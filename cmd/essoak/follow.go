@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -13,9 +14,12 @@ func (r *runState) sawMasterLog(l string) {
 	defer r.mu.Unlock()
 	switch {
 	case strings.Contains(l, `msg="evaluation failed`):
-		r.ob.Failures++
+		// The master rate-limits these lines: one that passes says how
+		// many it suppressed before it.
+		n := 1 + suppressed(l)
+		r.ob.Failures += n
 		if strings.Contains(l, "emulated failure") {
-			r.faults[failEvery]++
+			r.faults[failEvery] += n
 		}
 	case strings.Contains(l, `msg="worker is late`):
 		r.ob.Lates++
@@ -83,4 +87,19 @@ func (r *runState) countEvents() {
 			r.count(pluginHang)
 		}
 	}
+}
+
+// suppressed is the count a rate-limited log line gives of the lines
+// suppressed before it (suppressed_since_last=N), or 0.
+func suppressed(l string) int {
+	_, v, ok := strings.Cut(l, " suppressed_since_last=")
+	if !ok {
+		return 0
+	}
+	v, _, _ = strings.Cut(v, " ")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package simgrid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -81,6 +83,12 @@ func Bound(sc Scenario) time.Duration {
 			b += time.Duration(chain) * mt.TaskTimeout / 2
 		case w.FailEvery > 0:
 			b += time.Duration(tasks*2/w.FailEvery+1) * task
+		case w.NaN:
+			// Its failures until it is set aside (what it runs then
+			// too), in each of its sessions; and the first deadline
+			// a worker set aside may wait to be given tasks again.
+			b += time.Duration(2*(mt.MaxFailures+w.Slots)) * task
+			b += mt.FirstDeadline
 		case w.Silent:
 			b += lost
 		}
@@ -107,6 +115,11 @@ func Bound(sc Scenario) time.Duration {
 		if sc.Restart != nil {
 			b += mt.FirstDeadline
 		}
+		if sc.liar() {
+			// A tie waits VerifyWait for a third host, then fails
+			// the run.
+			b += mt.VerifyWait
+		}
 	}
 	if r := sc.Restart; r != nil {
 		// Down, the workers' backoff to find the new master, and the
@@ -121,11 +134,23 @@ func Bound(sc Scenario) time.Duration {
 func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, trace string) []string {
 	var bad []string
 	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
-	if out.Err != nil {
+	// A liar that honest hosts cannot outvote may end the run with a tie
+	// no third host broke: said, never a stall, and never its lie.
+	undecided := errors.Is(out.Err, grid.ErrUndecided) && sc.liar() && !sc.decisive()
+	if out.Err != nil && !undecided {
 		fail("the run failed: %v", out.Err)
 	}
 	if bound := Bound(sc); out.Elapsed > bound {
 		fail("liveness: the run took %v of virtual time, over its bound of %v", out.Elapsed, bound)
+	}
+	if undecided {
+		// The generations it completed are the in-process ones.
+		for i := range min(len(out.Trajectory), len(ref)) {
+			if !sameStats(out.Trajectory[i], ref[i]) {
+				fail("trajectory: generation %d is %+v, in-process %+v", i, out.Trajectory[i], ref[i])
+				break
+			}
+		}
 	}
 	// The trajectory equals the in-process one, bit for bit.
 	if out.Err == nil {

@@ -3,6 +3,7 @@ package simgrid
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,11 +80,14 @@ type WorkerSpec struct {
 	// Liar makes it return a wrong value for about one evaluation in
 	// Liar (only with Verify, which must find it out).
 	Liar int
+	// NaN makes it answer NaN to every task: an evaluation error the
+	// master must set aside rather than retry for ever.
+	NaN bool
 }
 
 // healthy says the worker always answers, and stays.
 func (w WorkerSpec) healthy() bool {
-	return w.FailEvery == 0 && w.HangEvery == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0 && w.Liar == 0
+	return w.FailEvery == 0 && w.HangEvery == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0 && w.Liar == 0 && !w.NaN
 }
 
 func (w WorkerSpec) String() string {
@@ -112,6 +116,9 @@ func (w WorkerSpec) String() string {
 	}
 	if w.Liar > 0 {
 		fmt.Fprintf(&b, " liar=1/%d", w.Liar)
+	}
+	if w.NaN {
+		b.WriteString(" nan")
 	}
 	if w.Relayed {
 		b.WriteString(" relayed")
@@ -245,5 +252,75 @@ func Draw(seed uint64) Scenario {
 	if r.IntN(6) == 0 {
 		sc.Restart = &Restart{AfterGen: r.IntN(sc.ES.Stop.Generations), At: at() / time.Duration(sc.ES.Stop.Generations+1), Down: ms(10, 3000)}
 	}
+	// Drawn last, so that what is drawn above stays its seed's.
+	if sc.liar() && sc.Relay != nil {
+		// The master counts the workers behind a relay as one host, the
+		// liar's: the two honest anchors reach it directly, so that two
+		// hosts can outvote the liar.
+		sc.Workers[0].Relayed, sc.Workers[1].Relayed = false, false
+	}
+	if sc.Verify == 0 && sc.Relay == nil && !sc.Split && r.IntN(10) == 0 {
+		// A liar on one host, with one connection or two, beside one
+		// honest worker (a tie that no third host breaks: the run fails
+		// with grid.ErrUndecided, unless no lie is ever checked) or two
+		// (it is outvoted and excluded).
+		sc.Verify = 1
+		honest, conns := 1+r.IntN(2), 1+r.IntN(2)
+		sc.Workers = sc.Workers[:0]
+		for i := range honest + conns {
+			w := WorkerSpec{Name: fmt.Sprintf("w%d", i), Host: fmt.Sprintf("127.0.1.%d", i+1), Slots: 1 + r.IntN(3), Task: ms(2, 200)}
+			lo := time.Duration(r.IntN(20000)) * time.Microsecond
+			w.Delay = [2]time.Duration{lo, lo + time.Duration(r.IntN(10000))*time.Microsecond}
+			if i >= honest {
+				w.Name, w.Host = fmt.Sprintf("liar%d", i-honest), "127.0.1.9"
+				w.Liar, w.Join = 1+r.IntN(3), time.Second
+			}
+			sc.Workers = append(sc.Workers, w)
+		}
+	}
+	if w0 := sc.Workers[0]; r.IntN(10) == 0 && w0.Kill == 0 && w0.Freeze == 0 && !(w0.Relayed && sc.Relay.Kill > 0) {
+		// A worker that answers NaN to everything, beside an anchor that
+		// is always there (alone, it would fail every task, and the run
+		// by MaxRetries).
+		lo := time.Duration(r.IntN(20000)) * time.Microsecond
+		sc.Workers = append(sc.Workers, WorkerSpec{Name: "nan", Host: "127.0.1.10", Slots: 1 + r.IntN(4), Task: ms(20, 200),
+			Delay: [2]time.Duration{lo, lo + time.Duration(r.IntN(10000))*time.Microsecond}, NaN: true})
+		sc.MaxRetries = 1000 // a master that restarts may find it first, alone
+	}
 	return sc
+}
+
+// liar says a worker lies.
+func (sc Scenario) liar() bool {
+	return slices.ContainsFunc(sc.Workers, func(w WorkerSpec) bool { return w.Liar > 0 })
+}
+
+// host is the host the master sees w on: behind the relay, the relay's.
+func (sc Scenario) host(w WorkerSpec) string {
+	if w.Relayed {
+		return relayHost
+	}
+	return w.Host
+}
+
+// decisive says verification can always outvote the liars: workers that
+// are there from the start and stay, and never lie, are on at least two
+// hosts besides the liars'. Otherwise a tie may find no third host, and
+// the run may fail with grid.ErrUndecided.
+func (sc Scenario) decisive() bool {
+	liars := map[string]bool{}
+	for _, w := range sc.Workers {
+		if w.Liar > 0 {
+			liars[sc.host(w)] = true
+		}
+	}
+	honest := map[string]bool{}
+	for _, w := range sc.Workers {
+		h := sc.host(w)
+		if w.Liar == 0 && !w.NaN && w.Join == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0 &&
+			!(w.Relayed && sc.Relay.Kill > 0) && !liars[h] {
+			honest[h] = true
+		}
+	}
+	return len(honest) >= 2
 }

@@ -68,6 +68,15 @@ var fixedSeeds = []struct {
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},
 	{21301, "the same as 14388 under wq, with a liar that lies one time in three"},
+	{22, "verify=1, one honest worker and a liar connected twice from one host (issue 26): its two " +
+		"connections voted twice and the honest worker was excluded; hosts vote now, the tie " +
+		"finds no third host, and the run fails with grid.ErrUndecided after VerifyWait"},
+	{79, "verify=1, one honest worker and one liar (issue 26): the disputed check waited for a " +
+		"worker to join, for ever; it fails the run with grid.ErrUndecided after VerifyWait now"},
+	{91, "verify=1, two honest hosts and a liar connected twice: outvoted, its host is excluded, " +
+		"both connections, and every reconnection refused"},
+	{4, "a worker that answers NaN to everything (issue 26): every task it took failed and was " +
+		"retried, for ever; it is set aside after MaxFailures failures in a row now"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.

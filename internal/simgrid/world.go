@@ -33,6 +33,7 @@ const (
 var masterTiming = grid.MasterConfig{
 	DeadlineFactor: 4, DeadlineFloor: time.Second, FirstDeadline: 30 * time.Second,
 	IdleTimeout: 30 * time.Second, TaskTimeout: 10 * time.Minute, ShutdownGrace: 5 * time.Second,
+	MaxFailures: 3, VerifyWait: 30 * time.Second,
 }
 
 // workerTiming is the agents': reconnection backoff and the grace a
@@ -269,7 +270,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 		// is what explains it.
 		for _, ws := range m.WorkerStats() {
 			w.log.Warn("sim: stalled; the master's view", "worker", ws.Name, "id", ws.ID, "slots", ws.Slots,
-				"outstanding", ws.Outstanding, "queued", ws.Queued, "running", ws.Running, "late", ws.Late, "draining", ws.Draining)
+				"outstanding", ws.Outstanding, "queued", ws.Queued, "running", ws.Running, "late", ws.Late, "draining", ws.Draining, "aside", ws.Aside)
 		}
 		st := m.Stats()
 		w.log.Warn("sim: stalled; the master's counts", "stats", fmt.Sprintf("%+v", st))
@@ -480,7 +481,7 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 			return nil, err
 		}
 		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task,
-			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, seen: map[uint64]uint64{}, stop: stop}, nil
+			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: map[uint64]uint64{}, stop: stop}, nil
 	}
 	return cfg
 }
@@ -500,6 +501,7 @@ type timed struct {
 	mean                 time.Duration
 	failEvery, hangEvery int
 	liar                 int             // one value in about liar is wrong
+	nan                  bool            // every value is NaN
 	stop                 <-chan struct{} // the machine's life ends
 
 	mu   sync.Mutex
@@ -532,6 +534,9 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	}
 	if p.failEvery > 0 && (fault>>32)%uint64(p.failEvery) == 0 {
 		return 0, fmt.Errorf("emulated failure (about one evaluation in %d)", p.failEvery)
+	}
+	if p.nan {
+		return math.NaN(), nil
 	}
 	f, err := p.Problem.Eval(ctx, x)
 	if err == nil && p.liar > 0 && (fault>>16)%uint64(p.liar) == 0 {

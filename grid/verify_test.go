@@ -1,0 +1,254 @@
+package grid
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// alwaysLies is sphere off by one ulp, on every task.
+var alwaysLies = liarFitness(func([]float64) bool { return true })
+
+// warnLog is a master's logger that keeps its Warn lines (and logs them
+// to the test too).
+func warnLog(t *testing.T) (*countingHandler, func(*MasterConfig)) {
+	h := &countingHandler{}
+	return h, func(cfg *MasterConfig) {
+		cfg.Logger = slog.New(teeHandler{h, testLogger(t).Handler()})
+	}
+}
+
+// teeHandler hands each record to both handlers.
+type teeHandler struct{ a, b slog.Handler }
+
+func (h teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.a.Enabled(ctx, l) || h.b.Enabled(ctx, l)
+}
+func (h teeHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.a.Enabled(ctx, r.Level) {
+		h.a.Handle(ctx, r.Clone())
+	}
+	if h.b.Enabled(ctx, r.Level) {
+		return h.b.Handle(ctx, r)
+	}
+	return nil
+}
+func (h teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return teeHandler{h.a.WithAttrs(as), h.b.WithAttrs(as)}
+}
+func (h teeHandler) WithGroup(n string) slog.Handler {
+	return teeHandler{h.a.WithGroup(n), h.b.WithGroup(n)}
+}
+
+// matching counts the kept lines that contain s.
+func (h *countingHandler) matching(s string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, l := range h.lines {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// Issue 26: a key holder connected twice, beside one honest worker, had
+// two votes and got the honest worker excluded. Hosts vote now: its two
+// connections are one host, the tie between the two hosts cannot be
+// broken, and after VerifyWait the generation fails, saying so; nobody
+// is excluded and no lie is returned.
+func TestMasterVerifyLiarWithTwoConnectionsIsOneVote(t *testing.T) {
+	m := startMaster(t, "wq", func(cfg *MasterConfig) { cfg.Verify = 1; cfg.VerifyWait = 300 * time.Millisecond })
+	honest := newTestWorker("honest", 1, 0)
+	honest.from = "127.0.0.2"
+	var ws = []*testWorker{honest}
+	for _, name := range []string{"liar-a", "liar-b"} {
+		l := newTestWorker(name, 1, 0)
+		l.from, l.fitness = "127.0.0.3", alwaysLies
+		ws = append(ws, l)
+	}
+	startWorkers(t, m, ws...)
+	xs := randomBatch(rand.New(rand.NewPCG(7, 8)), 6, 5)
+	_, err := m.Evaluate(t.Context(), 0, xs)
+	if !errors.Is(err, ErrUndecided) {
+		t.Fatalf("got %v, want ErrUndecided", err)
+	}
+	for _, want := range []string{"127.0.0.2", "127.0.0.3", "another machine", "without -verify"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if st := m.Stats(); st.Excluded != 0 || st.Verified != 0 {
+		t.Errorf("excluded %d, verified %d: one host against one decides nothing", st.Excluded, st.Verified)
+	}
+}
+
+// A tie between two hosts waits for a third: once the master says it
+// waits, a worker on a third host joins, breaks the tie, and the liar's
+// host is excluded, both of its connections.
+func TestMasterVerifyTieWaitsForThirdHost(t *testing.T) {
+	logs, withLog := warnLog(t)
+	m := startMaster(t, "wq", withLog, func(cfg *MasterConfig) { cfg.Verify = 1; cfg.VerifyWait = 10 * time.Minute })
+	honest := newTestWorker("honest", 1, 0)
+	honest.from = "127.0.0.2"
+	liars := []*testWorker{newTestWorker("liar-a", 1, 0), newTestWorker("liar-b", 1, 0)}
+	for _, l := range liars {
+		l.from, l.fitness = "127.0.0.3", alwaysLies
+	}
+	startWorkers(t, m, honest, liars[0], liars[1])
+	xs := randomBatch(rand.New(rand.NewPCG(9, 10)), 6, 5)
+	type reply struct {
+		f   []float64
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		f, err := m.Evaluate(t.Context(), 0, xs)
+		done <- reply{f, err}
+	}()
+	eventually(t, "the master to say the tie waits for another host", func() bool { return logs.matching("cannot decide") > 0 })
+	third := newTestWorker("third", 1, 0)
+	third.from = "127.0.0.4"
+	if err := third.start(t, m.Addr(), m.cfg.Key); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for i := range xs {
+		if r.f[i] != sphere(xs[i]) {
+			t.Errorf("task %d: %v, want %v", i, r.f[i], sphere(xs[i]))
+		}
+	}
+	if st := m.Stats(); st.Excluded != 1 {
+		t.Errorf("%d hosts excluded, want the liar's", st.Excluded)
+	}
+	for _, l := range liars {
+		<-l.conn.Done()
+	}
+	if n := logs.matching("cannot decide"); n != 1 {
+		t.Errorf("the wait was said %d times, want once", n)
+	}
+}
+
+// nanWorker answers NaN to every task.
+func nanWorker(name, from string) *testWorker {
+	w := newTestWorker(name, 2, 0)
+	w.from, w.fitness = from, func([]float64) float64 { return math.NaN() }
+	return w
+}
+
+// Issue 26: a worker that answers NaN to everything was never set aside:
+// every task cost a retry and a WARN line. It is set aside after
+// MaxFailures failures in a row, said in one line, and the run goes on
+// on the others.
+func TestMasterSetsAsideFailingWorker(t *testing.T) {
+	logs, withLog := warnLog(t)
+	m := startMaster(t, "wq", withLog)
+	bad := nanWorker("nan", "")
+	startWorkers(t, m, bad, newTestWorker("good", 1, 100*time.Microsecond))
+	evalAndCheck(t, m, 5, 40)
+	st := m.Stats()
+	if st.SetAside != 1 {
+		t.Errorf("set aside %d workers, want the failing one", st.SetAside)
+	}
+	// At most what it was running when its third failure came in.
+	if limit := int64(m.cfg.MaxFailures + bad.slots); st.Failed > limit {
+		t.Errorf("%d evaluations failed, want at most %d", st.Failed, limit)
+	}
+	if n := logs.matching("worker set aside"); n != 1 {
+		t.Errorf("set aside said %d times, want once", n)
+	}
+	if got := bad.got.Load(); got > 2*int64(m.cfg.MaxFailures+bad.slots) {
+		t.Errorf("the failing worker was sent %d tasks", got)
+	}
+}
+
+// When every worker fails the same task, the problem fails there: the
+// last worker open to tasks is never set aside (one set aside before is
+// given tasks again in its place), and the generation fails by
+// MaxRetries with every worker's error, rather than wait for ever.
+func TestMasterEveryWorkerFailingFailsTheGeneration(t *testing.T) {
+	m := startMaster(t, "wq")
+	startWorkers(t, m, nanWorker("nan1", "127.0.0.2"), nanWorker("nan2", "127.0.0.3"))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, err := m.Evaluate(ctx, 3, randomBatch(rand.New(rand.NewPCG(1, 1)), 10, 5))
+	if err == nil || !strings.Contains(err.Error(), "non-finite") || !strings.Contains(err.Error(), "generation 3") {
+		t.Fatalf("got %v, want the generation failed with the workers' errors", err)
+	}
+	if st := m.Stats(); st.SetAside-st.TakenBack > 1 {
+		t.Errorf("%d workers set aside, %d taken back: one must stay open", st.SetAside, st.TakenBack)
+	}
+}
+
+// A worker set aside is given tasks again once no other has been open
+// for a first deadline (here the other one left): the batch does not
+// wait for ever on a worker that failed only at times.
+func TestMasterTakesBackWorkerSetAside(t *testing.T) {
+	m := startMaster(t, "wq", func(cfg *MasterConfig) { cfg.FirstDeadline = 2 * time.Second })
+	var calls atomic.Int64
+	flaky := newTestWorker("flaky", 1, 0)
+	flaky.fitness = func(x []float64) float64 {
+		if calls.Add(1) <= 3 {
+			return math.NaN() // its first three answers fail
+		}
+		return sphere(x)
+	}
+	other := newTestWorker("other", 1, 0)
+	other.hold = make(chan struct{}) // takes tasks and holds them until it leaves
+	startWorkers(t, m, flaky, other)
+	xs := randomBatch(rand.New(rand.NewPCG(11, 12)), 8, 5)
+	type reply struct {
+		f   []float64
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		f, err := m.Evaluate(t.Context(), 0, xs)
+		done <- reply{f, err}
+	}()
+	eventually(t, "the flaky worker set aside", func() bool { return m.Stats().SetAside == 1 })
+	other.stop()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for i := range xs {
+		if r.f[i] != sphere(xs[i]) {
+			t.Errorf("task %d: %v, want %v", i, r.f[i], sphere(xs[i]))
+		}
+	}
+	if st := m.Stats(); st.TakenBack != 1 {
+		t.Errorf("taken back %d times, want once", st.TakenBack)
+	}
+}
+
+// A host is the address the master accepted the connection from; behind
+// a relay, the relay's, however many workers and relays the stream
+// crossed (a relay's own connection may itself be a relayed stream).
+func TestHostOf(t *testing.T) {
+	relayed := relayAddr{relay: "r2", stream: 7, host: hostOf(relayAddr{relay: "r1", stream: 3, host: "10.0.0.9"})}
+	for _, c := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("192.168.1.4"), Port: 40000}, "192.168.1.4"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 40000}, "2001:db8::1"},
+		{relayAddr{relay: "r1", stream: 3, host: "10.0.0.9"}, "10.0.0.9"},
+		{relayed, "10.0.0.9"},
+	} {
+		if got := hostOf(c.addr); got != c.want {
+			t.Errorf("hostOf(%v) = %q, want %q", c.addr, got, c.want)
+		}
+	}
+}
