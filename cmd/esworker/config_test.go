@@ -121,16 +121,16 @@ func TestBadConfigFiles(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(context.Background(), []string{"-config", path, "-key", testSecret}, nil, &out, &errb)
 			msg := errb.String()
-			if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
-				t.Errorf("exit %d, stderr %q; want 2 and one line with %q", code, msg, c.want)
+			if code != exitConfig || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
+				t.Errorf("exit %d, stderr %q; want exitConfig (78) and one line with %q", code, msg, c.want)
 			}
 		})
 	}
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"-config", dir + "/none.json"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "no such file") {
+	if code := run(context.Background(), []string{"-config", dir + "/none.json"}, nil, &out, &errb); code != exitConfig || !strings.Contains(errb.String(), "no such file") {
 		t.Errorf("missing file: exit %d, %q", code, errb.String())
 	}
-	if code := run(context.Background(), []string{"-join", "m", "-key", testSecret, "-plugin", "nonsense"}, nil, &out, &errb); code != 2 {
+	if code := run(context.Background(), []string{"-join", "m", "-key", testSecret, "-plugin", "nonsense"}, nil, &out, &errb); code != exitConfig {
 		t.Errorf("-plugin without =: exit %d", code)
 	}
 }

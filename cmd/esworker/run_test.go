@@ -46,8 +46,8 @@ func TestBadCommandLines(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, nil, &out, &errb)
 		msg := errb.String()
-		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
-			t.Errorf("%q: exit %d, stderr %q; want 2 and one line naming %q", c.args, code, msg, c.want)
+		if code != exitConfig || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exitConfig (78) and one line naming %q", c.args, code, msg, c.want)
 		}
 	}
 }

@@ -589,7 +589,15 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Env = append(os.Environ(), "ESGRID_PLUGIN_NAME="+p.cfg.Name, "ESGRID_PLUGIN_SLOT="+strconv.Itoa(s.n))
 	setProcAttr(cmd)
-	err := cmd.Start()
+	pr := &proc{
+		slot: s.n, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
+		frames:     make(chan frame, 1),
+		quit:       make(chan struct{}),
+		readDone:   make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+	}
+	err := startLive(cmd, pr) // live.go: KillAll reaches it
 	// The child has its ends now; ours of them must go, so that we see
 	// EOF when it exits.
 	inR.Close()
@@ -600,14 +608,6 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 		outR.Close()
 		errR.Close()
 		return nil, err
-	}
-	pr := &proc{
-		slot: s.n, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
-		frames:     make(chan frame, 1),
-		quit:       make(chan struct{}),
-		readDone:   make(chan struct{}),
-		stderrDone: make(chan struct{}),
-		exited:     make(chan struct{}),
 	}
 	pr.enc = wire.NewEncoder(&pr.buf, p.cfg.MaxFrame)
 	go func() {
@@ -684,6 +684,7 @@ func (pr *proc) send(t MsgType, v any, timeout time.Duration) error {
 func (pr *proc) kill() {
 	pr.killOnce.Do(func() {
 		killGroup(pr.cmd)
+		forget(pr)
 		pr.release()
 	})
 }
