@@ -98,6 +98,14 @@ func TestBadConfigFiles(t *testing.T) {
 	t.Setenv(grid.KeyEnv, "")
 	dir := t.TempDir()
 	sim := writeFile(t, dir, "sim", "#!/bin/sh\n", 0o755)
+	openDir := filepath.Join(dir, "open")
+	if err := os.Mkdir(openDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exposed := writeFile(t, openDir, "sim", "#!/bin/sh\n", 0o755)
+	if err := os.Chmod(openDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, text string
 		mode       os.FileMode
@@ -110,6 +118,7 @@ func TestBadConfigFiles(t *testing.T) {
 		{"bad join", `{"join": 7}`, 0o644, "join: want an address"},
 		{"bad plugin name", `{"join": "m", "plugins": {"a b": "` + sim + `"}}`, 0o644, "letters, digits"},
 		{"missing plugin", `{"join": "m", "plugins": {"a": "./none"}}`, 0o644, "no such file"},
+		{"plugin in a world-writable directory", `{"join": "m", "plugins": {"sim": "` + exposed + `"}}`, 0o644, openDir + " is writable by other users"},
 		{"built-in name", `{"join": "m", "plugins": {"ridge": "` + sim + `"}}`, 0o644, "built-in"},
 		{"slots", `{"join": "m", "slots": -2}`, 0o644, "-slots"},
 		{"idle timeout", `{"join": "m", "idle_timeout": "soon"}`, 0o644, "idle_timeout"},
@@ -142,7 +151,7 @@ func TestBrokenPluginStopsStartUp(t *testing.T) {
 	broken := writeFile(t, dir, "broken", "#!/bin/sh\necho 'ModuleNotFoundError: numpy' >&2\nexit 1\n", 0o755)
 	var out, errb syncBuffer
 	code := run(context.Background(), []string{"-master", "127.0.0.1:1", "-key", testSecret, "-plugin", "sim=" + broken}, nil, &out, &errb)
-	if code != 1 || !strings.Contains(errb.text(), "ModuleNotFoundError: numpy") || !strings.Contains(errb.text(), "plugin sim") {
+	if code != exitFailure || !strings.Contains(errb.text(), "ModuleNotFoundError: numpy") || !strings.Contains(errb.text(), "plugin sim") {
 		t.Errorf("exit %d, stderr %q", code, errb.text())
 	}
 }

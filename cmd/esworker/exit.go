@@ -28,13 +28,13 @@ const (
 )
 
 // exitTable is the table above as esworker -h and the README give it.
-const exitTable = `Exit status:
+const exitTable = `Exit status (the systemd unit, deploy/esworker.service, restarts 1 and 2):
   0   stopped as asked: drained after a signal, the run over (-once), or
-      -idle-timeout passed (not a failure: the unit does not restart it)
+      -idle-timeout passed; not a failure
   1   a failure a restart may cure: a plugin that fails its start-up check,
-      a port taken, the master given up on, a second signal (restarted)
-  2   a crash: a Go panic or fatal error (restarted)
-  78  a bad command line or configuration file (not restarted: fix it)
+      a port taken, the master given up on, a second signal
+  2   a crash: a Go panic or fatal error
+  78  a bad command line or configuration file: fix it
 `
 
 // drainTail bounds what a drain does after its last evaluation returns:

@@ -100,7 +100,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
 	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout; see the README); flags on the command line win")
 	fs.DurationVar(&o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
-	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run")
+	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run; refused if anyone but root and this user could change PATH (its mode, owner, directories)")
 	return fs
 }
 

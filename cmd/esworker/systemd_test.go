@@ -132,12 +132,24 @@ func TestSystemdUnitExitStatuses(t *testing.T) {
 	if !prevent[exitConfig] || len(prevent) != 1 {
 		t.Errorf("RestartPreventExitStatus=%v, want %d alone", prevent, exitConfig)
 	}
-	// The table in the unit's comments, -h and the README name each status.
+	// The tables in the unit's comments, -h and the README name each
+	// status, and the README says whether it is restarted.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, code := range []int{exitOK, exitFailure, exitCrash, exitConfig} {
 		for where, text := range map[string]string{"the unit": unit, "esworker -h": exitTable} {
 			if !regexp.MustCompile(`(?m)^#?\s+` + strconv.Itoa(code) + `\s`).MatchString(text) {
 				t.Errorf("%s's exit table lacks status %d", where, code)
 			}
+		}
+		restart := "yes"
+		if !restarted(code) {
+			restart = "no"
+		}
+		if !regexp.MustCompile(`(?m)^\| ` + strconv.Itoa(code) + ` \|.*\| ` + restart + `\b`).Match(readme) {
+			t.Errorf("the README's exit table lacks status %d, restarted: %s", code, restart)
 		}
 	}
 	stop := unitValues(unit, "TimeoutStopSec")
