@@ -58,10 +58,15 @@ func gatedPlugin(t *testing.T) (path, events, gate string) {
 	}
 	dir := t.TempDir()
 	events, gate = filepath.Join(dir, "events"), filepath.Join(dir, "gate")
-	path = writeFile(t, dir, "gated", fmt.Sprintf(`#!/bin/sh
+	return writeGated(t, dir, self, events, gate), events, gate
+}
+
+// writeGated writes the gated plugin's script into dir: it runs exe (this
+// test binary) with the events file and the gate given.
+func writeGated(t *testing.T, dir, exe, events, gate string) string {
+	return writeFile(t, dir, "gated", fmt.Sprintf(`#!/bin/sh
 sleep 3600 </dev/null >/dev/null 2>&1 &
 export ESWORKER_TEST_PLUGIN=gated ESWORKER_TEST_EVENTS='%s' ESWORKER_TEST_GATE='%s'
 exec '%s'
-`, events, gate, self), 0o755)
-	return path, events, gate
+`, events, gate, exe), 0o755)
 }

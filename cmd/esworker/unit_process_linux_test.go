@@ -100,22 +100,8 @@ func (u *unit) wait(timeout time.Duration) int {
 	return -1
 }
 
-// procs lists the unit's live processes (a zombie's environment is gone).
-func (u *unit) procs() []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err == nil && slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == u.marker }) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+// procs lists the unit's live processes.
+func (u *unit) procs() []int { return markedProcs(u.marker) }
 
 // killAll is the last stage of a stop: SIGKILL to the unit's remaining
 // processes. It returns those it killed.
@@ -129,18 +115,40 @@ func (u *unit) killAll() []int {
 
 // leftBehind waits until esworker's own kills have taken effect — none
 // of the unit's processes is left — within a generous bound, then kills
-// what is still there, as systemd would, and returns it with what each
-// was: esworker should have stopped them itself.
-func (u *unit) leftBehind(ctx context.Context) []string {
-	for len(u.procs()) > 0 {
+// what is still there, as systemd would, and returns it: esworker should
+// have stopped them itself.
+func (u *unit) leftBehind(ctx context.Context) []string { return leftBehind(ctx, u.marker) }
+
+// markedProcs lists the live processes with marker (NAME=VALUE) in their
+// environment (a zombie's environment is gone).
+func markedProcs(marker string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == marker }) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// leftBehind waits until no process carries marker, within ctx; then it
+// kills those still there and returns what each was.
+func leftBehind(ctx context.Context, marker string) []string {
+	for len(markedProcs(marker)) > 0 {
 		select {
 		case <-ctx.Done():
 			var left []string
-			for _, pid := range u.procs() {
+			for _, pid := range markedProcs(marker) {
 				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 				left = append(left, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+				syscall.Kill(pid, syscall.SIGKILL)
 			}
-			u.killAll()
 			return left
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -201,13 +209,14 @@ func serveGated(t *testing.T, ctx context.Context, ln net.Listener, n int) (*gri
 	return conn, msgs
 }
 
-// waitFor waits until cond holds, or fails the test with what.
-func waitFor(t *testing.T, ctx context.Context, u *unit, what string, cond func() bool) {
+// waitFor waits until cond holds, or fails the test with what and the
+// log.
+func waitFor(t *testing.T, ctx context.Context, log func() string, what string, cond func() bool) {
 	t.Helper()
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s: never; esworker's log:\n%s", what, u.stderr.text())
+			t.Fatalf("%s: never; esworker's log:\n%s", what, log())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -238,11 +247,11 @@ func TestUnitStopDrainsPlugins(t *testing.T) {
 	defer ln.Close()
 	u := startUnit(t, bin, "-master", ln.Addr().String(), "-name", "lab-1", "-slots", "1", "-plugin", "gated="+plug)
 	conn, msgs := serveGated(t, ctx, ln, 2) // task 0 runs, task 1 is held
-	waitFor(t, ctx, u, "an evaluation running on the plugin", running(events))
+	waitFor(t, ctx, u.stderr.text, "an evaluation running on the plugin", running(events))
 
 	u.stop()
 	var returned []int32
-	waitFor(t, ctx, u, "the held task given back", func() bool {
+	waitFor(t, ctx, u.stderr.text, "the held task given back", func() bool {
 		for len(msgs) > 0 {
 			switch m := (<-msgs).(type) {
 			case *grid.Drain:
@@ -297,14 +306,14 @@ func TestUnitSecondSignalKillsPluginGroups(t *testing.T) {
 	defer ln.Close()
 	u := startUnit(t, bin, "-master", ln.Addr().String(), "-name", "lab-2", "-slots", "1", "-plugin", "gated="+plug)
 	serveGated(t, ctx, ln, 1)
-	waitFor(t, ctx, u, "an evaluation running on the plugin", running(events))
+	waitFor(t, ctx, u.stderr.text, "an evaluation running on the plugin", running(events))
 	if n := len(u.procs()); n < 3 {
 		t.Fatalf("%d processes in the unit, want esworker, its plugin and the plugin's child", n)
 	}
 
 	u.stop()
 	// Two signals sent before esworker takes the first are one.
-	waitFor(t, ctx, u, "a drain", func() bool { return strings.Contains(u.stderr.text(), "signal: draining") })
+	waitFor(t, ctx, u.stderr.text, "a drain", func() bool { return strings.Contains(u.stderr.text(), "signal: draining") })
 	u.cmd.Process.Signal(syscall.SIGTERM)
 	if code := u.wait(unitStopTimeout(t)); code != exitFailure {
 		t.Errorf("exit status %d, want %d (exitFailure); its log:\n%s", code, exitFailure, u.stderr.text())
