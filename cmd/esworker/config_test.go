@@ -116,6 +116,14 @@ func TestBadConfigFiles(t *testing.T) {
 	t.Setenv(grid.KeyEnv, "")
 	dir := t.TempDir()
 	sim := writeFile(t, dir, "sim", "#!/bin/sh\n", 0o755)
+	openDir := filepath.Join(dir, "open")
+	if err := os.Mkdir(openDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exposed := writeFile(t, openDir, "sim", "#!/bin/sh\n", 0o755)
+	if err := os.Chmod(openDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, text string
 		mode       os.FileMode
@@ -128,6 +136,7 @@ func TestBadConfigFiles(t *testing.T) {
 		{"bad join", `{"join": 7}`, 0o644, "join: want an address"},
 		{"bad plugin name", `{"join": "m", "plugins": {"a b": "` + sim + `"}}`, 0o644, "letters, digits"},
 		{"missing plugin", `{"join": "m", "plugins": {"a": "./none"}}`, 0o644, "no such file"},
+		{"plugin in a world-writable directory", `{"join": "m", "plugins": {"sim": "` + exposed + `"}}`, 0o644, openDir + " is writable by other users"},
 		{"built-in name", `{"join": "m", "plugins": {"ridge": "` + sim + `"}}`, 0o644, "built-in"},
 		// The file's numbers have the flags' bounds.
 		{"slots", `{"join": "m", "slots": -2}`, 0o644, "slots -2: must be an integer between 0 and 65536"},
@@ -143,16 +152,16 @@ func TestBadConfigFiles(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(context.Background(), []string{"-config", path, "-key", testSecret}, nil, &out, &errb)
 			msg := errb.String()
-			if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
-				t.Errorf("exit %d, stderr %q; want 2 and one line with %q", code, msg, c.want)
+			if code != exitConfig || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
+				t.Errorf("exit %d, stderr %q; want exitConfig (78) and one line with %q", code, msg, c.want)
 			}
 		})
 	}
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"-config", dir + "/none.json"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "no such file") {
+	if code := run(context.Background(), []string{"-config", dir + "/none.json"}, nil, &out, &errb); code != exitConfig || !strings.Contains(errb.String(), "no such file") {
 		t.Errorf("missing file: exit %d, %q", code, errb.String())
 	}
-	if code := run(context.Background(), []string{"-join", "m", "-key", testSecret, "-plugin", "nonsense"}, nil, &out, &errb); code != 2 {
+	if code := run(context.Background(), []string{"-join", "m", "-key", testSecret, "-plugin", "nonsense"}, nil, &out, &errb); code != exitConfig {
 		t.Errorf("-plugin without =: exit %d", code)
 	}
 }
@@ -164,7 +173,7 @@ func TestBrokenPluginStopsStartUp(t *testing.T) {
 	broken := writeFile(t, dir, "broken", "#!/bin/sh\necho 'ModuleNotFoundError: numpy' >&2\nexit 1\n", 0o755)
 	var out, errb syncBuffer
 	code := run(context.Background(), []string{"-master", "127.0.0.1:1", "-key", testSecret, "-plugin", "sim=" + broken}, nil, &out, &errb)
-	if code != 1 || !strings.Contains(errb.text(), "ModuleNotFoundError: numpy") || !strings.Contains(errb.text(), "plugin sim") {
+	if code != exitFailure || !strings.Contains(errb.text(), "ModuleNotFoundError: numpy") || !strings.Contains(errb.text(), "plugin sim") {
 		t.Errorf("exit %d, stderr %q", code, errb.text())
 	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // Every numeric flag is bounded, and NaN, ±Inf, huge, negative and
-// out-of-range values are refused with exit status 2 and one line,
+// out-of-range values are refused with exit status 78 (a bad
+// configuration, which the systemd unit does not restart) and one line,
 // before any work.
 func TestFlagBounds(t *testing.T) {
 	flagxtest.Check(t, []flagxtest.Command{{
@@ -21,5 +22,6 @@ func TestFlagBounds(t *testing.T) {
 			cancel()
 			return run(ctx, args, nil, stdout, stderr)
 		},
+		Status: exitConfig,
 	}})
 }

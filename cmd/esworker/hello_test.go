@@ -30,8 +30,8 @@ func TestPluginStartTimeoutSetting(t *testing.T) {
 	for _, args := range [][]string{{"-join", "m", "-plugin-start-timeout", "0s"}, {"-config", bad}} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), append(args, "-key", testSecret), nil, &out, &errb)
-		if code != 2 || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), "start_timeout") && !strings.Contains(errb.String(), "start-timeout") {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming the setting", args, code, errb.String())
+		if code != exitConfig || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), "start_timeout") && !strings.Contains(errb.String(), "start-timeout") {
+			t.Errorf("%v: exit %d, stderr %q; want exitConfig (78) and one line naming the setting", args, code, errb.String())
 		}
 	}
 }

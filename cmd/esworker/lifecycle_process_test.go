@@ -23,8 +23,8 @@ import (
 // master's run fails with it (each worker's reason, not a wait for
 // ever), the plugin is started on its back-off schedule only (at least
 // 1 s, 2 s, 4 s … apart, whatever the sessions in between), the worker
-// logs the failure once, and exits with status 1 at its -idle-timeout,
-// having had no working session.
+// logs the failure once, and exits at its -idle-timeout having had no
+// working session, with status 0: not a failure, which a service restarts.
 func TestProcessPluginThatNeverStarts(t *testing.T) {
 	bin := buildEsworker(t)
 	dir := t.TempDir()
@@ -65,9 +65,8 @@ exit 1
 	}
 	select {
 	case err := <-exited:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			t.Errorf("esworker exited with %v, want status 1", err)
+		if err != nil {
+			t.Errorf("esworker exited with %v, want status 0 (an idle timeout is no failure)", err)
 		}
 	case <-ctx.Done():
 		cmd.Process.Kill()

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Every numeric flag with a hostile value is a usage error: exit status 2,
+// Every numeric flag with a hostile value is a usage error: exit status exitConfig (78),
 // one line on stderr, before the agent starts, and never a Go panic.
 // -slots beyond what gossip metadata carries is refused here, not by the
 // master.
@@ -53,8 +53,8 @@ func TestHostileFlags(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(context.Background(), args, nil, &out, &errb)
 			stderr := errb.String()
-			if code != 2 || out.Len() != 0 {
-				t.Errorf("exit %d, stdout %q; want 2 and nothing", code, out.String())
+			if code != exitConfig || out.Len() != 0 {
+				t.Errorf("exit %d, stdout %q; want exitConfig (78) and nothing", code, out.String())
 			}
 			if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "esworker: ") || !strings.Contains(stderr, tt.want) {
 				t.Errorf("stderr %q, want one line with %q", stderr, tt.want)

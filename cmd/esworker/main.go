@@ -2,7 +2,7 @@
 // run's cluster, evaluates the tasks the master sends on one slot per CPU,
 // reconnects when the master restarts, and leaves gracefully on SIGTERM.
 //
-// Run esworker -h for the flags and examples.
+// Run esworker -h for the flags, examples and exit statuses (exit.go).
 package main
 
 import (
@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/esgrid/esgrid/problems/plugin"
 )
 
 func main() {
@@ -23,8 +25,11 @@ func main() {
 		<-sigs
 		close(drain) // first signal: finish what runs, give back what is held
 		<-sigs
-		fmt.Fprintln(os.Stderr, "esworker: second signal: exiting now")
-		os.Exit(1)
+		// Each plugin runs in a process group of its own, which no signal
+		// to esworker reaches: kill them, or they outlive it.
+		n := plugin.KillAll()
+		fmt.Fprintf(os.Stderr, "esworker: second signal: killed %d plugin process group(s); exiting now\n", n)
+		os.Exit(exitFailure)
 	}()
 	os.Exit(run(ctx, os.Args[1:], drain, os.Stdout, os.Stderr))
 }

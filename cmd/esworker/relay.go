@@ -202,7 +202,7 @@ func relayOnly(ctx context.Context, drain <-chan struct{}, rr *runningRelay, log
 	rr.stop()
 	if rr.err != nil && !errors.Is(rr.err, grid.ErrRelayRunOver) && ctx.Err() == nil {
 		log.Error("the relay stopped", "err", rr.err)
-		return 1
+		return exitFailure
 	}
-	return 0
+	return exitOK
 }

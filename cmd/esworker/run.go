@@ -54,7 +54,7 @@ is a lab agent: it reconnects when the connection drops or the master
 restarts, and when a run is over it waits for the next one (-once exits
 instead). On SIGTERM or Ctrl-C it drains: it stops taking tasks, gives the
 held ones back, finishes the running ones and sends their results, then
-exits; a second signal exits at once.
+exits; a second signal kills its plugins' processes and exits at once.
 
 Every node of a run needs the same cluster key: -key-file, -key, or the
 ESGRID_KEY environment variable. Make one with esrun -genkey FILE (a key
@@ -98,7 +98,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.faults.HangEvery, "hang-every", 0, 0, maxEvery, "emulate a stuck fitness function: every `K`-th evaluation hangs, deaf to cancels, until esworker exits; 0 = none")
 	fs.BoolVar(&o.faults.Silent, "silent", false, "emulate a wedged machine: accept tasks and never answer them, while the connection stays alive")
 	fs.BoolVar(&o.once, "once", false, "exit when the master ends its run, instead of waiting for the next one")
-	flagx.DurationVar(fs, &o.idle, "idle-timeout", 0, 0, maxIdle, "exit (status 1) after `D` without a working session: no master reachable, refused by it, or its problem does not build here (a plugin that does not start); 0 = wait for ever")
+	flagx.DurationVar(fs, &o.idle, "idle-timeout", 0, 0, maxIdle, "exit (status 0: not a failure) after `D` without a working session: no master reachable, refused by it, or its problem does not build here (a plugin that does not start); 0 = wait for ever")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
@@ -106,7 +106,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see the README); flags on the command line win")
 	flagx.DurationVar(fs, &o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, time.Millisecond, maxPluginStart, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
 	flagx.FloatVar(fs, &o.memShare, "mem-share", worker.DefaultMemShare, 0.01, worker.MaxMemShare, "refuse a master's problem that needs more than the share `F` of this machine's memory (its problem, LU load, vectors and frames on every slot)")
-	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run")
+	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run; refused if anyone but root and this user could change PATH (its mode, owner, directories)")
 	return fs
 }
 
@@ -215,6 +215,7 @@ func printUsage(w io.Writer) {
 	fs.SetOutput(w)
 	fmt.Fprint(w, usageText)
 	fs.PrintDefaults()
+	fmt.Fprint(w, "\n"+exitTable)
 }
 
 // run is esworker without the process around it; it returns the exit
@@ -223,16 +224,16 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	o, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout)
-		return 0
+		return exitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "esworker: %v (esworker -h for help)\n", err)
-		return 2
+		return exitConfig
 	}
 	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
 	if err != nil {
 		fmt.Fprintf(stderr, "esworker: %v\n", err)
-		return 2
+		return exitConfig
 	}
 	level := slog.LevelInfo
 	if o.verbose {
@@ -246,19 +247,19 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	}
 	if err := probePlugins(ctx, o.catalog, o.hello, log); err != nil { // config.go
 		log.Error("esworker cannot start: a listed plugin does not work", "err", err)
-		return 1
+		return exitFailure
 	}
 
 	if err := o.applyPlan(log); err != nil { // plan.go
 		fmt.Fprintf(stderr, "esworker: %v\n", err)
-		return 2
+		return exitConfig
 	}
 	// -relay: the relay first; this esworker's agent works behind it
 	// (relay.go).
 	relay, err := startRelay(ctx, o, key, log, stderr)
 	if err != nil {
 		log.Error("esworker cannot start the relay", "err", err)
-		return 1
+		return exitFailure
 	}
 	if relay != nil {
 		defer relay.stop()
@@ -287,7 +288,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "esworker: %v\n", err)
-		return 2
+		return exitConfig
 	}
 	if o.metrics != "" {
 		mctx, stop := context.WithCancel(context.Background())
@@ -295,7 +296,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		if err != nil {
 			stop()
 			fmt.Fprintf(stderr, "esworker: -metrics %s: %v\n", o.metrics, err)
-			return 1
+			return exitFailure
 		}
 		defer func() { stop(); <-done }()
 		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
@@ -315,7 +316,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		"slots", o.slots, "slowdown", o.slowdown, "delay", o.delay)
 	switch err := agent.Run(ctx); {
 	case err == nil:
-		return 0
+		return exitOK
 	case errors.Is(err, worker.ErrShutdown):
 		if relay != nil {
 			// The workers behind the relay are told after this one:
@@ -323,11 +324,11 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 			relay.await(ctx, relayGrace)
 		}
 		log.Info("the run is over")
-		return 0
+		return exitOK
 	case errors.Is(err, worker.ErrIdle):
-		return 1
+		return exitOK // not a failure: the unit must not restart it
 	default:
 		log.Error("esworker stopped", "err", err)
-		return 1
+		return exitFailure
 	}
 }

@@ -46,8 +46,8 @@ func TestBadCommandLines(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, nil, &out, &errb)
 		msg := errb.String()
-		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
-			t.Errorf("%q: exit %d, stderr %q; want 2 and one line naming %q", c.args, code, msg, c.want)
+		if code != exitConfig || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exitConfig (78) and one line naming %q", c.args, code, msg, c.want)
 		}
 	}
 }
@@ -148,9 +148,9 @@ func TestKeyFileOpenToOthers(t *testing.T) {
 	key := writeFile(t, dir, "key", secret+"\n", 0o644)
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"-join", "h", "-key-file", key}, nil, &out, &errb)
-	if msg := errb.String(); code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "chmod 600 "+key) ||
+	if msg := errb.String(); code != exitConfig || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "chmod 600 "+key) ||
 		!strings.Contains(msg, "-"+grid.InsecureKeyFileFlag) || strings.Contains(msg, secret) {
-		t.Errorf("exit %d, stderr %q; want 2 and one line saying chmod 600 %s", code, msg, key)
+		t.Errorf("exit %d, stderr %q; want %d and one line saying chmod 600 %s", code, msg, exitConfig, key)
 	}
 	for _, args := range [][]string{
 		{"-join", "h", "-key-file", key, "-" + grid.InsecureKeyFileFlag},

@@ -94,7 +94,8 @@ type Catalog struct {
 // a plugin must not silently stand in for one); each path must name an
 // executable regular file, and is made absolute (a bare name is looked up
 // in PATH), so that what runs later does not depend on the working
-// directory, and must not be writable by every user.
+// directory; no one but root and this program's user may be able to
+// change it (its mode, its owner, its directory's and those above).
 func NewCatalog(entries ...Entry) (*Catalog, error) {
 	if len(entries) > MaxPlugins {
 		return nil, fmt.Errorf("%d plugins, at most %d", len(entries), MaxPlugins)
@@ -121,7 +122,8 @@ func NewCatalog(entries ...Entry) (*Catalog, error) {
 	return c, nil
 }
 
-// resolve makes path absolute and checks that it is an executable file.
+// resolve makes path absolute and checks that it is an executable file
+// that only root and this program's user can change.
 func resolve(path string) (string, error) {
 	if !strings.ContainsRune(path, filepath.Separator) {
 		p, err := exec.LookPath(path)
@@ -142,9 +144,9 @@ func resolve(path string) (string, error) {
 		return "", fmt.Errorf("%s is not a regular file", abs)
 	case fi.Mode().Perm()&0o111 == 0:
 		return "", fmt.Errorf("%s is not executable (chmod +x)", abs)
-	case fi.Mode().Perm()&0o002 != 0:
-		// Whoever can change it can run anything as this worker.
-		return "", fmt.Errorf("%s is writable by every user (chmod o-w)", abs)
+	}
+	if err := checkWriters(abs); err != nil { // secure_unix.go
+		return "", err
 	}
 	return abs, nil
 }

@@ -352,9 +352,11 @@ func (p *Problem) restart(ctx context.Context, s *slot) error {
 		fails, wait, logIt := st.failed(err, &p.cfg)
 		switch {
 		case fails == 1:
-			// Reported once, with its stderr (in err); the failures that
-			// follow in a row at debug level, and in a summary a minute.
-			p.log.Error("plugin failed to start; further starts back off", "slot", s.n, "err", err, "retry_in", wait)
+			// Reported once, with its stderr (in err), within the limit
+			// on crash lines (a plugin that fails, works, fails … is
+			// one); the failures that follow in a row at debug level,
+			// and in a summary a minute.
+			p.logLimited(slog.LevelError, "plugin failed to start; further starts back off", "slot", s.n, "err", err, "retry_in", wait)
 		case logIt:
 			p.log.Warn("plugin still fails to start (summary)", "failures", fails, "err", err, "retry_in", wait)
 		default:
@@ -459,19 +461,19 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 		p.discard(s)
 		p.crashes.Add(1)
 		err := p.errorf(s, "%w during an evaluation (%s); it restarts on the next one; stderr: %s", ErrCrashed, pr.status(), pr.tail.String())
-		p.log.Warn("plugin process exited during an evaluation", "slot", s.n, "err", err)
+		p.logCrash("plugin process exited during an evaluation", "slot", s.n, "err", err)
 		return 0, err
 	case f.err != nil:
 		p.discard(s)
 		p.kills.Add(1)
 		err := p.errorf(s, "%w: %v; killed, it restarts on the next evaluation", ErrProtocol, f.err)
-		p.log.Warn("plugin broke the protocol; killed", "slot", s.n, "err", err)
+		p.logCrash("plugin broke the protocol; killed", "slot", s.n, "err", err)
 		return 0, err
 	case f.res.ID != id:
 		p.discard(s)
 		p.kills.Add(1)
 		err := p.errorf(s, "%w: answered id %d, the evaluation running is %d; killed", ErrProtocol, f.res.ID, id)
-		p.log.Warn("plugin broke the protocol; killed", "slot", s.n, "err", err)
+		p.logCrash("plugin broke the protocol; killed", "slot", s.n, "err", err)
 		return 0, err
 	}
 	select {
@@ -485,13 +487,34 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 		// A process that answers ends a run of failed starts (Starts).
 		pr.answered = true
 		if fails := p.cfg.Starts.worked(); fails > 0 {
-			p.log.Info("plugin works again after failed starts", "slot", s.n, "failures", fails)
+			p.logLimited(slog.LevelInfo, "plugin works again after failed starts", "slot", s.n, "failures", fails)
 		}
 	}
 	if f.res.Err != "" {
 		return 0, p.errorf(s, "%w: %s", ErrEval, clip(f.res.Err, 1024))
 	}
 	return f.res.F, nil
+}
+
+// logCrash logs that a process crashed or was killed, as a warning
+// within the plugin's limit (Starts.crashLine), which the next line
+// allowed counts the lines held back in, and at debug level beyond it:
+// a plugin that crashes at every evaluation, on every slot, session
+// after session, must not write a line per evaluation.
+func (p *Problem) logCrash(msg string, args ...any) {
+	p.logLimited(slog.LevelWarn, msg, args...)
+}
+
+// logLimited logs at level within the plugin's limit on crash and retry
+// lines, and at debug level beyond it.
+func (p *Problem) logLimited(level slog.Level, msg string, args ...any) {
+	held, ok := p.cfg.Starts.crashLine()
+	if !ok {
+		level = slog.LevelDebug
+	} else if held > 0 {
+		args = append(args, "held_back_since_last", held)
+	}
+	p.log.Log(context.Background(), level, msg, args...)
 }
 
 // cancelEval stops evaluation id after ctx ended: a plugin that honours
@@ -589,7 +612,15 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Env = append(os.Environ(), "ESGRID_PLUGIN_NAME="+p.cfg.Name, "ESGRID_PLUGIN_SLOT="+strconv.Itoa(s.n))
 	setProcAttr(cmd)
-	err := cmd.Start()
+	pr := &proc{
+		slot: s.n, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
+		frames:     make(chan frame, 1),
+		quit:       make(chan struct{}),
+		readDone:   make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+	}
+	err := startLive(cmd, pr) // live.go: KillAll reaches it
 	// The child has its ends now; ours of them must go, so that we see
 	// EOF when it exits.
 	inR.Close()
@@ -600,14 +631,6 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 		outR.Close()
 		errR.Close()
 		return nil, err
-	}
-	pr := &proc{
-		slot: s.n, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
-		frames:     make(chan frame, 1),
-		quit:       make(chan struct{}),
-		readDone:   make(chan struct{}),
-		stderrDone: make(chan struct{}),
-		exited:     make(chan struct{}),
 	}
 	pr.enc = wire.NewEncoder(&pr.buf, p.cfg.MaxFrame)
 	go func() {
@@ -684,6 +707,7 @@ func (pr *proc) send(t MsgType, v any, timeout time.Duration) error {
 func (pr *proc) kill() {
 	pr.killOnce.Do(func() {
 		killGroup(pr.cmd)
+		forget(pr)
 		pr.release()
 	})
 }

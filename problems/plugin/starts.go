@@ -16,7 +16,8 @@ const DefaultStartTimeout = 30 * time.Second
 // session with a master, and a plugin that fails at every start must not
 // be restarted at every session. Only a started process that then
 // answers an evaluation ends a run of failures; a start alone does not
-// (it proves little when the next one fails again). The zero value is
+// (it proves little when the next one fails again). It also limits the
+// plugin's crash lines across its Problems (logCrash). The zero value is
 // ready to use; it is safe for concurrent use.
 type Starts struct {
 	mu      sync.Mutex
@@ -24,7 +25,27 @@ type Starts struct {
 	retryAt time.Time        // no start before this
 	lastErr error            // the last failed start's error
 	summary time.Time        // when the run of failures was last logged
+	crashes *limiter         // the crash and kill lines (logCrash); made on first use
 	now     func() time.Time // the clock; nil: time.Now (tests set it)
+}
+
+// Crash and kill lines are limited per plugin to crashBurst at once and
+// one per crashEvery on average after that.
+const (
+	crashBurst = 5
+	crashEvery = 10 * time.Second
+)
+
+// crashLine reports whether a crash or kill line may be logged now, and
+// how many were held back since the last one that was.
+func (st *Starts) crashLine() (held int, ok bool) {
+	st.mu.Lock()
+	if st.crashes == nil {
+		st.crashes = newLimiter(1/crashEvery.Seconds(), crashBurst)
+	}
+	lim := st.crashes
+	st.mu.Unlock()
+	return lim.allow(st.clock())
 }
 
 func (st *Starts) clock() time.Time {

@@ -100,3 +100,58 @@ func TestStartsEndWithAnAnswer(t *testing.T) {
 		t.Errorf("after an answer: %d failures on record, want 0", fails)
 	}
 }
+
+// A plugin that crashes at every evaluation, session after session (one
+// Problem each, sharing its Starts), is logged crashBurst times at once
+// and then once per crashEvery, with the count of the lines held back
+// (at debug level); on a fake clock.
+func TestCrashLinesLimitedPerPlugin(t *testing.T) {
+	leaktest.Check(t)
+	now := time.Unix(1000, 0)
+	st := &Starts{now: func() time.Time { return now }}
+	sink := &logSink{}
+	cfg := Config{Name: "testp", Path: helperPlugin(t, "serve"), Starts: st, Logger: slog.New(sink)}
+	const msg = "plugin process exited during an evaluation"
+	crash := func(p *Problem) {
+		t.Helper()
+		if _, err := p.Eval(context.Background(), []float64{xCrash}); !errors.Is(err, ErrCrashed) {
+			t.Fatalf("Eval = %v, want ErrCrashed", err)
+		}
+	}
+	const crashes = crashBurst + 3
+	for range 2 {
+		p, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range crashes / 2 {
+			crash(p)
+		}
+		p.Close()
+	}
+	levels := func() (warn, debug int) {
+		for _, r := range sink.records(msg) {
+			switch r["level"] {
+			case "WARN":
+				warn++
+			case "DEBUG":
+				debug++
+			}
+		}
+		return warn, debug
+	}
+	if warn, debug := levels(); warn != crashBurst || debug != crashes-crashBurst {
+		t.Errorf("%d crashes at once: %d warnings and %d debug lines, want %d and %d", crashes, warn, debug, crashBurst, crashes-crashBurst)
+	}
+	now = now.Add(crashEvery)
+	p, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	crash(p)
+	recs := sink.records(msg)
+	if last := recs[len(recs)-1]; last["level"] != "WARN" || last["held_back_since_last"] != "3" {
+		t.Errorf("the crash %v later: %v, want a warning counting 3 lines held back", crashEvery, last)
+	}
+}
