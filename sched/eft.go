@@ -18,8 +18,9 @@ import (
 // The model. Worker k has c slots, a smoothed execution time e and round
 // trip r (means of its measurements, gain 1/8; two measurements in a row
 // beyond twice or under half the mean replace it, so a change of pace
-// shows within two tasks; a worker not measured yet counts as the mean of
-// those that are). A message takes r/2 each way; the master hands its
+// shows within two tasks, while a lone one counts as twice or half, so a
+// stall does not; a worker not measured yet counts as the mean of those
+// that are). A message takes r/2 each way; the master hands its
 // sends over one at a time, m apart, m the driver's cost per message,
 // learnt from the round trips of sends to idle slots (which grow with
 // their place in the master's queue of sends; r is kept without that
@@ -352,6 +353,12 @@ func (p *policy) eftMeasure(ev Event) bool {
 		if x.slow >= 2 || x.fast >= 2 {
 			w.exec, x.slow, x.fast = v, 0, 0
 			p.eft.version++
+		} else if w.exec > 0 {
+			// A lone measurement beyond twice or under half the mean
+			// counts as twice or half: one task that waited for a
+			// plugin's process to start, or hit a stall, must not make
+			// its worker look slow for the next dozen.
+			Smooth(&w.exec, time.Duration(min(max(v, w.exec/2), 2*w.exec)))
 		} else {
 			Smooth(&w.exec, ev.Exec)
 		}
@@ -486,9 +493,13 @@ func (p *policy) lateBand(e, r float64) float64 {
 // eftCensor notes that worker wi's running instance at place k is being
 // cancelled, after running for ran: a censored measurement, since the
 // task had not finished (its time on that worker is more than ran).
-//   - A worker measured for real is slower now than its mean says if ran
-//     is beyond its expected time and the late band (the spread of task
-//     times): its e becomes ran, a lower bound.
+//   - A worker measured for real may be slower now than its mean says if
+//     ran is beyond its expected time and the late band (the spread of
+//     task times): its e becomes ran, a lower bound, but at most twice
+//     its mean, as a lone measurement that far out counts (eftMeasure):
+//     one instance that lost its race while its worker stalled (a
+//     plugin's process starting) is no change of pace. A second bound in
+//     a row is one (next case).
 //   - A worker known only by such bounds, or not measured yet (judged by
 //     the model's default), gets censorGrow × ran if ran is beyond what
 //     the model says of it: more than the bound, since the task was not
@@ -515,7 +526,7 @@ func (p *policy) eftCensor(wi int32, k int) {
 		if ran <= e+r/2+p.lateBand(e, r) {
 			return
 		}
-		w.exec = ran
+		w.exec = min(ran, 2*w.exec)
 	case ran > e+r/2:
 		w.exec = censorGrow * ran
 	default:
