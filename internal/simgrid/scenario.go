@@ -79,6 +79,11 @@ type WorkerSpec struct {
 	// Liar makes it return a wrong value for about one evaluation in
 	// Liar (only with Verify, which must find it out).
 	Liar int
+	// NoCancel, when > 0, makes its problem a plugin that cannot be
+	// cancelled whose processes take NoCancel to start, run as the
+	// plugin host runs one: a cancelled evaluation finishes, or its
+	// process is killed and the next evaluation waits for a new one.
+	NoCancel time.Duration
 }
 
 // healthy says the worker always answers, and stays.
@@ -115,6 +120,9 @@ func (w WorkerSpec) String() string {
 	}
 	if w.Relayed {
 		b.WriteString(" relayed")
+	}
+	if w.NoCancel > 0 {
+		fmt.Fprintf(&b, " nocancel-start=%v", w.NoCancel)
 	}
 	return b.String()
 }
@@ -244,6 +252,14 @@ func Draw(seed uint64) Scenario {
 	}
 	if r.IntN(6) == 0 {
 		sc.Restart = &Restart{AfterGen: r.IntN(sc.ES.Stop.Generations), At: at() / time.Duration(sc.ES.Stop.Generations+1), Down: ms(10, 3000)}
+	}
+	// Plugins that cannot be cancelled, from a stream of their own, so
+	// that every other draw of a seed stays what it was.
+	nc := rand.New(rand.NewPCG(seed, 0x9c))
+	for i := range sc.Workers {
+		if nc.IntN(4) == 0 {
+			sc.Workers[i].NoCancel = time.Duration(1+nc.IntN(2000)) * time.Millisecond
+		}
 	}
 	return sc
 }
