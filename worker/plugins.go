@@ -74,7 +74,7 @@ func PluginBuild(cat *plugin.Catalog, o PluginOptions) func(grid.ProblemSpec) (p
 			return nil, fmt.Errorf("plugin %s: dimension %d", e.Name, spec.Dim)
 		}
 		p, err := plugin.Open(context.Background(), plugin.Config{
-			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: o.Slots, Logger: o.Logger,
+			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: o.Slots, StartAll: true, Logger: o.Logger,
 			StartTimeout: o.StartTimeout, RetryMin: o.RetryMin, RetryMax: o.RetryMax, CancelGrace: o.CancelGrace, Starts: starts[e.Name],
 		})
 		if err != nil {

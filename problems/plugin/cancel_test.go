@@ -142,3 +142,37 @@ func TestStartOutlivesCancel(t *testing.T) {
 		t.Errorf("stats %+v, want the next evaluation on the process started", st)
 	}
 }
+
+// StartAll starts every slot's process at Open, so that no evaluation
+// waits for a start (nor is timed with one): evaluations on every slot
+// at once start none.
+func TestStartAll(t *testing.T) {
+	leaktest.Check(t)
+	release := filepath.Join(t.TempDir(), "release")
+	p, sink := open(t, Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_RELEASE="+release), Procs: 3, StartAll: true})
+	if st := p.Stats(); st.Starts != 3 {
+		t.Fatalf("stats %+v after Open, want 3 starts", st)
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := p.Eval(context.Background(), []float64{xRelease})
+			errs <- err
+		}()
+	}
+	// All three run at once, one per process, then are released.
+	for deadline := time.Now().Add(time.Minute); len(sink.records("plugin stderr")) < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if st := p.Stats(); st.Starts != 3 {
+		t.Errorf("stats %+v, want no start beyond Open's 3", st)
+	}
+}

@@ -70,6 +70,12 @@ type Config struct {
 	// Procs is the most processes (slots) run at once; they start as
 	// evaluations need them. Default 1.
 	Procs int
+	// StartAll makes Open start every slot's process, not only the
+	// first, at once: for a caller that will run them all (a worker), so
+	// that no evaluation waits for a start, nor is timed with one. A slot
+	// whose start fails is reported and starts again at its first
+	// evaluation. Default false.
+	StartAll bool
 	// Logger receives the plugin's stderr and what happens to its
 	// processes. Default slog.Default().
 	Logger *slog.Logger
@@ -229,6 +235,13 @@ func Open(ctx context.Context, cfg Config) (*Problem, error) {
 	}
 	if err := p.restart(ctx, p.slots[0]); err != nil {
 		return nil, err
+	}
+	if cfg.StartAll {
+		var wg sync.WaitGroup
+		for _, s := range p.slots[1:] {
+			wg.Go(func() { p.restart(ctx, s) }) // a failure is logged; the slot tries again when used
+		}
+		wg.Wait()
 	}
 	return p, nil
 }
