@@ -412,7 +412,9 @@ func (m *Master) joined(w *mworker) {
 	m.counts.Joined++
 	m.setLive(m.nLive, true)
 	m.log.Info("worker joined", "worker", w.name, "id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
-	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots}, 0)
+	// Starting: it builds the run's problem (a plugin's first process)
+	// before it serves; its first Results frame says it does (results).
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)
 	m.applyPlan(w)         // its slots, or set aside, as the plan says (plan.go)
 	m.checkChecks(m.now()) // checks waiting for a worker (verify.go)
 }
@@ -572,7 +574,16 @@ func (m *Master) startBatch(req *evalReq) {
 // results handles one Results frame from w.
 func (m *Master) results(w *mworker, rs *Results) {
 	w.queued, w.running = rs.Queued, rs.Running
-	w.lastHeard, w.heard = m.now(), true
+	w.lastHeard = m.now()
+	if !w.heard && !w.left {
+		// Its session serves: the policy learns that it started
+		// (WorkerJoined said Starting). Not for a late worker: what ends
+		// lateness is an answer about a slot (result and cancelAck).
+		w.heard = true
+		if !w.late {
+			m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
+		}
+	}
 	b := m.cur
 	for i := range rs.Items {
 		r := &rs.Items[i]

@@ -194,6 +194,7 @@ type eftWorker struct {
 	inPassed bool     // in the passed heap
 	inRecv   bool     // in the receivers' heap
 	censored bool     // its exec is a censored measurement, not yet a real one
+	starting bool     // joined Starting, and nothing came from it since (Event.Starting)
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
 }
@@ -253,7 +254,7 @@ func (p *policy) eftW(wi int32) *eftWorker {
 	}
 	x := &e.ew[wi]
 	if id := p.workers[wi].id; x.id != id {
-		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.censored, x.run = id, 0, 0, false, false, false, false, x.run[:0]
+		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, 0, 0, false, false, false, false, false, x.run[:0]
 		e.version++
 	}
 	return x
@@ -299,6 +300,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 	}
 	w := &p.workers[wi]
 	x := p.eftW(wi)
+	x.starting = false // it serves
 	if ev.Kind == ResultArrived && ev.Task >= 0 && int(ev.Task) < p.n {
 		p.eftSync(wi)
 		if k := w.pos(ev.Task); k >= 0 && k < w.slots && len(x.run) > 0 {
@@ -490,6 +492,14 @@ func (p *policy) lateBand(e, r float64) float64 {
 	return max(math.Sqrt(p.eft.cv2)*lateZ, lateMin)*e + r/2
 }
 
+// eftJoined notes whether a worker that joined is still starting
+// (Event.Starting).
+func (p *policy) eftJoined(ev Event) {
+	if wi, ok := p.idx[ev.Worker]; ok && p.workers[wi].alive {
+		p.eftW(wi).starting = ev.Starting
+	}
+}
+
 // eftCensor notes that worker wi's running instance at place k is being
 // cancelled, after running for ran: a censored measurement, since the
 // task had not finished (its time on that worker is more than ran).
@@ -507,7 +517,8 @@ func (p *policy) lateBand(e, r float64) float64 {
 //     for good. Its instances may always lose their race, so it may
 //     never be measured otherwise and would count as fast for ever.
 //
-// A real measurement replaces the bound (eftMeasure).
+// A real measurement replaces the bound (eftMeasure). A worker still
+// starting (Event.Starting) is not judged: its instances waited for it.
 func (p *policy) eftCensor(wi int32, k int) {
 	w := &p.workers[wi]
 	p.eftSync(wi)
@@ -517,8 +528,8 @@ func (p *policy) eftCensor(wi int32, k int) {
 	}
 	ran := float64(p.eft.now - x.run[k])
 	x.run = slices.Delete(x.run, k, k+1)
-	if !p.eft.known {
-		return
+	if !p.eft.known || x.starting {
+		return // nothing known to judge by, or it may not have started
 	}
 	e, r, _ := p.model(wi)
 	switch {

@@ -378,3 +378,34 @@ func TestEFTLoneStall(t *testing.T) {
 		{batchAt(2, milli(1400)), "s0w1 s1w1"},
 	}, false)
 }
+
+// TestEFTStartingNotJudged: a worker that joined Starting (it builds the
+// run's problem, a plugin's first process, before it serves) is not
+// judged by how long its instances ran until something comes from it:
+// they waited for it. w1: one slot, e = 1 s, r = 0.2 s; w2: one slot,
+// joined Starting, not measured (the default: w1's figures). As in
+// TestEFTLate, the task on w2 (t0) is late, draws a replica at 2.5 that
+// w1 returns at 3.7, and w2's copy is stopped after 3.6 s: no censored
+// run, since w2 is starting, so its places still count at the default.
+// Batch of 3 at 4.0: w1's and w2's first places are back at 5.2, w1's
+// second at 6.2: each takes one, and w1 holds the third. Joined without
+// Starting, w2 would be bounded at 1.5 × 3.6 s and take nothing.
+func TestEFTStartingNotJudged(t *testing.T) {
+	for _, starting := range []bool{true, false} {
+		want := "s0w1 s1w2 s2w1"
+		if !starting {
+			want = "s0w1 s1w1"
+		}
+		runEFT(t, Config{}, []scriptStep{
+			{join(1, 1), ""}, {Event{Kind: WorkerJoined, Worker: 2, Slots: 1, Starting: starting}, ""},
+			{means(1, sec, milli(200)), ""},
+			{batchAt(2, 0), "s0w2 s1w1"},
+			{resAt(1, 1, milli(1200), sec, milli(200)), "a1w1"},
+			{tickAt(milli(1300)), ""},
+			{tickAt(milli(2000)), ""},
+			{tickAt(milli(2500)), "r0w1"},
+			{resAt(1, 0, milli(3700), sec, milli(200)), "a0w1 c0w2r"},
+			{batchAt(3, milli(4000)), want},
+		}, false)
+	}
+}
