@@ -66,7 +66,7 @@ type mworker struct {
 	// heard: its session has sent a Results frame. Until then it may be
 	// building the run's problem (a plugin's first process starting), and
 	// the tasks sent meanwhile wait for it: their round trips are not
-	// measured.
+	// measured, and the policy knows it as starting (sched.Event.Starting).
 	heard bool
 
 	// Smoothed measurements (ns): execution time and round trip.
@@ -117,11 +117,10 @@ type mworker struct {
 // outInstance is one instance outstanding on a worker: when the master
 // sent it, and whether the worker had an idle slot then (fewer instances
 // outstanding than slots, none still stopping after a cancel, and its
-// session heard from), so
-// that the instance ran on arrival and its round trip is send → result
-// less its execution; when it started
-// running in the books (the worker runs in send order, slots at a time;
-// -1 while held), and whether it went overdue.
+// session heard from), so that the instance ran on arrival and its round
+// trip is send → result less its execution; when it started running in
+// the books (the worker runs in send order, slots at a time; -1 while
+// held), and whether it went overdue.
 type outInstance struct {
 	task    int32
 	at      time.Duration

@@ -547,10 +547,10 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 func (p *Problem) cancelEval(ctx context.Context, s *slot, id uint64) error {
 	pr := s.proc
 	wait := p.cancelWait()
-	if p.hello.Cancel && pr.send(MsgCancel, &Cancel{ID: id}, p.cfg.WriteTimeout) != nil {
-		wait = 0
-	}
 	ignored := true // killed for not answering, not for exiting or Close
+	if p.hello.Cancel && pr.send(MsgCancel, &Cancel{ID: id}, p.cfg.WriteTimeout) != nil {
+		wait, ignored = 0, false // it cannot be told: its input is gone
+	}
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
