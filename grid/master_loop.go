@@ -70,6 +70,11 @@ type mworker struct {
 	// when its session last sent any (results or a status report).
 	queued, running int32
 	lastHeard       time.Duration
+	// heard: its session has sent a Results frame. Until then it may be
+	// building the run's problem (a plugin's first process starting), and
+	// the tasks sent meanwhile wait for it: their round trips are not
+	// measured, and the policy knows it as starting (sched.Event.Starting).
+	heard bool
 
 	// Smoothed measurements (ns): execution time and round trip.
 	exec, rtt float64
@@ -98,6 +103,14 @@ type mworker struct {
 	// (verify.go); flush sends them with the policy's tasks.
 	checkTasks []Task
 
+	// stopping lists the running instances (batch id, task) that the
+	// master cancelled and the worker has not yet acknowledged: each may
+	// hold its slot a while yet (a plugin that cannot be cancelled
+	// finishes its evaluation, or is killed and started again), so an
+	// instance sent meanwhile may wait for that slot, and its round trip
+	// is not measured. At most slots entries: the oldest give way.
+	stopping [][2]int32
+
 	// Frames being built during one turn of the loop.
 	dirty      bool
 	tasks      []Task
@@ -110,16 +123,31 @@ type mworker struct {
 
 // outInstance is one instance outstanding on a worker: when the master
 // sent it, and whether the worker had an idle slot then (fewer instances
-// outstanding than slots), so that the instance ran on arrival and its
-// round trip is send → result less its execution; when it started
-// running in the books (the worker runs in send order, slots at a time;
-// -1 while held), and whether it went overdue.
+// outstanding than slots, none still stopping after a cancel, and its
+// session heard from), so that the instance ran on arrival and its round
+// trip is send → result less its execution; when it started running in
+// the books (the worker runs in send order, slots at a time; -1 while
+// held), and whether it went overdue.
 type outInstance struct {
 	task    int32
 	at      time.Duration
 	idle    bool
 	started time.Duration
 	overdue bool
+}
+
+// noteStopping notes that w was told to cancel its running instance of
+// task t of batch b (see stopping).
+func (w *mworker) noteStopping(b, t int32) {
+	if len(w.stopping) >= w.slots && len(w.stopping) > 0 {
+		w.stopping = append(w.stopping[:0], w.stopping[1:]...)
+	}
+	w.stopping = append(w.stopping, [2]int32{b, t})
+}
+
+// stopped notes w's acknowledgement of a cancel of task t of batch b.
+func (w *mworker) stopped(b, t int32) {
+	w.stopping = slices.DeleteFunc(w.stopping, func(s [2]int32) bool { return s == [2]int32{b, t} })
 }
 
 // takeOut removes task t from w's outstanding instances and returns it;
@@ -401,7 +429,9 @@ func (m *Master) joined(w *mworker) {
 	m.counts.Joined++
 	m.setLive(m.nLive, true)
 	m.log.Info("worker joined", "worker", w.name, "id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
-	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots}, 0)
+	// Starting: it builds the run's problem (a plugin's first process)
+	// before it serves; its first Results frame says it does (results).
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)
 	m.applyPlan(w)         // its slots, or set aside, as the plan says (plan.go)
 	m.checkChecks(m.now()) // checks waiting for a worker (verify.go)
 }
@@ -566,6 +596,15 @@ func (m *Master) startBatch(req *evalReq) {
 func (m *Master) results(w *mworker, rs *Results) {
 	w.queued, w.running = rs.Queued, rs.Running
 	w.lastHeard = m.now()
+	if !w.heard && !w.left {
+		// Its session serves: the policy learns that it started
+		// (WorkerJoined said Starting). Not for a late worker: what ends
+		// lateness is an answer about a slot (result and cancelAck).
+		w.heard = true
+		if !w.late {
+			m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
+		}
+	}
 	b := m.cur
 	for i := range rs.Items {
 		r := &rs.Items[i]
@@ -698,6 +737,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 // (Cancelled, no Ack).
 func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Duration) {
 	m.counts.CancelAcks++
+	w.stopped(r.Gen, r.ID)
 	t := sched.TaskID(r.ID)
 	switch r.Ack {
 	case AckDropped, AckLate:
@@ -819,9 +859,10 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			if len(w.out) == 0 {
 				w.lastHeard = at // silence counts while it has work
 			}
-			o := outInstance{task: int32(a.Task), at: at, idle: len(w.out) < w.slots, started: -1}
-			if o.idle {
+			o := outInstance{task: int32(a.Task), at: at, started: -1}
+			if len(w.out) < w.slots {
 				o.started = at
+				o.idle = w.heard && len(w.stopping) == 0 // else it may wait for the session, or for a slot being freed
 			}
 			w.out = append(w.out, o)
 			m.counts.TasksSent++
@@ -843,6 +884,9 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 					}
 					continue
 				}
+			}
+			if !a.Held {
+				w.noteStopping(cancelGen, int32(a.Task))
 			}
 			if len(w.cancels) > 0 && w.cancelsGen != cancelGen {
 				m.sendCancels(w)

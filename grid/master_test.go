@@ -62,6 +62,7 @@ type testWorker struct {
 	forge      func(ts *Tasks) []Result              // extra results sent on each Tasks frame
 	hold       chan struct{}                         // evaluations end only once it is closed (nil: no wait)
 	from       string                                // local IP it dials from, a host of its own (127.0.0.x); default the system's choice
+	deaf       bool                                  // a cancelled running task runs to its end, then is acknowledged as stopped (a plugin that cannot be cancelled)
 	rawConn    net.Conn                              // the socket under conn
 	conn       *Conn
 	welcome    *Welcome
@@ -207,10 +208,14 @@ func (w *testWorker) slot() {
 
 		start := time.Now()
 		cancelled := false
+		stop := ctx.Done()
+		if w.deaf {
+			stop = w.ctx.Done() // only the worker's end stops it
+		}
 		if w.hold != nil {
 			select {
 			case <-w.hold:
-			case <-ctx.Done():
+			case <-stop:
 				cancelled = true
 			}
 		}
@@ -218,13 +223,19 @@ func (w *testWorker) slot() {
 			tm := time.NewTimer(w.delay)
 			select {
 			case <-tm.C:
-			case <-ctx.Done():
+			case <-stop:
 				cancelled = true
 			}
 			tm.Stop()
 		}
+		if w.deaf && ctx.Err() != nil {
+			cancelled = true // it ran to its end all the same
+		}
 		cancel()
 		r := Result{Gen: q.gen, ID: q.t.ID, Exec: int64(time.Since(start)), Cancelled: cancelled, Token: q.t.Token}
+		if cancelled && w.deaf {
+			r.Ack = AckStopped
+		}
 		if !cancelled {
 			if q.t.ID == w.failTask || w.failAll {
 				r.Err = "boom"

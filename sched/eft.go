@@ -18,8 +18,9 @@ import (
 // The model. Worker k has c slots, a smoothed execution time e and round
 // trip r (means of its measurements, gain 1/8; two measurements in a row
 // beyond twice or under half the mean replace it, so a change of pace
-// shows within two tasks; a worker not measured yet counts as the mean of
-// those that are). A message takes r/2 each way; the master hands its
+// shows within two tasks, while a lone one counts as twice or half, so a
+// stall does not; a worker not measured yet counts as the mean of those
+// that are). A message takes r/2 each way; the master hands its
 // sends over one at a time, m apart, m the driver's cost per message,
 // learnt from the round trips of sends to idle slots (which grow with
 // their place in the master's queue of sends; r is kept without that
@@ -193,6 +194,7 @@ type eftWorker struct {
 	inPassed bool     // in the passed heap
 	inRecv   bool     // in the receivers' heap
 	censored bool     // its exec is a censored measurement, not yet a real one
+	starting bool     // joined Starting, and nothing came from it since (Event.Starting)
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
 }
@@ -252,7 +254,7 @@ func (p *policy) eftW(wi int32) *eftWorker {
 	}
 	x := &e.ew[wi]
 	if id := p.workers[wi].id; x.id != id {
-		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.censored, x.run = id, 0, 0, false, false, false, false, x.run[:0]
+		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, 0, 0, false, false, false, false, false, x.run[:0]
 		e.version++
 	}
 	return x
@@ -298,6 +300,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 	}
 	w := &p.workers[wi]
 	x := p.eftW(wi)
+	x.starting = false // it serves
 	if ev.Kind == ResultArrived && ev.Task >= 0 && int(ev.Task) < p.n {
 		p.eftSync(wi)
 		if k := w.pos(ev.Task); k >= 0 && k < w.slots && len(x.run) > 0 {
@@ -352,6 +355,12 @@ func (p *policy) eftMeasure(ev Event) bool {
 		if x.slow >= 2 || x.fast >= 2 {
 			w.exec, x.slow, x.fast = v, 0, 0
 			p.eft.version++
+		} else if w.exec > 0 {
+			// A lone measurement beyond twice or under half the mean
+			// counts as twice or half: one task that waited for a
+			// plugin's process to start, or hit a stall, must not make
+			// its worker look slow for the next dozen.
+			Smooth(&w.exec, time.Duration(min(max(v, w.exec/2), 2*w.exec)))
 		} else {
 			Smooth(&w.exec, ev.Exec)
 		}
@@ -483,12 +492,24 @@ func (p *policy) lateBand(e, r float64) float64 {
 	return max(math.Sqrt(p.eft.cv2)*lateZ, lateMin)*e + r/2
 }
 
+// eftJoined notes whether a worker that joined is still starting
+// (Event.Starting).
+func (p *policy) eftJoined(ev Event) {
+	if wi, ok := p.idx[ev.Worker]; ok && p.workers[wi].alive {
+		p.eftW(wi).starting = ev.Starting
+	}
+}
+
 // eftCensor notes that worker wi's running instance at place k is being
 // cancelled, after running for ran: a censored measurement, since the
 // task had not finished (its time on that worker is more than ran).
-//   - A worker measured for real is slower now than its mean says if ran
-//     is beyond its expected time and the late band (the spread of task
-//     times): its e becomes ran, a lower bound.
+//   - A worker measured for real may be slower now than its mean says if
+//     ran is beyond its expected time and the late band (the spread of
+//     task times): its e becomes ran, a lower bound, but at most twice
+//     its mean, as a lone measurement that far out counts (eftMeasure):
+//     one instance that lost its race while its worker stalled (a
+//     plugin's process starting) is no change of pace. A second bound in
+//     a row is one (next case).
 //   - A worker known only by such bounds, or not measured yet (judged by
 //     the model's default), gets censorGrow × ran if ran is beyond what
 //     the model says of it: more than the bound, since the task was not
@@ -496,7 +517,8 @@ func (p *policy) lateBand(e, r float64) float64 {
 //     for good. Its instances may always lose their race, so it may
 //     never be measured otherwise and would count as fast for ever.
 //
-// A real measurement replaces the bound (eftMeasure).
+// A real measurement replaces the bound (eftMeasure). A worker still
+// starting (Event.Starting) is not judged: its instances waited for it.
 func (p *policy) eftCensor(wi int32, k int) {
 	w := &p.workers[wi]
 	p.eftSync(wi)
@@ -506,8 +528,8 @@ func (p *policy) eftCensor(wi int32, k int) {
 	}
 	ran := float64(p.eft.now - x.run[k])
 	x.run = slices.Delete(x.run, k, k+1)
-	if !p.eft.known {
-		return
+	if !p.eft.known || x.starting {
+		return // nothing known to judge by, or it may not have started
 	}
 	e, r, _ := p.model(wi)
 	switch {
@@ -515,7 +537,7 @@ func (p *policy) eftCensor(wi int32, k int) {
 		if ran <= e+r/2+p.lateBand(e, r) {
 			return
 		}
-		w.exec = ran
+		w.exec = min(ran, 2*w.exec)
 	case ran > e+r/2:
 		w.exec = censorGrow * ran
 	default:

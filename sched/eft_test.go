@@ -258,11 +258,13 @@ func TestEFTLate(t *testing.T) {
 	//   3.2 does not beat it.
 	//  Tick 2.5: 1.3 late: expected at 3.8; w1's 3.7 beats it: replica.
 	//  3.7: w1 returns t1; w2's copy is stopped after running 3.6 s, more
-	//   than its e + r/2 + band (1.4): its e becomes 3.6.
+	//   than its e + r/2 + band (1.4): a censored run, but a lone one
+	//   (TestEFTLoneStall), so its e becomes at most twice its mean: 2 s.
 	// Batch of 2 at 4.0: w1's places are back at 5.2 and 6.2, w2's first
-	// at 7.8: the horizon is 6.2, w1 takes t0 and holds t1 (due: two per
-	// slot), w2 gets nothing. Without the censored measurement w2's place
-	// at 5.2 would take t1.
+	// at 6.2 too (4.0 + 0.1 + 2 + 0.1): the horizon is 6.2, and of the
+	// places at 6.2 w1's comes first (a tie goes to the worker that joined
+	// first): w1 takes t0 and holds t1 (due: two per slot), w2 gets
+	// nothing. Without the censored run w2's place at 5.2 would take t1.
 	runEFT(t, Config{}, []scriptStep{
 		{join(1, 1), ""}, {join(2, 1), ""},
 		{means(1, sec, milli(200)), ""}, {means(2, sec, milli(200)), ""},
@@ -349,5 +351,61 @@ func TestEFTOrderMovesTheModel(t *testing.T) {
 		if e.sent[task].place != want {
 			t.Errorf("t%d at place %d, want %d", task, e.sent[task].place, want)
 		}
+	}
+}
+
+// TestEFTLoneStall: one measurement far beyond a worker's mean (a task
+// that waited for a plugin's process to start, or hit a stall) counts as
+// twice the mean, so that equal workers stay equal; a second in a row is
+// a change of pace and replaces the mean. w1 and w2: one slot each, e =
+// 1 s, r = 0.2 s.
+//   - w2 reports a lone 50 s: its e becomes 1 + (2 − 1)/8 = 1.125 s. A
+//     batch of 2 at 0: w1's places are back at 1.2 and 2.2, w2's first at
+//     1.325: the horizon is 1.325, each takes one (the longer chain, w2's,
+//     leaves first). Counted as it came, the stall would make w2's e
+//     7.125 s and w1 would take both.
+//   - w2 reports 50 s again: its e is 50 s. The next batch's places: w1's
+//     at 1.2 and 2.2 (it is idle again), w2's at 50.2: w1 takes t0 and
+//     holds t1.
+func TestEFTLoneStall(t *testing.T) {
+	runEFT(t, Config{}, []scriptStep{
+		{join(1, 1), ""}, {join(2, 1), ""},
+		{means(1, sec, milli(200)), ""}, {means(2, sec, milli(200)), ""},
+		{means(2, 50*sec, milli(200)), ""},
+		{batchAt(2, 0), "s1w2 s0w1"},
+		{resAt(1, 0, milli(1200), sec, milli(200)), "a0w1"},
+		{resAt(2, 1, milli(1325), 50*sec, milli(200)), "a1w2"},
+		{batchAt(2, milli(1400)), "s0w1 s1w1"},
+	}, false)
+}
+
+// TestEFTStartingNotJudged: a worker that joined Starting (it builds the
+// run's problem, a plugin's first process, before it serves) is not
+// judged by how long its instances ran until something comes from it:
+// they waited for it. w1: one slot, e = 1 s, r = 0.2 s; w2: one slot,
+// joined Starting, not measured (the default: w1's figures). As in
+// TestEFTLate, the task on w2 (t0) is late, draws a replica at 2.5 that
+// w1 returns at 3.7, and w2's copy is stopped after 3.6 s: no censored
+// run, since w2 is starting, so its places still count at the default.
+// Batch of 3 at 4.0: w1's and w2's first places are back at 5.2, w1's
+// second at 6.2: each takes one, and w1 holds the third. Joined without
+// Starting, w2 would be bounded at 1.5 × 3.6 s and take nothing.
+func TestEFTStartingNotJudged(t *testing.T) {
+	for _, starting := range []bool{true, false} {
+		want := "s0w1 s1w2 s2w1"
+		if !starting {
+			want = "s0w1 s1w1"
+		}
+		runEFT(t, Config{}, []scriptStep{
+			{join(1, 1), ""}, {Event{Kind: WorkerJoined, Worker: 2, Slots: 1, Starting: starting}, ""},
+			{means(1, sec, milli(200)), ""},
+			{batchAt(2, 0), "s0w2 s1w1"},
+			{resAt(1, 1, milli(1200), sec, milli(200)), "a1w1"},
+			{tickAt(milli(1300)), ""},
+			{tickAt(milli(2000)), ""},
+			{tickAt(milli(2500)), "r0w1"},
+			{resAt(1, 0, milli(3700), sec, milli(200)), "a0w1 c0w2r"},
+			{batchAt(3, milli(4000)), want},
+		}, false)
 	}
 }

@@ -302,7 +302,11 @@ func (p *policy) Step(ev Event, out []Action) []Action {
 	case BatchStarted:
 		out = p.startBatch(ev.N, out)
 	case WorkerJoined:
+		_, known := p.idx[ev.Worker]
 		p.join(ev.Worker, ev.Slots)
+		if p.eft != nil && !known {
+			p.eftJoined(ev) // eft.go
+		}
 	case WorkerLeft:
 		p.leave(ev.Worker)
 	case ResultArrived:
@@ -623,6 +627,9 @@ func (p *policy) failed(id WorkerID, ti TaskID) {
 	}
 	w := &p.workers[wi]
 	t := &p.tasks[ti]
+	if p.eft != nil {
+		p.eftW(wi).starting = false // it serves
+	}
 	if k := w.pos(ti); k >= 0 {
 		w.remove(k)
 		t.on = removeWorker(t.on, wi)

@@ -99,6 +99,13 @@ type Event struct {
 	Task   TaskID   // ResultArrived, Overdue, Failed, Returned
 	N      int      // BatchStarted, TasksTaken
 	IDs    []TaskID // TasksAdded
+	// Starting (WorkerJoined) says the worker may not serve yet: it is
+	// still making ready (building the run's problem, starting a
+	// plugin's first process), so the tasks sent meanwhile wait. Until an
+	// event comes from it (ResultArrived, Failed, Measured) eft does not
+	// take how long its instances run for its pace. The paper's policies
+	// ignore it.
+	Starting bool
 	// RTT (ResultArrived, Measured) is one round trip between the master
 	// and Worker without the time the worker spent on the task: from the
 	// master handing a task over to its result reaching the master, less

@@ -35,6 +35,9 @@ type PluginOptions struct {
 	// RetryMin and RetryMax bound the back-off after failed starts
 	// (plugin.Config's). Defaults 1 s and 1 min.
 	RetryMin, RetryMax time.Duration
+	// CancelGrace bounds how long a cancelled evaluation may go on
+	// before its process is killed (plugin.Config's). Default 1 s.
+	CancelGrace time.Duration
 	// Logger receives the plugins' logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -71,8 +74,8 @@ func PluginBuild(cat *plugin.Catalog, o PluginOptions) func(grid.ProblemSpec) (p
 			return nil, fmt.Errorf("plugin %s: dimension %d", e.Name, spec.Dim)
 		}
 		p, err := plugin.Open(context.Background(), plugin.Config{
-			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: o.Slots, Logger: o.Logger,
-			StartTimeout: o.StartTimeout, RetryMin: o.RetryMin, RetryMax: o.RetryMax, Starts: starts[e.Name],
+			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: o.Slots, StartAll: true, Logger: o.Logger,
+			StartTimeout: o.StartTimeout, RetryMin: o.RetryMin, RetryMax: o.RetryMax, CancelGrace: o.CancelGrace, Starts: starts[e.Name],
 		})
 		if err != nil {
 			return nil, err

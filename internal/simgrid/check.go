@@ -101,6 +101,11 @@ func Bound(sc Scenario) time.Duration {
 		if w.Drain > 0 {
 			b += task * time.Duration(w.Slots*2+1)
 		}
+		if w.NoCancel > 0 {
+			// Each instance cancelled while it runs may hold its slot
+			// for a start's time, and then cost a start.
+			b += time.Duration(2*tasks) * 2 * w.NoCancel
+		}
 		b += w.Join
 	}
 	if r := sc.Relay; r != nil && r.Kill > 0 {

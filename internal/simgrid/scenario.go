@@ -83,6 +83,11 @@ type WorkerSpec struct {
 	// NaN makes it answer NaN to every task: an evaluation error the
 	// master must set aside rather than retry for ever.
 	NaN bool
+	// NoCancel, when > 0, makes its problem a plugin that cannot be
+	// cancelled whose processes take NoCancel to start, run as the
+	// plugin host runs one: a cancelled evaluation finishes, or its
+	// process is killed and the next evaluation waits for a new one.
+	NoCancel time.Duration
 }
 
 // healthy says the worker always answers, and stays.
@@ -122,6 +127,9 @@ func (w WorkerSpec) String() string {
 	}
 	if w.Relayed {
 		b.WriteString(" relayed")
+	}
+	if w.NoCancel > 0 {
+		fmt.Fprintf(&b, " nocancel-start=%v", w.NoCancel)
 	}
 	return b.String()
 }
@@ -286,6 +294,14 @@ func Draw(seed uint64) Scenario {
 		sc.Workers = append(sc.Workers, WorkerSpec{Name: "nan", Host: "127.0.1.10", Slots: 1 + r.IntN(4), Task: ms(20, 200),
 			Delay: [2]time.Duration{lo, lo + time.Duration(r.IntN(10000))*time.Microsecond}, NaN: true})
 		sc.MaxRetries = 1000 // a master that restarts may find it first, alone
+	}
+	// Plugins that cannot be cancelled, from a stream of their own, so
+	// that every other draw of a seed stays what it was.
+	nc := rand.New(rand.NewPCG(seed, 0x9c))
+	for i := range sc.Workers {
+		if nc.IntN(4) == 0 {
+			sc.Workers[i].NoCancel = time.Duration(1+nc.IntN(2000)) * time.Millisecond
+		}
 	}
 	return sc
 }

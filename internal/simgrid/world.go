@@ -480,7 +480,7 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 		if err != nil {
 			return nil, err
 		}
-		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task,
+		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel,
 			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: map[uint64]uint64{}, stop: stop}, nil
 	}
 	return cfg
@@ -503,9 +503,13 @@ type timed struct {
 	liar                 int             // one value in about liar is wrong
 	nan                  bool            // every value is NaN
 	stop                 <-chan struct{} // the machine's life ends
+	// start, when > 0: a plugin that cannot be cancelled, whose
+	// processes take start to start (WorkerSpec.NoCancel).
+	start time.Duration
 
-	mu   sync.Mutex
-	seen map[uint64]uint64 // evaluations of each point so far
+	mu     sync.Mutex
+	seen   map[uint64]uint64 // evaluations of each point so far
+	killed int               // start > 0: processes killed, to start again
 }
 
 func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
@@ -518,18 +522,35 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	p.seen[h]++
 	p.mu.Unlock()
 	fault := mix(h, k)
+	if p.start > 0 {
+		if err := p.restart(ctx); err != nil {
+			return 0, err
+		}
+	}
 	if p.hangEvery > 0 && fault%uint64(p.hangEvery) == 0 {
-		<-p.stop
-		return 0, errors.New("emulated hang ended with the machine")
+		if p.start == 0 {
+			<-p.stop
+			return 0, errors.New("emulated hang ended with the machine")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, p.cancelled(ctx, time.Duration(math.MaxInt64))
+		case <-p.stop:
+			return 0, errors.New("emulated hang ended with the machine")
+		}
 	}
 	// The evaluation's time, then its end: a failure too comes after
 	// the time it took, so that it ends at an instant of its own.
 	d := p.mean/2 + time.Duration(mix(h, k)%uint64(p.mean+1)) | 1
+	began := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+		if p.start > 0 {
+			return 0, p.cancelled(ctx, d-time.Since(began))
+		}
 		return 0, ctx.Err()
 	}
 	if p.failEvery > 0 && (fault>>32)%uint64(p.failEvery) == 0 {
@@ -543,6 +564,59 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 		f += 1 // a plausible lie
 	}
 	return f, err
+}
+
+// restart waits for a process killed earlier to start again, as the
+// plugin host does: the start outlives a cancel of this evaluation.
+func (p *timed) restart(ctx context.Context) error {
+	p.mu.Lock()
+	again := p.killed > 0
+	if again {
+		p.killed--
+	}
+	p.mu.Unlock()
+	if again && !p.pause(p.start) {
+		return errors.New("emulated start ended with the machine")
+	}
+	return ctx.Err()
+}
+
+// cancelled is the plugin host's answer to a cancel of an evaluation
+// with left to run (problems/plugin, cancelEval): while evaluations are
+// quicker than starts it lets the evaluation finish within a start's time
+// (at most the host's default grace, 1 s); if it has not by then, or
+// evaluations are slower, its process is killed and the next evaluation
+// starts a new one.
+func (p *timed) cancelled(ctx context.Context, left time.Duration) error {
+	wait := time.Duration(0)
+	if p.mean < p.start {
+		wait = min(p.start, time.Second)
+	}
+	if !p.pause(min(left, wait)) {
+		return errors.New("emulated evaluation ended with the machine")
+	}
+	if left > wait {
+		p.mu.Lock()
+		p.killed++
+		p.mu.Unlock()
+	}
+	return ctx.Err()
+}
+
+// pause waits d of virtual time, or until the machine stops (then
+// false).
+func (p *timed) pause(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.stop:
+		return false
+	}
 }
 
 // lingerAfter is how long after the run's end a worker may still be in

@@ -40,6 +40,7 @@ const (
 	xWrongID = -8  // an answer to another id
 	xPrint   = -9  // a stray fmt.Println, then the answer
 	xNoisy   = -10 // 500 lines on stderr, some of them long
+	xRelease = -11 // deaf to cancels, answer once the file ESGRID_TEST_RELEASE exists
 )
 
 // helperProblem is the sphere, with misbehaviours on request.
@@ -79,6 +80,14 @@ func (h *helperProblem) Eval(ctx context.Context, x []float64) (float64, error) 
 			time.Sleep(time.Hour)
 		case xPrint:
 			fmt.Println("a stray print")
+		case xRelease:
+			fmt.Fprintln(os.Stderr, "helper: waiting for release") // the evaluation runs
+			for {
+				if _, err := os.Stat(os.Getenv("ESGRID_TEST_RELEASE")); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
 		case xNoisy:
 			long := strings.Repeat("x", 10*maxLine)
 			for i := range 500 {
@@ -105,6 +114,9 @@ func runHelper(mode string) int {
 		if b, _ := os.ReadFile(f); mode == "serve-then-die" && strings.Count(string(b), "start") > 1 {
 			mode = "die"
 		}
+	}
+	if d, err := time.ParseDuration(os.Getenv("ESGRID_TEST_START_SLEEP")); err == nil {
+		time.Sleep(d) // a plugin slow to start
 	}
 	name := os.Getenv("ESGRID_TEST_NAME")
 	if name == "" {

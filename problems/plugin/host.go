@@ -70,6 +70,12 @@ type Config struct {
 	// Procs is the most processes (slots) run at once; they start as
 	// evaluations need them. Default 1.
 	Procs int
+	// StartAll makes Open start every slot's process, not only the
+	// first, at once: for a caller that will run them all (a worker), so
+	// that no evaluation waits for a start, nor is timed with one. A slot
+	// whose start fails is reported and starts again at its first
+	// evaluation. Default false.
+	StartAll bool
 	// Logger receives the plugin's stderr and what happens to its
 	// processes. Default slog.Default().
 	Logger *slog.Logger
@@ -80,7 +86,11 @@ type Config struct {
 	// and at every restart. Default DefaultStartTimeout (30 s).
 	StartTimeout time.Duration
 	// CancelGrace is how long a plugin that honours cancels has to
-	// answer one before it is killed. Default 1 s.
+	// answer one before it is killed. A plugin that does not honour
+	// cancels is killed at once, unless its evaluations are quicker than
+	// its starts: it then has as long as a start takes, at most
+	// CancelGrace, to finish the cancelled evaluation (see Eval).
+	// Default 1 s.
 	CancelGrace time.Duration
 	// StopGrace is how long Close lets a process exit after its standard
 	// input ends before it is killed. Default 2 s.
@@ -155,6 +165,10 @@ type Stats struct {
 	Crashes       int64 // processes that exited during an evaluation
 	Kills         int64 // processes killed (hung, cancelled, broke the protocol)
 	Cancels       int64 // cancels the plugin honoured in time
+	// RanOut counts cancelled evaluations of a plugin that does not
+	// honour cancels that were let finish, cheaper than a kill and a
+	// restart (their answers are dropped).
+	RanOut int64
 }
 
 // Problem is a plugin as a problems.Problem: a pool of processes. It is
@@ -174,7 +188,13 @@ type Problem struct {
 	inflight  sync.WaitGroup
 	closeOnce sync.Once
 
-	starts, startFailures, crashes, kills, cancels atomic.Int64
+	starts, startFailures, crashes, kills, cancels, ranOut atomic.Int64
+
+	// Smoothed durations (ns) of a start (spawn to hello) and of an
+	// answered evaluation (request to answer): what a kill costs, and
+	// what letting a cancelled evaluation finish costs (cancelWait).
+	startNs, evalNs atomic.Int64
+	warnedKill      atomic.Bool // a kill for ignoring a cancel was logged at Warn
 }
 
 // slot is one process place; proc is nil until started, and after the
@@ -216,6 +236,13 @@ func Open(ctx context.Context, cfg Config) (*Problem, error) {
 	if err := p.restart(ctx, p.slots[0]); err != nil {
 		return nil, err
 	}
+	if cfg.StartAll {
+		var wg sync.WaitGroup
+		for _, s := range p.slots[1:] {
+			wg.Go(func() { p.restart(ctx, s) }) // a failure is logged; the slot tries again when used
+		}
+		wg.Wait()
+	}
 	return p, nil
 }
 
@@ -242,7 +269,7 @@ func (p *Problem) Hello() Hello { return p.hello }
 func (p *Problem) Stats() Stats {
 	return Stats{
 		Starts: p.starts.Load(), StartFailures: p.startFailures.Load(), Crashes: p.crashes.Load(),
-		Kills: p.kills.Load(), Cancels: p.cancels.Load(),
+		Kills: p.kills.Load(), Cancels: p.cancels.Load(), RanOut: p.ranOut.Load(),
 	}
 }
 
@@ -250,7 +277,13 @@ func (p *Problem) Stats() Stats {
 // is cancelled it returns promptly with an error wrapping ctx.Err(): a
 // plugin that honours cancels is sent one and given CancelGrace to
 // answer; any other, or one that does not answer in time, is killed, and
-// the slot starts a fresh process on its next evaluation.
+// the slot starts a fresh process on its next evaluation; a process being
+// started for it is started all the same, for the next. A kill costs
+// that start, so a plugin that does not honour cancels but whose
+// evaluations are quicker than its starts (as measured so far) is let
+// finish the cancelled evaluation, within as long as a start takes (at
+// most CancelGrace), and killed only if it has not answered by then:
+// a cancel never costs it much more than a kill would.
 func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 	if p.cfg.Dim > 0 && len(x) != p.cfg.Dim {
 		return 0, fmt.Errorf("plugin %s: vector of length %d, want %d", p.cfg.Name, len(x), p.cfg.Dim)
@@ -265,8 +298,15 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 		return 0, p.errorf(s, "%w", err)
 	}
 	if s.proc == nil {
-		if err := p.restart(ctx, s); err != nil {
+		// The start outlives a cancel of this evaluation (within
+		// StartTimeout, and Close): the next one needs the process,
+		// and a start that every losing replica cut short would never
+		// end.
+		if err := p.restart(context.WithoutCancel(ctx), s); err != nil {
 			return 0, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, p.errorf(s, "%w", err)
 		}
 	}
 	return p.evalOn(ctx, s, x)
@@ -370,6 +410,7 @@ func (p *Problem) restart(ctx context.Context, s *slot) error {
 
 // start runs a new process for s and waits for its hello.
 func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
+	began := time.Now()
 	pr, err := p.spawn(s)
 	if err != nil {
 		p.startFailures.Add(1)
@@ -400,6 +441,7 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, describe(f.err), pr.status(), pr.tail.String())
 	}
 	p.starts.Add(1)
+	smooth(&p.startNs, time.Since(began))
 	p.log.Debug("plugin process started", "slot", s.n, "pid", pr.cmd.Process.Pid)
 	return pr, nil
 }
@@ -431,6 +473,7 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 	pr := s.proc
 	pr.nextID++
 	id := pr.nextID
+	sent := time.Now()
 	if err := pr.send(MsgEval, &Eval{ID: id, X: x}, p.cfg.WriteTimeout); err != nil {
 		if errors.Is(err, wire.ErrFrameTooLarge) {
 			return 0, p.errorf(s, "vector of length %d: %w", len(x), err)
@@ -449,6 +492,9 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 	case <-p.closing:
 		p.discard(s)
 		return 0, p.errorf(s, "%w", ErrClosed)
+	}
+	if f.err == nil && f.res.ID == id {
+		smooth(&p.evalNs, time.Since(sent))
 	}
 	return p.answer(s, id, f)
 }
@@ -519,28 +565,93 @@ func (p *Problem) logLimited(level slog.Level, msg string, args ...any) {
 
 // cancelEval stops evaluation id after ctx ended: a plugin that honours
 // cancels is sent one and has CancelGrace to answer (any answer to id
-// will do); otherwise, or if it does not answer in time, it is killed.
-// The error wraps ctx.Err().
+// will do); one that does not is given cancelWait to finish it. If it
+// has not answered by then, it is killed. The error wraps ctx.Err().
 func (p *Problem) cancelEval(ctx context.Context, s *slot, id uint64) error {
 	pr := s.proc
-	if p.hello.Cancel && pr.send(MsgCancel, &Cancel{ID: id}, p.cfg.WriteTimeout) == nil {
-		t := time.NewTimer(p.cfg.CancelGrace)
+	wait := p.cancelWait()
+	ignored := true // killed for not answering, not for exiting or Close
+	if p.hello.Cancel && pr.send(MsgCancel, &Cancel{ID: id}, p.cfg.WriteTimeout) != nil {
+		wait, ignored = 0, false // it cannot be told: its input is gone
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case f := <-pr.frames:
 			if f.err == nil && f.res.ID == id {
-				p.cancels.Add(1)
+				if p.hello.Cancel {
+					p.cancels.Add(1)
+				} else {
+					p.ranOut.Add(1) // its answer is dropped: the caller gave up on it
+				}
 				return p.errorf(s, "%w", ctx.Err())
 			}
+			ignored = false
 		case <-pr.exited:
+			ignored = false
 		case <-t.C:
-			p.log.Debug("plugin did not answer a cancel in time; killed", "slot", s.n, "grace", p.cfg.CancelGrace)
 		case <-p.closing:
+			ignored = false
 		}
 	}
 	p.discard(s)
 	p.kills.Add(1)
+	if ignored {
+		p.logKill(s, wait)
+	}
 	return p.errorf(s, "%w", ctx.Err())
+}
+
+// cancelWait is how long a cancelled evaluation may go on before its
+// process is killed: CancelGrace for a plugin that honours cancels; for
+// one that does not, as long as a start takes (at most CancelGrace) when
+// its evaluations are quicker than its starts, since a kill costs a
+// start, and else nothing.
+func (p *Problem) cancelWait() time.Duration {
+	if p.hello.Cancel {
+		return p.cfg.CancelGrace
+	}
+	start, eval := p.startNs.Load(), p.evalNs.Load()
+	if eval <= 0 || eval >= start {
+		return 0
+	}
+	return min(time.Duration(start), p.cfg.CancelGrace)
+}
+
+// logKill reports a process killed for ignoring a cancel: the first time
+// for this Problem at warning level, saying why, later ones at debug
+// level (a plugin that declares cancel:false may be killed at every
+// cancel).
+func (p *Problem) logKill(s *slot, wait time.Duration) {
+	level := slog.LevelDebug
+	if p.warnedKill.CompareAndSwap(false, true) {
+		level = slog.LevelWarn
+	}
+	why := "its hello says cancel:false"
+	switch {
+	case p.hello.Cancel:
+		why = "it did not answer a cancel within the cancel grace"
+	case wait > 0:
+		why = "its hello says cancel:false, and it did not finish the cancelled evaluation within a start's time"
+	}
+	p.log.Log(context.Background(), level, "plugin killed for ignoring a cancel; it restarts on the slot's next evaluation (only the first such kill is logged as a warning)",
+		"slot", s.n, "why", why, "waited", wait.Round(time.Millisecond), "cancel_grace", p.cfg.CancelGrace)
+}
+
+// smooth folds d into the exponentially weighted mean at mean (gain 1/8;
+// the first measurement is taken as it is). Concurrent slots may lose an
+// update to each other, which a mean can afford.
+func smooth(mean *atomic.Int64, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	m := mean.Load()
+	if m == 0 {
+		mean.Store(int64(d))
+		return
+	}
+	mean.Store(m + (int64(d)-m)/8)
 }
 
 // discard kills s's process (and reaps it, when it already exited) and
