@@ -101,7 +101,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.once, "once", false, "exit when the master ends its run, instead of waiting for the next one")
 	flagx.DurationVar(fs, &o.idle, "idle-timeout", 0, 0, maxIdle, "exit (status 0: not a failure) after `D` without a working session: no master reachable, refused by it, or its problem does not build here (a plugin that does not start); 0 = wait for ever")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
-	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines as JSON, one object per line, for machines")
+	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
 	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see the README); flags on the command line win")
