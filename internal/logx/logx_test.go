@@ -51,13 +51,13 @@ func TestConsoleSay(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		var b bytes.Buffer
 		c := Console{W: &b, Log: New(&b, asJSON, slog.LevelInfo), JSON: asJSON}
-		c.Say(slog.LevelInfo, "esrun: listening data=a gossip=b", "listening", "data_addr", "a", "gossip_addr", "b")
+		c.Say(slog.LevelInfo, "esrun: listening data=a gossip=b", "listening", "addr", "a", "gossip", "b")
 		switch got := b.String(); {
 		case !asJSON && got != "esrun: listening data=a gossip=b\n":
 			t.Errorf("text %q", got)
 		case asJSON:
 			var rec map[string]any
-			if err := json.Unmarshal([]byte(got), &rec); err != nil || rec["msg"] != "listening" || rec["data_addr"] != "a" {
+			if err := json.Unmarshal([]byte(got), &rec); err != nil || rec["msg"] != "listening" || rec["addr"] != "a" {
 				t.Errorf("json %q: %v", got, err)
 			}
 		}
