@@ -444,7 +444,7 @@ func (m *Master) WaitWorkers(ctx context.Context, n int) error {
 		case <-tick.C:
 			// Said only when the wait is long: workers that are already
 			// on their way (a local grid) need no word.
-			m.log.Info(fmt.Sprintf("still waiting for workers: %d of %d joined; start esworker with -join and the cluster key", live, n), "data_addr", m.Addr())
+			m.log.Info(fmt.Sprintf("still waiting for workers: %d of %d joined; start esworker with -join and the cluster key", live, n), "addr", m.Addr())
 			logged = true
 		case <-ctx.Done():
 			return fmt.Errorf("grid: waiting for %d workers: %w", n, ctx.Err())

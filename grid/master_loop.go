@@ -383,11 +383,11 @@ func (m *Master) handle(lm loopMsg) {
 		m.workers.left(w.id)
 		if !w.left {
 			if !m.noteRefusal(w) { // refusals.go: it refused the problem
-				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "id", w.id, "cause", w.conn.Err())
+				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
 			}
 			m.workerLeft(w)
 		} else {
-			m.log.Info("worker disconnected", "worker", w.name, "id", w.id)
+			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
 		if w := m.byName[lm.name]; w != nil && !w.left {
@@ -395,7 +395,7 @@ func (m *Master) handle(lm loopMsg) {
 			if lm.left {
 				what = "worker left the cluster"
 			}
-			m.log.Warn(what+"; dropping its connection, its tasks go back to the queue", "worker", w.name, "id", w.id)
+			m.log.Warn(what+"; dropping its connection, its tasks go back to the queue", "worker", w.name, "worker_id", w.id)
 			m.workerLeft(w)
 			w.conn.Close()
 		}
@@ -417,7 +417,7 @@ func (m *Master) joined(w *mworker) {
 	if old := m.byName[w.name]; old != nil && !old.left {
 		// One node, one data connection: a worker that reconnects under
 		// the same name has lost the old one, whether or not we noticed.
-		m.log.Warn("worker reconnected; dropping its old connection", "worker", w.name, "old_id", old.id, "id", w.id)
+		m.log.Warn("worker reconnected; dropping its old connection", "worker", w.name, "old_worker_id", old.id, "worker_id", w.id)
 		m.workerLeft(old)
 		old.conn.Close()
 	}
@@ -428,7 +428,7 @@ func (m *Master) joined(w *mworker) {
 	m.split.slots += w.slots
 	m.counts.Joined++
 	m.setLive(m.nLive, true)
-	m.log.Info("worker joined", "worker", w.name, "id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
+	m.log.Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
 	// Starting: it builds the run's problem (a plugin's first process)
 	// before it serves; its first Results frame says it does (results).
 	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)
@@ -473,7 +473,7 @@ func (m *Master) drain(w *mworker, d *Drain) {
 	}
 	if !w.draining {
 		w.draining = true
-		m.log.Info("worker draining; its held tasks go back to the queue", "worker", w.name, "id", w.id, "returned", len(d.Returned))
+		m.log.Info("worker draining; its held tasks go back to the queue", "worker", w.name, "worker_id", w.id, "returned", len(d.Returned))
 		m.step(sched.Event{Kind: sched.WorkerDraining, Worker: w.id}, 0)
 	}
 	b := m.cur
@@ -524,7 +524,7 @@ func (m *Master) checkDeadlines() {
 		}
 		if !w.late {
 			m.log.Warn("worker is late: its overdue tasks are cancelled and run again, on another worker if one is open, and it gets no new work until it answers",
-				"worker", w.name, "id", w.id, "gen", m.cur.gen, "tasks", len(m.overdue), "deadline", deadline.Round(time.Millisecond))
+				"worker", w.name, "worker_id", w.id, "gen", m.cur.gen, "tasks", len(m.overdue), "deadline", deadline.Round(time.Millisecond))
 		}
 		if !w.late {
 			w.lateSince = now
@@ -553,7 +553,7 @@ func (m *Master) deadline(w *mworker) time.Duration {
 // queue. It may connect again.
 func (m *Master) dropWorker(w *mworker, why string, args ...any) {
 	m.counts.Dropped++
-	m.log.Warn("dropping worker: "+why+"; its tasks go back to the queue", append([]any{"worker", w.name, "id", w.id}, args...)...)
+	m.log.Warn("dropping worker: "+why+"; its tasks go back to the queue", append([]any{"worker", w.name, "worker_id", w.id}, args...)...)
 	m.workerLeft(w)
 	w.conn.SendAndClose(&Reject{Reason: "dropped by the master: " + why})
 }

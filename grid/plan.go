@@ -229,10 +229,10 @@ func (m *Master) applyPlan(w *mworker) {
 		}
 		return
 	case slots == 0:
-		m.log.Info("the plan sets this worker aside: it receives no tasks", "worker", w.name, "id", w.id)
+		m.log.Info("the plan sets this worker aside: it receives no tasks", "worker", w.name, "worker_id", w.id)
 	case slots != w.slots:
 		m.log.Warn("the plan gives this worker other slots than it runs; start its esworker with the same -plan",
-			"worker", w.name, "id", w.id, "plan_slots", slots, "worker_slots", w.slots)
+			"worker", w.name, "worker_id", w.id, "plan_slots", slots, "worker_slots", w.slots)
 	default:
 		return
 	}

@@ -237,7 +237,7 @@ func (m *Master) unsolicited(w *mworker, r *Result) {
 	if !w.warned {
 		w.warned = true
 		m.log.Warn("worker sent a result for a task instance it was never given (no matching token); discarded",
-			"worker", w.name, "id", w.id, "batch", r.Gen, "task", r.ID)
+			"worker", w.name, "worker_id", w.id, "batch", r.Gen, "task", r.ID)
 	}
 }
 

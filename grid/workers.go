@@ -100,7 +100,7 @@ func (m *Master) failing(w *mworker, why string) {
 	w.aside = true
 	m.counts.SetAside++
 	m.log.Warn(fmt.Sprintf("worker set aside: its last %d evaluations failed; it gets no more tasks while this connection lasts, and its tasks go to other workers", w.fails),
-		"worker", w.name, "id", w.id, "host", w.host, "last_error", truncate(why, maxErrText))
+		"worker", w.name, "worker_id", w.id, "host", w.host, "last_error", truncate(why, maxErrText))
 	m.setSlots(w, 0)
 	if !other {
 		m.giveBack(w, "the only other worker open to tasks was set aside for failing")
@@ -157,7 +157,7 @@ func (m *Master) giveBack(except *mworker, why string) {
 		if s, ok := m.cfg.Plan.SlotsFor(w.name); ok {
 			slots = s
 		}
-		m.log.Warn("worker set aside for failing is given tasks again: "+why, "worker", w.name, "id", w.id)
+		m.log.Warn("worker set aside for failing is given tasks again: "+why, "worker", w.name, "worker_id", w.id)
 		m.setSlots(w, slots)
 	}
 }

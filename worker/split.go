@@ -146,7 +146,7 @@ func (s *session) onPromote(pr *grid.Promote) {
 		Key: s.a.cfg.Key, Name: s.a.cfg.Name, Problem: problem, MaxFrame: s.conn.Config().MaxFrame,
 		Network: s.a.cfg.Network,
 	}
-	mc := grid.MasterConfig{Logger: s.a.cfg.Logger.With("child_master", s.a.cfg.Name)}
+	mc := grid.MasterConfig{Logger: s.a.cfg.Logger.With("child", s.a.cfg.Name)}
 	go func() {
 		defer close(pe.done)
 		pe.err = grid.RunChild(ctx, cfg, mc)

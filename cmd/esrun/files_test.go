@@ -192,7 +192,7 @@ func TestInterruptedRunKeepsReport(t *testing.T) {
 			ckpt := filepath.Join(dir, tt.ckpt)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			out := &cancelAt{line: "gen    3 ", cancel: cancel}
+			out := &cancelAt{line: "gen    3/", cancel: cancel}
 			var errb bytes.Buffer
 			args := append([]string{"-dim", "4", "-gens", "50", "-checkpoint", ckpt, "-report", report, "-force"}, mode...)
 			code := run(ctx, args, out, &errb)

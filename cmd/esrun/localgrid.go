@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
@@ -275,9 +275,11 @@ func (g *localGrid) joinCommand(k *clusterKey) string {
 // waitWorkers blocks until n workers (local or remote) are connected. It
 // prints how many have joined every waitReport, and at once when announce
 // is set (remote workers are expected, so the user has something to do).
-func (g *localGrid) waitWorkers(ctx context.Context, n int, announce bool, w io.Writer) error {
+func (g *localGrid) waitWorkers(ctx context.Context, n int, announce bool, con logx.Console) error {
 	say := func() {
-		fmt.Fprintf(w, "esrun: waiting for workers: %d/%d joined; start %s\n", g.master.Workers(), n, g.hint)
+		joined := g.master.Workers()
+		con.Say(slog.LevelInfo, fmt.Sprintf("esrun: waiting for workers: %d/%d joined; start %s", joined, n, g.hint),
+			"waiting for workers", "workers", joined, "wanted", n, "command", g.hint)
 	}
 	if announce && g.master.Workers() < n {
 		say()

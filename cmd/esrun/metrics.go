@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/metrics"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
@@ -42,7 +42,7 @@ func (mon *monitor) onGeneration() func(sched.Generation) {
 
 // start registers the grid's metrics and serves them on o.metrics,
 // saying where on stderr.
-func (mon *monitor) start(o *options, g *localGrid, problem string, stderr io.Writer, log *slog.Logger) error {
+func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Console) error {
 	if mon == nil {
 		return nil
 	}
@@ -63,13 +63,14 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, stderr io.Wr
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	addr, done, err := metrics.Serve(ctx, o.metrics, mon.reg, log)
+	addr, done, err := metrics.Serve(ctx, o.metrics, mon.reg, con.Log)
 	if err != nil {
 		cancel()
 		return addrError("-metrics", o.metrics, err)
 	}
 	mon.stop, mon.done = cancel, done
-	fmt.Fprintf(stderr, "esrun: metrics on http://%s/metrics\n", addr)
+	url := "http://" + addr + "/metrics"
+	con.Say(slog.LevelInfo, "esrun: metrics on "+url, "serving metrics", "url", url)
 	return nil
 }
 
@@ -82,12 +83,12 @@ func (mon *monitor) progress(s es.Stats) {
 
 // close keeps serving for linger (so that Prometheus scrapes the run's
 // final figures), then stops the server.
-func (mon *monitor) close(linger time.Duration, stderr io.Writer) {
+func (mon *monitor) close(linger time.Duration, con logx.Console) {
 	if mon == nil || mon.stop == nil {
 		return
 	}
 	if linger > 0 {
-		fmt.Fprintf(stderr, "esrun: serving the final metrics for %v more\n", linger)
+		con.Say(slog.LevelInfo, fmt.Sprintf("esrun: serving the final metrics for %v more", linger), "serving the final metrics", "linger", linger)
 		time.Sleep(linger)
 	}
 	mon.stop()

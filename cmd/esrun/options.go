@@ -234,7 +234,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.force, "force", false, "overwrite the -checkpoint and -report files even if they exist (without it, a run refuses to start rather than replace a file it did not write; -resume FILE may always rewrite FILE)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the final summary")
 	fs.BoolVar(&o.verbose, "v", false, "log the grid's debug detail on standard error (by default: workers joining and leaving, refused connections, warnings; nothing per task)")
-	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines on standard error as JSON, one object per line, for machines")
+	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines; the line per generation goes there too, as the record \"generation\"")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9464, or 127.0.0.1:0 for any free port): the time accounting per generation, tasks, cancels, results, workers, the master's inbox (see \"Metrics and dashboards\" in the README)")
 	flagx.DurationVar(fs, &o.metricsLinger, "metrics-linger", 0, 0, time.Hour, "with -metrics: keep serving the metrics for `D` after the run ends, so that Prometheus scrapes its final figures (e.g. 2 scrape intervals)")
 	return fs

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/internal/logx"
 )
 
 // number is a float64 that JSON writes as null when it is NaN or infinite,
@@ -86,10 +88,14 @@ type bestRecord struct {
 	X []float64 `json:"x"`
 }
 
-// recorder follows a run: it prints a line per generation and collects the
-// report.
+// recorder follows a run: it writes one line per generation and collects
+// the report. The line is the terminal's progress line on stdout, or with
+// -log-json the Info record "generation" of the log on stderr.
 type recorder struct {
-	progress io.Writer // nil: no progress lines
+	progress io.Writer    // text progress lines; nil: none
+	log      *slog.Logger // JSON generation records; nil: none
+	est      *progress
+	evals    int // evaluations before this generation
 	start    time.Time
 	last     time.Time
 	rep      report
@@ -108,7 +114,7 @@ func newRecorder(eng *es.Engine, o *options, loadN, slots int) *recorder {
 			Listen: o.listen, Gossip: o.gossip,
 		}
 	}
-	return &recorder{start: now, last: now, rep: report{Config: c, Generations: []genRecord{}}}
+	return &recorder{est: newProgress(c.Config), evals: eng.Evals(), start: now, last: now, rep: report{Config: c, Generations: []genRecord{}}}
 }
 
 // restart sets the clocks to now: the run's time starts once its workers
@@ -135,6 +141,9 @@ func (r *recorder) header() string {
 	}
 	if c.Stop.MaxEvals > 0 {
 		fmt.Fprintf(&b, ", at most %d evaluations", c.Stop.MaxEvals)
+	}
+	if !r.est.known {
+		b.WriteString(" (no last generation: ETA unknown)")
 	}
 	if g := c.Grid; g != nil {
 		fmt.Fprintf(&b, ", grid %s", g.Sched)
@@ -176,8 +185,14 @@ func (r *recorder) generation(s es.Stats) error {
 	}
 	r.last = now
 	r.rep.Generations = append(r.rep.Generations, g)
+	wall := now.Sub(start)
+	r.est.add(s.Evals-r.evals, wall)
+	r.evals = s.Evals
 	if r.progress != nil {
-		fmt.Fprintf(r.progress, "gen %4d  evals %7d  best %.6e  mean %.6e  %v\n", g.Gen, g.Evals, s.Best, s.Mean, roundDuration(now.Sub(start)))
+		fmt.Fprintln(r.progress, r.est.line(s, wall))
+	}
+	if r.log != nil {
+		r.est.record(r.log, s, wall)
 	}
 	return nil
 }
@@ -188,17 +203,6 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// roundDuration keeps three or four significant digits.
-func roundDuration(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Second:
-		return d.Round(time.Millisecond)
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond)
-	}
-	return d.Round(time.Microsecond)
 }
 
 // finish completes the report from the engine's final state.
@@ -221,7 +225,7 @@ func summary(rep *report) string {
 		last = rep.Generations[n-1].Gen
 	}
 	return fmt.Sprintf("best %.6e after generation %d (%d evaluations, %d NaN, stop: %s, %v)",
-		float64(rep.Best.F), last, rep.Evals, rep.NaNs, rep.Stop, roundDuration(time.Duration(rep.WallSeconds*float64(time.Second))))
+		float64(rep.Best.F), last, rep.Evals, rep.NaNs, rep.Stop, logx.Round(time.Duration(rep.WallSeconds*float64(time.Second))))
 }
 
 // partialSuffix names the report of a run that failed or was interrupted:

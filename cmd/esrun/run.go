@@ -14,11 +14,19 @@ import (
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems"
 )
 
 // run is esrun without the process: it returns the exit status, 0 on
 // success, 1 when the run fails, 2 for a bad command line.
+//
+// Stdout carries the run's output: its header, a progress line per
+// generation, the schedule and the result. Stderr carries the log. With
+// -log-json every line on stderr is a JSON object, the per-generation
+// line included (the Info record "generation", instead of the line on
+// stdout); only a command line refused before it is read whole stays one
+// plain line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The grid logs from its own goroutines while esrun writes its lines:
 	// one writer at a time, whatever stdout and stderr are.
@@ -28,27 +36,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printUsage(stdout)
 		return 0
 	}
+	con := logx.Console{W: stderr, Log: newLogger(false, false, stderr)}
+	if o != nil {
+		con = logx.Console{W: stderr, Log: newLogger(o.logJSON, o.verbose, stderr), JSON: o.logJSON}
+	}
 	switch {
 	case err == nil && o.genkey != "":
 		err = genkey(o.genkey, stdout)
 	case err == nil:
-		err = execute(ctx, o, stdout, stderr)
+		err = execute(ctx, o, stdout, con)
 	}
 	var ue *usageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "esrun: %v (see esrun -h)\n", err)
+		con.Say(slog.LevelError, fmt.Sprintf("esrun: %v (see esrun -h)", err), "bad command line (see esrun -h)", "err", err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "esrun: %v\n", err)
+		con.Say(slog.LevelError, fmt.Sprintf("esrun: %v", err), "the run failed", "err", err)
 		return 1
 	}
 }
 
 // execute sets the run up from o, runs it and reports.
-func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
+func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console) (err error) {
 	if err := checkOutputFiles(o); err != nil {
 		return err
 	}
@@ -84,11 +96,11 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err err
 	} else {
 		mon = newMonitor(o)
 		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || pluginNonFinite(prob)}
-		if g, err = openGrid(o, spec, stderr, mon); err != nil {
+		if g, err = openGrid(o, spec, con, mon); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, g.close(false)) }()
-		defer mon.close(o.metricsLinger, stderr)
+		defer mon.close(o.metricsLinger, con)
 		ev, slots = g.master, o.local*o.localSlots()
 	}
 
@@ -97,12 +109,16 @@ func execute(ctx context.Context, o *options, stdout, stderr io.Writer) (err err
 		rec.rep.Config.Grid.Listen, rec.rep.Config.Grid.Gossip = g.master.Addr(), g.gossip.Addr()
 	}
 	if !o.quiet {
-		rec.progress = stdout
 		fmt.Fprintln(stdout, rec.header())
+		if o.logJSON {
+			rec.log = con.Log
+		} else {
+			rec.progress = stdout
+		}
 	}
 	var runErr error
 	if g != nil {
-		runErr = g.waitWorkers(ctx, o.wantWorkers(), o.remoteExpected(), stderr)
+		runErr = g.waitWorkers(ctx, o.wantWorkers(), o.remoteExpected(), con)
 		rec.restart()
 	}
 	reason := es.StopReason("")
@@ -170,17 +186,16 @@ func genkey(path string, stdout io.Writer) error {
 
 // openGrid starts the run's grid and tells the user where it listens, and
 // how remote workers join when they can.
-func openGrid(o *options, spec grid.ProblemSpec, stderr io.Writer, mon *monitor) (*localGrid, error) {
+func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *monitor) (*localGrid, error) {
 	k, err := loadClusterKey(o)
 	if err != nil {
 		return nil, err
 	}
-	log := newLogger(o.logJSON, o.verbose, stderr)
-	g, err := startGrid(o, spec, k.key, log, mon.onGeneration())
+	g, err := startGrid(o, spec, k.key, con.Log, mon.onGeneration())
 	if err != nil {
 		return nil, err
 	}
-	if err := mon.start(o, g, spec.Name, stderr, log); err != nil {
+	if err := mon.start(o, g, spec.Name, con); err != nil {
 		g.close(false)
 		return nil, err
 	}
@@ -193,31 +208,30 @@ func openGrid(o *options, spec grid.ProblemSpec, stderr io.Writer, mon *monitor)
 		k.workerArg = "-key-file " + g.keyFile
 	}
 	g.hint = g.joinCommand(k) + pluginHint(o, spec.Name)
-	fmt.Fprintf(stderr, "esrun: listening data=%s gossip=%s\n", g.master.Addr(), g.gossip.Addr())
+	con.Say(slog.LevelInfo, fmt.Sprintf("esrun: listening data=%s gossip=%s", g.master.Addr(), g.gossip.Addr()),
+		"listening", "addr", g.master.Addr(), "gossip", g.gossip.Addr())
 	if g.keyFile != "" {
-		fmt.Fprintf(stderr, "esrun: no cluster key given (-key, -key-file or %s); made one for this run in %s (readable by you only; removed when the run ends): copy it to the workers' machines\n",
-			grid.KeyEnv, g.keyFile)
+		const why = "no cluster key given (-key, -key-file or " + grid.KeyEnv + "); made one for this run"
+		con.Say(slog.LevelInfo, fmt.Sprintf("esrun: %s in %s (readable by you only; removed when the run ends): copy it to the workers' machines", why, g.keyFile),
+			why+": copy it to the workers' machines", "key_file", g.keyFile)
 	}
 	if remote && !o.remoteExpected() {
 		// Not waited for, but welcome: say how to join.
-		fmt.Fprintf(stderr, "esrun: remote workers can join with: %s\n", g.hint)
+		con.Say(slog.LevelInfo, "esrun: remote workers can join with: "+g.hint, "remote workers can join", "command", g.hint)
 	}
 	return g, nil
 }
 
-// newLogger is the grid's logger on stderr: text, or JSON with -log-json;
-// at the default level one line per worker joining or leaving, per
-// refused connection (rate-limited) and per warning, none per task; with
-// -v the debug detail too.
+// newLogger is the run's logger on stderr: text, or JSON with -log-json
+// (internal/logx); at the default level one line per worker joining or
+// leaving, per refused connection (rate-limited) and per warning, none
+// per task; with -v the debug detail too.
 func newLogger(json, verbose bool, stderr io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	level := slog.LevelInfo
 	if verbose {
-		opts.Level = slog.LevelDebug
+		level = slog.LevelDebug
 	}
-	if json {
-		return slog.New(slog.NewJSONHandler(stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(stderr, opts))
+	return logx.New(stderr, json, level)
 }
 
 // isLoopback says the host of addr is a loopback address, so that no

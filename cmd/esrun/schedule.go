@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -145,7 +146,7 @@ func (s *scheduleRecord) summary() string {
 	for _, w := range s.PerWorker {
 		slots += w.Slots
 	}
-	d := func(sec float64) time.Duration { return roundDuration(time.Duration(sec * float64(time.Second))) }
+	d := func(sec float64) time.Duration { return logx.Round(time.Duration(sec * float64(time.Second))) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v (the paper's comm: %v); efficiency %s of LB %v\n",
 		s.Policy, plural(s.Workers, "worker"), plural(slots, "slot"),

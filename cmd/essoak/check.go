@@ -127,17 +127,24 @@ func readOutcome(reportPath, ckptPath string, lines []string) (outcome, error) {
 	return o, nil
 }
 
-// genLine is esrun's line for a generation; its last field, the time,
-// depends on the run and is left out.
-var genLine = regexp.MustCompile(`^gen +(\d+) +evals +\d+ +best \S+ +mean \S+`)
+// genLine is esrun's line for a generation; its last fields, the time,
+// the rate and the ETA, depend on the run and are left out, and so is the
+// last generation after the slash ("gen    3/100"), which depends on the
+// stopping flags of the process that printed it.
+var genLine = regexp.MustCompile(`^gen +(\d+)(/\d+)? +evals +\d+ +best \S+ +mean \S+`)
 
 // genLines keeps the per-generation lines of an esrun's output, without
-// their times.
+// their times nor their last generation.
 func genLines(lines []string) []string {
 	var g []string
 	for _, l := range lines {
-		if m := genLine.FindString(l); m != "" {
-			g = append(g, m)
+		m := genLine.FindStringSubmatchIndex(l)
+		switch {
+		case m == nil:
+		case m[4] >= 0:
+			g = append(g, l[:m[4]]+l[m[5]:m[1]])
+		default:
+			g = append(g, l[:m[1]])
 		}
 	}
 	return g

@@ -256,3 +256,20 @@ func TestSawMasterLogCountsSuppressedFailures(t *testing.T) {
 		t.Errorf("counted %d failures, %d emulated; want 43 and 43", r.ob.Failures, r.faults[failEvery])
 	}
 }
+
+// esrun's line with its last generation, rate and ETA compares as the line
+// without them: the reference may have been run with other stopping flags.
+func TestGenLinesDropLastGenAndTimes(t *testing.T) {
+	got := genLines([]string{
+		"gen    3/100  evals     240  best 7.684306e+04  mean 1.371619e+05  1.49ms  43889 evals/s  ETA 3.19ms",
+		"gen    4  evals     310  best 7.684306e+04  mean 1.202279e+05  1.4ms  45138 evals/s  ETA unknown",
+		"schedule r3q on 2 workers",
+	})
+	want := []string{
+		"gen    3  evals     240  best 7.684306e+04  mean 1.371619e+05",
+		"gen    4  evals     310  best 7.684306e+04  mean 1.202279e+05",
+	}
+	if !reflect.DeepEqual(got, want) || lineGen(got[0]) != 3 {
+		t.Errorf("genLines = %q, want %q", got, want)
+	}
+}

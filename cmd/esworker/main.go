@@ -8,12 +8,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
+
+// signalConsole is where run writes, for the line of a second signal:
+// JSON under -log-json, like every other line.
+var signalConsole atomic.Pointer[logx.Console]
 
 func main() {
 	sigs := make(chan os.Signal, 2)
@@ -28,7 +35,12 @@ func main() {
 		// Each plugin runs in a process group of its own, which no signal
 		// to esworker reaches: kill them, or they outlive it.
 		n := plugin.KillAll()
-		fmt.Fprintf(os.Stderr, "esworker: second signal: killed %d plugin process group(s); exiting now\n", n)
+		text := fmt.Sprintf("esworker: second signal: killed %d plugin process group(s); exiting now", n)
+		if con := signalConsole.Load(); con != nil {
+			con.Say(slog.LevelError, text, "second signal: killed the plugin process groups; exiting now", "groups", n)
+		} else {
+			fmt.Fprintln(os.Stderr, text)
+		}
 		os.Exit(exitFailure)
 	}()
 	os.Exit(run(ctx, os.Args[1:], drain, os.Stdout, os.Stderr))

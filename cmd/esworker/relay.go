@@ -84,7 +84,7 @@ const relayGrace = 10 * time.Second
 // startRelay starts the relay of -relay, if any (nil if none). With -join
 // it waits for its master as a worker does: the cluster need not answer
 // yet. With -once it ends when the master ends the run.
-func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger, stderr io.Writer) (*runningRelay, error) {
+func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger, stderr io.Writer, logJSON bool) (*runningRelay, error) {
 	if o.relay.addr == "" {
 		return nil, nil
 	}
@@ -150,7 +150,9 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 		defer close(rr.ended)
 		rr.err = r.Run(rctx)
 	}()
-	fmt.Fprintf(stderr, "esworker: relay listening %s\n", r.Addr())
+	if !logJSON { // the Info record below says it in JSON
+		fmt.Fprintf(stderr, "esworker: relay listening %s\n", r.Addr())
+	}
 	log.Info("relay listening for workers the master cannot reach", "addr", r.Addr(), "upstream", o.master, "join", o.join)
 	var once sync.Once
 	rr.stop = func() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/worker"
 )
@@ -100,7 +101,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.once, "once", false, "exit when the master ends its run, instead of waiting for the next one")
 	flagx.DurationVar(fs, &o.idle, "idle-timeout", 0, 0, maxIdle, "exit (status 0: not a failure) after `D` without a working session: no master reachable, refused by it, or its problem does not build here (a plugin that does not start); 0 = wait for ever")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
-	fs.BoolVar(&o.logJSON, "log-json", false, "write the log lines as JSON, one object per line, for machines")
+	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
 	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see the README); flags on the command line win")
@@ -230,20 +231,22 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		fmt.Fprintf(stderr, "esworker: %v (esworker -h for help)\n", err)
 		return exitConfig
 	}
-	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
-	if err != nil {
-		fmt.Fprintf(stderr, "esworker: %v\n", err)
-		return exitConfig
-	}
 	level := slog.LevelInfo
 	if o.verbose {
 		level = slog.LevelDebug
 	}
-	var log *slog.Logger
-	if o.logJSON {
-		log = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	} else {
-		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := logx.New(stderr, o.logJSON, level)
+	con := &logx.Console{W: stderr, Log: log, JSON: o.logJSON}
+	signalConsole.Store(con) // main.go
+	// A refusal is one line: "esworker: why" in text, a record under
+	// -log-json.
+	refuse := func(err error) {
+		con.Say(slog.LevelError, fmt.Sprintf("esworker: %v", err), "esworker cannot start", "err", err)
+	}
+	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
+	if err != nil {
+		refuse(err)
+		return exitConfig
 	}
 	if err := probePlugins(ctx, o.catalog, o.hello, log); err != nil { // config.go
 		log.Error("esworker cannot start: a listed plugin does not work", "err", err)
@@ -251,12 +254,12 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	}
 
 	if err := o.applyPlan(log); err != nil { // plan.go
-		fmt.Fprintf(stderr, "esworker: %v\n", err)
+		refuse(err)
 		return exitConfig
 	}
 	// -relay: the relay first; this esworker's agent works behind it
 	// (relay.go).
-	relay, err := startRelay(ctx, o, key, log, stderr)
+	relay, err := startRelay(ctx, o, key, log, stderr, o.logJSON)
 	if err != nil {
 		log.Error("esworker cannot start the relay", "err", err)
 		return exitFailure
@@ -287,7 +290,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		Build:    worker.PluginBuild(o.catalog, worker.PluginOptions{Slots: o.slots, StartTimeout: o.hello, Logger: log}),
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "esworker: %v\n", err)
+		refuse(err)
 		return exitConfig
 	}
 	if o.metrics != "" {
@@ -295,7 +298,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		addr, done, err := serveMetrics(mctx, o.metrics, agent, log)
 		if err != nil {
 			stop()
-			fmt.Fprintf(stderr, "esworker: -metrics %s: %v\n", o.metrics, err)
+			refuse(fmt.Errorf("-metrics %s: %w", o.metrics, err))
 			return exitFailure
 		}
 		defer func() { stop(); <-done }()
@@ -312,7 +315,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		case <-ctx.Done():
 		}
 	}()
-	log.Info("esworker starting", "name", agent.Name(), "join", o.join, "master", o.master,
+	log.Info("esworker starting", "worker", agent.Name(), "join", o.join, "master", o.master,
 		"slots", o.slots, "slowdown", o.slowdown, "delay", o.delay)
 	switch err := agent.Run(ctx); {
 	case err == nil:

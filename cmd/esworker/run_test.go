@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -163,5 +165,17 @@ func TestKeyFileOpenToOthers(t *testing.T) {
 		if _, err := grid.LoadKey(o.key, o.keyFile, o.keyAny); err != nil {
 			t.Errorf("%q: %v", args, err)
 		}
+	}
+}
+
+// Under -log-json a refusal after the flags are read is one JSON record,
+// as every other line on stderr.
+func TestRefusalUnderLogJSON(t *testing.T) {
+	t.Setenv(grid.KeyEnv, "")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-log-json", "-join", "h"}, nil, &out, &errb)
+	var r map[string]any
+	if err := json.Unmarshal(errb.Bytes(), &r); code != exitConfig || err != nil || r["level"] != "ERROR" || !strings.Contains(fmt.Sprint(r["err"]), "no cluster key") {
+		t.Errorf("exit %d, stderr %q; want exitConfig and one JSON record naming the missing key", code, errb.String())
 	}
 }

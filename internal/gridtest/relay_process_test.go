@@ -25,7 +25,7 @@ func startRelayProc(t *testing.T, name string, args ...string) (*proc, string) {
 
 // genLine matches esrun's line for generation g.
 func genLine(g int) *regexp.Regexp {
-	return regexp.MustCompile(`(?m)^gen\s+` + strconv.Itoa(g) + `\s`)
+	return regexp.MustCompile(`(?m)^gen\s+` + strconv.Itoa(g) + `[/\s]`)
 }
 
 // TestProcessesRelays: the paper's R1 in front of W1–W3, as processes.

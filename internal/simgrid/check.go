@@ -265,7 +265,7 @@ func lateEvents(trace string) map[string]map[string]int {
 		if !strings.Contains(line, `msg="worker is late`) {
 			continue
 		}
-		name, id := attr(line, "worker"), attr(line, "id")
+		name, id := attr(line, "worker"), attr(line, "worker_id")
 		if out[name] == nil {
 			out[name] = map[string]int{}
 		}

@@ -269,7 +269,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 		// Stalled past its bound: what the master thinks of each worker
 		// is what explains it.
 		for _, ws := range m.WorkerStats() {
-			w.log.Warn("sim: stalled; the master's view", "worker", ws.Name, "id", ws.ID, "slots", ws.Slots,
+			w.log.Warn("sim: stalled; the master's view", "worker", ws.Name, "worker_id", ws.ID, "slots", ws.Slots,
 				"outstanding", ws.Outstanding, "queued", ws.Queued, "running", ws.Running, "late", ws.Late, "draining", ws.Draining, "aside", ws.Aside)
 		}
 		st := m.Stats()

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/es"
+)
+
+// The last generation is -gens, or the last whose batch fits in
+// -max-evals (generation 0 evaluates μ, or λ for CMA-ES), whichever comes
+// first; -target alone has none.
+func TestLastGen(t *testing.T) {
+	target := 1e-8
+	for _, tt := range []struct {
+		name  string
+		c     es.Config
+		last  int
+		known bool
+	}{
+		{"gens", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{Generations: 100}}, 100, true},
+		{"budget", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{MaxEvals: 400}}, 5, true}, // 30 + 5×70 = 380
+		{"budget exact", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{MaxEvals: 380}}, 5, true},
+		{"budget first", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{Generations: 100, MaxEvals: 400}}, 5, true},
+		{"gens first", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{Generations: 3, MaxEvals: 400}}, 3, true},
+		{"generation 0 only", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{MaxEvals: 99}}, 0, true},
+		{"cma", es.Config{Mu: 7, Lambda: 14, Strategy: es.StrategyCMA, Stop: es.Stop{MaxEvals: 42}}, 2, true},
+		{"target", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{Target: &target}}, 0, false},
+	} {
+		if last, known := lastGen(tt.c); last != tt.last || known != tt.known {
+			t.Errorf("%s: lastGen = %d, %v; want %d, %v", tt.name, last, known, tt.last, tt.known)
+		}
+	}
+}
+
+// The rate is over the last progressWindow generations; the ETA is the
+// generations left at that rate, 0 at the last, unknown without one.
+func TestProgressRateAndETA(t *testing.T) {
+	p := &progress{of: 10, known: true, lambda: 70}
+	if _, ok := p.eta(0); ok {
+		t.Error("an ETA before any time has passed")
+	}
+	p.add(30, time.Second) // generation 0, slow: it leaves the window
+	for range progressWindow {
+		p.add(70, 100*time.Millisecond)
+	}
+	if r := p.rate(); r != 700 {
+		t.Errorf("rate %v, want 700 evaluations/s", r)
+	}
+	if d, ok := p.eta(6); !ok || d != 400*time.Millisecond {
+		t.Errorf("ETA after generation 6 of 10: %v, %v; want 400ms", d, ok)
+	}
+	if d, ok := p.eta(10); !ok || d != 0 {
+		t.Errorf("ETA after the last generation: %v, %v; want 0", d, ok)
+	}
+	p.known = false
+	if _, ok := p.eta(6); ok {
+		t.Error("an ETA without a last generation")
+	}
+}
+
+// The progress line says gen N/M, the rate and the ETA, or gen N and ETA
+// unknown.
+func TestProgressLine(t *testing.T) {
+	s := es.Stats{Gen: 6, Evals: 450, Best: 1.5, Mean: 2}
+	p := &progress{of: 10, known: true, lambda: 70}
+	p.add(70, 100*time.Millisecond)
+	want := "gen    6/10  evals     450  best 1.500000e+00  mean 2.000000e+00  100ms  700 evals/s  ETA 400ms"
+	if got := p.line(s, 100*time.Millisecond); got != want {
+		t.Errorf("line\n%q, want\n%q", got, want)
+	}
+	p.known = false
+	want = "gen    6  evals     450  best 1.500000e+00  mean 2.000000e+00  100ms  700 evals/s  ETA unknown"
+	if got := p.line(s, 100*time.Millisecond); got != want {
+		t.Errorf("line\n%q, want\n%q", got, want)
+	}
+}
+
+// Under -log-json, stdout keeps the header and the result, and every line
+// on stderr is JSON: one generation record per generation, and the error
+// of a run that fails.
+func TestLogJSON(t *testing.T) {
+	code, stdout, stderr := esrun(t.Context(), "-inprocess", "-log-json", "-dim", "4", "-gens", "0", "-target", "1e300", "-max-evals", "170")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if regexp.MustCompile(`(?m)^gen\s`).MatchString(stdout) || !strings.Contains(stdout, "best ") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	var gens []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		if r["msg"] == "generation" {
+			gens = append(gens, r)
+		}
+	}
+	// -target 1e300 stops after generation 0; the budget says it could
+	// have run to generation 2.
+	if len(gens) != 1 || gens[0]["gen"] != 0.0 || gens[0]["of"] != 2.0 || gens[0]["level"] != "INFO" {
+		t.Errorf("generation records %v", gens)
+	}
+	for _, k := range []string{"evals", "evals_per_s", "eta_s", "best", "mean", "wall_s"} {
+		if len(gens) > 0 && gens[0][k] == nil {
+			t.Errorf("generation record without %s: %v", k, gens[0])
+		}
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.ckpt")
+	if err := os.WriteFile(bad, []byte("not a checkpoint"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = esrun(t.Context(), "-inprocess", "-log-json", "-resume", bad)
+	var r map[string]any
+	if err := json.Unmarshal([]byte(stderr), &r); code != 1 || err != nil || r["level"] != "ERROR" || !strings.Contains(fmt.Sprint(r["err"]), bad) {
+		t.Errorf("a failed run: exit %d, stderr %q", code, stderr)
+	}
+}

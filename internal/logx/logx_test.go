@@ -1,0 +1,70 @@
+package logx
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A duration is seconds under an _s key in JSON, also inside a group and
+// from With; a NaN or infinite float is null; the line stays one object.
+func TestJSONDurationsAndNonFinite(t *testing.T) {
+	var b bytes.Buffer
+	log := New(&b, true, slog.LevelInfo).With("per", 2*time.Second)
+	log.Info("m", "retry_in", 1500*time.Millisecond, "eta_s", 3*time.Second, "best", math.NaN(), "worst", math.Inf(1),
+		slog.Group("g", "wait", 250*time.Millisecond), "n", 7, "role", role(2))
+	var rec map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil {
+		t.Fatalf("%q: %v", b.String(), err)
+	}
+	want := map[string]any{"role": "master", "per_s": 2.0, "retry_in_s": 1.5, "eta_s": 3.0, "best": nil, "worst": nil, "n": 7.0}
+	for k, v := range want {
+		if got, ok := rec[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v; line %s", k, got, ok, v, b.String())
+		}
+	}
+	if g, _ := rec["g"].(map[string]any); g["wait_s"] != 0.25 {
+		t.Errorf("group g = %v, want wait_s 0.25", rec["g"])
+	}
+	for _, k := range []string{"per", "retry_in", "eta_s_s"} {
+		if _, ok := rec[k]; ok {
+			t.Errorf("key %s present: %s", k, b.String())
+		}
+	}
+}
+
+// Text keeps the key and writes the duration rounded, as Go writes one.
+func TestTextDurations(t *testing.T) {
+	var b bytes.Buffer
+	New(&b, false, slog.LevelInfo).Info("m", "retry_in", 1234567891*time.Nanosecond, "rtt", 1234567*time.Nanosecond)
+	if s := b.String(); !strings.Contains(s, " retry_in=1.235s ") || !strings.Contains(s, " rtt=1.23ms") {
+		t.Errorf("text line %q", s)
+	}
+}
+
+// Say writes the text as it is, or the record under JSON.
+func TestConsoleSay(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		var b bytes.Buffer
+		c := Console{W: &b, Log: New(&b, asJSON, slog.LevelInfo), JSON: asJSON}
+		c.Say(slog.LevelInfo, "esrun: listening data=a gossip=b", "listening", "addr", "a", "gossip", "b")
+		switch got := b.String(); {
+		case !asJSON && got != "esrun: listening data=a gossip=b\n":
+			t.Errorf("text %q", got)
+		case asJSON:
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(got), &rec); err != nil || rec["msg"] != "listening" || rec["addr"] != "a" {
+				t.Errorf("json %q: %v", got, err)
+			}
+		}
+	}
+}
+
+// role names itself, as grid.Role does.
+type role uint8
+
+func (r role) String() string { return [...]string{"?", "worker", "master"}[r] }
