@@ -22,7 +22,7 @@ func (readableTicks) Ticks(min, max float64) []plot.Tick {
 	step := niceStep((max - min) / 8)
 	var ticks []plot.Tick
 	big := 0.0
-	for i := math.Ceil(min / step); i*step <= max; i++ {
+	for i := math.Ceil(min/step - 1e-9); i*step <= max+step*1e-9; i++ { // float noise: 6 × 0.05 > 0.3
 		v := i * step
 		if v == 0 {
 			v = 0 // not −0

@@ -57,6 +57,15 @@ type timelineModel struct {
 	Kinds    map[string]int // instances per kind
 }
 
+// maxGenLines is how many generation boundaries the timeline draws at
+// most: more would grey it over.
+const maxGenLines = 60
+
+// genStep is the step between the generations whose start is drawn.
+func (m *timelineModel) genStep() int {
+	return max(1, (len(m.GenStart)+maxGenLines-1)/maxGenLines)
+}
+
 // timelineRow is one worker.
 type timelineRow struct {
 	Worker int
@@ -206,7 +215,8 @@ func (t timelinePlotter) Plot(c draw.Canvas, p *plot.Plot) {
 		rect(colPresent, r.Joined, r.Left, base+rowBand0, base+rowBand1)
 	}
 	line := draw.LineStyle{Color: colGenLine, Width: vg.Points(0.5)}
-	for _, g := range t.m.GenStart {
+	for i := 0; i < len(t.m.GenStart); i += t.m.genStep() {
+		g := t.m.GenStart[i]
 		c.StrokeLine2(line, trX(g), c.Min.Y, trX(g), c.Max.Y)
 	}
 	cols := map[string]color.Color{}
@@ -245,6 +255,9 @@ func timelinePlot(m *timelineModel) (*plot.Plot, plot.Legend) {
 		p.Title.Text += fmt.Sprintf("\nfrom generation %d only: the report keeps at most %d instances (%d earlier ones left out)", m.FromGen, m.Limit, m.Omitted)
 	}
 	p.X.Label.Text = "time on the run's clock [s]   (vertical lines: generations start)"
+	if k := m.genStep(); k > 1 {
+		p.X.Label.Text = fmt.Sprintf("time on the run's clock [s]   (vertical lines: generations start, one line per %d)", k)
+	}
 	p.Add(timelinePlotter{m})
 	p.X.Min, p.X.Max = m.From, m.To
 	p.Y.Min, p.Y.Max = 0, float64(len(m.Rows))
