@@ -40,8 +40,8 @@ const (
 	// InstanceFinished: it ran to the end and its result came back.
 	InstanceFinished InstanceKind = iota + 1
 	// InstanceCancelledHeld: a cancel removed it from the worker's remote
-	// queue before it ran; Start is when it was sent, End when the worker
-	// said it dropped it.
+	// queue before it ran; Start is when it was sent (End if the ledger
+	// did not know), End when the worker said it dropped it.
 	InstanceCancelledHeld
 	// InstanceCancelledRunning: a cancel stopped it while it ran.
 	InstanceCancelledRunning
@@ -863,7 +863,10 @@ func (l *Ledger) unsend(gi, wi int32, t TaskID, replica bool) {
 // answers a Cancel of t on w that the ledger saw and that has no outcome
 // yet.
 func (l *Ledger) Dropped(at time.Duration, w WorkerID, t TaskID) {
-	if p, ok := l.outcome(w, t, Counts{CancelsHeld: 1, Dropped: 1}); ok && p.sent >= 0 {
+	if p, ok := l.outcome(w, t, Counts{CancelsHeld: 1, Dropped: 1}); ok {
+		if p.sent < 0 {
+			p.sent = at // its send is not known: a mark, so that every count has its instance
+		}
 		l.instance(Instance{Worker: w, Task: t, Replica: p.replica, Known: true, Kind: InstanceCancelledHeld, Start: p.sent, End: at})
 	}
 }

@@ -120,7 +120,7 @@ func legendWidth(l plot.Legend) vg.Length {
 	return r.Max.X - r.Min.X
 }
 
-// Format is a picture's file format.
+// format is a picture's file format.
 type format string
 
 const (

@@ -137,7 +137,7 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 	}
 	for _, w := range r.Workers {
 		var left *float64
-		if w.Left >= 0 {
+		if w.Left >= 0 && w.Left+w.Joined > 0 { // both 0: it never joined
 			left = new((w.Left - t0).Seconds())
 		}
 		s.PerWorker = append(s.PerWorker, scheduleWorker{
