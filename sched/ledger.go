@@ -24,6 +24,44 @@ type LedgerConfig struct {
 	// progress displays read it instead of keeping books of their own. It
 	// must not call back into the ledger.
 	OnGeneration func(Generation)
+	// OnInstance, when set, is given each instance once it has ended
+	// (see Instance), on the goroutine that feeds the ledger, from within
+	// the call that ended it. The ledger keeps none of them: a driver
+	// that wants a timeline keeps what it can afford. It must not call
+	// back into the ledger.
+	OnInstance func(Instance)
+}
+
+// InstanceKind is how an instance of a task ended.
+type InstanceKind uint8
+
+// The ways an instance ends.
+const (
+	// InstanceFinished: it ran to the end and its result came back.
+	InstanceFinished InstanceKind = iota + 1
+	// InstanceCancelledHeld: a cancel removed it from the worker's remote
+	// queue before it ran; Start is when it was sent (End if the ledger
+	// did not know), End when the worker said it dropped it.
+	InstanceCancelledHeld
+	// InstanceCancelledRunning: a cancel stopped it while it ran.
+	InstanceCancelledRunning
+	// InstanceFailed: the evaluation returned an error; Start is when it
+	// was sent, End when the failure reached the driver.
+	InstanceFailed
+)
+
+// Instance is one instance of a task on a worker, as the ledger saw it
+// end: for OnInstance, a timeline of the run.
+type Instance struct {
+	Worker  WorkerID
+	Task    TaskID
+	Gen     int // index of the generation running at Start, as Generation.Index; -1 before the first
+	Replica bool
+	// Known says whether Replica is: false for a finished instance the
+	// ledger no longer had on its books (the result of an earlier batch).
+	Known      bool
+	Kind       InstanceKind
+	Start, End time.Duration // the ledger's timeline, as Execution
 }
 
 // Execution reports one instance of a task that ran on a worker: it started
@@ -134,6 +172,10 @@ type WorkerReport struct {
 	ExecSpread float64
 	RoundTrip  time.Duration // smallest observed result arrival − send − execution; 0 when none
 	Counts                   // sends to it; the outcomes of cancels to it; its Aborted, Wasted, Dropped (Duplicates stay 0)
+	// Joined is when it joined and Left when it left, -1 while it is
+	// present (the ledger's timeline; both 0 for a worker that never
+	// joined).
+	Joined, Left time.Duration
 }
 
 // Report is the accounting of the run so far.
@@ -374,6 +416,7 @@ type pendingCancel struct {
 	task    TaskID
 	gen     int32 // the generation that sent it
 	replica bool  // the instance was a replica
+	sent    time.Duration
 }
 
 type genRec struct {
@@ -598,6 +641,14 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 			}
 		}
 	}
+	if ev.Kind == Failed && l.cfg.OnInstance != nil {
+		if wi, ok := l.idx[ev.Worker]; ok {
+			if r := l.findInst(ev.Task, wi); r != nil {
+				l.instance(Instance{Worker: ev.Worker, Task: ev.Task, Replica: r.replica, Known: true,
+					Kind: InstanceFailed, Start: r.sent, End: at})
+			}
+		}
+	}
 	if ev.Kind == ResultArrived {
 		if !accepted {
 			// A late copy belongs to the last batch, even once it has ended.
@@ -618,9 +669,9 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 // cancel records a Cancel of task t on worker wi sent by generation gi
 // (-1: none): the instance leaves the books, and its outcome is awaited.
 func (l *Ledger) cancel(wi int32, t TaskID, gi int32) {
-	p := pendingCancel{task: t, gen: gi}
+	p := pendingCancel{task: t, gen: gi, sent: -1}
 	if r := l.findInst(t, wi); r != nil {
-		p.replica = r.replica
+		p.replica, p.sent = r.replica, r.sent
 		l.dropInst(t, wi)
 	}
 	w := &l.workers[wi]
@@ -812,7 +863,24 @@ func (l *Ledger) unsend(gi, wi int32, t TaskID, replica bool) {
 // answers a Cancel of t on w that the ledger saw and that has no outcome
 // yet.
 func (l *Ledger) Dropped(at time.Duration, w WorkerID, t TaskID) {
-	l.outcome(w, t, Counts{CancelsHeld: 1, Dropped: 1})
+	if p, ok := l.outcome(w, t, Counts{CancelsHeld: 1, Dropped: 1}); ok {
+		if p.sent < 0 {
+			p.sent = at // its send is not known: a mark, so that every count has its instance
+		}
+		l.instance(Instance{Worker: w, Task: t, Replica: p.replica, Known: true, Kind: InstanceCancelledHeld, Start: p.sent, End: at})
+	}
+}
+
+// instance hands an ended instance to OnInstance.
+func (l *Ledger) instance(in Instance) {
+	if l.cfg.OnInstance == nil {
+		return
+	}
+	in.Gen = -1
+	if len(l.gens) > 0 {
+		in.Gen = int(l.genIndexAt(in.Start))
+	}
+	l.cfg.OnInstance(in)
 }
 
 // Late records that a cancel of task t on worker w found the instance
@@ -822,17 +890,18 @@ func (l *Ledger) Late(at time.Duration, w WorkerID, t TaskID) {
 	l.outcome(w, t, Counts{CancelsLate: 1})
 }
 
-func (l *Ledger) outcome(w WorkerID, t TaskID, d Counts) {
+func (l *Ledger) outcome(w WorkerID, t TaskID, d Counts) (pendingCancel, bool) {
 	wi, ok := l.idx[w]
 	if !ok {
-		return
+		return pendingCancel{}, false
 	}
 	p, ok := l.takeCancel(wi, t)
 	if !ok {
-		return
+		return pendingCancel{}, false
 	}
 	l.add(l.countGen(p.gen), &l.workers[wi], d)
 	l.answered(p.gen)
+	return p, true
 }
 
 // countGen is the generation whose counts an event of generation gi
@@ -1203,6 +1272,12 @@ func (l *Ledger) workerReport(w *ledgerWorker, syncPresent, syncBusy, starved, r
 			wr.ExecSpread = math.Sqrt(v) / mean
 		}
 	}
+	if w.joined {
+		wr.Joined, wr.Left = w.joinAt, w.leftAt
+		if wr.Left == forever {
+			wr.Left = -1
+		}
+	}
 	if w.joined && len(l.gens) > 0 {
 		slots := time.Duration(w.slots)
 		wr.Present = overlap(w.joinAt, w.leftAt, l.gens[0].start, runEnd)
@@ -1229,12 +1304,15 @@ func (l *Ledger) Ran(e Execution) {
 	}
 	w := &l.workers[wi]
 	var p pendingCancel
+	in := Instance{Worker: e.Worker, Task: e.Task, Kind: InstanceFinished}
 	if e.Cancelled {
 		var ok bool
 		if p, ok = l.takeCancel(wi, e.Task); !ok {
 			return // no cancel of it was sent: not an instance of ours
 		}
+		in.Kind, in.Replica, in.Known = InstanceCancelledRunning, p.replica, true
 	} else if r := l.findInst(e.Task, wi); r != nil && r.has&hasRan == 0 {
+		in.Replica, in.Known = r.replica, true
 		r.ran, r.has = d, r.has|hasRan
 		if e.Arrival {
 			r.arrived, r.has = e.End, r.has|hasArrived
@@ -1253,6 +1331,8 @@ func (l *Ledger) Ran(e Execution) {
 	}
 	w.execs++
 	l.attribute(wi, e.Start, e.End)
+	in.Start, in.End = e.Start, e.End
+	l.instance(in)
 	if e.Cancelled {
 		l.add(l.countGen(p.gen), w, Counts{CancelsRunning: 1, Aborted: 1, Wasted: d})
 		l.answered(p.gen)

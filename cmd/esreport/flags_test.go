@@ -28,7 +28,8 @@ func TestFlagBounds(t *testing.T) {
 	}})
 }
 
-// The picture is never drawn over the report it is drawn from.
+// A picture is never drawn over the report it is drawn from, nor over
+// the other picture.
 func TestPictureIsNotTheReport(t *testing.T) {
 	dir := t.TempDir()
 	rep := filepath.Join(dir, "run.json")
@@ -39,12 +40,20 @@ func TestPictureIsNotTheReport(t *testing.T) {
 	if err := os.Symlink(rep, link); err != nil {
 		t.Skip(err)
 	}
-	for _, png := range []string{rep, filepath.Join(dir, "x", "..", "run.json"), link} {
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), []string{rep, "-png", png}, &stdout, &stderr)
-		if code != 2 || stdout.Len() > 0 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "are the same file") {
-			t.Errorf("-png %s: exit %d, stdout %q, stderr %q; want 2 and one line", png, code, stdout.String(), stderr.String())
+	for _, flag := range []string{"-png", "-svg"} {
+		for _, pic := range []string{rep, filepath.Join(dir, "x", "..", "run.json"), link} {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), []string{rep, flag, pic}, &stdout, &stderr)
+			if code != 2 || stdout.Len() > 0 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "are the same file") {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want 2 and one line", flag, pic, code, stdout.String(), stderr.String())
+			}
 		}
+	}
+	// Nor are the two pictures one file.
+	var stdout, stderr bytes.Buffer
+	pic := filepath.Join(dir, "run.pic")
+	if code := run(context.Background(), []string{rep, "-png", pic, "-svg", pic}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "are the same file") {
+		t.Errorf("-png and -svg %s: exit %d, stderr %q; want 2", pic, code, stderr.String())
 	}
 	if b, _ := os.ReadFile(rep); string(b) != "{}" {
 		t.Errorf("the report now holds %q", b)

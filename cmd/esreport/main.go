@@ -1,11 +1,12 @@
 // Command esreport reads the JSON report of a run (esrun -report FILE),
-// prints a text summary of it and, with -png, draws it: per generation,
-// the time stacked as compute, sync wait and comm (papers.md §1, as in
-// the paper's Fig. 5); the convergence (best and mean fitness of the
-// parents per generation); and each worker's utilisation.
+// prints a text summary of it and, with -png or -svg, draws it: per
+// generation, the time stacked as compute, sync wait and comm (papers.md
+// §1, as in the paper's Fig. 5) and the efficiency against LB; the
+// convergence (best and mean fitness of the parents per generation); each
+// worker's utilisation; and a timeline of every worker's task instances.
 //
 //	esreport run.json
-//	esreport run.json -png run.png
+//	esreport run.json -png run.png -svg run.svg
 package main
 
 import (
@@ -28,22 +29,25 @@ func main() {
 	os.Exit(code)
 }
 
-const usageText = `Usage: esreport REPORT.json [-png FILE] [-width PX] [-height PX]
+const usageText = `Usage: esreport REPORT.json [-png FILE] [-svg FILE] [-width PX] [-height PX]
 
 esreport prints a summary of a run's JSON report (esrun -report FILE):
 where the time went (compute, sync wait and comm, esgrid's and the
 paper's), the efficiency, what the policy did, the best fitness and each
-worker's utilisation. With -png it also draws the run: the time of every
-generation stacked as compute, sync wait and comm; the convergence (best
-and mean fitness of the parents per generation); and the utilisation of
-every worker.
+worker's utilisation. With -png or -svg (or both) it also draws the run:
+the time of every generation stacked as compute, sync wait and comm; its
+efficiency against LB; the convergence (best and mean fitness of the
+parents per generation); the utilisation of every worker; and a timeline
+per worker of its task instances (originals, replicas, cancelled while
+held or running, failed) and of when it was present. The pictures are
+written whole, readable by all (mode 0644).
 
 Flags:
 `
 
 type options struct {
 	report        string
-	png           string
+	png, svg      string
 	width, height int
 }
 
@@ -52,8 +56,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esreport", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.png, "png", "", "draw the run into the PNG `FILE`")
+	fs.StringVar(&o.svg, "svg", "", "draw the run into the SVG `FILE` (a vector picture, for the web or print)")
 	flagx.IntVar(fs, &o.width, "width", 1200, minPixels, maxPixels, "the picture's width in `PX`")
-	flagx.IntVar(fs, &o.height, "height", 1500, minPixels, maxPixels, "the picture's height in `PX`")
+	flagx.IntVar(fs, &o.height, "height", 2100, minPixels, maxPixels, "the picture's height in `PX`")
 	return fs
 }
 
@@ -83,6 +88,7 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if err := flagx.CheckFiles(
 		flagx.File{What: "-png " + o.png, Path: o.png, Write: true},
+		flagx.File{What: "-svg " + o.svg, Path: o.svg, Write: true},
 		flagx.File{What: "the report " + o.report, Path: o.report},
 	); err != nil {
 		return nil, err
@@ -109,15 +115,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprint(stdout, summary(rep))
-	if o.png != "" {
+	for _, pic := range []struct {
+		path string
+		f    format
+	}{{o.png, formatPNG}, {o.svg, formatSVG}} {
+		if pic.path == "" {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return 1
 		}
-		if err := drawReport(rep, o.png, o.width, o.height); err != nil {
+		if err := drawReport(rep, pic.path, pic.f, o.width, o.height); err != nil {
 			fmt.Fprintf(stderr, "esreport: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "picture: %s\n", o.png)
+		fmt.Fprintf(stdout, "picture: %s\n", pic.path)
 	}
 	return 0
 }
@@ -171,6 +183,9 @@ type report struct {
 		Stale             int     `json:"stale"`
 		Generations       []struct {
 			Gen       int     `json:"gen"`
+			Start     float64 `json:"start"`
+			End       float64 `json:"end"`
+			LB        float64 `json:"lb"`
 			Total     float64 `json:"total"`
 			SyncWait  float64 `json:"sync_wait"`
 			Comm      float64 `json:"comm"`
@@ -179,19 +194,36 @@ type report struct {
 			Replicas  int     `json:"replicas"`
 		} `json:"generations"`
 		PerWorker []struct {
-			Worker    int     `json:"worker"`
-			Name      string  `json:"name"`
-			Host      string  `json:"host"`
-			Slots     int     `json:"slots"`
-			Present   float64 `json:"present"`
-			Busy      float64 `json:"busy"`
-			Comm      float64 `json:"comm"`
-			CommPaper float64 `json:"comm_paper"`
-			Accepted  int     `json:"accepted"`
-			MeanExec  float64 `json:"mean_exec"`
-			RoundTrip float64 `json:"round_trip"`
+			Worker    int      `json:"worker"`
+			Name      string   `json:"name"`
+			Host      string   `json:"host"`
+			Slots     int      `json:"slots"`
+			Present   float64  `json:"present"`
+			Busy      float64  `json:"busy"`
+			Comm      float64  `json:"comm"`
+			CommPaper float64  `json:"comm_paper"`
+			Accepted  int      `json:"accepted"`
+			MeanExec  float64  `json:"mean_exec"`
+			RoundTrip float64  `json:"round_trip"`
+			Joined    float64  `json:"joined"`
+			Left      *float64 `json:"left"` // absent: there at the end
 		} `json:"per_worker"`
+		Timeline *struct {
+			Limit     int        `json:"limit"`
+			FromGen   int        `json:"from_gen"`
+			Omitted   int        `json:"omitted"`
+			Instances []instance `json:"instances"`
+		} `json:"timeline"`
 	} `json:"schedule"`
+}
+
+// instance is one task instance of the report's timeline.
+type instance struct {
+	Worker int     `json:"worker"`
+	Gen    int     `json:"gen"`
+	Kind   string  `json:"kind"`
+	Start  float64 `json:"start"`
+	End    float64 `json:"end"`
 }
 
 // maxReport bounds the file read: a report of a million generations is

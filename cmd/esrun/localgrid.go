@@ -117,6 +117,8 @@ type localGrid struct {
 	agentExited context.Context
 	exit        context.CancelCauseFunc
 	closed      bool
+	// timeline collects the run's task instances for the report.
+	timeline *timeline
 	// hint is the command line that starts a remote worker.
 	hint string
 	// keyFile is the file saveRunKey wrote for this run, if any.
@@ -143,9 +145,10 @@ type localAgent struct {
 // (the master's lines say when they join and leave). onGeneration, when
 // set, receives each generation's final figures (the metrics).
 func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger, onGeneration func(sched.Generation)) (*localGrid, error) {
+	tl := newTimeline(maxTimeline)
 	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
 		Listen: o.listen, Key: key, Policy: o.sched, Problem: spec, Logger: log,
-		Ledger:      sched.LedgerConfig{OnGeneration: onGeneration},
+		Ledger:      sched.LedgerConfig{OnGeneration: onGeneration, OnInstance: tl.add},
 		Sched:       sched.Config{Adaptive: o.adaptive, Copies: o.copies},
 		TaskTimeout: orNone(o.taskTimeout),
 		MaxRetries:  orNone(o.maxRetries),
@@ -173,7 +176,7 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 		return nil, addrError("-gossip", o.gossip, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &localGrid{master: m, gossip: ms, stopAgents: cancel}
+	g := &localGrid{master: m, gossip: ms, stopAgents: cancel, timeline: tl}
 	g.agentExited, g.exit = context.WithCancelCause(context.Background())
 	// The local agents offer, and may run, the plugins of -plugin too.
 	build := worker.PluginBuild(o.catalog, worker.PluginOptions{Slots: o.localSlots(), Logger: log})

@@ -137,7 +137,11 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		if cerr := g.close(runErr == nil); cerr != nil && runErr == nil {
 			runErr = cerr
 		}
-		rep.Schedule = newScheduleRecord(g.master.Policy(), g.master.Report(), g.master.Stats(), rep.Config.StartGen)
+		sr := g.master.Report()
+		rep.Schedule = newScheduleRecord(g.master.Policy(), sr, g.master.Stats(), rep.Config.StartGen)
+		if len(sr.Generations) > 0 {
+			rep.Schedule.Timeline = g.timeline.record(sr.Generations[0].Start, rep.Config.StartGen)
+		}
 		rep.Schedule.nameWorkers(g.master.WorkerInfo) // workers.go
 		// The overload test and the splits (split.go).
 		rep.Schedule.Masters = newMastersRecord(o.split.rule, g.master.Stats())

@@ -38,6 +38,8 @@ type scheduleRecord struct {
 	Generations []scheduleGen    `json:"generations"`
 	PerWorker   []scheduleWorker `json:"per_worker"`
 	Masters     *mastersRecord   `json:"masters,omitempty"` // the overload test and splits (split.go)
+	// Timeline is the task instances per worker (timeline.go).
+	Timeline *timelineRecord `json:"timeline,omitempty"`
 }
 
 // scheduleCounts are the policy's actions.
@@ -99,6 +101,11 @@ type scheduleWorker struct {
 	// over their mean.
 	ExecSpread float64 `json:"exec_spread"`
 	RoundTrip  float64 `json:"round_trip"`
+	// Joined and Left are when it joined and left, on the generations'
+	// clock (negative: before the first generation); Left is absent
+	// while it was still there at the end.
+	Joined float64  `json:"joined"`
+	Left   *float64 `json:"left,omitempty"`
 }
 
 // newScheduleRecord summarises the master's ledger and counters. The
@@ -130,7 +137,12 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 		})
 	}
 	for _, w := range r.Workers {
+		var left *float64
+		if w.Left >= 0 && w.Left+w.Joined > 0 { // both 0: it never joined
+			left = new((w.Left - t0).Seconds())
+		}
 		s.PerWorker = append(s.PerWorker, scheduleWorker{
+			Joined: (w.Joined - t0).Seconds(), Left: left,
 			Worker: int(w.Worker), Slots: w.Slots, Present: w.Present.Seconds(), Busy: w.Busy.Seconds(),
 			SyncWait: w.SyncWait.Seconds(), Starved: w.Starved.Seconds(),
 			Comm: w.Comm.Seconds(), CommPaper: w.CommPaper.Seconds(), Accepted: w.Accepted, MeanExec: w.MeanExec.Seconds(), ExecSpread: w.ExecSpread, RoundTrip: w.RoundTrip.Seconds(),
