@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
@@ -98,10 +99,22 @@ func (p *progress) line(s es.Stats, wall time.Duration) string {
 	}
 	eta := "ETA unknown"
 	if d, ok := p.eta(s.Gen); ok {
-		eta = "ETA " + logx.Round(d).String()
+		eta = "ETA " + etaText(d)
 	}
 	return fmt.Sprintf("%s  evals %7d  best %.6e  mean %.6e  %v  %s evals/s  %s",
 		gen, s.Evals, s.Best, s.Mean, logx.Round(wall), rateText(p.rate()), eta)
+}
+
+// etaText writes an estimate to the precision it has: whole minutes past
+// an hour, whole seconds past a minute ("78h35m", not "78h34m51.384s").
+func etaText(d time.Duration) string {
+	switch {
+	case d >= time.Hour:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	}
+	return logx.Round(d).String()
 }
 
 // record is generation s as the one Info record per generation of the

@@ -124,3 +124,20 @@ func TestLogJSON(t *testing.T) {
 		t.Errorf("a failed run: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestETAText(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{78*time.Hour + 34*time.Minute + 51384*time.Millisecond, "78h35m"},
+		{2*time.Hour + 30*time.Second, "2h1m"},
+		{5*time.Minute + 1500*time.Millisecond, "5m2s"},
+		{1234 * time.Millisecond, "1.234s"},
+		{3190 * time.Microsecond, "3.19ms"},
+	} {
+		if got := etaText(c.d); got != c.want {
+			t.Errorf("etaText(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}

@@ -81,12 +81,12 @@ func TestReportTimeline(t *testing.T) {
 	go func() { defer close(agentDone); agent.Run(agentCtx) }()
 	// It works for a few generations, leaves, and the run goes on
 	// without it for a few more.
-	stdout.await(t, regexp.MustCompile(`(?m)^gen +3 `))
+	stdout.await(t, regexp.MustCompile(`(?m)^gen +3[/ ]`))
 	leave()
 	<-agentDone
 	stderr.await(t, regexp.MustCompile(`worker (lost|disconnected)[^\n]*remote`))
 	n := len(regexp.MustCompile(`(?m)^gen `).FindAllString(stdout.String(), -1))
-	stdout.await(t, regexp.MustCompile(`(?m)^gen +`+strconv.Itoa(n+3)+` `))
+	stdout.await(t, regexp.MustCompile(`(?m)^gen +`+strconv.Itoa(n+3)+`[/ ]`))
 	cancel()
 	wait()
 

@@ -94,7 +94,7 @@ func TestProcessesInterruptAndResume(t *testing.T) {
 		startWorker(t, "w2", keyEnv, "-join", gossip, "-slots", "1"),
 	}
 	ctx := withTimeout(t, runTimeout)
-	if _, err := first.waitStdout(ctx, regexp.MustCompile(`(?m)^gen +2 `)); err != nil {
+	if _, err := first.waitStdout(ctx, regexp.MustCompile(`(?m)^gen +2[/ ]`)); err != nil {
 		t.Fatalf("first run: no generation 2: %v\n%s", err, first.stderr.tail(20))
 	}
 	if err := first.cmd.Process.Signal(syscall.SIGINT); err != nil {

@@ -284,7 +284,7 @@ func TestProcessesWorkerKilled(t *testing.T) {
 			}
 			victim := startWorker(t, "victim", keyEnv, "-join", m.gossip, "-slots", "2", "-delay", "100ms")
 			ctx := withTimeout(t, runTimeout)
-			if _, err := m.waitStdout(ctx, regexp.MustCompile(`(?m)^gen\s+2\s`)); err != nil {
+			if _, err := m.waitStdout(ctx, regexp.MustCompile(`(?m)^gen\s+2[/\s]`)); err != nil {
 				t.Fatal(err)
 			}
 			// Generation 3 is sent the moment generation 2 is printed; a
@@ -515,7 +515,7 @@ func TestProcessesBadFramesCloseOneConnection(t *testing.T) {
 		startWorker(t, "good1", keyEnv, "-join", m.gossip, "-slots", "1", "-delay", "100ms"),
 	}
 	ctx := withTimeout(t, runTimeout)
-	if _, err := m.waitStdout(ctx, regexp.MustCompile(`(?m)^gen\s+1\s`)); err != nil {
+	if _, err := m.waitStdout(ctx, regexp.MustCompile(`(?m)^gen\s+1[/\s]`)); err != nil {
 		t.Fatal(err)
 	}
 
