@@ -245,9 +245,10 @@ const maxPendingCancels = 4096
 //     is no longer than itself, which lies within the interval. Replicas,
 //     cancelled instances, failures, workers joining or leaving midway
 //     and multi-slot workers change none of these steps (b_w's min only
-//     matters when reported positions overlap, e.g. estimated clock
-//     offsets). So efficiency against LB never exceeds 100 %. The run's
-//     LB is the sum over generations, which lie within the run.
+//     matters when reports overlap: positions dated by estimated clock
+//     offsets, a stale instance counted in). So efficiency against LB
+//     never exceeds 100 %. The run's LB is the sum over generations,
+//     which lie within the run.
 //   - BarrierBound: Σ over generations with results of (LB_g + RoundTrip),
 //     the floor of any synchronous generational run. RoundTrip is
 //     LedgerConfig.RoundTrip or, when zero, estimated: for each worker the
