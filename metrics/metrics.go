@@ -143,7 +143,7 @@ func NewMaster(state func() MasterState) *Master {
 	m.commPaperC = counter("esgrid_comm_paper_seconds_total", "Sum of the generations' comm as the paper defines it (every non-executing moment of a worker slot).")
 	m.computeC = counter("esgrid_compute_seconds_total", "Sum of the generations' compute (duration − sync wait − comm).")
 	m.durationC = counter("esgrid_generation_seconds_total", "Sum of the generations' durations.")
-	m.lbC = counter("esgrid_lb_seconds_total", "Sum of the generations' LB: accepted tasks ÷ the sum of the workers' rates (the paper's lower bound).")
+	m.lbC = counter("esgrid_lb_seconds_total", "Sum of the generations' LB: each a lower bound of its duration at the speeds its own executions show (its tasks ÷ the workers' rates there, or its longest task at the fastest pace).")
 	m.barrierC = counter("esgrid_barrier_bound_seconds_total", "Sum of the generations' barrier bound: LB plus one round trip each, the floor of any synchronous generational run.")
 	m.busyC = counter("esgrid_slot_busy_seconds_total", "Sum over generations of the mean time a worker slot executed (wasted replicas included).")
 	m.wastedC = counter("esgrid_wasted_seconds_total", "Execution time of instances stopped by a cancel while running.")

@@ -207,7 +207,7 @@ func runHandCases(t *testing.T, delay time.Duration, tests []handCase) {
 	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.policy, func(t *testing.T) {
-			d := newHandDriver(t, tc.policy, Config{}, delay, LedgerConfig{TaskWork: 2500 * time.Millisecond}, handMachines)
+			d := newHandDriver(t, tc.policy, Config{}, delay, LedgerConfig{}, handMachines)
 			d.l.SetSpeed(1, 1)
 			d.l.SetSpeed(2, 2.5)
 			end := d.runBatch(5)

@@ -17,7 +17,7 @@ func lanMachines() []machine {
 }
 
 func lanDriver(t *testing.T, policy string, delay time.Duration) *handDriver {
-	d := newHandDriver(t, policy, Config{}, delay, LedgerConfig{TaskWork: 101 * time.Millisecond, RoundTrip: 2 * delay}, lanMachines())
+	d := newHandDriver(t, policy, Config{}, delay, LedgerConfig{RoundTrip: 2 * delay}, lanMachines())
 	for _, m := range lanMachines() {
 		d.l.SetSpeed(m.id, 101/float64(m.taskTime/time.Millisecond))
 	}

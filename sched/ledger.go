@@ -6,13 +6,9 @@ import (
 	"time"
 )
 
-// LedgerConfig parameterises a Ledger. The zero value is usable: speeds and
-// the round trip are then estimated from observations.
+// LedgerConfig parameterises a Ledger. The zero value is usable: the round
+// trip is then estimated from observations.
 type LedgerConfig struct {
-	// TaskWork is the time one task takes on the reference machine (the
-	// paper's M1), used with SetSpeed for LB. Zero: LB is estimated from
-	// observed execution times.
-	TaskWork time.Duration
 	// RoundTrip is one master–worker round trip (request out, result back,
 	// excluding execution), used for the barrier bound. Zero: estimated from
 	// observations.
@@ -137,9 +133,12 @@ type Generation struct {
 	CommPaper time.Duration
 	Busy      time.Duration // mean time a slot executed, over the workers present
 	Compute   time.Duration // Total − SyncWait − Comm, never below zero
-	LB        time.Duration // 0 when no speed is known or estimable
-	Workers   int           // workers present at some time during it
-	Accepted  int           // results accepted (Tasks once Complete)
+	// LB is a lower bound of Total: of the generation's makespan given the
+	// speeds its own executions show (see Ledger); 0 before any of its
+	// executions finished.
+	LB       time.Duration
+	Workers  int // workers present at some time during it
+	Accepted int // results accepted (Tasks once Complete)
 	// RoundTrip is the run's round trip as the ledger had it when the
 	// figures were made (see Report.RoundTrip): LB + RoundTrip is the
 	// generation's barrier bound.
@@ -203,9 +202,6 @@ type Report struct {
 	// (0 when Total is 0).
 	EfficiencyLB      float64
 	EfficiencyBarrier float64
-	// SpeedsEstimated says LB came from observed execution times rather
-	// than from SetSpeed and TaskWork.
-	SpeedsEstimated bool
 	Counts
 	Generations []Generation
 	// Workers lists the last DepartedKept workers that left, in the order
@@ -244,9 +240,8 @@ const maxPendingCancels = 4096
 //	ledger.Finish(now)           // optional: the run ends
 //	rep := ledger.Report()       // at any time; LedgerConfig.OnGeneration for each final generation
 //
-// A driver that knows the speeds calls SetSpeed (or SetSpeedAt, when a
-// machine changes pace) and sets LedgerConfig.TaskWork; one that does not
-// (a real master) leaves them and LB is estimated.
+// A driver that knows the speeds may say so with SetSpeed, for the
+// workers' reports; LB never relies on it.
 //
 // Definitions (per generation g = one batch, from its BatchStarted step to
 // the step that accepts its last result):
@@ -275,17 +270,27 @@ const maxPendingCancels = 4096
 //   - Busy: the mean, over the workers present, of the time its slots
 //     spent executing divided by its slots (within the generation or the
 //     run): how much of Total a CPU worked, wasted replicas included.
-//   - LB: each worker gets a rate in tasks per second: slots × speed /
-//     TaskWork when SetSpeed gave it a speed and LedgerConfig.TaskWork is
-//     set (the paper's "work on the reference machine / Σ speed ratios";
-//     a speed that SetSpeedAt changes within a generation counts by its
-//     time-weighted mean there); otherwise, as for a real run where
-//     speeds are unknown, estimated from its own finished executions so
-//     far, slots / meanExec (workers with none count for nothing). A
-//     generation's LB is its accepted tasks / Σ rates of the workers
-//     present at any time during it (so LB stays a lower bound when
-//     workers come and go), taken when it ends. The run's LB is the sum
-//     over generations.
+//   - LB: a lower bound of the generation's Total, the makespan any
+//     schedule of its accepted tasks needs at the speeds its own finished
+//     executions show (whatever the workers did in other generations:
+//     a lab PC changes pace when its owner uses it). The executions of a
+//     generation are the finished ones that lie within its interval
+//     (aborted ones do no task's work). For each worker w with n_w of
+//     them, of total time D_w on its s_w slots, let its time per slot be
+//     b_w = min(D_w/s_w, T) (T the generation's Total) and its rate
+//     r_w = n_w/b_w tasks per second; a worker with none contributes no
+//     capacity. With N = min(accepted, Σ n_w) tasks,
+//     LB = max(N / Σ r_w, the longest execution d run at the fastest
+//     per-slot rate: d · (r_w/s_w) / max (r_v/s_v)).
+//     Why LB ≤ T by construction: b_w ≤ T, so r_w ≥ n_w/T and
+//     Σ r_w ≥ Σ n_w/T ≥ N/T, hence N/Σ r_w ≤ T; and a scaled execution
+//     is no longer than itself, which lies within the interval. Replicas,
+//     cancelled instances, failures, workers joining or leaving midway
+//     and multi-slot workers change none of these steps (b_w's min only
+//     matters when reports overlap: positions dated by estimated clock
+//     offsets, a stale instance counted in). So efficiency against LB
+//     never exceeds 100 %. The run's LB is the sum over generations,
+//     which lie within the run.
 //   - BarrierBound: Σ over generations with results of (LB_g + RoundTrip),
 //     the floor of any synchronous generational run. RoundTrip is
 //     LedgerConfig.RoundTrip or, when zero, estimated: for each worker the
@@ -377,14 +382,12 @@ type workerAgg struct {
 	commPresent int           // workers present outside the sync waits
 	rtt         time.Duration // Σ minRTT of those with one
 	rttN        int
-	est         bool // some rate was estimated from executions
 }
 
 type ledgerWorker struct {
 	id       WorkerID
 	slots    int
 	speed    float64
-	speedAt  time.Duration // when speed took effect (SetSpeedAt)
 	joined   bool
 	used     bool // the place holds a worker (not vacant)
 	joinAt   time.Duration
@@ -429,10 +432,8 @@ type genRec struct {
 	accepted  int
 	syncStart time.Duration // -1: sync wait has not begun
 	counts    Counts
-	pending   int // its cancels whose outcome has not been reported
-	lb        time.Duration
-	rateEst   bool            // lb used an estimated rate
-	speedInt  []float64       // per worker index: ∫ speed dt since max(speedAt, start), SetSpeedAt only
+	pending   int             // its cancels whose outcome has not been reported
+	ran       []ranAcc        // its finished executions, per worker index; nil once final
 	busy      []time.Duration // slot-time executing within it, per worker index; nil once final
 	syncBusy  []time.Duration // of busy, the part inside its sync wait
 	starved   []time.Duration // slot-time starved of work before its sync wait
@@ -478,33 +479,12 @@ func (l *Ledger) worker(w WorkerID) int32 {
 }
 
 // SetSpeed records worker w's speed ratio per slot against the reference
-// machine (time of a task on the reference / time on w), for the whole
-// run. It may be called before or after w joins.
+// machine (time of a task on the reference / time on w), as a driver that
+// knows it has it, for WorkerReport.Speed; the latest call counts. LB does
+// not use it: it takes the speeds each generation's executions show. It
+// may be called before or after w joins.
 func (l *Ledger) SetSpeed(w WorkerID, ratio float64) {
-	wi := l.worker(w)
-	l.workers[wi].speed, l.workers[wi].speedAt = ratio, 0
-	if l.open {
-		if g := &l.gens[len(l.gens)-1]; int(wi) < len(g.speedInt) {
-			g.speedInt[wi] = 0
-		}
-	}
-}
-
-// SetSpeedAt records that worker w's speed ratio changes to ratio at time
-// at (a machine that slows down or recovers); at must not be earlier than
-// the last Step. The generation open at the time counts each speed for
-// the time it was in effect.
-func (l *Ledger) SetSpeedAt(at time.Duration, w WorkerID, ratio float64) {
-	wi := l.worker(w)
-	lw := &l.workers[wi]
-	if l.open {
-		g := &l.gens[len(l.gens)-1]
-		if from := max(lw.speedAt, g.start); at > from {
-			growTo(&g.speedInt, wi)
-			g.speedInt[wi] += lw.speed * (at - from).Seconds()
-		}
-	}
-	lw.speed, lw.speedAt = ratio, at
+	l.workers[l.worker(w)].speed = ratio
 }
 
 func growTo[T any](s *[]T, wi int32) {
@@ -986,7 +966,7 @@ func (l *Ledger) settle(t TaskID, r *instRec) {
 	}
 }
 
-// closeGen ends the open generation at at, and takes its LB.
+// closeGen ends the open generation at at.
 func (l *Ledger) closeGen(at time.Duration, complete bool) {
 	if !l.open {
 		return
@@ -1002,21 +982,6 @@ func (l *Ledger) closeGen(at time.Duration, complete bool) {
 	for wi := range l.workers {
 		l.workers[wi].idle = 0
 	}
-	// LB from the rates of the workers present during it.
-	rate := 0.0
-	for wi := range l.workers {
-		w := &l.workers[wi]
-		if !w.used || !w.joined || overlap(w.joinAt, w.leftAt, g.start, g.end) <= 0 {
-			continue
-		}
-		r, est := l.rate(w, g, int32(wi))
-		rate += r
-		g.rateEst = g.rateEst || est
-	}
-	if rate > 0 && g.accepted > 0 {
-		g.lb = time.Duration(float64(g.accepted) / rate * float64(time.Second))
-	}
-	g.speedInt = nil
 	l.advance()
 }
 
@@ -1053,7 +1018,7 @@ func (l *Ledger) finalize(i int) {
 	out.Final = true
 	out.RoundTrip = l.roundTrip()
 	g.out, g.final = out, true
-	g.busy, g.syncBusy, g.starved = nil, nil, nil
+	g.busy, g.syncBusy, g.starved, g.ran = nil, nil, nil, nil
 	l.finSync += out.SyncWait
 	if out.LB > 0 {
 		l.finLB += out.LB
@@ -1073,13 +1038,10 @@ func (l *Ledger) figures(i int, e time.Duration, each func(wi int32, syncPresent
 	s := g.start
 	out := Generation{
 		Index: i, Tasks: g.tasks, Start: s, End: e, Complete: g.complete,
-		Total: e - s, Counts: g.counts, LB: g.lb, Accepted: g.accepted,
+		Total: e - s, Counts: g.counts, LB: l.lb(g, e-s), Accepted: g.accepted,
 	}
 	ss := syncStartOf(g, e) // start of the sync wait, e when it has not begun
 	out.SyncWait = e - ss
-	if !g.closed {
-		out.LB = l.openLB(g)
-	}
 	var comm, commPaper, busySum time.Duration
 	present, commPresent := 0, 0
 	for wi := range l.workers {
@@ -1124,23 +1086,65 @@ func at(s []time.Duration, i int) time.Duration {
 	return 0
 }
 
-// openLB is the LB of the open generation g so far.
-func (l *Ledger) openLB(g *genRec) time.Duration {
-	if g.accepted == 0 {
+// ranAcc sums one worker's finished executions within a generation.
+type ranAcc struct {
+	n        int
+	sum, max time.Duration
+}
+
+// lb is generation g's LB with its Total being total (see Ledger for the
+// definition and why it is at most total).
+func (l *Ledger) lb(g *genRec, total time.Duration) time.Duration {
+	if total <= 0 || g.accepted == 0 {
 		return 0
 	}
-	rate := 0.0
-	for wi := range l.workers {
-		w := &l.workers[wi]
-		if w.used && w.joined && overlap(w.joinAt, w.leftAt, g.start, l.last+1) > 0 {
-			r, _ := l.rate(w, g, int32(wi))
-			rate += r
+	T := float64(total)
+	var rate, fastest, longest float64 // per nanosecond; longest in mean tasks
+	n := 0
+	for wi, a := range g.ran {
+		if a.n == 0 {
+			continue
 		}
+		slots := float64(l.workers[wi].slots)
+		b := min(float64(a.sum)/slots, T) // its time per slot, at most T
+		if b <= 0 {
+			continue // instantaneous executions show no rate
+		}
+		r := float64(a.n) / b
+		rate += r
+		n += a.n
+		fastest = max(fastest, r/slots)
+		longest = max(longest, float64(a.max)*r/slots)
 	}
-	if rate <= 0 {
+	if rate == 0 {
 		return 0
 	}
-	return time.Duration(float64(g.accepted) / rate * float64(time.Second))
+	// Conversions truncate, so rounding cannot lift LB above total.
+	work := time.Duration(float64(min(g.accepted, n)) / rate)
+	return max(work, time.Duration(longest/fastest))
+}
+
+// ran adds the finished execution [s, e) of worker wi to the generation
+// whose interval holds it, if that generation's figures are not final.
+func (l *Ledger) ran(wi int32, s, e time.Duration) {
+	i, _ := slices.BinarySearchFunc(l.gens, s, func(g genRec, t time.Duration) int {
+		if g.start <= t {
+			return -1
+		}
+		return 1
+	})
+	if i--; i < l.firstLive || i < 0 {
+		return
+	}
+	g := &l.gens[i]
+	if g.closed && e > g.end {
+		return // it straddles the generation's end: not within one
+	}
+	growTo(&g.ran, wi)
+	a := &g.ran[wi]
+	a.n++
+	a.sum += e - s
+	a.max = max(a.max, e-s)
 }
 
 // forgetDeparted folds every departed worker whose generations are all
@@ -1172,8 +1176,6 @@ func (l *Ledger) presentInLive(w *ledgerWorker) bool {
 // count it, and frees its place.
 func (l *Ledger) forget(wi int32) {
 	w := &l.workers[wi]
-	_, est := l.rate(w, nil, wi)
-	l.gone.est = l.gone.est || est
 	w.busy += w.tail
 	wr := l.workerReport(w, w.syncPresent, w.syncBusy, w.starved, forever)
 	l.gone.addWorker(wr)
@@ -1218,37 +1220,6 @@ func syncStartOf(g *genRec, e time.Duration) time.Duration {
 		return e
 	}
 	return min(max(g.syncStart, g.start), e)
-}
-
-// rate is w's rate in tasks per second for LB in generation g (nil: the
-// latest), and whether it was estimated from executions; 0 when nothing
-// is known.
-func (l *Ledger) rate(w *ledgerWorker, g *genRec, wi int32) (float64, bool) {
-	switch {
-	case !w.joined:
-	case l.cfg.TaskWork > 0 && w.speed > 0:
-		speed := w.speed
-		if g != nil {
-			end := g.end
-			if !g.closed {
-				end = l.last
-			}
-			if d := (end - g.start).Seconds(); d > 0 {
-				from := max(w.speedAt, g.start)
-				integral := w.speed * max(end-from, 0).Seconds()
-				if int(wi) < len(g.speedInt) {
-					integral += g.speedInt[wi]
-				}
-				if w.speedAt > g.start || int(wi) < len(g.speedInt) && g.speedInt[wi] > 0 {
-					speed = integral / d
-				}
-			}
-		}
-		return float64(w.slots) * speed / l.cfg.TaskWork.Seconds(), false
-	case w.finished > 0 && w.finSum > 0:
-		return float64(w.slots) * float64(w.finished) / w.finSum.Seconds(), true
-	}
-	return 0, false
 }
 
 // workerReport is w's accounting over the run, given its presence and
@@ -1338,6 +1309,7 @@ func (l *Ledger) Ran(e Execution) {
 		l.answered(p.gen)
 		return
 	}
+	l.ran(wi, e.Start, e.End)
 	w.finished++
 	w.finSum += d
 	w.finSq += d.Seconds() * d.Seconds()
@@ -1437,15 +1409,6 @@ func (l *Ledger) Report() Report {
 	}
 	if l.firstLive > 0 {
 		runEnd = max(runEnd, l.gens[l.firstLive-1].end)
-	}
-
-	rep.SpeedsEstimated = l.gone.est
-	for i := range l.gens[:l.firstLive] {
-		rep.SpeedsEstimated = rep.SpeedsEstimated || l.gens[i].rateEst
-	}
-	for i := range l.workers {
-		_, est := l.rate(&l.workers[i], nil, int32(i))
-		rep.SpeedsEstimated = rep.SpeedsEstimated || est
 	}
 
 	rtt := l.roundTrip()

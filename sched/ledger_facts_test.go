@@ -214,27 +214,30 @@ func TestStarvedIsNotComm(t *testing.T) {
 	}
 }
 
-// LB follows a machine's pace: a worker of speed 1 (TaskWork 1 s) that
-// halves its speed at 5 s of a 10 s generation has a mean speed of 0.75
-// there, so 6 accepted tasks give LB = 6 / 0.75 = 8 s.
-func TestLBHonoursSlowdowns(t *testing.T) {
-	l := NewLedger(LedgerConfig{TaskWork: time.Second})
-	s := time.Second
-	l.SetSpeed(1, 1)
+// LB follows each generation's own pace, not the run's: a worker that
+// takes 1 s per task in generation 0 and 0.25 s in generation 1 has LB =
+// Total in each (4 s, then 1 s), where a rate from the whole run (0.625 s
+// per task) gave 2.5 s for generation 1's 1 s.
+func TestLBFollowsTheGenerationsPace(t *testing.T) {
+	l := NewLedger(LedgerConfig{})
 	l.Step(0, join(1, 1), nil)
-	var acts []Action
-	for i := range 6 {
-		acts = append(acts, Action{Kind: Send, Worker: 1, Task: TaskID(i)})
-	}
-	l.Step(0, batch(6), acts)
-	for i := range 6 {
-		at := time.Duration(i+1) * 10 * s / 6
-		if i == 2 {
-			l.SetSpeedAt(5*s, 1, 0.5)
+	start := time.Duration(0)
+	for gi, d := range []time.Duration{time.Second, 250 * ms} {
+		var acts []Action
+		for i := range 4 {
+			acts = append(acts, Action{Kind: Send, Worker: 1, Task: TaskID(i)})
 		}
-		l.Step(at, res(1, TaskID(i)), []Action{{Kind: Accept, Worker: 1, Task: TaskID(i)}})
+		l.Step(start, batch(4), acts)
+		for i := range 4 {
+			at := start + time.Duration(i+1)*d
+			l.Ran(Execution{Worker: 1, Task: TaskID(i), Start: at - d, End: at})
+			l.Step(at, res(1, TaskID(i)), []Action{{Kind: Accept, Worker: 1, Task: TaskID(i)}})
+		}
+		start += 4 * d
+		g := l.Report().Generations[gi]
+		checkDur(t, "LB", g.LB, 4*d)
+		checkDur(t, "total", g.Total, 4*d)
 	}
-	checkDur(t, "LB", l.Report().LB, 8*s)
 }
 
 // The master dates an execution at its result's arrival; the ledger moves

@@ -15,7 +15,7 @@ const ms = time.Millisecond
 //	1.2  t1 runs 1.3–2.3; result back at 2.4: batch 0 ends
 //	3.0  batch 1: the same, shifted by 3 s, ends at 5.4
 func TestLedgerWQDelay(t *testing.T) {
-	d := newHandDriver(t, "wq", Config{}, 100*ms, LedgerConfig{TaskWork: time.Second}, []machine{{id: 1, slots: 1, taskTime: time.Second}})
+	d := newHandDriver(t, "wq", Config{}, 100*ms, LedgerConfig{}, []machine{{id: 1, slots: 1, taskTime: time.Second}})
 	d.l.SetSpeed(1, 1)
 	if end := d.runBatch(2); end != 2400*ms {
 		t.Fatalf("batch 0 ended at %v", end)
@@ -36,9 +36,6 @@ func TestLedgerWQDelay(t *testing.T) {
 	checkDur(t, "barrier bound", rep.BarrierBound, 4400*ms)
 	checkFloat(t, "efficiency vs LB", rep.EfficiencyLB, 4.0/5.4)
 	checkFloat(t, "efficiency vs barrier", rep.EfficiencyBarrier, 4.4/5.4)
-	if rep.SpeedsEstimated {
-		t.Error("speeds were given, not estimated")
-	}
 	if len(rep.Generations) != 2 {
 		t.Fatalf("%d generations", len(rep.Generations))
 	}
@@ -70,9 +67,6 @@ func TestLedgerEstimatedSpeeds(t *testing.T) {
 	})
 	d.runBatch(10)
 	rep := d.l.Report()
-	if !rep.SpeedsEstimated {
-		t.Error("speeds not flagged estimated")
-	}
 	// Rates: 1/1 s + 2/0.5 s = 5 tasks/s: LB of 10 tasks = 2 s.
 	checkDur(t, "LB", rep.LB, 2*time.Second)
 	checkDur(t, "barrier bound", rep.BarrierBound, 2250*ms)
@@ -83,7 +77,7 @@ func TestLedgerEstimatedSpeeds(t *testing.T) {
 // w2 two slots), a replica, a cancel of a running instance, a duplicate
 // result, a worker leaving, and a run finished in the middle of a batch.
 func TestLedgerByHand(t *testing.T) {
-	l := NewLedger(LedgerConfig{TaskWork: 2 * time.Second, RoundTrip: 100 * ms})
+	l := NewLedger(LedgerConfig{RoundTrip: 100 * ms})
 	l.SetSpeed(1, 0.5) // before the join
 	s := time.Second
 	l.Step(0, Event{Kind: WorkerJoined, Worker: 1, Slots: 1}, nil)
@@ -118,8 +112,11 @@ func TestLedgerByHand(t *testing.T) {
 	checkDur(t, "gen 0 comm", g.Comm, 500*ms)
 	checkDur(t, "gen 0 compute", g.Compute, 1500*ms)
 	checkDur(t, "gen 0 busy", g.Busy, 2250*ms)
-	// Rates: w1 1×0.5/2 s = 0.25/s, w2 2×1/2 s = 1/s; 2 tasks: 1.6 s.
-	checkDur(t, "gen 0 LB", g.LB, 1600*ms)
+	// LB from gen 0's finished executions: w1 has none (its only one was
+	// aborted), w2 two in 3 slot-seconds on 2 slots: 2 tasks / 1.5 s. The
+	// work bound, 2 / (2/1.5 s) = 1.5 s, is below the longest execution
+	// (2 s, on the only worker with a rate): LB 2 s.
+	checkDur(t, "gen 0 LB", g.LB, 2*s)
 	wantG0 := Counts{Originals: 2, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: 3 * s, Duplicates: 1}
 	if g.Counts != wantG0 {
 		t.Errorf("gen 0 counts %+v, want %+v", g.Counts, wantG0)
@@ -142,9 +139,9 @@ func TestLedgerByHand(t *testing.T) {
 	checkDur(t, "comm", rep.Comm, 3250*ms)
 	checkDur(t, "compute", rep.Compute, 3250*ms)
 	checkDur(t, "busy", rep.Busy, 2750*ms)
-	checkDur(t, "LB", rep.LB, 1600*ms)
-	checkDur(t, "barrier bound", rep.BarrierBound, 1700*ms) // generation 1 accepted nothing
-	checkFloat(t, "efficiency", rep.EfficiencyLB, 1.6/7.5)
+	checkDur(t, "LB", rep.LB, 2*s)
+	checkDur(t, "barrier bound", rep.BarrierBound, 2100*ms) // generation 1 accepted nothing
+	checkFloat(t, "efficiency", rep.EfficiencyLB, 2/7.5)
 	wantRun := wantG0
 	wantRun.Originals++
 	if rep.Counts != wantRun {

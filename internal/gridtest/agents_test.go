@@ -118,16 +118,20 @@ func newCluster(t *testing.T, policy string) *cluster {
 // addWorker starts an agent that finds the master through gossip.
 func (c *cluster) addWorker(t *testing.T, name string, slots int, slowdown float64, key *grid.Key) *agentRun {
 	t.Helper()
-	a, err := worker.New(worker.Config{
-		Join: []string{c.gossip.Addr()}, GossipBind: "127.0.0.1:0", Key: key,
-		Name: name, Slots: slots, Slowdown: slowdown, Logger: quiet,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-	})
+	return c.addAgent(t, worker.Config{Key: key, Name: name, Slots: slots, Slowdown: slowdown})
+}
+
+// addAgent starts an agent of cfg that finds the master through gossip.
+func (c *cluster) addAgent(t *testing.T, cfg worker.Config) *agentRun {
+	t.Helper()
+	cfg.Join, cfg.GossipBind, cfg.Logger = []string{c.gossip.Addr()}, "127.0.0.1:0", quiet
+	cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	a, err := worker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background()) // stopped by the cluster's cleanup
-	r := &agentRun{name: name, stop: cancel, done: make(chan struct{})}
+	r := &agentRun{name: cfg.Name, stop: cancel, done: make(chan struct{})}
 	go func() {
 		r.err = a.Run(ctx)
 		close(r.done)

@@ -34,10 +34,10 @@ func (a ledgerAccountant) late(at time.Duration, w sched.WorkerID, t sched.TaskI
 	a.l.Late(at, w, t)
 }
 
-// speed says machine w's speed ratio changed at at (a slowdown), so LB
-// follows the machine's pace.
-func (a ledgerAccountant) speed(at time.Duration, w sched.WorkerID, ratio float64) {
-	a.l.SetSpeedAt(at, w, ratio)
+// speed says machine w's speed ratio changed at at (a slowdown), for its
+// report; LB follows the machine's pace through its executions.
+func (a ledgerAccountant) speed(_ time.Duration, w sched.WorkerID, ratio float64) {
+	a.l.SetSpeed(w, ratio)
 }
 
 // lateAccountant and speedAccountant are what an accountant may also take:
@@ -52,11 +52,12 @@ type speedAccountant interface {
 
 // newLedger returns the ledger of a run of cfg, told what the simulator
 // knows exactly: every machine's speed at the workload's mean grain (for
-// LB) and the mean round trip over the workers (for the barrier bound).
+// the workers' reports) and the mean round trip over the workers (for the
+// barrier bound). LB, as in a real run, comes from each generation's
+// executions.
 func newLedger(cfg *Config) *sched.Ledger {
 	grain := cfg.Workload.MeanGrain()
 	l := sched.NewLedger(sched.LedgerConfig{
-		TaskWork:  grain,
 		RoundTrip: cfg.Set.MeanRoundTrip(cfg.AddedDelay),
 	})
 	for k := range cfg.Set.Machines {

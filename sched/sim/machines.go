@@ -415,7 +415,7 @@ func (m *Machine) timeRatio(grain time.Duration) float64 {
 
 // SpeedSum is Σ over machines of CPUs × speed ratio at the given grain: the
 // grid's maximum speed-up over the reference machine (the paper's Table 1
-// total), the denominator of the lower bound LB.
+// total), the denominator of the paper's lower bound.
 func (s *Set) SpeedSum(grain time.Duration) float64 {
 	sum := 0.0
 	for i := range s.Machines {

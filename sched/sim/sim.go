@@ -787,7 +787,7 @@ func (e *engine) slowdown(k int, f float64) {
 	old := w.factor
 	w.factor = f
 	if sa, ok := e.acct.(speedAccountant); ok {
-		// LB follows the pace: the speed ratio at the workload's mean grain, f times slower.
+		// The worker report's speed: the ratio at the workload's mean grain, f times slower.
 		grain := e.cfg.Workload.MeanGrain()
 		sa.speed(e.now, sched.WorkerID(k), float64(grain)/float64(e.cfg.Set.TaskTime(k, grain))/f)
 	}
