@@ -121,7 +121,8 @@ import (
 // and recomputed (a bisection over the workers, O(slots) a pass, about a
 // dozen passes) when Q or the grid has changed by a third since, or after
 // W/4 steps (every step for a small grid). Once per batch, when Q
-// empties, O(instances × log) builds the replication candidates; a Tick
+// empties, O(instances × log) builds the replication candidates, and
+// O(W) at its start marks the workers due a probe; a Tick
 // costs O(W), and the candidates are built again only when some instance
 // is late beyond the band.
 type eftState struct {
