@@ -17,10 +17,28 @@ import (
 //
 // The model. Worker k has c slots, a smoothed execution time e and round
 // trip r (means of its measurements, gain 1/8; two measurements in a row
-// beyond twice or under half the mean replace it, so a change of pace
-// shows within two tasks, while a lone one counts as twice or half, so a
-// stall does not; a worker not measured yet counts as the mean of those
-// that are). A message takes r/2 each way; the master hands its
+// far from the mean replace it, so a change of pace shows within two
+// tasks, while a lone one counts as twice or half, so a stall does not;
+// a worker not measured yet counts as the mean of those that are). Far
+// is beyond twice or under half the mean, and beyond what the spread of
+// the worker's measurements explains (3 spreads of their log): with task
+// times that spread widely, as on a loaded machine, two long ones in a
+// row are no news, and a change of pace shows in the mean.
+//
+// Noise. Each mean has a standard error, √(v/15) for measurements of
+// spread v (their variance about the mean as they count, gain 1/8): a
+// worker's e or r within 3 standard errors of the lowest of the grid
+// counts as the lowest (withinNoise). Machines alike are thus not told
+// apart by their measurements' noise, which with tasks far shorter than
+// a round trip would decide where whole runs of tasks go (a place on a
+// worker is r + a few e: two noisy round trips differ by many tasks),
+// and places alike go round the workers as wq's do; a machine faster
+// beyond noise still counts as faster. Nor are workers shut out for good
+// by figures measured in a bad moment: a worker that a batch sent
+// nothing, though it took work, is sent one task at the next batch's
+// start whatever the plan says (a probe), and is measured again.
+//
+// A message takes r/2 each way; the master hands its
 // sends over one at a time, m apart, m the driver's cost per message,
 // learnt from the round trips of sends to idle slots (which grow with
 // their place in the master's queue of sends; r is kept without that
@@ -39,7 +57,8 @@ import (
 // instance cancelled
 // after it ran longer than that is a censored measurement: its worker's
 // e becomes at least what it ran (a worker whose every instance loses a
-// race is measured that way, or never), until a real measurement comes.
+// race is measured that way, or never), until a real measurement comes
+// (which goes on from the real mean before).
 // Until some worker is measured, lateness means nothing. Each held
 // instance, and then each new one, takes the slot that frees first (a
 // new one not before it arrives), and is back r/2 after it ends. That
@@ -102,7 +121,8 @@ import (
 // and recomputed (a bisection over the workers, O(slots) a pass, about a
 // dozen passes) when Q or the grid has changed by a third since, or after
 // W/4 steps (every step for a small grid). Once per batch, when Q
-// empties, O(instances × log) builds the replication candidates; a Tick
+// empties, O(instances × log) builds the replication candidates, and
+// O(W) at its start marks the workers due a probe; a Tick
 // costs O(W), and the candidates are built again only when some instance
 // is late beyond the band.
 type eftState struct {
@@ -131,6 +151,7 @@ type eftState struct {
 	// since.
 	busy     time.Duration
 	stepBase float64
+	batched  bool // a batch has started
 	batchAt  time.Duration
 	results  int
 
@@ -157,6 +178,10 @@ type eftState struct {
 	// instances, so (q − slots)/rate is a lower bound of the horizon of q
 	// tasks. Recomputed with the horizon.
 	eDef, rDef, rate, slots float64
+	// eMin and rMin are the lowest means of the workers measured for real
+	// (0: none), recomputed with the defaults: a worker's means within
+	// noise of them count as them (withinNoise).
+	eMin, rMin float64
 	// known: some worker is measured, so eDef is not a mere placeholder
 	// (lateness and censored runs mean nothing against a placeholder).
 	known bool
@@ -188,16 +213,69 @@ type eftState struct {
 
 type eftWorker struct {
 	id       WorkerID // the worker these figures are of
-	slow     int      // consecutive measurements far above the mean (a change of pace)
-	fast     int      // ... far below it
 	inDue    bool     // in the scratch heap
 	inPassed bool     // in the passed heap
 	inRecv   bool     // in the receivers' heap
 	censored bool     // its exec is a censored measurement, not yet a real one
+	real     float64  // while censored: the mean of its real measurements (0: none)
 	starting bool     // joined Starting, and nothing came from it since (Event.Starting)
+	sent     int      // instances sent to it in this batch
+	probe    bool     // due a probe (eftBegin) until it is sent something
+	ef, rf   eftFigure
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
 }
+
+// eftFigure is what the model keeps of a worker's execution times (or of
+// its round trips) besides their mean, to tell news from noise.
+type eftFigure struct {
+	slow, fast int     // consecutive measurements far above the mean (a change of pace), far below it
+	v          float64 // their spread about the mean, as they count (within twice and half of it): ns², exponentially weighted (MeasureGain)
+	lv         float64 // the mean square of the log of a measurement over the mean (within far²), alike
+}
+
+// fold folds measurement v (ns, > 0) into mean m (0: none yet) and
+// reports whether it was a change of pace. Two in a row far from the mean
+// (far) replace it; a lone one counts as twice or half the mean (one task
+// that waited for a plugin's process to start, or a stall, must not make
+// its worker look slow for the next dozen); the rest move it by
+// MeasureGain.
+func (f *eftFigure) fold(m *float64, v float64) bool {
+	if *m <= 0 {
+		*m = v
+		return false
+	}
+	far := f.far()
+	// The spread takes a lone outlier in, as the mean does, as if it
+	// were no more than far² from the mean: one stall does not hide the
+	// next from the rule.
+	l := min(math.Abs(math.Log(v / *m)), 2*math.Log(far))
+	f.lv += (l*l - f.lv) * MeasureGain
+	switch {
+	case v > far**m:
+		f.slow, f.fast = f.slow+1, 0
+	case v < *m/far:
+		f.slow, f.fast = 0, f.fast+1
+	default:
+		f.slow, f.fast = 0, 0
+	}
+	if f.slow >= 2 || f.fast >= 2 {
+		// A change of pace: the spread, relative to the mean, stays.
+		f.v *= (v / *m) * (v / *m)
+		*m, f.slow, f.fast = v, 0, 0
+		return true
+	}
+	d := min(max(v, *m/2), 2**m) - *m
+	f.v += (d*d - f.v) * MeasureGain
+	*m += d * MeasureGain
+	return false
+}
+
+// far is how many times its mean, or under, a measurement must be to be
+// far from it: twice, or paceZ spreads of the log of the measurements if
+// that is more (with a figure that spreads that far, a change of pace
+// shows in the mean).
+func (f *eftFigure) far() float64 { return max(2, math.Exp(paceZ*math.Sqrt(f.lv))) }
 
 // eftSent is what the model notes of a task's latest send.
 type eftSent struct {
@@ -254,10 +332,33 @@ func (p *policy) eftW(wi int32) *eftWorker {
 	}
 	x := &e.ew[wi]
 	if id := p.workers[wi].id; x.id != id {
-		x.id, x.slow, x.fast, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, 0, 0, false, false, false, false, false, x.run[:0]
+		x.id, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, false, false, false, false, false, x.run[:0]
+		x.ef, x.rf, x.real, x.sent, x.probe = eftFigure{}, eftFigure{}, 0, 0, false
 		e.version++
 	}
 	return x
+}
+
+// eftBegin starts a step (begin); at a batch's start, a worker that the
+// last batch sent nothing, though it took work, is due a probe: one task
+// whatever the plan says (eftFromQ), so that figures measured in a bad
+// moment (a plugin's process starting, a stall of the machine) are
+// measured again and do not shut it out for good.
+func (p *policy) eftBegin(ev Event) {
+	p.eft.begin(ev)
+	if ev.Kind != BatchStarted {
+		return
+	}
+	first := !p.eft.batched
+	p.eft.batched = true
+	for i := range p.eft.ew {
+		x := &p.eft.ew[i]
+		if i >= len(p.workers) || x.id != p.workers[i].id {
+			continue
+		}
+		x.probe = !first && x.sent == 0 && p.workers[i].open() && p.workers[i].exec > 0
+		x.sent = 0
+	}
 }
 
 // begin starts a step: the model's now, and a fresh burst of sends.
@@ -332,11 +433,16 @@ func (p *policy) eftMeasure(ev Event) bool {
 			}
 			rtt = max(rtt-time.Duration(k*e.msgCost), 1)
 		}
-		Smooth(&w.rtt, rtt)
+		if x.rf.fold(&w.rtt, float64(rtt)) {
+			e.version++
+		}
 	}
 	if ev.Exec > 0 && x.censored {
-		// A real measurement replaces a censored one.
-		w.exec, x.censored = 0, false
+		// A real measurement replaces a censored one, and goes on from
+		// the mean of the real ones before: a mean made of the one
+		// measurement after each lost race would be a new draw of
+		// the spread of task times every time.
+		w.exec, x.censored = x.real, false
 	}
 	if ev.Exec > 0 {
 		v := float64(ev.Exec)
@@ -344,25 +450,8 @@ func (p *policy) eftMeasure(ev Event) bool {
 			d := v/w.exec - 1
 			p.eft.cv2 += (d*d - p.eft.cv2) / 64
 		}
-		switch {
-		case w.exec > 0 && v > 2*w.exec:
-			x.slow, x.fast = x.slow+1, 0
-		case w.exec > 0 && v < w.exec/2:
-			x.slow, x.fast = 0, x.fast+1
-		default:
-			x.slow, x.fast = 0, 0
-		}
-		if x.slow >= 2 || x.fast >= 2 {
-			w.exec, x.slow, x.fast = v, 0, 0
+		if x.ef.fold(&w.exec, v) {
 			p.eft.version++
-		} else if w.exec > 0 {
-			// A lone measurement beyond twice or under half the mean
-			// counts as twice or half: one task that waited for a
-			// plugin's process to start, or hit a stall, must not make
-			// its worker look slow for the next dozen.
-			Smooth(&w.exec, time.Duration(min(max(v, w.exec/2), 2*w.exec)))
-		} else {
-			Smooth(&w.exec, ev.Exec)
 		}
 	}
 	return p.eftSetCap(wi)
@@ -431,17 +520,38 @@ func (p *policy) eftSync(wi int32) {
 	}
 }
 
-// model returns worker wi's e and r for the model, in nanoseconds.
+// model returns worker wi's e and r for the model, in nanoseconds: its
+// means, each taken as low as the grid's lowest if that is within noiseZ
+// standard errors of it (see eft's Noise).
 func (p *policy) model(wi int32) (e, r float64, c int) {
 	w := &p.workers[wi]
 	e, r = w.exec, w.rtt
 	if e <= 0 {
 		e, r = p.eft.eDef, p.eft.rDef
+	} else if x := &p.eft.ew[wi]; x.id == w.id && !x.censored {
+		e = withinNoise(e, &x.ef, p.eft.eMin)
+		r = withinNoise(r, &x.rf, p.eft.rMin)
 	}
 	if r <= 0 && int(wi) < len(p.eft.ew) && p.eft.ew[wi].censored && p.eft.ew[wi].id == w.id {
 		r = p.eft.rDef // known only by a censored run: its round trip is not
 	}
 	return e, r, w.slots
+}
+
+// withinNoise is a worker's mean m of figure f as the model takes it:
+// lo, the grid's lowest mean, if m is within noiseZ standard errors of lo,
+// else m.
+func withinNoise(m float64, f *eftFigure, lo float64) float64 {
+	if lo > 0 && m > lo && m-lo <= noiseZ*noiseSE(f.v) {
+		return lo
+	}
+	return m
+}
+
+// noiseSE is the standard error of a smoothed mean (gain g = MeasureGain)
+// of measurements with variance v: √(v·g/(2−g)), a quarter of their spread.
+func noiseSE(v float64) float64 {
+	return math.Sqrt(v * MeasureGain / (2 - MeasureGain))
 }
 
 // runEnd is when, relative to now, a slot running an instance since s
@@ -483,6 +593,13 @@ const (
 	// censorGrow: a worker known only by censored runs is taken to need
 	// censorGrow times what its stopped instance ran (eftCensor).
 	censorGrow = 1.5
+	// paceZ: a measurement is far from its worker's mean (a change of
+	// pace if the next is too) only beyond paceZ spreads of the log of
+	// its times.
+	paceZ = 3.0
+	// noiseZ: a worker's mean within noiseZ standard errors of the grid's
+	// lowest counts as the lowest (withinNoise).
+	noiseZ = 3.0
 )
 
 // lateBand is how far past its expected end a running instance on a
@@ -509,7 +626,8 @@ func (p *policy) eftJoined(ev Event) {
 //     its mean, as a lone measurement that far out counts (eftMeasure):
 //     one instance that lost its race while its worker stalled (a
 //     plugin's process starting) is no change of pace. A second bound in
-//     a row is one (next case).
+//     a row is one (next case) if it is also far from the real mean (see
+//     far: with tasks whose times spread widely, a lost race is no news).
 //   - A worker known only by such bounds, or not measured yet (judged by
 //     the model's default), gets censorGrow × ran if ran is beyond what
 //     the model says of it: more than the bound, since the task was not
@@ -537,13 +655,18 @@ func (p *policy) eftCensor(wi int32, k int) {
 		if ran <= e+r/2+p.lateBand(e, r) {
 			return
 		}
-		w.exec = min(ran, 2*w.exec)
+		x.real, w.exec = w.exec, min(ran, 2*w.exec)
+	case x.censored && x.real > 0 && ran <= x.ef.far()*x.real+r/2:
+		return // far from its real mean only as its times spread: the bound stands
 	case ran > e+r/2:
+		if !x.censored {
+			x.real = 0 // not measured yet
+		}
 		w.exec = censorGrow * ran
 	default:
 		return
 	}
-	x.slow, x.fast, x.censored = 0, 0, true
+	x.ef.slow, x.ef.fast, x.censored = 0, 0, true
 	p.eft.version++
 }
 
@@ -666,6 +789,19 @@ func (p *policy) eftDefaults() {
 		}
 	}
 	e.known = n > 0
+	e.eMin, e.rMin = 0, 0
+	for i := range p.workers {
+		w := &p.workers[i]
+		if !w.alive || w.exec <= 0 || i >= len(e.ew) || e.ew[i].id != w.id || e.ew[i].censored {
+			continue
+		}
+		if e.eMin == 0 || w.exec < e.eMin {
+			e.eMin = w.exec
+		}
+		if w.rtt > 0 && (e.rMin == 0 || w.rtt < e.rMin) {
+			e.rMin = w.rtt
+		}
+	}
 	if n == 0 {
 		e.eDef, e.rDef = float64(time.Millisecond), 0
 	} else {
@@ -861,6 +997,8 @@ func (p *policy) eftSend(wi int32, ti TaskID, replica bool, out []Action) []Acti
 		e.ew[wi].insertRun(arrive)
 	}
 	e.stepSends++
+	e.ew[wi].sent++
+	e.ew[wi].probe = false
 	e.busy = e.now + time.Duration(p.sendWait())
 	e.hSteps++
 	return p.send(wi, ti, replica || len(p.tasks[ti].on) > 0, out)
@@ -958,7 +1096,7 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		if !w.open() || !p.eftDue(wi) {
 			continue
 		}
-		if ef := p.efPlan(wi); ef > floor && ef > horizon() {
+		if ef := p.efPlan(wi); ef > floor && ef > horizon() && !e.ew[wi].probe {
 			p.pushPassed(wi, float64(e.now)+ef)
 			continue
 		}

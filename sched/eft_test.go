@@ -359,11 +359,13 @@ func TestEFTOrderMovesTheModel(t *testing.T) {
 // twice the mean, so that equal workers stay equal; a second in a row is
 // a change of pace and replaces the mean. w1 and w2: one slot each, e =
 // 1 s, r = 0.2 s.
-//   - w2 reports a lone 50 s: its e becomes 1 + (2 − 1)/8 = 1.125 s. A
-//     batch of 2 at 0: w1's places are back at 1.2 and 2.2, w2's first at
-//     1.325: the horizon is 1.325, each takes one (the longer chain, w2's,
-//     leaves first). Counted as it came, the stall would make w2's e
-//     7.125 s and w1 would take both.
+//   - w2 reports a lone 50 s: its e becomes 1 + (2 − 1)/8 = 1.125 s,
+//     within noise of w1's 1 s (the spread of w2's times is now 1/8 s²,
+//     a standard error of 0.09 s: withinNoise), so it counts as 1 s. A
+//     batch of 2 at 0: each worker's first place is back at 1.2, its
+//     second at 2.2: each takes one (equal chains leave in worker order).
+//     Counted as it came, the stall would make w2's e 7.125 s and w1
+//     would take both.
 //   - w2 reports 50 s again: its e is 50 s. The next batch's places: w1's
 //     at 1.2 and 2.2 (it is idle again), w2's at 50.2: w1 takes t0 and
 //     holds t1.
@@ -372,9 +374,9 @@ func TestEFTLoneStall(t *testing.T) {
 		{join(1, 1), ""}, {join(2, 1), ""},
 		{means(1, sec, milli(200)), ""}, {means(2, sec, milli(200)), ""},
 		{means(2, 50*sec, milli(200)), ""},
-		{batchAt(2, 0), "s1w2 s0w1"},
+		{batchAt(2, 0), "s0w1 s1w2"},
 		{resAt(1, 0, milli(1200), sec, milli(200)), "a0w1"},
-		{resAt(2, 1, milli(1325), 50*sec, milli(200)), "a1w2"},
+		{resAt(2, 1, milli(1200), 50*sec, milli(200)), "a1w2"},
 		{batchAt(2, milli(1400)), "s0w1 s1w1"},
 	}, false)
 }

@@ -296,7 +296,7 @@ func (p *policy) Done() bool { return p.nDone == p.n }
 func (p *policy) Step(ev Event, out []Action) []Action {
 	p.freed, p.stepReplica = p.freed[:0], false
 	if p.eft != nil {
-		p.eft.begin(ev)
+		p.eftBegin(ev)
 	}
 	switch ev.Kind {
 	case BatchStarted:
