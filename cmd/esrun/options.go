@@ -19,6 +19,7 @@ import (
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/sched"
+	"github.com/esgrid/esgrid/worker"
 )
 
 // options are esrun's parsed flags.
@@ -276,6 +277,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-key and -key-file both give the key; give one")
 	case o.genkey != "" && len(o.set) > 1:
 		return nil, usagef("-genkey FILE writes a key and exits: give it alone")
+	case !o.inprocess && o.dim > worker.MaxDim:
+		return nil, usagef("-dim %d: a worker evaluates at most %d dimensions (a task's vector must fit in a frame); more runs only -inprocess", o.dim, worker.MaxDim)
 	}
 	if err := checkStrategyFlags(o); err != nil {
 		return nil, err

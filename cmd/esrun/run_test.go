@@ -61,6 +61,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-inprocess", "-key", "k"}, "-key has no effect with -inprocess"},
 		{[]string{"-inprocess", "-adaptive"}, "-adaptive has no effect with -inprocess"},
 		{[]string{"-adaptive", "-sched", "wq"}, "-adaptive applies to -sched rwq and r3q only, not wq"},
+		{[]string{"-dim", "1048577"}, "a worker evaluates at most 1048576 dimensions"},
 		{[]string{"-key-file", "/nonexistent/esgrid.key"}, "-key-file: grid: key file: open /nonexistent/esgrid.key"},
 	}
 	for _, tt := range tests {
