@@ -24,10 +24,10 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-lu", "99999999999999999999"}, "-lu 99999999999999999999: must be an integer between 0 and 4096"},
 		{[]string{"-mu", "2000000000"}, "-mu 2000000000: must be an integer between 1 and 1000000"},
 		// Within the flags' bounds, the memory a run needs is checked.
-		{[]string{"-mu", "1000000", "-dim", "10000000"}, "a (1000000+70)-ES in 10000000 dimensions"},
-		{[]string{"-lambda", "1000000", "-dim", "10000000"}, "needs about"},
+		{[]string{"-inprocess", "-mu", "1000000", "-dim", "10000000"}, "a (1000000+70)-ES in 10000000 dimensions"},
+		{[]string{"-inprocess", "-lambda", "1000000", "-dim", "10000000"}, "needs about"},
 		{[]string{"-inprocess", "-dim", "10000000", "-mu", "100000"}, "needs about"},
-		{[]string{"-problem", "ellipsoid", "-dim", "10000000", "-lambda", "100000"}, "needs about"},
+		{[]string{"-inprocess", "-problem", "ellipsoid", "-dim", "10000000", "-lambda", "100000"}, "needs about"},
 		{[]string{"-mu", "2e9"}, "-mu 2e9: must be an integer between 1 and 1000000"},
 		{[]string{"-mu", "-2000000000"}, "-mu -2000000000: must be an integer between 1 and 1000000"},
 		{[]string{"-lambda", "2000000000"}, "-lambda 2000000000: must be an integer between 1 and 1000000"},
