@@ -94,6 +94,7 @@ func TestUncancellablePluginKeepsEqualWorkersEqual(t *testing.T) {
 				t.Fatal(err)
 			}
 			rng := rand.New(rand.NewPCG(26, 7))
+			warm := 0 // processes started by the end of generation 0
 			for g := range gens + 1 {
 				xs := make([][]float64, lambda)
 				for i := range xs {
@@ -114,9 +115,16 @@ func TestUncancellablePluginKeepsEqualWorkersEqual(t *testing.T) {
 				for g == 0 && count("ready") < agents*slots && ctx.Err() == nil {
 					time.Sleep(10 * time.Millisecond) // every slot's process is up
 				}
+				if g == 0 {
+					// Until a plugin's first evaluation is timed, a cancel
+					// kills (the host cannot tell a kill from a wait the
+					// cheaper): on a loaded machine generation 0 may be
+					// overdue and replicated. From here on, none may be.
+					warm = count("start")
+				}
 			}
-			if n := count("start"); n != agents*slots {
-				t.Errorf("%d plugin processes started, want %d: processes were killed on cancels and started again", n, agents*slots)
+			if n := count("start"); n != warm {
+				t.Errorf("%d plugin processes started after generation 0, want none (%d by then): processes were killed on cancels and started again", n-warm, warm)
 			}
 			rep := m.Report()
 			t.Logf("%s: accepted %v; running losers %d, wasted %v; held copies dropped %d",
