@@ -415,23 +415,21 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Serve serves reg's metrics on addr at /metrics until ctx is done, and
-// returns the address it listens on. The server stops with ctx; done is
+// returns the address it listens on; page, when not nil, serves every
+// other path (esrun's status page). The server stops with ctx; done is
 // closed once it has.
-func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (bound string, done <-chan struct{}, err error) {
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, page http.Handler) (bound string, done <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, ErrorLog: slogErrors{log}}))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("esgrid metrics: see /metrics\n"))
-	})
+	if page != nil {
+		mux.Handle("/", page)
+	} else {
+		mux.HandleFunc("/", rootText)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ch := make(chan struct{})
 	go func() {
@@ -447,6 +445,16 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog
 		srv.Shutdown(sctx)
 	}()
 	return ln.Addr().String(), ch, nil
+}
+
+// rootText is / without a page: it says where the metrics are.
+func rootText(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("esgrid metrics: see /metrics\n"))
 }
 
 // slogErrors passes promhttp's errors to a logger.

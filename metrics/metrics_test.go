@@ -328,7 +328,7 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 func TestServe(t *testing.T) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	addr, done, err := Serve(ctx, "127.0.0.1:0", exercised(t), nil)
+	addr, done, err := Serve(ctx, "127.0.0.1:0", exercised(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,12 +143,17 @@ type localAgent struct {
 //
 // The master logs at log's level; the local agents only their warnings
 // (the master's lines say when they join and leave). onGeneration, when
-// set, receives each generation's final figures (the metrics).
-func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger, onGeneration func(sched.Generation)) (*localGrid, error) {
+// set, receives each generation's final figures (the metrics), and
+// onInstance, when set, each ended instance (the status page).
+func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger, onGeneration func(sched.Generation), onInstance func(sched.Instance)) (*localGrid, error) {
 	tl := newTimeline(maxTimeline)
+	instance := tl.add
+	if onInstance != nil {
+		instance = func(in sched.Instance) { tl.add(in); onInstance(in) }
+	}
 	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
 		Listen: o.listen, Key: key, Policy: o.sched, Problem: spec, Logger: log,
-		Ledger:      sched.LedgerConfig{OnGeneration: onGeneration, OnInstance: tl.add},
+		Ledger:      sched.LedgerConfig{OnGeneration: onGeneration, OnInstance: instance},
 		Sched:       sched.Config{Adaptive: o.adaptive, Copies: o.copies},
 		TaskTimeout: orNone(o.taskTimeout),
 		MaxRetries:  orNone(o.maxRetries),

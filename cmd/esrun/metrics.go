@@ -20,16 +20,26 @@ import (
 type monitor struct {
 	reg    *prometheus.Registry
 	master *metrics.Master
+	live   *live // the status page at / (livepage.go)
 	stop   context.CancelFunc
 	done   <-chan struct{}
 }
 
 // newMonitor returns the run's metrics, or nil without -metrics.
-func newMonitor(o *options) *monitor {
+func newMonitor(o *options, problem string) *monitor {
 	if o.metrics == "" {
 		return nil
 	}
-	return &monitor{reg: metrics.NewRegistry(), master: metrics.NewMaster(nil)}
+	return &monitor{reg: metrics.NewRegistry(), master: metrics.NewMaster(nil), live: newLive(o.sched, problem)}
+}
+
+// onInstance is the ledger's OnInstance for the status page (nil
+// without metrics).
+func (mon *monitor) onInstance() func(sched.Instance) {
+	if mon == nil {
+		return nil
+	}
+	return mon.live.instance
 }
 
 // onGeneration is the ledger's OnGeneration (nil without metrics).
@@ -47,6 +57,7 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 		return nil
 	}
 	mon.master.SetState(g.master.MetricsState)
+	mon.live.master = g.master
 	mon.master.SetRun(o.sched, problem)
 	if err := mon.master.Register(mon.reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -63,21 +74,23 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	addr, done, err := metrics.Serve(ctx, o.metrics, mon.reg, con.Log)
+	addr, done, err := metrics.Serve(ctx, o.metrics, mon.reg, con.Log, mon.live.handler())
 	if err != nil {
 		cancel()
 		return addrError("-metrics", o.metrics, err)
 	}
 	mon.stop, mon.done = cancel, done
 	url := "http://" + addr + "/metrics"
-	con.Say(slog.LevelInfo, "esrun: metrics on "+url, "serving metrics", "url", url)
+	con.Say(slog.LevelInfo, "esrun: metrics on "+url+", the run's status page on http://"+addr+"/", "serving metrics", "url", url)
 	return nil
 }
 
-// progress takes the ES's state after each generation.
-func (mon *monitor) progress(s es.Stats) {
+// progress takes the ES's state after each generation, and the
+// estimates of the terminal's line.
+func (mon *monitor) progress(s es.Stats, est *progress) {
 	if mon != nil {
 		mon.master.Progress(s.Gen, s.Best, s.Mean, s.Evals)
+		mon.live.generation(s, est)
 	}
 }
 

@@ -94,7 +94,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		pool := problems.NewPool(problems.WithLoad(prob, loadN), o.slots)
 		ev, slots = pool, pool.Slots()
 	} else {
-		mon = newMonitor(o)
+		mon = newMonitor(o, cfg.Problem)
 		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || pluginNonFinite(prob)}
 		if g, err = openGrid(o, spec, con, mon); err != nil {
 			return err
@@ -124,8 +124,9 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	reason := es.StopReason("")
 	if runErr == nil {
 		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: func(s es.Stats) error {
-			mon.progress(s)
-			return rec.generation(s)
+			err := rec.generation(s)
+			mon.progress(s, rec.est)
+			return err
 		}})
 	}
 	rep := rec.finish(eng, reason, runErr)
@@ -195,7 +196,7 @@ func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *monitor)
 	if err != nil {
 		return nil, err
 	}
-	g, err := startGrid(o, spec, k.key, con.Log, mon.onGeneration())
+	g, err := startGrid(o, spec, k.key, con.Log, mon.onGeneration(), mon.onInstance())
 	if err != nil {
 		return nil, err
 	}

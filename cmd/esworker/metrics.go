@@ -21,5 +21,5 @@ func serveMetrics(ctx context.Context, addr string, a *worker.Agent, log *slog.L
 	})); err != nil {
 		return "", nil, err
 	}
-	return metrics.Serve(ctx, addr, reg, log)
+	return metrics.Serve(ctx, addr, reg, log, nil)
 }
