@@ -179,9 +179,15 @@ func (l *live) status() liveStatus {
 		results[id] = n
 	}
 	l.mu.Unlock()
+	row := st.rows(l.master, ws, ended, results)
+	st.bars(row, ended, out, now)
+	return st
+}
 
-	// The rows: connected workers by name, then those that left during
-	// the generation, up to maxLiveWorkers.
+// rows lists the connected workers by name, then those that left during
+// the generation, up to maxLiveWorkers, and returns each listed worker's
+// row.
+func (st *liveStatus) rows(m liveMaster, ws []grid.WorkerStat, ended []sched.Instance, results map[sched.WorkerID]int) map[sched.WorkerID]int {
 	slices.SortFunc(ws, func(a, b grid.WorkerStat) int { return strings.Compare(a.Name, b.Name) })
 	row := map[sched.WorkerID]int{}
 	addRow := func(id sched.WorkerID, w liveWorker) {
@@ -196,7 +202,7 @@ func (l *live) status() liveStatus {
 	connected := make(map[sched.WorkerID]bool, len(ws))
 	for _, w := range ws {
 		connected[w.ID] = true
-		info, _ := l.master.WorkerInfo(w.ID)
+		info, _ := m.WorkerInfo(w.ID)
 		// Busy and held as the master's books have them (the first
 		// slots of its instances run), fresher than its last status.
 		busy := min(w.Outstanding, w.Slots)
@@ -205,18 +211,22 @@ func (l *live) status() liveStatus {
 	}
 	left := map[sched.WorkerID]bool{}
 	for _, in := range ended {
-		if l.master == nil || connected[in.Worker] || left[in.Worker] {
+		if m == nil || connected[in.Worker] || left[in.Worker] {
 			continue
 		}
 		left[in.Worker] = true
-		info, _ := l.master.WorkerInfo(in.Worker)
+		info, _ := m.WorkerInfo(in.Worker)
 		if info.Name == "" {
 			info.Name = fmt.Sprintf("worker %d", in.Worker)
 		}
 		addRow(in.Worker, liveWorker{Name: info.Name, Host: info.Host, State: "left", Results: results[in.Worker]})
 	}
+	return row
+}
 
-	// The bars, on the window from the generation's first instance to now.
+// bars draws the generation's instances on the workers' rows, in the
+// window from its first instance to now, up to maxLiveInstances.
+func (st *liveStatus) bars(row map[sched.WorkerID]int, ended []sched.Instance, out []grid.OutInstance, now time.Duration) {
 	t0 := now
 	for _, in := range ended {
 		t0 = min(t0, in.Start)
@@ -244,7 +254,6 @@ func (l *live) status() liveStatus {
 			bar(o.Worker, "held", o.Sent, now)
 		}
 	}
-	return st
 }
 
 // liveKind is the colour of an ended instance's bar.
