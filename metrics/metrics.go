@@ -91,7 +91,7 @@ type Master struct {
 	gens                                          prometheus.Counter
 	syncH, commH, commPaperH, computeH, durationH prometheus.Histogram
 	syncC, commC, commPaperC, computeC, durationC prometheus.Counter
-	lbC, barrierC, busyC, wastedC                 prometheus.Counter
+	lbC, barrierC, busyC, wastedC, betweenC       prometheus.Counter
 	tasks, cancels                                *prometheus.CounterVec
 
 	mu         sync.Mutex
@@ -142,10 +142,11 @@ func NewMaster(state func() MasterState) *Master {
 	m.commC = counter("esgrid_comm_seconds_total", "Sum of the generations' comm (esgrid's: outside the sync wait, starved slots left out).")
 	m.commPaperC = counter("esgrid_comm_paper_seconds_total", "Sum of the generations' comm as the paper defines it (every non-executing moment of a worker slot).")
 	m.computeC = counter("esgrid_compute_seconds_total", "Sum of the generations' compute (duration − sync wait − comm).")
-	m.durationC = counter("esgrid_generation_seconds_total", "Sum of the generations' durations.")
+	m.durationC = counter("esgrid_generation_seconds_total", "Sum of the generations' durations (the report's total).")
+	m.betweenC = counter("esgrid_between_generations_seconds_total", "Sum of the times between generations: from one generation's last result to the next one's tasks being ready (selection, the next batch, a checkpoint); no generation's duration counts them.")
 	m.lbC = counter("esgrid_lb_seconds_total", "Sum of the generations' LB: each a lower bound of its duration at the speeds its own executions show (its tasks ÷ the workers' rates there, or its longest task at the fastest pace).")
-	m.barrierC = counter("esgrid_barrier_bound_seconds_total", "Sum of the generations' barrier bound: LB plus one round trip each, the floor of any synchronous generational run.")
-	m.busyC = counter("esgrid_slot_busy_seconds_total", "Sum over generations of the mean time a worker slot executed (wasted replicas included).")
+	m.barrierC = counter("esgrid_barrier_bound_seconds_total", "Sum of the generations' barrier bound: each generation's LB plus the round trip as estimated when its figures were final, the floor of any synchronous generational run.")
+	m.busyC = counter("esgrid_slot_busy_seconds_total", "Sum over generations of the time a worker slot executed, averaged over the workers present in each (wasted replicas included): divided by esgrid_generation_seconds_total, the share of the generations' time a slot worked, the master's utilisation. Time between generations is not counted.")
 	m.wastedC = counter("esgrid_wasted_seconds_total", "Execution time of instances stopped by a cancel while running.")
 	m.tasks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_tasks_sent_total",
 		Help: "Task instances sent to workers, by kind: original (a task's first instance) or replica."}, []string{"kind"})
@@ -188,7 +189,7 @@ func NewMaster(state func() MasterState) *Master {
 func (m *Master) owned() []prometheus.Collector {
 	return []prometheus.Collector{m.info, m.generation, m.best, m.mean, m.evals, m.gens,
 		m.syncH, m.commH, m.commPaperH, m.computeH, m.durationH,
-		m.syncC, m.commC, m.commPaperC, m.computeC, m.durationC, m.lbC, m.barrierC, m.busyC, m.wastedC,
+		m.syncC, m.commC, m.commPaperC, m.computeC, m.durationC, m.lbC, m.barrierC, m.busyC, m.wastedC, m.betweenC,
 		m.tasks, m.cancels}
 }
 
@@ -218,13 +219,19 @@ func (m *Master) SetRun(policy, problem string) {
 	m.info.WithLabelValues(policy, problem).Set(1)
 }
 
+// Seconds is how a generation's durations are counted, here and in
+// esrun's -report: in float64 seconds, never below zero, so that a sum of
+// them in generation order is the same number in both.
+func Seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
+
 // Generation takes one generation's final figures: wire it as the
 // ledger's OnGeneration. It runs on the master's loop and costs a few
-// atomic operations.
+// atomic operations. Every counter adds Seconds of the generation's own
+// figure, as the -report's totals do; esgrid_generations_total moves
+// last.
 func (m *Master) Generation(g sched.Generation) {
-	m.gens.Inc()
 	obs := func(h prometheus.Histogram, c prometheus.Counter, d time.Duration) {
-		s := max(d, 0).Seconds()
+		s := Seconds(d)
 		h.Observe(s)
 		c.Add(s)
 	}
@@ -233,21 +240,23 @@ func (m *Master) Generation(g sched.Generation) {
 	obs(m.commPaperH, m.commPaperC, g.CommPaper)
 	obs(m.computeH, m.computeC, g.Compute)
 	obs(m.durationH, m.durationC, g.Total)
-	m.busyC.Add(max(g.Busy, 0).Seconds())
-	m.wastedC.Add(max(g.Wasted, 0).Seconds())
+	m.betweenC.Add(Seconds(g.Between))
+	m.busyC.Add(Seconds(g.Busy))
+	m.wastedC.Add(Seconds(g.Wasted))
 	m.mu.Lock()
 	m.accepted += float64(g.Accepted)
 	m.duplicates += float64(max(g.Duplicates, 0))
 	m.mu.Unlock()
 	if g.LB > 0 {
-		m.lbC.Add(g.LB.Seconds())
-		m.barrierC.Add((g.LB + g.RoundTrip).Seconds())
+		m.lbC.Add(Seconds(g.LB))
+		m.barrierC.Add(Seconds(g.LB + g.RoundTrip))
 	}
 	m.tasks.WithLabelValues("original").Add(float64(max(g.Originals, 0)))
 	m.tasks.WithLabelValues("replica").Add(float64(max(g.Replicas, 0)))
 	m.cancels.WithLabelValues("held").Add(float64(max(g.CancelsHeld, 0)))
 	m.cancels.WithLabelValues("running").Add(float64(max(g.CancelsRunning, 0)))
 	m.cancels.WithLabelValues("late").Add(float64(max(g.CancelsLate, 0)))
+	m.gens.Inc()
 }
 
 // Progress takes the ES's state after a generation: its number, the best

@@ -118,6 +118,10 @@ type Generation struct {
 	Start    time.Duration // BatchStarted step
 	End      time.Duration // step that accepted the last result
 	Complete bool          // every result was accepted; else End is when the next batch started, Finish, or (still open) the latest time seen
+	// Between is the time from the previous generation's End to this
+	// one's Start (0 for the first): the ES's selection and the next
+	// batch's making, which no generation's Total counts.
+	Between time.Duration
 	// Final says the figures will not change any more (see Ledger): the
 	// generation has ended and its instances have been accounted for.
 	Final    bool
@@ -1039,6 +1043,9 @@ func (l *Ledger) figures(i int, e time.Duration, each func(wi int32, syncPresent
 	out := Generation{
 		Index: i, Tasks: g.tasks, Start: s, End: e, Complete: g.complete,
 		Total: e - s, Counts: g.counts, LB: l.lb(g, e-s), Accepted: g.accepted,
+	}
+	if i > 0 {
+		out.Between = max(s-l.gens[i-1].end, 0)
 	}
 	ss := syncStartOf(g, e) // start of the sync wait, e when it has not begun
 	out.SyncWait = e - ss

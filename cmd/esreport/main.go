@@ -168,6 +168,8 @@ type report struct {
 		Comm              float64 `json:"comm"`
 		CommPaper         float64 `json:"comm_paper"`
 		Compute           float64 `json:"compute"`
+		Busy              float64 `json:"busy"`
+		Between           float64 `json:"between"`
 		LB                float64 `json:"lb"`
 		BarrierBound      float64 `json:"barrier_bound"`
 		RoundTrip         float64 `json:"round_trip"`
