@@ -149,10 +149,10 @@ func NewMaster(state func() MasterState) *Master {
 	m.busyC = counter("esgrid_slot_busy_seconds_total", "Sum over generations of the time a worker slot executed, averaged over the workers present in each (wasted replicas included): divided by esgrid_generation_seconds_total, the share of the generations' time a slot worked, the master's utilisation. Time between generations is not counted.")
 	m.wastedC = counter("esgrid_wasted_seconds_total", "Execution time of instances stopped by a cancel while running.")
 	m.tasks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_tasks_sent_total",
-		Help: "Task instances sent to workers, by kind: original (a task's first instance) or replica."}, []string{"kind"})
+		Help: "Task instances sent to workers, by kind: original (a task's first instance; one per task), resend (the task sent again from Q once its instances were withdrawn, overdue, failed or lost) or replica (a further instance sent as a replica)."}, []string{"kind"})
 	m.cancels = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_cancels_total",
 		Help: "Cancels by what the worker did: held (dropped from its remote queue before it ran), running (stopped), late (it had finished)."}, []string{"outcome"})
-	for _, k := range []string{"original", "replica"} {
+	for _, k := range []string{"original", "resend", "replica"} {
 		m.tasks.WithLabelValues(k)
 	}
 	for _, k := range []string{"held", "running", "late"} {
@@ -252,6 +252,7 @@ func (m *Master) Generation(g sched.Generation) {
 		m.barrierC.Add(Seconds(g.LB + g.RoundTrip))
 	}
 	m.tasks.WithLabelValues("original").Add(float64(max(g.Originals, 0)))
+	m.tasks.WithLabelValues("resend").Add(float64(max(g.Resends, 0)))
 	m.tasks.WithLabelValues("replica").Add(float64(max(g.Replicas, 0)))
 	m.cancels.WithLabelValues("held").Add(float64(max(g.CancelsHeld, 0)))
 	m.cancels.WithLabelValues("running").Add(float64(max(g.CancelsRunning, 0)))

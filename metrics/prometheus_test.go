@@ -224,6 +224,7 @@ scrape_configs:
 		{"esgrid_barrier_bound_seconds_total", field("barrier_bound")},
 		{"esgrid_wasted_seconds_total", field("wasted")},
 		{`esgrid_tasks_sent_total{kind="original"}`, field("originals")},
+		{`esgrid_tasks_sent_total{kind="resend"}`, field("resends")},
 		{`esgrid_tasks_sent_total{kind="replica"}`, field("replicas")},
 		{`esgrid_cancels_total{outcome="held"}`, field("cancels_held")},
 		{`esgrid_cancels_total{outcome="running"}`, field("cancels_running")},

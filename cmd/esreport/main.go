@@ -176,6 +176,7 @@ type report struct {
 		EfficiencyLB      float64 `json:"efficiency_lb"`
 		EfficiencyBarrier float64 `json:"efficiency_barrier"`
 		Originals         int     `json:"originals"`
+		Resends           int     `json:"resends"`
 		Replicas          int     `json:"replicas"`
 		CancelsHeld       int     `json:"cancels_held"`
 		CancelsRunning    int     `json:"cancels_running"`

@@ -68,8 +68,8 @@ func summary(rep *report) string {
 		seconds(s.Between), share(s.Busy, s.Total), seconds(s.Busy))
 	fmt.Fprintf(&b, "efficiency: %s of LB %s, %s of the barrier bound %s (round trip %s)\n",
 		share(s.EfficiencyLB, 1), seconds(s.LB), share(s.EfficiencyBarrier, 1), seconds(s.BarrierBound), seconds(s.RoundTrip))
-	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running, %d late (%s wasted); %d duplicate and %d stale results\n",
-		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, seconds(s.Wasted), s.Duplicates, s.Stale)
+	fmt.Fprintf(&b, "tasks: %d originals, %d resends, %d replicas; cancels %d held, %d running, %d late (%s wasted); %d duplicate and %d stale results\n",
+		s.Originals, s.Resends, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, seconds(s.Wasted), s.Duplicates, s.Stale)
 	if len(s.PerWorker) > 0 {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "worker\tslots\tpresent\tbusy/present\tcomm\tcomm (paper)\taccepted\tmean exec\tround trip\t")

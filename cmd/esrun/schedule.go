@@ -56,8 +56,9 @@ type scheduleRecord struct {
 
 // scheduleCounts are the policy's actions.
 type scheduleCounts struct {
-	Originals      int     `json:"originals"`
-	Replicas       int     `json:"replicas"`
+	Originals      int     `json:"originals"`       // tasks sent: each task's first instance
+	Resends        int     `json:"resends"`         // tasks sent again from Q (withdrawn, overdue, failed, lost)
+	Replicas       int     `json:"replicas"`        // instances sent as replicas
 	CancelsHeld    int     `json:"cancels_held"`    // cancels that removed an instance from a remote queue before it ran (the workers' word)
 	CancelsRunning int     `json:"cancels_running"` // cancels that stopped a running instance
 	CancelsLate    int     `json:"cancels_late"`    // cancels that found the instance finished
@@ -69,7 +70,7 @@ type scheduleCounts struct {
 
 func newScheduleCounts(c sched.Counts) scheduleCounts {
 	return scheduleCounts{
-		Originals: c.Originals, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning, CancelsLate: c.CancelsLate,
+		Originals: c.Originals, Resends: c.Resends, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning, CancelsLate: c.CancelsLate,
 		Aborted: c.Aborted, Wasted: c.Wasted.Seconds(), Dropped: c.Dropped, Duplicates: c.Duplicates,
 	}
 }
@@ -91,6 +92,7 @@ type scheduleGen struct {
 	RoundTrip      float64 `json:"round_trip"` // as estimated when its figures were final
 	Workers        int     `json:"workers"`
 	Originals      int     `json:"originals"`
+	Resends        int     `json:"resends"`
 	Replicas       int     `json:"replicas"`
 	CancelsHeld    int     `json:"cancels_held"`
 	CancelsRunning int     `json:"cancels_running"`
@@ -145,7 +147,7 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 			Gen: startGen + g.Index, Tasks: g.Tasks, Start: (g.Start - t0).Seconds(), End: (g.End - t0).Seconds(),
 			Total: sec(g.Total), SyncWait: sec(g.SyncWait),
 			Comm: sec(g.Comm), CommPaper: sec(g.CommPaper), Compute: sec(g.Compute), Busy: sec(g.Busy), Between: sec(g.Between),
-			LB: sec(g.LB), RoundTrip: sec(g.RoundTrip), Workers: g.Workers, Originals: g.Originals, Replicas: g.Replicas,
+			LB: sec(g.LB), RoundTrip: sec(g.RoundTrip), Workers: g.Workers, Originals: g.Originals, Resends: g.Resends, Replicas: g.Replicas,
 			CancelsHeld: g.CancelsHeld, CancelsRunning: g.CancelsRunning, CancelsLate: g.CancelsLate,
 		})
 		// The same additions, in the same order, as metrics.Master.Generation.
@@ -162,6 +164,7 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 			s.BarrierBound += sec(g.LB + g.RoundTrip)
 		}
 		counts.Originals += g.Originals
+		counts.Resends += g.Resends
 		counts.Replicas += g.Replicas
 		counts.CancelsHeld += g.CancelsHeld
 		counts.CancelsRunning += g.CancelsRunning
@@ -202,8 +205,8 @@ func (s *scheduleRecord) summary() string {
 	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v (the paper's comm: %v), and %v between generations; efficiency %s of LB %v\n",
 		s.Policy, plural(s.Workers, "worker"), plural(slots, "slot"),
 		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), d(s.CommPaper), d(s.Between), percent(s.EfficiencyLB), d(s.LB))
-	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running, %d late; %d duplicate and %d stale results discarded\n",
-		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, s.Duplicates, s.Stale)
+	fmt.Fprintf(&b, "tasks: %d originals, %d resends, %d replicas; cancels %d held, %d running, %d late; %d duplicate and %d stale results discarded\n",
+		s.Originals, s.Resends, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, s.Duplicates, s.Stale)
 	return b.String()
 }
 

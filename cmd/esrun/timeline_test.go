@@ -131,8 +131,8 @@ func TestReportTimeline(t *testing.T) {
 	}
 	finished := kinds["original"] + kinds["replica"]
 	executed := finished + kinds["stale"] + kinds["cancelled_running"]
-	if executed > s.Originals+s.Replicas || perWorker["local-1"] == 0 {
-		t.Errorf("instances %v per worker %v; the report says %d originals and %d replicas", kinds, perWorker, s.Originals, s.Replicas)
+	if executed > s.Originals+s.Resends+s.Replicas || perWorker["local-1"] == 0 {
+		t.Errorf("instances %v per worker %v; the report says %d originals, %d resends and %d replicas", kinds, perWorker, s.Originals, s.Resends, s.Replicas)
 	}
 	// Unless the run outran the limit (a loaded machine, a slow leave),
 	// the timeline holds every instance the counters count.

@@ -21,7 +21,7 @@ func TestReportIsPrometheus(t *testing.T) {
 		d := func(k int) time.Duration { return time.Duration(100_000_007*(i+1) + 13*k) }
 		g := sched.Generation{Index: i, Tasks: 10, Start: at, Total: d(0), SyncWait: d(1) / 7, Comm: d(2) / 3,
 			CommPaper: d(3) / 2, Busy: d(4) / 5, LB: d(5) / 11, RoundTrip: time.Duration(1_000_003 * i),
-			Counts: sched.Counts{Originals: 10, Replicas: i, CancelsHeld: 1, CancelsRunning: i % 2, CancelsLate: 1, Wasted: d(6) / 9, Duplicates: 2}}
+			Counts: sched.Counts{Originals: 10, Resends: i % 3, Replicas: i, CancelsHeld: 1, CancelsRunning: i % 2, CancelsLate: 1, Wasted: d(6) / 9, Duplicates: 2}}
 		if i == 3 {
 			g.LB = 0 // no execution finished: no bound
 		}
@@ -58,6 +58,7 @@ func TestReportIsPrometheus(t *testing.T) {
 		{"esgrid_barrier_bound_seconds_total", s.BarrierBound},
 		{"esgrid_wasted_seconds_total", s.Wasted},
 		{`esgrid_tasks_sent_total{kind="original"}`, float64(s.Originals)},
+		{`esgrid_tasks_sent_total{kind="resend"}`, float64(s.Resends)},
 		{`esgrid_tasks_sent_total{kind="replica"}`, float64(s.Replicas)},
 		{`esgrid_cancels_total{outcome="held"}`, float64(s.CancelsHeld)},
 		{`esgrid_cancels_total{outcome="running"}`, float64(s.CancelsRunning)},
