@@ -45,7 +45,10 @@ type MasterState struct {
 	// worker was never sent; evaluations that failed; instances overdue;
 	// workers whose connection the master dropped.
 	Stale, Unsolicited, Failed, Overdue, Dropped int64
-	BytesIn, BytesOut, FramesIn, FramesOut       int64
+	// Workers lost during the run, by cause (LostCauses; dropped, the
+	// master's own drops, included).
+	Lost                                   map[string]int64
+	BytesIn, BytesOut, FramesIn, FramesOut int64
 	// The inbox: its length and capacity now, and papers.md §2's
 	// overload signal: tasks assigned, and the messages waiting right
 	// after each.
@@ -76,6 +79,14 @@ type WorkerState struct {
 	Exec, RoundTrip time.Duration
 }
 
+// LostCauses are the causes of esgrid_workers_lost_total, every one
+// exported from the start: closed (the connection ended, not at the
+// worker's word, the master's or a split's), gossip_dead (gossip declared
+// it dead), left_cluster (it left the gossip cluster), reconnected (it
+// connected again: the old connection was lost) and dropped (the master
+// dropped it).
+var LostCauses = []string{"closed", "gossip_dead", "left_cluster", "reconnected", "dropped"}
+
 // Buckets for per-generation times: 1 ms to about 2.5 min.
 var genBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
 
@@ -104,6 +115,7 @@ type Master struct {
 
 type masterDescs struct {
 	results, workers, joined, unsolicited, failed, overdue, dropped *prometheus.Desc
+	lost                                                            *prometheus.Desc
 	refused, verified, excluded                                     *prometheus.Desc
 	bytes, frames, inbox, inboxCap, assignments, waiting            *prometheus.Desc
 	wRTT, wExec, wSlots, wTasks                                     *prometheus.Desc
@@ -169,6 +181,7 @@ func NewMaster(state func() MasterState) *Master {
 	d.failed = prometheus.NewDesc("esgrid_failed_evaluations_total", "Evaluations that returned an error on a worker.", nil, nil)
 	d.overdue = prometheus.NewDesc("esgrid_overdue_tasks_total", "Task instances that ran past their deadline and were given to another worker.", nil, nil)
 	d.dropped = prometheus.NewDesc("esgrid_workers_dropped_total", "Workers whose connection the master dropped (a task past the task timeout, or a silent session).", nil, nil)
+	d.lost = prometheus.NewDesc("esgrid_workers_lost_total", "Workers lost during the run, by cause: closed (their connection ended unasked), gossip_dead, left_cluster, reconnected (the old connection of a worker that connected again), dropped (by the master, as esgrid_workers_dropped_total). A worker a split moves to another master is not lost.", []string{"cause"}, nil)
 	d.bytes = prometheus.NewDesc("esgrid_master_bytes_total", "Bytes on the master's data connections, by direction (in: from workers).", []string{"direction"}, nil)
 	d.frames = prometheus.NewDesc("esgrid_master_frames_total", "Frames on the master's data connections, by direction.", []string{"direction"}, nil)
 	d.inbox = prometheus.NewDesc("esgrid_master_inbox_messages", "Messages waiting in the master's inbox now.", nil, nil)
@@ -284,7 +297,7 @@ func (c masterState) Describe(ch chan<- *prometheus.Desc) {
 		d.overloadMean, d.overloaded, d.masters, d.splits} {
 		ch <- x
 	}
-	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded} {
+	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded, d.lost} {
 		ch <- x
 	}
 }
@@ -314,6 +327,13 @@ func (c masterState) Collect(ch chan<- prometheus.Metric) {
 	counter(d.failed, float64(st.Failed))
 	counter(d.overdue, float64(st.Overdue))
 	counter(d.dropped, float64(st.Dropped))
+	for _, cause := range LostCauses {
+		n := st.Lost[cause]
+		if cause == "dropped" {
+			n = st.Dropped
+		}
+		counter(d.lost, float64(n), cause)
+	}
 	counter(d.bytes, float64(st.BytesIn), "in")
 	counter(d.bytes, float64(st.BytesOut), "out")
 	counter(d.frames, float64(st.FramesIn), "in")
@@ -384,8 +404,8 @@ func NewAgent(name string, state func() AgentState) *Agent {
 		held:      prometheus.NewDesc("esgrid_worker_held_tasks", "Tasks held in the worker's remote queue now, waiting for a slot.", nil, l),
 		connected: prometheus.NewDesc("esgrid_worker_connected", "1 while the worker is in a session with a master.", nil, l),
 		tasks:     prometheus.NewDesc("esgrid_worker_tasks_total", "Tasks the worker ran, by outcome: finished, cancelled (stopped by the master), failed.", []string{"outcome"}, l),
-		busy:      prometheus.NewDesc("esgrid_worker_busy_seconds_total", "Slot-seconds the worker spent executing tasks.", nil, l),
-		idle:      prometheus.NewDesc("esgrid_worker_idle_seconds_total", "Slot-seconds the worker's slots were idle while it was connected to a master.", nil, l),
+		busy:      prometheus.NewDesc("esgrid_worker_busy_seconds_total", "Slot-seconds the worker spent executing tasks. Over busy + idle seconds, the worker's utilisation: of its slot-seconds connected to a master, the time before a run's first generation and between generations included (the -report's busy/total counts within generations only).", nil, l),
+		idle:      prometheus.NewDesc("esgrid_worker_idle_seconds_total", "Slot-seconds the worker's slots were idle while it was connected to a master: slots × time connected − busy slot-seconds.", nil, l),
 	}
 }
 
