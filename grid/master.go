@@ -236,7 +236,8 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 // MasterStats counts what the master has done so far.
 type MasterStats struct {
 	Workers    int   // workers connected and not left
-	Joined     int   // workers that ever joined
+	Joined     int   // joins: a worker back from a child master, or reconnecting, counts again
+	Named      int   // workers that ever joined, each name once
 	Batches    int   // batches started
 	TasksSent  int64 // task instances sent (originals and replicas)
 	Results    int64 // results received, of any kind (cancel acknowledgements aside)

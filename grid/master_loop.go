@@ -290,6 +290,7 @@ type loopState struct {
 	// replays one simulated run).
 	order   []*mworker
 	byName  map[string]*mworker // workers not left, by Hello name
+	named   map[string]bool     // every name that joined (MasterStats.Named)
 	nLive   int
 	acts    []sched.Action
 	dirty   []*mworker
@@ -310,6 +311,7 @@ type loopState struct {
 func (s *loopState) init() {
 	s.byID = make(map[sched.WorkerID]*mworker)
 	s.byName = make(map[string]*mworker)
+	s.named = make(map[string]bool)
 	s.lastID = -1
 	s.noneOpen = -1
 	s.v.init()
@@ -436,6 +438,10 @@ func (m *Master) joined(w *mworker) {
 	m.nLive++
 	m.split.slots += w.slots
 	m.counts.Joined++
+	if !m.named[w.name] {
+		m.named[w.name] = true
+		m.counts.Named++
+	}
 	m.setLive(m.nLive, true)
 	m.log.Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
 	// Starting: it builds the run's problem (a plugin's first process)

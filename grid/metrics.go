@@ -15,7 +15,7 @@ func (m *Master) MetricsState() metrics.MasterState {
 		refused[k] = n
 	}
 	ms := metrics.MasterState{
-		Workers: st.Workers, Joined: st.Joined,
+		Workers: st.Workers, Joined: st.Joined, Named: st.Named,
 		Stale: st.Stale, Unsolicited: st.Unsolicited, Failed: st.Failed, Overdue: st.Overdue, Dropped: st.Dropped,
 		BytesIn: st.BytesIn, BytesOut: st.BytesOut, FramesIn: st.FramesIn, FramesOut: st.FramesOut,
 		Inbox: st.Inbox, InboxCap: st.InboxCap, Assignments: st.Assignments, InboxWaiting: st.InboxWaiting,

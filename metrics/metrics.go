@@ -40,7 +40,8 @@ func NewRegistry() *prometheus.Registry {
 // MasterState is what the master knows when Prometheus scrapes: its
 // counters (grid.MasterStats) and its view of each connected worker.
 type MasterState struct {
-	Workers, Joined int // connected now; ever joined
+	Workers, Joined int // connected now; joins
+	Named           int // workers that joined, each name once
 	// Results of an earlier generation, discarded; results for tasks the
 	// worker was never sent; evaluations that failed; instances overdue;
 	// workers whose connection the master dropped.
@@ -114,12 +115,12 @@ type Master struct {
 }
 
 type masterDescs struct {
-	results, workers, joined, unsolicited, failed, overdue, dropped *prometheus.Desc
-	lost                                                            *prometheus.Desc
-	refused, verified, excluded                                     *prometheus.Desc
-	bytes, frames, inbox, inboxCap, assignments, waiting            *prometheus.Desc
-	wRTT, wExec, wSlots, wTasks                                     *prometheus.Desc
-	overloadMean, overloaded, masters, splits                       *prometheus.Desc
+	results, workers, joined, named, unsolicited, failed, overdue, dropped *prometheus.Desc
+	lost                                                                   *prometheus.Desc
+	refused, verified, excluded                                            *prometheus.Desc
+	bytes, frames, inbox, inboxCap, assignments, waiting                   *prometheus.Desc
+	wRTT, wExec, wSlots, wTasks                                            *prometheus.Desc
+	overloadMean, overloaded, masters, splits                              *prometheus.Desc
 }
 
 // NewMaster returns the master's metrics; state is called at each scrape
@@ -173,7 +174,8 @@ func NewMaster(state func() MasterState) *Master {
 	d := &m.descs
 	d.results = prometheus.NewDesc("esgrid_results_total", "Results received, by outcome: accepted (the first for its task), duplicate (another copy had won), stale (of a generation already over).", []string{"outcome"}, nil)
 	d.workers = prometheus.NewDesc("esgrid_workers", "Workers connected to the master now.", nil, nil)
-	d.joined = prometheus.NewDesc("esgrid_workers_joined_total", "Workers that have joined the master.", nil, nil)
+	d.joined = prometheus.NewDesc("esgrid_workers_joined_total", "Joins to the master: a worker that connects again, or comes back from a child master, counts again.", nil, nil)
+	d.named = prometheus.NewDesc("esgrid_workers_named_total", "Workers that have joined the master, each name counted once however often it joined.", nil, nil)
 	d.refused = prometheus.NewDesc("esgrid_refused_connections_total", "Data connections the master refused, or whose handshake failed, by kind (busy, per_source, timeout, closed, bad_frame, wrong_key, version, excluded, other); counted, and logged as one summary line per interval.", []string{"kind"}, nil)
 	d.verified = prometheus.NewDesc("esgrid_verified_results_total", "With -verify: results checked on a second host, by outcome (agreed: confirmed; mismatch: a host's value differed from the agreed one).", []string{"outcome"}, nil)
 	d.excluded = prometheus.NewDesc("esgrid_excluded_workers_total", "With -verify: hosts (IP addresses, every worker on them) excluded from the run because a value of theirs differed from the one other hosts agreed on.", nil, nil)
@@ -297,7 +299,7 @@ func (c masterState) Describe(ch chan<- *prometheus.Desc) {
 		d.overloadMean, d.overloaded, d.masters, d.splits} {
 		ch <- x
 	}
-	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded, d.lost} {
+	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded, d.lost, d.named} {
 		ch <- x
 	}
 }
@@ -323,6 +325,7 @@ func (c masterState) Collect(ch chan<- prometheus.Metric) {
 	counter(d.results, float64(st.Stale), "stale")
 	gauge(d.workers, float64(st.Workers))
 	counter(d.joined, float64(st.Joined))
+	counter(d.named, float64(st.Named))
 	counter(d.unsolicited, float64(st.Unsolicited))
 	counter(d.failed, float64(st.Failed))
 	counter(d.overdue, float64(st.Overdue))

@@ -234,7 +234,8 @@ scrape_configs:
 		{"esgrid_generations_total", gens},
 		{"esgrid_generation_sync_wait_seconds_count", gens},
 		{"esgrid_evaluations_total", float64(rep.Evals)},
-		{"esgrid_workers_joined_total", field("workers")},
+		{"esgrid_workers_named_total", field("workers")},
+		{"esgrid_workers_joined_total", field("joins")},
 	} {
 		query := c.series
 		if i := strings.IndexByte(query, '{'); i >= 0 {

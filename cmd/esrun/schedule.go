@@ -19,7 +19,8 @@ import (
 // master's traffic. Times are in seconds.
 type scheduleRecord struct {
 	Policy  string `json:"policy"`
-	Workers int    `json:"workers"` // workers that joined during the run
+	Workers int    `json:"workers"` // workers that joined during the run, each name once
+	Joins   int    `json:"joins"`   // joins: a worker back from a child master, or reconnecting, counts again
 	// The time figures are sums over the generations, in their order, of
 	// each generation's figure in seconds (metrics.Seconds): the very
 	// numbers the Prometheus counters add (README: "Report and
@@ -129,7 +130,7 @@ type scheduleWorker struct {
 // first.
 func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, startGen int) *scheduleRecord {
 	s := &scheduleRecord{
-		Policy: policy, Workers: st.Joined, RoundTrip: r.RoundTrip.Seconds(),
+		Policy: policy, Workers: st.Named, Joins: st.Joined, RoundTrip: r.RoundTrip.Seconds(),
 		Stale: st.Stale, TasksSent: st.TasksSent, Results: st.Results,
 		BytesOut: st.BytesOut, BytesIn: st.BytesIn,
 		Generations: make([]scheduleGen, 0, len(r.Generations)),
