@@ -4,7 +4,8 @@ import (
 	"testing"
 )
 
-// Workers lost are counted by cause, a planned move is not a loss, and
+// Workers lost are counted by cause, a planned move is not a loss, a
+// worker that comes back counts once by name, and
 // every kind of refusal is exported from the start, at 0 (issue 27).
 func TestWorkersLostAndMoved(t *testing.T) {
 	m := startMaster(t, "wq")
@@ -24,12 +25,19 @@ func TestWorkersLostAndMoved(t *testing.T) {
 	if l := m.Stats().Lost; l != (LostStats{}) {
 		t.Errorf("after a planned move: lost %+v, want none", l)
 	}
-	lost.stop()
-	eventually(t, "the lost worker to leave", func() bool { return m.Workers() == 0 })
-	if l := m.Stats().Lost; l != (LostStats{Closed: 1}) {
-		t.Errorf("after a connection ended: lost %+v, want 1 closed", l)
+	back := newTestWorker("moved", 1, 0) // back from the other master
+	startWorkers(t, m, back)
+	eventually(t, "the worker to come back", func() bool { return m.Workers() == 2 })
+	if st := m.Stats(); st.Joined != 3 || st.Named != 2 {
+		t.Errorf("%d joins, %d named; want 3 and 2 (a worker that comes back counts once)", st.Joined, st.Named)
 	}
-	if n := m.MetricsState().Lost["closed"]; n != 1 {
-		t.Errorf("metrics: %d lost closed, want 1", n)
+	back.stop() // not moved this time: lost
+	lost.stop()
+	eventually(t, "the lost workers to leave", func() bool { return m.Workers() == 0 })
+	if l := m.Stats().Lost; l != (LostStats{Closed: 2}) {
+		t.Errorf("after two connections ended: lost %+v, want 2 closed", l)
+	}
+	if n := m.MetricsState().Lost["closed"]; n != 2 {
+		t.Errorf("metrics: %d lost closed, want 2", n)
 	}
 }
