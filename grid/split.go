@@ -578,6 +578,9 @@ func (m *Master) childLost(c *childMaster) {
 		return
 	}
 	c.lost, c.inR = true, false
+	if w := m.byName[c.name]; w != nil {
+		w.moved = false // it refused, or never went: its end is no move
+	}
 	p := m.split.splitProto
 	delete(p.children, c.token)
 	p.order = slices.DeleteFunc(p.order, func(x *childMaster) bool { return x == c })
