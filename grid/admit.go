@@ -58,6 +58,13 @@ const (
 	refuseWriteLimit = 100 * time.Millisecond
 )
 
+// RefusedKinds returns every kind of refused data connection, so that
+// their counters can start at 0.
+func RefusedKinds() []string {
+	return []string{RefusedBusy, RefusedPerSource, RefusedTimeout, RefusedClosed, RefusedBadFrame,
+		RefusedWrongKey, RefusedVersion, RefusedExcluded, RefusedOther}
+}
+
 // gate counts the handshakes in progress, in all and per source address.
 type gate struct {
 	mu    sync.Mutex

@@ -236,7 +236,8 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 // MasterStats counts what the master has done so far.
 type MasterStats struct {
 	Workers    int   // workers connected and not left
-	Joined     int   // workers that ever joined
+	Joined     int   // joins: a worker back from a child master, or reconnecting, counts again
+	Named      int   // workers that ever joined, each name once
 	Batches    int   // batches started
 	TasksSent  int64 // task instances sent (originals and replicas)
 	Results    int64 // results received, of any kind (cancel acknowledgements aside)
@@ -269,6 +270,9 @@ type MasterStats struct {
 	// Dropped counts workers whose connection the master dropped: an
 	// instance past TaskTimeout, or a session silent for IdleTimeout.
 	Dropped int64
+	// Lost counts the other workers lost during the run, by cause; a
+	// worker a split moves to another master is not lost.
+	Lost LostStats
 	// CancelAcks counts workers' answers to cancels (what they did with
 	// the instance goes to the ledger's cancel counts).
 	CancelAcks int64
@@ -284,6 +288,14 @@ type MasterStats struct {
 	SplitStats
 	// Wire traffic of all data connections, closed ones included.
 	ConnStats
+}
+
+// LostStats counts workers lost, by cause.
+type LostStats struct {
+	Closed      int64 // its connection ended, not at its word or the master's
+	Dead        int64 // gossip declared it dead
+	Left        int64 // it left the gossip cluster with its connection open
+	Reconnected int64 // it connected again under its name: the old connection was lost
 }
 
 // Master is the grid's master runtime. It accepts workers' data

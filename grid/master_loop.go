@@ -58,6 +58,7 @@ type mworker struct {
 	left     bool // WorkerLeft has been stepped (lost, dropped or replaced)
 	closed   bool // the connection is closed
 	draining bool // WorkerDraining has been stepped
+	moved    bool // told to go to another master (a split's planned move)
 	late     bool // Overdue has been stepped and the worker has not answered since
 	// lateSince is when it last became late.
 	lateSince time.Duration
@@ -289,6 +290,7 @@ type loopState struct {
 	// replays one simulated run).
 	order   []*mworker
 	byName  map[string]*mworker // workers not left, by Hello name
+	named   map[string]bool     // every name that joined (MasterStats.Named)
 	nLive   int
 	acts    []sched.Action
 	dirty   []*mworker
@@ -309,6 +311,7 @@ type loopState struct {
 func (s *loopState) init() {
 	s.byID = make(map[sched.WorkerID]*mworker)
 	s.byName = make(map[string]*mworker)
+	s.named = make(map[string]bool)
 	s.lastID = -1
 	s.noneOpen = -1
 	s.v.init()
@@ -381,20 +384,27 @@ func (m *Master) handle(lm loopMsg) {
 		delete(m.byID, w.id)
 		m.order = slices.DeleteFunc(m.order, func(o *mworker) bool { return o == w })
 		m.workers.left(w.id)
-		if !w.left {
+		switch {
+		case !w.left && w.moved:
+			m.log.Info("worker moved to another master", "worker", w.name, "worker_id", w.id)
+			m.workerLeft(w)
+		case !w.left:
 			if !m.noteRefusal(w) { // refusals.go: it refused the problem
+				m.counts.Lost.Closed++
 				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
 			}
 			m.workerLeft(w)
-		} else {
+		default:
 			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
 		if w := m.byName[lm.name]; w != nil && !w.left {
 			what := "gossip declared worker dead"
+			lost := &m.counts.Lost.Dead
 			if lm.left {
-				what = "worker left the cluster"
+				what, lost = "worker left the cluster", &m.counts.Lost.Left
 			}
+			*lost++
 			m.log.Warn(what+"; dropping its connection, its tasks go back to the queue", "worker", w.name, "worker_id", w.id)
 			m.workerLeft(w)
 			w.conn.Close()
@@ -417,6 +427,7 @@ func (m *Master) joined(w *mworker) {
 	if old := m.byName[w.name]; old != nil && !old.left {
 		// One node, one data connection: a worker that reconnects under
 		// the same name has lost the old one, whether or not we noticed.
+		m.counts.Lost.Reconnected++
 		m.log.Warn("worker reconnected; dropping its old connection", "worker", w.name, "old_worker_id", old.id, "worker_id", w.id)
 		m.workerLeft(old)
 		old.conn.Close()
@@ -427,6 +438,10 @@ func (m *Master) joined(w *mworker) {
 	m.nLive++
 	m.split.slots += w.slots
 	m.counts.Joined++
+	if !m.named[w.name] {
+		m.named[w.name] = true
+		m.counts.Named++
+	}
 	m.setLive(m.nLive, true)
 	m.log.Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
 	// Starting: it builds the run's problem (a plugin's first process)
@@ -547,6 +562,13 @@ func (m *Master) checkDeadlines() {
 // deadline is how long an instance may run on w before it is overdue.
 func (m *Master) deadline(w *mworker) time.Duration {
 	return m.cfg.deadlines().Of(w.exec, m.exec, w.rtt)
+}
+
+// moveWorker tells w to go to the master at addr: a planned move, which
+// its connection's end does not count as a loss.
+func (m *Master) moveWorker(w *mworker, addr string) {
+	w.moved = true
+	w.conn.Send(&Move{Addr: addr})
 }
 
 // dropWorker drops w's connection as lost: its tasks go back to the

@@ -320,6 +320,13 @@ const (
 	GossipBadInput = "bad_input" // malformed, or refused by memberlist's own limits
 )
 
+// GossipRefusedKinds returns every kind Membership.Refused counts, so
+// that their counters can start at 0.
+func GossipRefusedKinds() []string {
+	return []string{member.RefusedBusy, member.RefusedPerSource, member.RefusedRate, member.RefusedTooLarge,
+		member.RefusedSlow, member.RefusedEmpty, member.CutTooLarge, member.JunkDatagram, GossipWrongKey, GossipBadInput}
+}
+
 // Addr returns this node's gossip host:port as advertised to peers.
 func (m *Membership) Addr() string {
 	m.evMu.Lock()

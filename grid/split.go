@@ -336,11 +336,13 @@ func (m *Master) maybeSplit() {
 	st := &m.split.stats
 	st.Splits++
 	st.Lent += int64(len(tasks))
+	pw.moved = true             // promoted: its connection's end is planned
+	mean := m.split.test.Mean() // what decided, before the test starts afresh
 	m.split.test.Reset()
 	m.noteMasters()
 	m.log.Info("overloaded: promoting a worker to a child master (papers.md §2)",
 		"gen", b.gen, "worker", pw.name, "moved_workers", len(give), "kept_workers", len(keep),
-		"tasks", len(tasks), "queued_left", sched.Queued(m.policy), "overload_mean", m.split.test.Mean(), "masters", m.mastersNow())
+		"tasks", len(tasks), "queued_left", sched.Queued(m.policy), "overload_mean", mean, "masters", m.mastersNow())
 }
 
 // splitEstimate gathers what SplitGain weighs, from measured costs: the
@@ -576,6 +578,9 @@ func (m *Master) childLost(c *childMaster) {
 		return
 	}
 	c.lost, c.inR = true, false
+	if w := m.byName[c.name]; w != nil {
+		w.moved = false // it refused, or never went: its end is no move
+	}
 	p := m.split.splitProto
 	delete(p.children, c.token)
 	p.order = slices.DeleteFunc(p.order, func(x *childMaster) bool { return x == c })
@@ -702,7 +707,7 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 				delete(p.moving, w)
 				delete(p.expect, w.name) // it goes on to the child: not expected here
 				if !w.left {
-					w.conn.Send(&Move{Addr: hello.Addr})
+					m.moveWorker(w, hello.Addr)
 					c.moved = append(c.moved, w.name)
 					moved++
 				}
@@ -1101,7 +1106,7 @@ func (m *Master) moveBack() {
 	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
 	for _, w := range ws {
 		m.setDraining(w)
-		w.conn.Send(&Move{Addr: pl.addr})
+		m.moveWorker(w, pl.addr)
 	}
 	pl.finishBy = m.now() + 3*time.Second
 	m.log.Info("child master returning its workers to the parent", "workers", len(moved)-1, "parent", pl.addr)
@@ -1134,7 +1139,7 @@ func (m *Master) bounce() {
 	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
 	for _, w := range ws {
 		m.setDraining(w)
-		w.conn.Send(&Move{Addr: pl.addr})
+		m.moveWorker(w, pl.addr)
 	}
 }
 

@@ -40,12 +40,16 @@ func NewRegistry() *prometheus.Registry {
 // MasterState is what the master knows when Prometheus scrapes: its
 // counters (grid.MasterStats) and its view of each connected worker.
 type MasterState struct {
-	Workers, Joined int // connected now; ever joined
+	Workers, Joined int // connected now; joins
+	Named           int // workers that joined, each name once
 	// Results of an earlier generation, discarded; results for tasks the
 	// worker was never sent; evaluations that failed; instances overdue;
 	// workers whose connection the master dropped.
 	Stale, Unsolicited, Failed, Overdue, Dropped int64
-	BytesIn, BytesOut, FramesIn, FramesOut       int64
+	// Workers lost during the run, by cause (LostCauses; dropped, the
+	// master's own drops, included).
+	Lost                                   map[string]int64
+	BytesIn, BytesOut, FramesIn, FramesOut int64
 	// The inbox: its length and capacity now, and papers.md §2's
 	// overload signal: tasks assigned, and the messages waiting right
 	// after each.
@@ -76,6 +80,14 @@ type WorkerState struct {
 	Exec, RoundTrip time.Duration
 }
 
+// LostCauses are the causes of esgrid_workers_lost_total, every one
+// exported from the start: closed (the connection ended, not at the
+// worker's word, the master's or a split's), gossip_dead (gossip declared
+// it dead), left_cluster (it left the gossip cluster), reconnected (it
+// connected again: the old connection was lost) and dropped (the master
+// dropped it).
+var LostCauses = []string{"closed", "gossip_dead", "left_cluster", "reconnected", "dropped"}
+
 // Buckets for per-generation times: 1 ms to about 2.5 min.
 var genBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
 
@@ -91,7 +103,7 @@ type Master struct {
 	gens                                          prometheus.Counter
 	syncH, commH, commPaperH, computeH, durationH prometheus.Histogram
 	syncC, commC, commPaperC, computeC, durationC prometheus.Counter
-	lbC, barrierC, busyC, wastedC                 prometheus.Counter
+	lbC, barrierC, busyC, wastedC, betweenC       prometheus.Counter
 	tasks, cancels                                *prometheus.CounterVec
 
 	mu         sync.Mutex
@@ -103,11 +115,12 @@ type Master struct {
 }
 
 type masterDescs struct {
-	results, workers, joined, unsolicited, failed, overdue, dropped *prometheus.Desc
-	refused, verified, excluded                                     *prometheus.Desc
-	bytes, frames, inbox, inboxCap, assignments, waiting            *prometheus.Desc
-	wRTT, wExec, wSlots, wTasks                                     *prometheus.Desc
-	overloadMean, overloaded, masters, splits                       *prometheus.Desc
+	results, workers, joined, named, unsolicited, failed, overdue, dropped *prometheus.Desc
+	lost                                                                   *prometheus.Desc
+	refused, verified, excluded                                            *prometheus.Desc
+	bytes, frames, inbox, inboxCap, assignments, waiting                   *prometheus.Desc
+	wRTT, wExec, wSlots, wTasks                                            *prometheus.Desc
+	overloadMean, overloaded, masters, splits                              *prometheus.Desc
 }
 
 // NewMaster returns the master's metrics; state is called at each scrape
@@ -142,16 +155,17 @@ func NewMaster(state func() MasterState) *Master {
 	m.commC = counter("esgrid_comm_seconds_total", "Sum of the generations' comm (esgrid's: outside the sync wait, starved slots left out).")
 	m.commPaperC = counter("esgrid_comm_paper_seconds_total", "Sum of the generations' comm as the paper defines it (every non-executing moment of a worker slot).")
 	m.computeC = counter("esgrid_compute_seconds_total", "Sum of the generations' compute (duration − sync wait − comm).")
-	m.durationC = counter("esgrid_generation_seconds_total", "Sum of the generations' durations.")
+	m.durationC = counter("esgrid_generation_seconds_total", "Sum of the generations' durations (the report's total).")
+	m.betweenC = counter("esgrid_between_generations_seconds_total", "Sum of the times between generations: from one generation's last result to the next one's tasks being ready (selection, the next batch, a checkpoint); no generation's duration counts them.")
 	m.lbC = counter("esgrid_lb_seconds_total", "Sum of the generations' LB: each a lower bound of its duration at the speeds its own executions show (its tasks ÷ the workers' rates there, or its longest task at the fastest pace).")
-	m.barrierC = counter("esgrid_barrier_bound_seconds_total", "Sum of the generations' barrier bound: LB plus one round trip each, the floor of any synchronous generational run.")
-	m.busyC = counter("esgrid_slot_busy_seconds_total", "Sum over generations of the mean time a worker slot executed (wasted replicas included).")
+	m.barrierC = counter("esgrid_barrier_bound_seconds_total", "Sum of the generations' barrier bound: each generation's LB plus the round trip as estimated when its figures were final, the floor of any synchronous generational run.")
+	m.busyC = counter("esgrid_slot_busy_seconds_total", "Sum over generations of the time a worker slot executed, averaged over the workers present in each (wasted replicas included): divided by esgrid_generation_seconds_total, the share of the generations' time a slot worked, the master's utilisation. Time between generations is not counted.")
 	m.wastedC = counter("esgrid_wasted_seconds_total", "Execution time of instances stopped by a cancel while running.")
 	m.tasks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_tasks_sent_total",
-		Help: "Task instances sent to workers, by kind: original (a task's first instance) or replica."}, []string{"kind"})
+		Help: "Task instances sent to workers, by kind: original (a task's first instance; one per task), resend (the task sent again from Q once its instances were withdrawn, overdue, failed or lost) or replica (a further instance sent as a replica)."}, []string{"kind"})
 	m.cancels = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_cancels_total",
 		Help: "Cancels by what the worker did: held (dropped from its remote queue before it ran), running (stopped), late (it had finished)."}, []string{"outcome"})
-	for _, k := range []string{"original", "replica"} {
+	for _, k := range []string{"original", "resend", "replica"} {
 		m.tasks.WithLabelValues(k)
 	}
 	for _, k := range []string{"held", "running", "late"} {
@@ -160,7 +174,8 @@ func NewMaster(state func() MasterState) *Master {
 	d := &m.descs
 	d.results = prometheus.NewDesc("esgrid_results_total", "Results received, by outcome: accepted (the first for its task), duplicate (another copy had won), stale (of a generation already over).", []string{"outcome"}, nil)
 	d.workers = prometheus.NewDesc("esgrid_workers", "Workers connected to the master now.", nil, nil)
-	d.joined = prometheus.NewDesc("esgrid_workers_joined_total", "Workers that have joined the master.", nil, nil)
+	d.joined = prometheus.NewDesc("esgrid_workers_joined_total", "Joins to the master: a worker that connects again, or comes back from a child master, counts again.", nil, nil)
+	d.named = prometheus.NewDesc("esgrid_workers_named_total", "Workers that have joined the master, each name counted once however often it joined.", nil, nil)
 	d.refused = prometheus.NewDesc("esgrid_refused_connections_total", "Data connections the master refused, or whose handshake failed, by kind (busy, per_source, timeout, closed, bad_frame, wrong_key, version, excluded, other); counted, and logged as one summary line per interval.", []string{"kind"}, nil)
 	d.verified = prometheus.NewDesc("esgrid_verified_results_total", "With -verify: results checked on a second host, by outcome (agreed: confirmed; mismatch: a host's value differed from the agreed one).", []string{"outcome"}, nil)
 	d.excluded = prometheus.NewDesc("esgrid_excluded_workers_total", "With -verify: hosts (IP addresses, every worker on them) excluded from the run because a value of theirs differed from the one other hosts agreed on.", nil, nil)
@@ -168,6 +183,7 @@ func NewMaster(state func() MasterState) *Master {
 	d.failed = prometheus.NewDesc("esgrid_failed_evaluations_total", "Evaluations that returned an error on a worker.", nil, nil)
 	d.overdue = prometheus.NewDesc("esgrid_overdue_tasks_total", "Task instances that ran past their deadline and were given to another worker.", nil, nil)
 	d.dropped = prometheus.NewDesc("esgrid_workers_dropped_total", "Workers whose connection the master dropped (a task past the task timeout, or a silent session).", nil, nil)
+	d.lost = prometheus.NewDesc("esgrid_workers_lost_total", "Workers lost during the run, by cause: closed (their connection ended unasked), gossip_dead, left_cluster, reconnected (the old connection of a worker that connected again), dropped (by the master, as esgrid_workers_dropped_total). A worker a split moves to another master is not lost.", []string{"cause"}, nil)
 	d.bytes = prometheus.NewDesc("esgrid_master_bytes_total", "Bytes on the master's data connections, by direction (in: from workers).", []string{"direction"}, nil)
 	d.frames = prometheus.NewDesc("esgrid_master_frames_total", "Frames on the master's data connections, by direction.", []string{"direction"}, nil)
 	d.inbox = prometheus.NewDesc("esgrid_master_inbox_messages", "Messages waiting in the master's inbox now.", nil, nil)
@@ -188,7 +204,7 @@ func NewMaster(state func() MasterState) *Master {
 func (m *Master) owned() []prometheus.Collector {
 	return []prometheus.Collector{m.info, m.generation, m.best, m.mean, m.evals, m.gens,
 		m.syncH, m.commH, m.commPaperH, m.computeH, m.durationH,
-		m.syncC, m.commC, m.commPaperC, m.computeC, m.durationC, m.lbC, m.barrierC, m.busyC, m.wastedC,
+		m.syncC, m.commC, m.commPaperC, m.computeC, m.durationC, m.lbC, m.barrierC, m.busyC, m.wastedC, m.betweenC,
 		m.tasks, m.cancels}
 }
 
@@ -218,13 +234,19 @@ func (m *Master) SetRun(policy, problem string) {
 	m.info.WithLabelValues(policy, problem).Set(1)
 }
 
+// Seconds is how a generation's durations are counted, here and in
+// esrun's -report: in float64 seconds, never below zero, so that a sum of
+// them in generation order is the same number in both.
+func Seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
+
 // Generation takes one generation's final figures: wire it as the
 // ledger's OnGeneration. It runs on the master's loop and costs a few
-// atomic operations.
+// atomic operations. Every counter adds Seconds of the generation's own
+// figure, as the -report's totals do; esgrid_generations_total moves
+// last.
 func (m *Master) Generation(g sched.Generation) {
-	m.gens.Inc()
 	obs := func(h prometheus.Histogram, c prometheus.Counter, d time.Duration) {
-		s := max(d, 0).Seconds()
+		s := Seconds(d)
 		h.Observe(s)
 		c.Add(s)
 	}
@@ -233,21 +255,24 @@ func (m *Master) Generation(g sched.Generation) {
 	obs(m.commPaperH, m.commPaperC, g.CommPaper)
 	obs(m.computeH, m.computeC, g.Compute)
 	obs(m.durationH, m.durationC, g.Total)
-	m.busyC.Add(max(g.Busy, 0).Seconds())
-	m.wastedC.Add(max(g.Wasted, 0).Seconds())
+	m.betweenC.Add(Seconds(g.Between))
+	m.busyC.Add(Seconds(g.Busy))
+	m.wastedC.Add(Seconds(g.Wasted))
 	m.mu.Lock()
 	m.accepted += float64(g.Accepted)
 	m.duplicates += float64(max(g.Duplicates, 0))
 	m.mu.Unlock()
 	if g.LB > 0 {
-		m.lbC.Add(g.LB.Seconds())
-		m.barrierC.Add((g.LB + g.RoundTrip).Seconds())
+		m.lbC.Add(Seconds(g.LB))
+		m.barrierC.Add(Seconds(g.LB + g.RoundTrip))
 	}
 	m.tasks.WithLabelValues("original").Add(float64(max(g.Originals, 0)))
+	m.tasks.WithLabelValues("resend").Add(float64(max(g.Resends, 0)))
 	m.tasks.WithLabelValues("replica").Add(float64(max(g.Replicas, 0)))
 	m.cancels.WithLabelValues("held").Add(float64(max(g.CancelsHeld, 0)))
 	m.cancels.WithLabelValues("running").Add(float64(max(g.CancelsRunning, 0)))
 	m.cancels.WithLabelValues("late").Add(float64(max(g.CancelsLate, 0)))
+	m.gens.Inc()
 }
 
 // Progress takes the ES's state after a generation: its number, the best
@@ -274,7 +299,7 @@ func (c masterState) Describe(ch chan<- *prometheus.Desc) {
 		d.overloadMean, d.overloaded, d.masters, d.splits} {
 		ch <- x
 	}
-	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded} {
+	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded, d.lost, d.named} {
 		ch <- x
 	}
 }
@@ -300,10 +325,18 @@ func (c masterState) Collect(ch chan<- prometheus.Metric) {
 	counter(d.results, float64(st.Stale), "stale")
 	gauge(d.workers, float64(st.Workers))
 	counter(d.joined, float64(st.Joined))
+	counter(d.named, float64(st.Named))
 	counter(d.unsolicited, float64(st.Unsolicited))
 	counter(d.failed, float64(st.Failed))
 	counter(d.overdue, float64(st.Overdue))
 	counter(d.dropped, float64(st.Dropped))
+	for _, cause := range LostCauses {
+		n := st.Lost[cause]
+		if cause == "dropped" {
+			n = st.Dropped
+		}
+		counter(d.lost, float64(n), cause)
+	}
 	counter(d.bytes, float64(st.BytesIn), "in")
 	counter(d.bytes, float64(st.BytesOut), "out")
 	counter(d.frames, float64(st.FramesIn), "in")
@@ -374,8 +407,8 @@ func NewAgent(name string, state func() AgentState) *Agent {
 		held:      prometheus.NewDesc("esgrid_worker_held_tasks", "Tasks held in the worker's remote queue now, waiting for a slot.", nil, l),
 		connected: prometheus.NewDesc("esgrid_worker_connected", "1 while the worker is in a session with a master.", nil, l),
 		tasks:     prometheus.NewDesc("esgrid_worker_tasks_total", "Tasks the worker ran, by outcome: finished, cancelled (stopped by the master), failed.", []string{"outcome"}, l),
-		busy:      prometheus.NewDesc("esgrid_worker_busy_seconds_total", "Slot-seconds the worker spent executing tasks.", nil, l),
-		idle:      prometheus.NewDesc("esgrid_worker_idle_seconds_total", "Slot-seconds the worker's slots were idle while it was connected to a master.", nil, l),
+		busy:      prometheus.NewDesc("esgrid_worker_busy_seconds_total", "Slot-seconds the worker spent executing tasks. Over busy + idle seconds, the worker's utilisation: of its slot-seconds connected to a master, the time before a run's first generation and between generations included (the -report's busy/total counts within generations only).", nil, l),
+		idle:      prometheus.NewDesc("esgrid_worker_idle_seconds_total", "Slot-seconds the worker's slots were idle while it was connected to a master: slots × time connected − busy slot-seconds.", nil, l),
 	}
 }
 

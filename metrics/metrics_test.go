@@ -357,3 +357,41 @@ func TestGossipRefusals(t *testing.T) {
 		t.Errorf("per_source = %v, want 16", v)
 	}
 }
+
+// Counters of kinds and causes exist from the start, at 0: a query of
+// rate() or increase() works before the first refusal or loss (issue 27).
+func TestCountersStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMaster(func() MasterState {
+		return MasterState{Dropped: 3, Lost: map[string]int64{"gossip_dead": 2}}
+	})
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(NewGossip(func() map[string]int64 { return map[string]int64{"refused_rate": 4} },
+		"refused_busy", "refused_rate", "wrong_key")); err != nil {
+		t.Fatal(err)
+	}
+	fams := gather(t, reg)
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{"esgrid_workers_lost_total", "cause", "closed", 0},
+		{"esgrid_workers_lost_total", "cause", "gossip_dead", 2},
+		{"esgrid_workers_lost_total", "cause", "left_cluster", 0},
+		{"esgrid_workers_lost_total", "cause", "reconnected", 0},
+		{"esgrid_workers_lost_total", "cause", "dropped", 3},
+		{"esgrid_gossip_refused_total", "kind", "busy", 0},
+		{"esgrid_gossip_refused_total", "kind", "rate", 4},
+		{"esgrid_gossip_refused_total", "kind", "wrong_key", 0},
+		{"esgrid_tasks_sent_total", "kind", "resend", 0},
+	} {
+		if v := value(t, fams, c.name, c.label, c.value); v != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, v, c.want)
+		}
+	}
+	if n := len(fams["esgrid_gossip_refused_total"].GetMetric()); n != 3 {
+		t.Errorf("%d gossip refusal series, want 3", n)
+	}
+}

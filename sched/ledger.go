@@ -90,11 +90,15 @@ type Execution struct {
 // ledger saw sent counts for nothing.
 type Counts struct {
 	// Originals counts the tasks sent: the first instance of each task
-	// in its batch. Replicas counts every further instance: a replica,
-	// or a task sent again once its instances were withdrawn, cancelled
-	// as overdue, failed or lost with their worker. So a batch whose
-	// tasks were all sent counts as many originals as tasks.
+	// in its batch. Every further instance is a resend or a replica:
+	// Resends counts those the policy sent as the task itself, from Q,
+	// once its instances were withdrawn, cancelled as overdue, failed or
+	// lost with their worker; Replicas those it sent as replicas (Send
+	// with Replica). So a batch whose tasks were all sent counts as many
+	// originals as tasks, and originals + resends + replicas are the
+	// instances sent.
 	Originals int
+	Resends   int
 	Replicas  int
 	// CancelsHeld counts cancels that found their instance held in the
 	// worker's remote queue and dropped it before it ran.
@@ -118,6 +122,10 @@ type Generation struct {
 	Start    time.Duration // BatchStarted step
 	End      time.Duration // step that accepted the last result
 	Complete bool          // every result was accepted; else End is when the next batch started, Finish, or (still open) the latest time seen
+	// Between is the time from the previous generation's End to this
+	// one's Start (0 for the first): the ES's selection and the next
+	// batch's making, which no generation's Total counts.
+	Between time.Duration
 	// Final says the figures will not change any more (see Ledger): the
 	// generation has ended and its instances have been accounted for.
 	Final    bool
@@ -313,9 +321,10 @@ const maxPendingCancels = 4096
 // is executing, not idle. The paper's own comm is reported beside it
 // (CommPaper), to be set beside its figures.
 //
-// Counts: Originals and Replicas count Send actions (less those the driver
-// reports Unsent), the first instance of each task sent as its original
-// and every further one as a replica; the cancel outcomes come from the workers' reports
+// Counts: Originals, Resends and Replicas count Send actions (less those
+// the driver reports Unsent), the first instance of each task sent as its
+// original and every further one as a resend (sent as the task) or a
+// replica (sent as one); the cancel outcomes come from the workers' reports
 // (Dropped, Late, and Ran with Cancelled for a running instance stopped),
 // each matched to a Cancel the ledger saw for that worker and task, once;
 // Duplicates counts results that arrived with no Accept. A cancel's
@@ -418,7 +427,8 @@ type ledgerWorker struct {
 type pendingCancel struct {
 	task    TaskID
 	gen     int32 // the generation that sent it
-	replica bool  // the instance was a replica
+	replica bool  // the instance was not the task's original
+	resend  bool  // of a replica: it was a resend
 	sent    time.Duration
 }
 
@@ -442,7 +452,8 @@ type genRec struct {
 
 type instRec struct {
 	wi                 int32
-	replica            bool
+	replica            bool // not the task's original
+	resend             bool // of a replica: a resend (see Counts)
 	sent, arrived, ran time.Duration
 	has                uint8 // hasArrived | hasRan
 }
@@ -596,14 +607,11 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 				replica = l.sends[a.Task] > 0
 				l.sends[a.Task]++
 			}
-			if replica {
-				l.add(g, w, Counts{Replicas: 1})
-			} else {
-				l.add(g, w, Counts{Originals: 1})
-			}
+			resend := replica && !a.Replica
+			l.add(g, w, sends(replica, resend, 1))
 			if a.Task >= 0 && int(a.Task) < len(l.inst) {
 				l.dropInst(a.Task, wi)
-				l.inst[a.Task] = append(l.inst[a.Task], instRec{wi: wi, sent: at, replica: replica})
+				l.inst[a.Task] = append(l.inst[a.Task], instRec{wi: wi, sent: at, replica: replica, resend: resend})
 			}
 		case Cancel:
 			l.cancel(wi, a.Task, gi)
@@ -651,7 +659,7 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 func (l *Ledger) cancel(wi int32, t TaskID, gi int32) {
 	p := pendingCancel{task: t, gen: gi, sent: -1}
 	if r := l.findInst(t, wi); r != nil {
-		p.replica, p.sent = r.replica, r.sent
+		p.replica, p.resend, p.sent = r.replica, r.resend, r.sent
 		l.dropInst(t, wi)
 	}
 	w := &l.workers[wi]
@@ -781,9 +789,9 @@ func (l *Ledger) Unsent(w WorkerID, t TaskID) {
 	}
 	gi := int32(len(l.gens) - 1)
 	if r := l.findInst(t, wi); r != nil {
-		replica := r.replica
+		replica, resend := r.replica, r.resend
 		l.dropInst(t, wi)
-		l.unsend(gi, wi, t, replica)
+		l.unsend(gi, wi, t, replica, resend)
 		return
 	}
 	lw := &l.workers[wi]
@@ -793,9 +801,9 @@ func (l *Ledger) Unsent(w WorkerID, t TaskID) {
 	if i < 0 {
 		return
 	}
-	replica := lw.cancels[i].replica
+	replica, resend := lw.cancels[i].replica, lw.cancels[i].resend
 	lw.cancels = slices.Delete(lw.cancels, i, i+1)
-	l.unsend(gi, wi, t, replica)
+	l.unsend(gi, wi, t, replica, resend)
 	l.answered(gi)
 }
 
@@ -803,25 +811,28 @@ func (l *Ledger) Unsent(w WorkerID, t TaskID) {
 // generation gi. When it was the task's original and a further instance
 // of the task did go out, that one is the original now: a task counts
 // one original however its sends are withdrawn.
-func (l *Ledger) unsend(gi, wi int32, t TaskID, replica bool) {
+func (l *Ledger) unsend(gi, wi int32, t TaskID, replica, resend bool) {
 	g := &l.gens[gi]
 	if t >= 0 && int(t) < len(l.sends) && l.sends[t] > 0 {
 		l.sends[t]--
 	}
+	l.add(g, &l.workers[wi], sends(replica, resend, -1))
 	if replica {
-		l.add(g, &l.workers[wi], Counts{Replicas: -1})
 		return
 	}
-	l.add(g, &l.workers[wi], Counts{Originals: -1})
 	if t < 0 || int(t) >= len(l.sends) || l.sends[t] == 0 {
 		return
 	}
-	promote := Counts{Originals: 1, Replicas: -1}
+	promote := func(resend bool) Counts {
+		c := sends(true, resend, -1)
+		c.Originals++
+		return c
+	}
 	if int(t) < len(l.inst) {
 		for i := range l.inst[t] {
 			if r := &l.inst[t][i]; r.replica {
-				r.replica = false
-				l.add(g, &l.workers[r.wi], promote)
+				l.add(g, &l.workers[r.wi], promote(r.resend))
+				r.replica, r.resend = false, false
 				return
 			}
 		}
@@ -829,13 +840,25 @@ func (l *Ledger) unsend(gi, wi int32, t TaskID, replica bool) {
 	for vi := range l.workers {
 		for i := range l.workers[vi].cancels {
 			if p := &l.workers[vi].cancels[i]; p.task == t && p.gen == gi && p.replica {
-				p.replica = false
-				l.add(g, &l.workers[vi], promote)
+				l.add(g, &l.workers[vi], promote(p.resend))
+				p.replica, p.resend = false, false
 				return
 			}
 		}
 	}
-	l.add(g, nil, promote) // its worker is gone: the run's and the generation's counts
+	l.add(g, nil, promote(false)) // its worker is gone: the run's and the generation's counts
+}
+
+// sends is the count of n sends (-1: one taken back) of an original, a
+// resend or a replica (see Counts).
+func sends(replica, resend bool, n int) Counts {
+	switch {
+	case !replica:
+		return Counts{Originals: n}
+	case resend:
+		return Counts{Resends: n}
+	}
+	return Counts{Replicas: n}
 }
 
 // Dropped records that a cancel removed task t from worker w's remote
@@ -909,6 +932,7 @@ func (l *Ledger) add(g *genRec, w *ledgerWorker, d Counts) {
 
 func (c *Counts) add(d Counts) {
 	c.Originals += d.Originals
+	c.Resends += d.Resends
 	c.Replicas += d.Replicas
 	c.CancelsHeld += d.CancelsHeld
 	c.CancelsRunning += d.CancelsRunning
@@ -1039,6 +1063,9 @@ func (l *Ledger) figures(i int, e time.Duration, each func(wi int32, syncPresent
 	out := Generation{
 		Index: i, Tasks: g.tasks, Start: s, End: e, Complete: g.complete,
 		Total: e - s, Counts: g.counts, LB: l.lb(g, e-s), Accepted: g.accepted,
+	}
+	if i > 0 {
+		out.Between = max(s-l.gens[i-1].end, 0)
 	}
 	ss := syncStartOf(g, e) // start of the sync wait, e when it has not begun
 	out.SyncWait = e - ss

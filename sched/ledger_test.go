@@ -127,6 +127,9 @@ func TestLedgerByHand(t *testing.T) {
 		t.Errorf("generation 1: %+v", g)
 	}
 	checkDur(t, "gen 1 comm", g.Comm, 500*ms)
+	// Between them, 3–6 s: no generation's time, a figure of its own.
+	checkDur(t, "gen 0 between", rep.Generations[0].Between, 0)
+	checkDur(t, "gen 1 between", g.Between, 3*s)
 	checkDur(t, "gen 1 busy", g.Busy, s)
 	// The run: 7.5 s, of which 2–3 s is sync wait. w1: present 7.5 s, 1 s
 	// of it in the sync wait; executing 4 s, 1 s of it in the sync wait

@@ -7,7 +7,8 @@ import (
 
 // The counters agree with the batch (issue 25): every task sent counts one
 // original, however often it is sent again; every further instance counts
-// as a replica, so originals + replicas = instances sent. Each case sends
+// as a resend (sent again from Q) or a replica (sent as one, issue 27), so
+// originals + resends + replicas = instances sent. Each case sends
 // tasks again by one of the ways a task goes back to Q.
 func TestOriginalsAreTasks(t *testing.T) {
 	tests := []struct {
@@ -45,7 +46,7 @@ func TestOriginalsAreTasks(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := NewLedger(LedgerConfig{})
-			sends := 0
+			sends, replicas := 0, 0
 			var acts []Action
 			at := time.Duration(0)
 			step := func(ev Event) {
@@ -55,6 +56,9 @@ func TestOriginalsAreTasks(t *testing.T) {
 				for _, a := range acts {
 					if a.Kind == Send {
 						sends++
+						if a.Replica {
+							replicas++
+						}
 					}
 				}
 			}
@@ -68,8 +72,10 @@ func TestOriginalsAreTasks(t *testing.T) {
 				t.Fatal("the batch did not end")
 			}
 			c := l.Report().Generations[0].Counts
-			if c.Originals != tc.n || c.Originals+c.Replicas != sends {
-				t.Errorf("%d originals and %d replicas for %d tasks and %d instances sent", c.Originals, c.Replicas, tc.n, sends)
+			// Each case sends a task again from Q: a resend, not a replica.
+			if c.Originals != tc.n || c.Replicas != replicas || c.Resends == 0 || c.Originals+c.Resends+c.Replicas != sends {
+				t.Errorf("%d originals, %d resends and %d replicas for %d tasks and %d instances sent, %d as replicas",
+					c.Originals, c.Resends, c.Replicas, tc.n, sends, replicas)
 			}
 		})
 	}
@@ -95,5 +101,23 @@ func TestUnsentOriginalLeavesTheReplicaOriginal(t *testing.T) {
 		if w.Originals != want || w.Replicas != 0 {
 			t.Errorf("worker %d: %d originals, %d replicas; want %d and 0", w.Worker, w.Originals, w.Replicas, want)
 		}
+	}
+}
+
+// An original withdrawn before it left (Unsent) while a resend of its task
+// did go: the resend is the task's original now, and no resend is left.
+func TestUnsentOriginalLeavesTheResendOriginal(t *testing.T) {
+	l := NewLedger(LedgerConfig{})
+	l.Step(0, join(1, 1), nil)
+	l.Step(0, join(2, 1), nil)
+	l.Step(0, batch(1), []Action{{Kind: Send, Worker: 1, Task: 0}})
+	l.Step(ms, alive(2), []Action{{Kind: Send, Worker: 2, Task: 0}})
+	if c := l.Report().Counts; c.Originals != 1 || c.Resends != 1 || c.Replicas != 0 {
+		t.Errorf("sent twice: %d originals, %d resends, %d replicas; want 1, 1 and 0", c.Originals, c.Resends, c.Replicas)
+	}
+	l.Step(ms, alive(1), []Action{{Kind: Cancel, Worker: 1, Task: 0, Held: true}})
+	l.Unsent(1, 0)
+	if c := l.Report().Counts; c.Originals != 1 || c.Resends != 0 || c.Replicas != 0 {
+		t.Errorf("the first withdrawn: %d originals, %d resends, %d replicas; want 1, 0 and 0", c.Originals, c.Resends, c.Replicas)
 	}
 }

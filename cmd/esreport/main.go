@@ -168,12 +168,15 @@ type report struct {
 		Comm              float64 `json:"comm"`
 		CommPaper         float64 `json:"comm_paper"`
 		Compute           float64 `json:"compute"`
+		Busy              float64 `json:"busy"`
+		Between           float64 `json:"between"`
 		LB                float64 `json:"lb"`
 		BarrierBound      float64 `json:"barrier_bound"`
 		RoundTrip         float64 `json:"round_trip"`
 		EfficiencyLB      float64 `json:"efficiency_lb"`
 		EfficiencyBarrier float64 `json:"efficiency_barrier"`
 		Originals         int     `json:"originals"`
+		Resends           int     `json:"resends"`
 		Replicas          int     `json:"replicas"`
 		CancelsHeld       int     `json:"cancels_held"`
 		CancelsRunning    int     `json:"cancels_running"`

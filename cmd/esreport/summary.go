@@ -64,13 +64,15 @@ func summary(rep *report) string {
 		s.Policy, s.Workers, seconds(s.Total), seconds(s.Compute), share(s.Compute, s.Total),
 		seconds(s.SyncWait), share(s.SyncWait, s.Total), seconds(s.Comm), share(s.Comm, s.Total))
 	fmt.Fprintf(&b, "the paper's comm (every moment a worker slot did not execute): %s (%s)\n", seconds(s.CommPaper), share(s.CommPaper, s.Total))
+	fmt.Fprintf(&b, "between generations (outside total): %s; a slot executed %s of total (busy %s, averaged over the workers present)\n",
+		seconds(s.Between), share(s.Busy, s.Total), seconds(s.Busy))
 	fmt.Fprintf(&b, "efficiency: %s of LB %s, %s of the barrier bound %s (round trip %s)\n",
 		share(s.EfficiencyLB, 1), seconds(s.LB), share(s.EfficiencyBarrier, 1), seconds(s.BarrierBound), seconds(s.RoundTrip))
-	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running, %d late (%s wasted); %d duplicate and %d stale results\n",
-		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, seconds(s.Wasted), s.Duplicates, s.Stale)
+	fmt.Fprintf(&b, "tasks: %d originals, %d resends, %d replicas; cancels %d held, %d running, %d late (%s wasted); %d duplicate and %d stale results\n",
+		s.Originals, s.Resends, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, seconds(s.Wasted), s.Duplicates, s.Stale)
 	if len(s.PerWorker) > 0 {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "worker\tslots\tpresent\tutilisation\tcomm\tcomm (paper)\taccepted\tmean exec\tround trip\t")
+		fmt.Fprintln(tw, "worker\tslots\tpresent\tbusy/present\tcomm\tcomm (paper)\taccepted\tmean exec\tround trip\t")
 		for _, w := range s.PerWorker {
 			name := w.Name
 			if name == "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/metrics"
 	"github.com/esgrid/esgrid/sched"
@@ -63,7 +64,7 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if g.gossip != nil {
-		if err := mon.reg.Register(metrics.NewGossip(g.gossip.Refused)); err != nil {
+		if err := mon.reg.Register(metrics.NewGossip(g.gossip.Refused, grid.GossipRefusedKinds()...)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}

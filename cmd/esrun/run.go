@@ -145,7 +145,11 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		}
 		rep.Schedule.nameWorkers(g.master.WorkerInfo) // workers.go
 		// The overload test and the splits (split.go).
-		rep.Schedule.Masters = newMastersRecord(o.split.rule, g.master.Stats())
+		var t0 time.Duration
+		if len(sr.Generations) > 0 {
+			t0 = sr.Generations[0].Start
+		}
+		rep.Schedule.Masters = newMastersRecord(o.split.rule, g.master.Stats(), t0)
 	}
 	if runErr != nil {
 		// The report of a run that did not end goes beside -report FILE,

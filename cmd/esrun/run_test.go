@@ -228,8 +228,8 @@ func TestRunWritesReport(t *testing.T) {
 		t.Fatal("no schedule in the report")
 	case s.Policy != "r3q" || s.Workers != 2 || len(s.PerWorker) != 2:
 		t.Errorf("schedule: policy %q, %d workers, %d per worker", s.Policy, s.Workers, len(s.PerWorker))
-	case s.Originals != r.Evals || s.TasksSent != int64(s.Originals+s.Replicas) || s.Total <= 0:
-		t.Errorf("schedule: %d originals, %d replicas, %d sent, total %v", s.Originals, s.Replicas, s.TasksSent, s.Total)
+	case s.Originals != r.Evals || s.TasksSent != int64(s.Originals+s.Resends+s.Replicas) || s.Total <= 0:
+		t.Errorf("schedule: %d originals, %d resends, %d replicas, %d sent, total %v", s.Originals, s.Resends, s.Replicas, s.TasksSent, s.Total)
 	case len(s.Generations) != 7 || s.Generations[0].Gen != 0 || s.Generations[0].Tasks != 30 || s.Generations[6].Tasks != 70:
 		t.Errorf("schedule generations: %+v", s.Generations)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/logx"
+	"github.com/esgrid/esgrid/metrics"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -17,15 +18,27 @@ import (
 // the lower bounds, what the policy did (replicas, cancels), and the
 // master's traffic. Times are in seconds.
 type scheduleRecord struct {
-	Policy            string  `json:"policy"`
-	Workers           int     `json:"workers"` // workers that joined during the run
-	Total             float64 `json:"total"`
-	SyncWait          float64 `json:"sync_wait"`
-	Comm              float64 `json:"comm"`       // ours: outside the sync wait, starved slots left out
-	CommPaper         float64 `json:"comm_paper"` // the paper's: every moment a worker slot did not execute
-	Compute           float64 `json:"compute"`
-	LB                float64 `json:"lb"`            // total work ÷ Σ worker speeds (estimated)
-	BarrierBound      float64 `json:"barrier_bound"` // LB per generation + a round trip each
+	Policy  string `json:"policy"`
+	Workers int    `json:"workers"` // workers that joined during the run, each name once
+	Joins   int    `json:"joins"`   // joins: a worker back from a child master, or reconnecting, counts again
+	// The time figures are sums over the generations, in their order, of
+	// each generation's figure in seconds (metrics.Seconds): the very
+	// numbers the Prometheus counters add (README: "Report and
+	// Prometheus").
+	Total     float64 `json:"total"` // the generations' durations
+	SyncWait  float64 `json:"sync_wait"`
+	Comm      float64 `json:"comm"`       // ours: outside the sync wait, starved slots left out
+	CommPaper float64 `json:"comm_paper"` // the paper's: every moment a worker slot did not execute
+	Compute   float64 `json:"compute"`
+	// Busy is the time a slot executed, averaged over the workers present
+	// in each generation: Busy/Total is the master's utilisation.
+	Busy float64 `json:"busy"`
+	// Between is the time between generations (selection, the next
+	// batch, a checkpoint), outside Total.
+	Between      float64 `json:"between"`
+	LB           float64 `json:"lb"`            // Σ of each generation's LB
+	BarrierBound float64 `json:"barrier_bound"` // Σ of each generation's LB + the round trip as it was estimated then
+	// RoundTrip is the run's round trip as estimated at its end.
 	RoundTrip         float64 `json:"round_trip"`
 	EfficiencyLB      float64 `json:"efficiency_lb"` // LB ÷ total
 	EfficiencyBarrier float64 `json:"efficiency_barrier"`
@@ -44,8 +57,9 @@ type scheduleRecord struct {
 
 // scheduleCounts are the policy's actions.
 type scheduleCounts struct {
-	Originals      int     `json:"originals"`
-	Replicas       int     `json:"replicas"`
+	Originals      int     `json:"originals"`       // tasks sent: each task's first instance
+	Resends        int     `json:"resends"`         // tasks sent again from Q (withdrawn, overdue, failed, lost)
+	Replicas       int     `json:"replicas"`        // instances sent as replicas
 	CancelsHeld    int     `json:"cancels_held"`    // cancels that removed an instance from a remote queue before it ran (the workers' word)
 	CancelsRunning int     `json:"cancels_running"` // cancels that stopped a running instance
 	CancelsLate    int     `json:"cancels_late"`    // cancels that found the instance finished
@@ -57,7 +71,7 @@ type scheduleCounts struct {
 
 func newScheduleCounts(c sched.Counts) scheduleCounts {
 	return scheduleCounts{
-		Originals: c.Originals, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning, CancelsLate: c.CancelsLate,
+		Originals: c.Originals, Resends: c.Resends, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning, CancelsLate: c.CancelsLate,
 		Aborted: c.Aborted, Wasted: c.Wasted.Seconds(), Dropped: c.Dropped, Duplicates: c.Duplicates,
 	}
 }
@@ -73,10 +87,13 @@ type scheduleGen struct {
 	Comm           float64 `json:"comm"`
 	CommPaper      float64 `json:"comm_paper"`
 	Compute        float64 `json:"compute"`
-	Busy           float64 `json:"busy"` // mean time a worker slot executed
+	Busy           float64 `json:"busy"`    // mean time a worker slot executed
+	Between        float64 `json:"between"` // since the previous generation's end
 	LB             float64 `json:"lb"`
+	RoundTrip      float64 `json:"round_trip"` // as estimated when its figures were final
 	Workers        int     `json:"workers"`
 	Originals      int     `json:"originals"`
+	Resends        int     `json:"resends"`
 	Replicas       int     `json:"replicas"`
 	CancelsHeld    int     `json:"cancels_held"`
 	CancelsRunning int     `json:"cancels_running"`
@@ -113,12 +130,8 @@ type scheduleWorker struct {
 // first.
 func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, startGen int) *scheduleRecord {
 	s := &scheduleRecord{
-		Policy: policy, Workers: st.Joined,
-		Total: r.Total.Seconds(), SyncWait: r.SyncWait.Seconds(), Comm: r.Comm.Seconds(), CommPaper: r.CommPaper.Seconds(), Compute: r.Compute.Seconds(),
-		LB: r.LB.Seconds(), BarrierBound: r.BarrierBound.Seconds(), RoundTrip: r.RoundTrip.Seconds(),
-		EfficiencyLB: r.EfficiencyLB, EfficiencyBarrier: r.EfficiencyBarrier,
-		scheduleCounts: newScheduleCounts(r.Counts),
-		Stale:          st.Stale, TasksSent: st.TasksSent, Results: st.Results,
+		Policy: policy, Workers: st.Named, Joins: st.Joined, RoundTrip: r.RoundTrip.Seconds(),
+		Stale: st.Stale, TasksSent: st.TasksSent, Results: st.Results,
 		BytesOut: st.BytesOut, BytesIn: st.BytesIn,
 		Generations: make([]scheduleGen, 0, len(r.Generations)),
 		PerWorker:   make([]scheduleWorker, 0, len(r.Workers)),
@@ -127,14 +140,44 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 	if len(r.Generations) > 0 {
 		t0 = r.Generations[0].Start
 	}
+	sec := metrics.Seconds
+	var counts sched.Counts
+	var wasted float64
 	for _, g := range r.Generations {
 		s.Generations = append(s.Generations, scheduleGen{
 			Gen: startGen + g.Index, Tasks: g.Tasks, Start: (g.Start - t0).Seconds(), End: (g.End - t0).Seconds(),
-			Total: g.Total.Seconds(), SyncWait: g.SyncWait.Seconds(),
-			Comm: g.Comm.Seconds(), CommPaper: g.CommPaper.Seconds(), Compute: g.Compute.Seconds(), Busy: g.Busy.Seconds(),
-			LB: g.LB.Seconds(), Workers: g.Workers, Originals: g.Originals, Replicas: g.Replicas,
+			Total: sec(g.Total), SyncWait: sec(g.SyncWait),
+			Comm: sec(g.Comm), CommPaper: sec(g.CommPaper), Compute: sec(g.Compute), Busy: sec(g.Busy), Between: sec(g.Between),
+			LB: sec(g.LB), RoundTrip: sec(g.RoundTrip), Workers: g.Workers, Originals: g.Originals, Resends: g.Resends, Replicas: g.Replicas,
 			CancelsHeld: g.CancelsHeld, CancelsRunning: g.CancelsRunning, CancelsLate: g.CancelsLate,
 		})
+		// The same additions, in the same order, as metrics.Master.Generation.
+		s.SyncWait += sec(g.SyncWait)
+		s.Comm += sec(g.Comm)
+		s.CommPaper += sec(g.CommPaper)
+		s.Compute += sec(g.Compute)
+		s.Total += sec(g.Total)
+		s.Between += sec(g.Between)
+		s.Busy += sec(g.Busy)
+		wasted += sec(g.Wasted)
+		if g.LB > 0 {
+			s.LB += sec(g.LB)
+			s.BarrierBound += sec(g.LB + g.RoundTrip)
+		}
+		counts.Originals += g.Originals
+		counts.Resends += g.Resends
+		counts.Replicas += g.Replicas
+		counts.CancelsHeld += g.CancelsHeld
+		counts.CancelsRunning += g.CancelsRunning
+		counts.CancelsLate += g.CancelsLate
+		counts.Aborted += g.Aborted
+		counts.Dropped += g.Dropped
+		counts.Duplicates += g.Duplicates
+	}
+	s.scheduleCounts = newScheduleCounts(counts)
+	s.Wasted = wasted
+	if s.Total > 0 {
+		s.EfficiencyLB, s.EfficiencyBarrier = s.LB/s.Total, s.BarrierBound/s.Total
 	}
 	for _, w := range r.Workers {
 		var left *float64
@@ -160,11 +203,11 @@ func (s *scheduleRecord) summary() string {
 	}
 	d := func(sec float64) time.Duration { return logx.Round(time.Duration(sec * float64(time.Second))) }
 	var b strings.Builder
-	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v (the paper's comm: %v); efficiency %s of LB %v\n",
+	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v (the paper's comm: %v), and %v between generations; efficiency %s of LB %v\n",
 		s.Policy, plural(s.Workers, "worker"), plural(slots, "slot"),
-		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), d(s.CommPaper), percent(s.EfficiencyLB), d(s.LB))
-	fmt.Fprintf(&b, "tasks: %d originals, %d replicas; cancels %d held, %d running, %d late; %d duplicate and %d stale results discarded\n",
-		s.Originals, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, s.Duplicates, s.Stale)
+		d(s.Total), d(s.Compute), d(s.SyncWait), d(s.Comm), d(s.CommPaper), d(s.Between), percent(s.EfficiencyLB), d(s.LB))
+	fmt.Fprintf(&b, "tasks: %d originals, %d resends, %d replicas; cancels %d held, %d running, %d late; %d duplicate and %d stale results discarded\n",
+		s.Originals, s.Resends, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, s.Duplicates, s.Stale)
 	return b.String()
 }
 

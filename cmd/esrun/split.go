@@ -60,11 +60,13 @@ type mastersRecord struct {
 }
 
 type mastersPoint struct {
-	At      float64 `json:"at"` // seconds since the master started
+	At      float64 `json:"at"` // seconds on the generations' clock, as the schedule's times (negative: before the first)
 	Masters int     `json:"masters"`
 }
 
-func newMastersRecord(rule string, st grid.MasterStats) *mastersRecord {
+// newMastersRecord is the masters' record; t0 is when the first
+// generation started, on the master's clock.
+func newMastersRecord(rule string, st grid.MasterStats, t0 time.Duration) *mastersRecord {
 	s := st.SplitStats
 	r := &mastersRecord{
 		Rule: rule, OverloadWindow: s.OverloadWindow, OverloadMean: s.OverloadMean, Overloaded: s.Overloaded,
@@ -74,7 +76,7 @@ func newMastersRecord(rule string, st grid.MasterStats) *mastersRecord {
 		Refusals: s.Refusals, ChildrenLost: s.ChildrenLost,
 	}
 	for _, p := range s.Timeline {
-		r.Timeline = append(r.Timeline, mastersPoint{At: p.At.Seconds(), Masters: p.Masters})
+		r.Timeline = append(r.Timeline, mastersPoint{At: (p.At - t0).Seconds(), Masters: p.Masters})
 	}
 	return r
 }

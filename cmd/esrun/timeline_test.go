@@ -101,11 +101,12 @@ func TestReportTimeline(t *testing.T) {
 	}
 	left := map[int]*float64{}
 	names := map[int]string{}
+	end := s.Generations[len(s.Generations)-1].End // the run's end on the generations' clock
 	for _, w := range s.PerWorker {
 		left[w.Worker], names[w.Worker] = w.Left, w.Name
 		switch {
-		case w.Name == "remote" && (w.Left == nil || *w.Left >= s.Total || *w.Left <= w.Joined):
-			t.Errorf("remote worker: joined %v, left %v; want it to leave before the end %v", w.Joined, w.Left, s.Total)
+		case w.Name == "remote" && (w.Left == nil || *w.Left >= end || *w.Left <= w.Joined):
+			t.Errorf("remote worker: joined %v, left %v; want it to leave before the end %v", w.Joined, w.Left, end)
 		case w.Name == "local-1" && w.Left != nil:
 			t.Errorf("local worker left at %v; it stayed to the end", *w.Left)
 		}
@@ -131,8 +132,8 @@ func TestReportTimeline(t *testing.T) {
 	}
 	finished := kinds["original"] + kinds["replica"]
 	executed := finished + kinds["stale"] + kinds["cancelled_running"]
-	if executed > s.Originals+s.Replicas || perWorker["local-1"] == 0 {
-		t.Errorf("instances %v per worker %v; the report says %d originals and %d replicas", kinds, perWorker, s.Originals, s.Replicas)
+	if executed > s.Originals+s.Resends+s.Replicas || perWorker["local-1"] == 0 {
+		t.Errorf("instances %v per worker %v; the report says %d originals, %d resends and %d replicas", kinds, perWorker, s.Originals, s.Resends, s.Replicas)
 	}
 	// Unless the run outran the limit (a loaded machine, a slow leave),
 	// the timeline holds every instance the counters count.

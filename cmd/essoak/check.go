@@ -88,6 +88,7 @@ func (g genRecord) equal(h genRecord) bool {
 // and grid.MasterStats, as cmd/esrun writes them).
 type schedule struct {
 	Originals   int   `json:"originals"`
+	Resends     int   `json:"resends"`
 	Replicas    int   `json:"replicas"`
 	TasksSent   int64 `json:"tasks_sent"`
 	Results     int64 `json:"results"`
@@ -256,9 +257,9 @@ func checkCounts(rep report, c esConfig) []finding {
 	if len(under) > 0 {
 		out = append(out, finding{kindOrigUnder, summarise(under)})
 	}
-	if s.TasksSent != int64(s.Originals+s.Replicas) || s.Originals != originals {
-		out = append(out, finding{kindSent, fmt.Sprintf("%d sent, %d originals (%d over the generations) + %d replicas",
-			s.TasksSent, s.Originals, originals, s.Replicas)})
+	if s.TasksSent != int64(s.Originals+s.Resends+s.Replicas) || s.Originals != originals {
+		out = append(out, finding{kindSent, fmt.Sprintf("%d sent, %d originals (%d over the generations) + %d resends + %d replicas",
+			s.TasksSent, s.Originals, originals, s.Resends, s.Replicas)})
 	}
 	accepted := 0
 	for _, w := range s.PerWorker {

@@ -114,7 +114,7 @@ func (g *faultGrid) sent(t *testing.T, name string) int {
 	}
 	for _, w := range g.m.Report().Workers {
 		if w.Worker == id {
-			return w.Originals + w.Replicas
+			return w.Originals + w.Resends + w.Replicas
 		}
 	}
 	t.Fatalf("no worker %s in the ledger", name)

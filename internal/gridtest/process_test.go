@@ -81,7 +81,8 @@ type schedule struct {
 	Policy    string `json:"policy"`
 	Workers   int    `json:"workers"`   // workers that joined during the run
 	Originals int    `json:"originals"` // one a task
-	Replicas  int    `json:"replicas"`  // further instances: replicas, and tasks sent again (a lost worker's)
+	Resends   int    `json:"resends"`   // tasks sent again from Q (a lost worker's)
+	Replicas  int    `json:"replicas"`  // further instances sent as replicas
 }
 
 // outcome is what a finished run leaves: its report and its last
@@ -298,8 +299,8 @@ func TestProcessesWorkerKilled(t *testing.T) {
 				t.Errorf("the master did not report the lost worker: %v", err)
 			}
 			s := sameRun(t, m.finish(t), want)
-			if s.Originals != want.rep.Evals || policy == "wq" && s.Replicas == 0 {
-				t.Errorf("%d originals and %d replicas for %d evaluations: want one original a task, and the victim's tasks sent again", s.Originals, s.Replicas, want.rep.Evals)
+			if s.Originals != want.rep.Evals || policy == "wq" && s.Resends == 0 {
+				t.Errorf("%d originals and %d resends for %d evaluations: want one original a task, and the victim's tasks sent again", s.Originals, s.Resends, want.rep.Evals)
 			}
 			exitedCleanly(t, ws...)
 			<-victim.done
@@ -552,11 +553,11 @@ func TestProcessesBadFramesCloseOneConnection(t *testing.T) {
 		t.Errorf("%d workers joined, want %d", s.Workers, len(good)+len(fakes))
 	}
 	// Each dropped connection held at least one task, and WQ has no
-	// replica to stand in for it: it was sent again, as a further
-	// instance (each task counts one original).
-	if s.Originals != want.rep.Evals || s.Replicas < len(fakes) {
-		t.Errorf("%d originals and %d replicas for %d evaluations: the tasks of the %d dropped connections were not all sent again",
-			s.Originals, s.Replicas, want.rep.Evals, len(fakes))
+	// replica to stand in for it: it was sent again, a resend (each task
+	// counts one original).
+	if s.Originals != want.rep.Evals || s.Resends < len(fakes) {
+		t.Errorf("%d originals and %d resends for %d evaluations: the tasks of the %d dropped connections were not all sent again",
+			s.Originals, s.Resends, want.rep.Evals, len(fakes))
 	}
 	exitedCleanly(t, good...)
 	log := m.stderr.String()

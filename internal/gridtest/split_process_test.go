@@ -62,6 +62,7 @@ type mastersReport struct {
 	WallSeconds float64 `json:"wall_seconds"`
 	Schedule    struct {
 		Total   float64 `json:"total"`
+		Workers int     `json:"workers"`
 		Masters struct {
 			Rule           string  `json:"rule"`
 			OverloadWindow int     `json:"overload_window"`
@@ -143,6 +144,24 @@ func TestProcessesSplitTrajectoryAndThroughput(t *testing.T) {
 		if rule == "paper" && (mr.Schedule.Masters.MastersMax < 2 || mr.Schedule.Masters.FromChildren == 0) {
 			t.Errorf("-split paper: %+v", mr.Schedule.Masters)
 		}
+		// Each worker counts once however often it moved, a planned move
+		// is no loss, and a split logs the mean that decided it (issue 27).
+		if mr.Schedule.Workers != splitWorkers {
+			t.Errorf("-split %s: %d workers in the report, want %d", rule, mr.Schedule.Workers, splitWorkers)
+		}
+		log := r.m.stderr.String()
+		if lost := regexp.MustCompile(`worker lost[^\n]*`).FindString(log); lost != "" {
+			t.Errorf("-split %s: a worker lost in a run without faults: %s", rule, lost)
+		}
+		splits := splitMean.FindAllStringSubmatch(log, -1)
+		if len(splits) != mr.Schedule.Masters.Splits {
+			t.Errorf("-split %s: %d split lines with overload_mean for %d splits", rule, len(splits), mr.Schedule.Masters.Splits)
+		}
+		for _, m := range splits {
+			if mean, err := strconv.ParseFloat(m[1], 64); err != nil || mean < 1 {
+				t.Errorf("-split %s: a split at overload_mean=%s: below the test's threshold of 1", rule, m[1])
+			}
+		}
 		if rule == "off" && mr.Schedule.Masters.MastersMax != 1 {
 			t.Errorf("-split off: %d masters", mr.Schedule.Masters.MastersMax)
 		}
@@ -151,6 +170,9 @@ func TestProcessesSplitTrajectoryAndThroughput(t *testing.T) {
 	// measured in the report.
 	t.Logf("throughput with splitting ÷ without: %.2f", secs[0]/secs[1])
 }
+
+// splitMean is the overload mean on a promoting line.
+var splitMean = regexp.MustCompile(`msg="overloaded: promoting a worker to a child master[^"]*".*overload_mean=(\S+)`)
 
 // promoting is the master's log line when it promotes a worker.
 var promoting = regexp.MustCompile(`msg="overloaded: promoting a worker to a child master[^"]*".*worker=(\S+)`)

@@ -215,8 +215,8 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 			if killed := inc < len(out.Batches)-1; !killed && out.Err == nil && c.Originals != all {
 				fail("counts: master %d counted %d originals for %d tasks", inc, c.Originals, all)
 			}
-			if st := out.Stats[inc]; sc.Verify == 0 && st.TasksSent != int64(c.Originals+c.Replicas) {
-				fail("counts: master %d sent %d instances, its ledger counts %d originals + %d replicas", inc, st.TasksSent, c.Originals, c.Replicas)
+			if st := out.Stats[inc]; sc.Verify == 0 && st.TasksSent != int64(c.Originals+c.Resends+c.Replicas) {
+				fail("counts: master %d sent %d instances, its ledger counts %d originals + %d resends + %d replicas", inc, st.TasksSent, c.Originals, c.Resends, c.Replicas)
 			}
 		}
 	}
