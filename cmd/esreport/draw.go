@@ -365,6 +365,12 @@ func workerPlot(rep *report) (*plot.Plot, error) {
 	names := make([]string, len(ws))
 	var labels plotter.XYLabels
 	top := 100.0
+	// The run's clock ends with its last generation: total sums the
+	// generations alone, without the time between them.
+	end := s.Total
+	if g := s.Generations; len(g) > 0 {
+		end = g[len(g)-1].End
+	}
 	for i, w := range ws {
 		vals[i] = 100 * utilisation(w.Busy, w.Slots, w.Present)
 		top = math.Max(top, vals[i])
@@ -374,8 +380,8 @@ func workerPlot(rep *report) (*plot.Plot, error) {
 		}
 		names[i] = fmt.Sprintf("%s (%d)", names[i], w.Slots)
 		text := fmt.Sprintf("%.1f%%", vals[i])
-		if w.Left != nil && *w.Left < s.Total {
-			text += fmt.Sprintf("\npresent %s of %s", secondsTick(w.Present), secondsTick(s.Total))
+		if w.Left != nil && *w.Left < end {
+			text += fmt.Sprintf("\npresent %s of %s", secondsTick(w.Present), secondsTick(end))
 		}
 		labels.XYs = append(labels.XYs, plotter.XY{X: float64(i), Y: vals[i]})
 		labels.Labels = append(labels.Labels, text)
