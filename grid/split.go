@@ -65,6 +65,9 @@ type splitProto struct {
 	children  map[uint64]*childMaster // this master's children, by token
 	order     []*childMaster          // R's children, in creation order
 	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
+	// Children told to return whose list of workers coming back (Moved)
+	// has not come yet: their workers are on their way here, unnamed.
+	recalled []*childMaster
 	// Workers on their way here (from a child, or from the parent to
 	// this child), by name, with how long they are waited for.
 	expect    map[string]time.Duration
@@ -87,17 +90,18 @@ type splitProto struct {
 
 // childMaster is the parent's view of one child.
 type childMaster struct {
-	token   uint64
-	name    string // the promoted worker's
-	batch   int32
-	created time.Duration
-	link    *Conn // once ChildHello came
-	addr    string
-	lent    int // tasks lent and not returned
-	masters int // masters in its tree
-	inR     bool
-	done    bool
-	lost    bool
+	token    uint64
+	name     string // the promoted worker's
+	batch    int32
+	created  time.Duration
+	link     *Conn // once ChildHello came
+	addr     string
+	lent     int // tasks lent and not returned
+	masters  int // masters in its tree
+	inR      bool
+	done     bool
+	lost     bool
+	recalled bool // in splitProto.recalled
 	// moved names the workers moved to it: if it is lost they come
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
@@ -679,6 +683,9 @@ func (m *Master) acceptChildLink(conn *Conn, h *Hello) {
 				m.log.Warn("child master's link lost", "child", c.name, "err", conn.Err())
 				m.childLost(c)
 			}
+			if c != nil {
+				m.heardBack(c) // it says nothing more
+			}
 		})
 	}()
 	_ = h
@@ -763,6 +770,9 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	// Workers on their way back from c (and c itself, as a worker):
 	// Close waits for them, so that none misses the end of the run.
 	m.expectWorkers(r.Moved, returnGrace)
+	if len(r.Moved) > 0 {
+		m.heardBack(c)
+	}
 	if r.Done && !c.done {
 		c.done, c.inR = true, false
 		delete(p.children, c.token)
@@ -785,8 +795,10 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 		m.log.Info("child master returned", "child", c.name, "masters", m.mastersNow())
 		m.noteMasters()
 		m.maybeReply()
-		if b != nil && !b.replied {
-			m.returnChild(c) // its workers are welcome now
+		if b != nil && !b.replied || p.parent != nil && p.parent.moving {
+			// Its workers are welcome now (or, this child returning
+			// itself, go on through it to the parent).
+			m.returnChild(c)
 		} else {
 			// The batch is over (maybe with these very results): whether
 			// a next one comes or the run ends, the child learns at the
@@ -821,6 +833,41 @@ func (m *Master) expectWorkers(names []string, grace time.Duration) {
 	}
 }
 
+// heardBack notes that c, told to return, named the workers it sends
+// back (or can say nothing more: its link closed).
+func (m *Master) heardBack(c *childMaster) {
+	if !c.recalled {
+		return
+	}
+	c.recalled = false
+	p := m.split.splitProto
+	p.recalled = slices.DeleteFunc(p.recalled, func(x *childMaster) bool { return x == c })
+}
+
+// awaiting counts what is still on its way to this master at the end:
+// the workers expected (not come, not late) and the children told to
+// return that have not named theirs. A returning child counts its
+// children still working too: they return through it.
+//
+// The guarantee, by induction down the tree of masters: a master closes
+// (at the run's end, or a child once it has sent its workers back) only
+// when awaiting is 0 or its grace is over, so every worker that was
+// under a child, grandchild… when the run ends reaches a master that
+// is still open and named it to its own parent before it closed, and so
+// ends at the root, which tells it the run is over.
+func (m *Master) awaiting() int {
+	p := m.split.splitProto
+	if p == nil {
+		return 0
+	}
+	m.noteJoins()
+	n := len(p.expect) + len(p.recalled)
+	if pl := p.parent; pl != nil && pl.moving {
+		n += len(p.children)
+	}
+	return n
+}
+
 // noteJoins forgets the expected workers that came (or are late).
 func (m *Master) noteJoins() {
 	p := m.split.splitProto
@@ -838,16 +885,16 @@ func (m *Master) noteJoins() {
 // awaitReturns waits for the workers on their way back from child
 // masters, each at most returnGrace from when it was moved (and Close at
 // most ShutdownGrace more), so that Close tells them the run is over too.
-// A child does not wait: what reaches it now it sends on (bounce), and
-// its own agent must get back to its parent.
+// A child interrupted does not wait (its parent is gone, or it returned:
+// its workers went on, and its own agent must get back to its parent);
+// a child whose parent ended the run waits as the root does.
 func (m *Master) awaitReturns() {
 	deadline := time.Now().Add(m.cfg.ShutdownGrace + returnGrace)
 	for {
 		n := 0
 		if !m.ask(func() {
-			if p := m.split.splitProto; p != nil && p.parent == nil {
-				m.noteJoins()
-				n = len(p.expect)
+			if p := m.split.splitProto; p != nil && (p.parent == nil || !m.restart.Load()) {
+				n = m.awaiting()
 			}
 		}) || n == 0 {
 			return
@@ -879,6 +926,10 @@ type ChildConfig struct {
 	// Default TCP.
 	Network Network
 }
+
+// childStarted, when set (by a test), is told of each child master
+// RunChild creates, before it greets its parent.
+var childStarted func(*Master)
 
 // errParentLost ends a child whose parent is gone.
 var errParentLost = errors.New("grid: child master: the link to the parent master is lost")
@@ -913,6 +964,9 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 		ln.Close()
 		return err
 	}
+	if childStarted != nil {
+		childStarted(m)
+	}
 	// The workers that are still here when it stops are told the run is
 	// over if the parent said so, else that the master will be back, so
 	// that they find another (Shutdown.Restart).
@@ -931,7 +985,12 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	if err != nil {
 		return fmt.Errorf("grid: child master: control link: %w", err)
 	}
-	defer link.Close()
+	defer func() {
+		if err == nil {
+			<-link.Done() // the last frame, which names this worker, is written (maybeFinish)
+		}
+		link.Close()
+	}()
 	if err := link.Send(&ChildHello{Token: pr.Token, Addr: m.Addr()}); err != nil {
 		return fmt.Errorf("grid: child master: %w", err)
 	}
@@ -1068,7 +1127,11 @@ func (m *Master) maybeFinish() {
 	if pl.moving {
 		m.bounce()
 	}
-	if pl.moving && (m.nLive == 0 && len(p.expect) == 0 || m.now() > pl.finishBy) {
+	if pl.moving && (m.nLive == 0 && m.awaiting() == 0 || m.now() > pl.finishBy) {
+		// This worker comes now: the parent waits for it from now on
+		// (it may have waited here for its own children's workers). The
+		// link's last frame: RunChild waits for it to be written.
+		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Done: true, Moved: []string{pl.self}})
 		pl.answered = true
 		pl.done <- nil
 	}
@@ -1103,7 +1166,7 @@ func (m *Master) moveBack() {
 		m.setDraining(w)
 		w.conn.Send(&Move{Addr: pl.addr})
 	}
-	pl.finishBy = m.now() + 3*time.Second
+	pl.finishBy = m.now() + returnGrace
 	m.log.Info("child master returning its workers to the parent", "workers", len(moved)-1, "parent", pl.addr)
 }
 
@@ -1149,8 +1212,10 @@ var (
 // returnChild gives a child that is done the parent's word: return now
 // (the batch runs, or the next one started).
 func (m *Master) returnChild(c *childMaster) {
-	if c.link != nil {
-		c.link.Send(&Move{})
+	if c.link != nil && c.link.Send(&Move{}) == nil && !c.recalled {
+		c.recalled = true
+		p := m.split.splitProto
+		p.recalled = append(p.recalled, c)
 	}
 }
 
@@ -1173,4 +1238,10 @@ func (m *Master) shutdownChildren(bye *Shutdown) {
 		}
 	}
 	p.returning = nil
+	// Children on their way back whose workers are still with them hear
+	// it too (one that has let them go has closed its link).
+	for _, c := range p.recalled {
+		c.link.SendAndClose(bye)
+	}
+	p.recalled = nil
 }
