@@ -65,8 +65,9 @@ type splitProto struct {
 	children  map[uint64]*childMaster // this master's children, by token
 	order     []*childMaster          // R's children, in creation order
 	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
-	// Children told to return whose list of workers coming back (Moved)
-	// has not come yet: their workers are on their way here, unnamed.
+	// Children told to return whose link is still open: they may name
+	// more workers coming back (Moved), and their own agent comes last,
+	// once the link has closed.
 	recalled []*childMaster
 	// Workers on their way here (from a child, or from the parent to
 	// this child), by name, with how long they are waited for.
@@ -770,9 +771,6 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	// Workers on their way back from c (and c itself, as a worker):
 	// Close waits for them, so that none misses the end of the run.
 	m.expectWorkers(r.Moved, returnGrace)
-	if len(r.Moved) > 0 {
-		m.heardBack(c)
-	}
 	if r.Done && !c.done {
 		c.done, c.inR = true, false
 		delete(p.children, c.token)
@@ -833,8 +831,8 @@ func (m *Master) expectWorkers(names []string, grace time.Duration) {
 	}
 }
 
-// heardBack notes that c, told to return, named the workers it sends
-// back (or can say nothing more: its link closed).
+// heardBack notes that c, told to return, can say nothing more: its
+// link closed (after its last word, which names its own agent, or lost).
 func (m *Master) heardBack(c *childMaster) {
 	if !c.recalled {
 		return
@@ -846,8 +844,8 @@ func (m *Master) heardBack(c *childMaster) {
 
 // awaiting counts what is still on its way to this master at the end:
 // the workers expected (not come, not late) and the children told to
-// return that have not named theirs. A returning child counts its
-// children still working too: they return through it.
+// return whose link is open. A returning child counts its children
+// still working too: they return through it.
 //
 // The guarantee, by induction down the tree of masters: a master closes
 // (at the run's end, or a child once it has sent its workers back) only

@@ -155,8 +155,9 @@ func TestReturningChildWaitsForItsChildren(t *testing.T) {
 	if awaitFrame(ctx, glink, gin, isMove) == nil {
 		t.Fatal("c did not tell g to return")
 	}
-	// Only now does g name the workers it sends back to c, and they come.
-	glink.Send(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"g", "w1"}})
+	// Only now does g name the workers it sends back to c (its last word,
+	// as it returns), and they come.
+	glink.SendAndClose(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"g", "w1"}})
 	for _, name := range []string{"w1", "g"} {
 		conn, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
 		if err != nil {

@@ -251,6 +251,27 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 			fail("workers still in a session %v after the run ended: %v", lingerAfter, lingering)
 		}
 	}
+	if out.Err == nil && sc.Split && sc.Restart == nil {
+		// Every worker that was there at the end, under whichever master
+		// (a child, a grandchild…), heard that the run is over. Those
+		// the master could not tell (killed, cut off or joining at the
+		// end, behind a relay that died, or shut out as liars; or in
+		// back-off while a restarted master came and went) may still
+		// look for it.
+		var waiting []string
+		for _, name := range out.Waiting {
+			i := slices.IndexFunc(sc.Workers, func(w WorkerSpec) bool { return w.Name == name })
+			w := sc.Workers[i]
+			if w.Kill > 0 || w.Liar > 0 || w.Freeze > 0 && w.Freeze+w.FreezeFor+w.Gossip > out.Elapsed ||
+				w.Join+time.Second > out.Elapsed || w.Relayed && sc.Relay.Kill > 0 {
+				continue
+			}
+			waiting = append(waiting, name)
+		}
+		if len(waiting) > 0 {
+			fail("workers still looking for a master %v after the run ended: %v", lingerAfter, waiting)
+		}
+	}
 	if out.Unclosed > 0 {
 		fail("leak: %d connections still open a minute after the run ended", out.Unclosed)
 	}
@@ -262,8 +283,8 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 func lateEvents(trace string) map[string]map[string]int {
 	out := map[string]map[string]int{}
 	for _, line := range strings.Split(trace, "\n") {
-		if !strings.Contains(line, `msg="worker is late`) {
-			continue
+		if !strings.Contains(line, `msg="worker is late`) || attr(line, "child_master") != "" {
+			continue // child masters come and go under one name, each numbering its connections afresh
 		}
 		name, id := attr(line, "worker"), attr(line, "id")
 		if out[name] == nil {
