@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -1218,28 +1219,26 @@ func (m *Master) returnChild(c *childMaster) {
 }
 
 // shutdownChildren passes the run's end (bye) down to every child whose
-// link is open, so that their workers hear it too. On the loop, as it
+// link is open, so that their workers hear it too, and returns those
+// links (the caller gives them a moment to carry it). On the loop, as it
 // exits.
-func (m *Master) shutdownChildren(bye *Shutdown) {
+func (m *Master) shutdownChildren(bye *Shutdown) []*Conn {
 	p := m.split.splitProto
 	if p == nil {
-		return
+		return nil
 	}
-	for _, c := range p.children {
-		if c.link != nil {
-			c.link.SendAndClose(bye)
+	var links []*Conn
+	// Children at work, done after the batch ended, and on their way
+	// back with their workers still with them (one that has let them go
+	// has closed its link).
+	for _, set := range [][]*childMaster{slices.Collect(maps.Values(p.children)), p.returning, p.recalled} {
+		for _, c := range set {
+			if c.link != nil {
+				c.link.SendAndClose(bye)
+				links = append(links, c.link)
+			}
 		}
 	}
-	for _, c := range p.returning {
-		if c.link != nil {
-			c.link.SendAndClose(bye)
-		}
-	}
-	p.returning = nil
-	// Children on their way back whose workers are still with them hear
-	// it too (one that has let them go has closed its link).
-	for _, c := range p.recalled {
-		c.link.SendAndClose(bye)
-	}
-	p.recalled = nil
+	p.returning, p.recalled = nil, nil
+	return links
 }

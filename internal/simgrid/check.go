@@ -255,14 +255,20 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 		// Every worker that was there at the end, under whichever master
 		// (a child, a grandchild…), heard that the run is over. Those
 		// the master could not tell (killed, cut off or joining at the
-		// end, behind a relay that died, or shut out as liars; or in
-		// back-off while a restarted master came and went) may still
-		// look for it.
+		// end, behind a relay that died, shut out as liars or on a
+		// liar's host; or in back-off while a restarted master came and
+		// went) may still look for it.
+		liarHosts := map[string]bool{}
+		for _, w := range sc.Workers {
+			if w.Liar > 0 {
+				liarHosts[sc.host(w)] = true
+			}
+		}
 		var waiting []string
 		for _, name := range out.Waiting {
 			i := slices.IndexFunc(sc.Workers, func(w WorkerSpec) bool { return w.Name == name })
 			w := sc.Workers[i]
-			if w.Kill > 0 || w.Liar > 0 || w.Freeze > 0 && w.Freeze+w.FreezeFor+w.Gossip > out.Elapsed ||
+			if w.Kill > 0 || liarHosts[sc.host(w)] || w.Freeze > 0 && w.Freeze+w.FreezeFor+w.Gossip > out.Elapsed ||
 				w.Join+time.Second > out.Elapsed || w.Relayed && sc.Relay.Kill > 0 {
 				continue
 			}
