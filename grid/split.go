@@ -884,15 +884,15 @@ func (m *Master) noteJoins() {
 // awaitReturns waits for the workers on their way back from child
 // masters, each at most returnGrace from when it was moved (and Close at
 // most ShutdownGrace more), so that Close tells them the run is over too.
-// A child interrupted does not wait (its parent is gone, or it returned:
-// its workers went on, and its own agent must get back to its parent);
-// a child whose parent ended the run waits as the root does.
+// A child does not wait: what reaches it now it sends on (bounce), and
+// its own agent must get back to its parent; a returning child waits
+// for its children's workers before it stops (maybeFinish).
 func (m *Master) awaitReturns() {
 	deadline := time.Now().Add(m.cfg.ShutdownGrace + returnGrace)
 	for {
 		n := 0
 		if !m.ask(func() {
-			if p := m.split.splitProto; p != nil && (p.parent == nil || !m.restart.Load()) {
+			if p := m.split.splitProto; p != nil && p.parent == nil {
 				n = m.awaiting()
 			}
 		}) || n == 0 {

@@ -75,11 +75,6 @@ var fixedSeeds = []struct {
 		"worker to join, for ever; it fails the run with grid.ErrUndecided after VerifyWait now"},
 	{91, "verify=1, two honest hosts and a liar connected twice: outvoted, its host is excluded, " +
 		"both connections, and every reconnection refused"},
-	{696, "nested splits, ended at once: a child master told to return closed before its own " +
-		"child, told to return too, named the workers it sent back, so they found no master, and " +
-		"would have looked for one for ever (a returning master waits for its children's word and " +
-		"their workers now, and the root for them all)"},
-	{597, "the same with 13 workers and four masters at most"},
 	{4, "a worker that answers NaN to everything (issue 26): every task it took failed and was " +
 		"retried, for ever; it is set aside after MaxFailures failures in a row now"},
 }
