@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -849,11 +848,13 @@ func (m *Master) heardBack(c *childMaster) {
 // still working too: they return through it.
 //
 // The guarantee, by induction down the tree of masters: a master closes
-// (at the run's end, or a child once it has sent its workers back) only
-// when awaiting is 0 or its grace is over, so every worker that was
-// under a child, grandchild… when the run ends reaches a master that
-// is still open and named it to its own parent before it closed, and so
-// ends at the root, which tells it the run is over.
+// (the root at the run's end, a child once it has sent its workers back)
+// only when awaiting is 0 or its grace is over, so every worker that was
+// under a returning child, grandchild… reaches a master that is still
+// open and has named it to its own parent, and so ends at the root, which
+// tells it the run is over; a child still at work hears the end from its
+// parent and tells its own (shutdownChildren). Not covered: workers on
+// their way to a child when that child hears the end (it does not wait).
 func (m *Master) awaiting() int {
 	p := m.split.splitProto
 	if p == nil {
@@ -1231,7 +1232,7 @@ func (m *Master) shutdownChildren(bye *Shutdown) []*Conn {
 	// Children at work, done after the batch ended, and on their way
 	// back with their workers still with them (one that has let them go
 	// has closed its link).
-	for _, set := range [][]*childMaster{slices.Collect(maps.Values(p.children)), p.returning, p.recalled} {
+	for _, set := range [][]*childMaster{p.order, p.returning, p.recalled} {
 		for _, c := range set {
 			if c.link != nil {
 				c.link.SendAndClose(bye)
