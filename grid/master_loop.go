@@ -1053,8 +1053,9 @@ func (m *Master) shutdownWorkers() {
 	if m.restart.Load() {
 		bye = &Shutdown{Reason: "master interrupted; it will be back", Restart: true}
 	}
-	m.shutdownChildren(bye) // split.go: child masters pass it to their workers
-	var conns []*Conn
+	// Child masters pass it on to their workers (split.go); their links
+	// too are given a moment to carry it.
+	conns := m.shutdownChildren(bye)
 	for _, w := range m.order {
 		if !w.closed {
 			w.conn.SendAndClose(bye)

@@ -65,6 +65,10 @@ type splitProto struct {
 	children  map[uint64]*childMaster // this master's children, by token
 	order     []*childMaster          // R's children, in creation order
 	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
+	// Children told to return whose link is still open: they may name
+	// more workers coming back (Moved), and their own agent comes last,
+	// once the link has closed.
+	recalled []*childMaster
 	// Workers on their way here (from a child, or from the parent to
 	// this child), by name, with how long they are waited for.
 	expect    map[string]time.Duration
@@ -87,17 +91,18 @@ type splitProto struct {
 
 // childMaster is the parent's view of one child.
 type childMaster struct {
-	token   uint64
-	name    string // the promoted worker's
-	batch   int32
-	created time.Duration
-	link    *Conn // once ChildHello came
-	addr    string
-	lent    int // tasks lent and not returned
-	masters int // masters in its tree
-	inR     bool
-	done    bool
-	lost    bool
+	token    uint64
+	name     string // the promoted worker's
+	batch    int32
+	created  time.Duration
+	link     *Conn // once ChildHello came
+	addr     string
+	lent     int // tasks lent and not returned
+	masters  int // masters in its tree
+	inR      bool
+	done     bool
+	lost     bool
+	recalled bool // in splitProto.recalled
 	// moved names the workers moved to it: if it is lost they come
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
@@ -684,6 +689,9 @@ func (m *Master) acceptChildLink(conn *Conn, h *Hello) {
 				m.log.Warn("child master's link lost", "child", c.name, "err", conn.Err())
 				m.childLost(c)
 			}
+			if c != nil {
+				m.heardBack(c) // it says nothing more
+			}
 		})
 	}()
 	_ = h
@@ -790,8 +798,10 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 		m.log.Info("child master returned", "child", c.name, "masters", m.mastersNow())
 		m.noteMasters()
 		m.maybeReply()
-		if b != nil && !b.replied {
-			m.returnChild(c) // its workers are welcome now
+		if b != nil && !b.replied || p.parent != nil && p.parent.moving {
+			// Its workers are welcome now (or, this child returning
+			// itself, go on through it to the parent).
+			m.returnChild(c)
 		} else {
 			// The batch is over (maybe with these very results): whether
 			// a next one comes or the run ends, the child learns at the
@@ -826,6 +836,43 @@ func (m *Master) expectWorkers(names []string, grace time.Duration) {
 	}
 }
 
+// heardBack notes that c, told to return, can say nothing more: its
+// link closed (after its last word, which names its own agent, or lost).
+func (m *Master) heardBack(c *childMaster) {
+	if !c.recalled {
+		return
+	}
+	c.recalled = false
+	p := m.split.splitProto
+	p.recalled = slices.DeleteFunc(p.recalled, func(x *childMaster) bool { return x == c })
+}
+
+// awaiting counts what is still on its way to this master at the end:
+// the workers expected (not come, not late) and the children told to
+// return whose link is open. A returning child counts its children
+// still working too: they return through it.
+//
+// The guarantee, by induction down the tree of masters: a master closes
+// (the root at the run's end, a child once it has sent its workers back)
+// only when awaiting is 0 or its grace is over, so every worker that was
+// under a returning child, grandchild… reaches a master that is still
+// open and has named it to its own parent, and so ends at the root, which
+// tells it the run is over; a child still at work hears the end from its
+// parent and tells its own (shutdownChildren). Not covered: workers on
+// their way to a child when that child hears the end (it does not wait).
+func (m *Master) awaiting() int {
+	p := m.split.splitProto
+	if p == nil {
+		return 0
+	}
+	m.noteJoins()
+	n := len(p.expect) + len(p.recalled)
+	if pl := p.parent; pl != nil && pl.moving {
+		n += len(p.children)
+	}
+	return n
+}
+
 // noteJoins forgets the expected workers that came (or are late).
 func (m *Master) noteJoins() {
 	p := m.split.splitProto
@@ -844,15 +891,15 @@ func (m *Master) noteJoins() {
 // masters, each at most returnGrace from when it was moved (and Close at
 // most ShutdownGrace more), so that Close tells them the run is over too.
 // A child does not wait: what reaches it now it sends on (bounce), and
-// its own agent must get back to its parent.
+// its own agent must get back to its parent; a returning child waits
+// for its children's workers before it stops (maybeFinish).
 func (m *Master) awaitReturns() {
 	deadline := time.Now().Add(m.cfg.ShutdownGrace + returnGrace)
 	for {
 		n := 0
 		if !m.ask(func() {
 			if p := m.split.splitProto; p != nil && p.parent == nil {
-				m.noteJoins()
-				n = len(p.expect)
+				n = m.awaiting()
 			}
 		}) || n == 0 {
 			return
@@ -884,6 +931,10 @@ type ChildConfig struct {
 	// Default TCP.
 	Network Network
 }
+
+// childStarted, when set (by a test), is told of each child master
+// RunChild creates, before it greets its parent.
+var childStarted func(*Master)
 
 // errParentLost ends a child whose parent is gone.
 var errParentLost = errors.New("grid: child master: the link to the parent master is lost")
@@ -918,6 +969,9 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 		ln.Close()
 		return err
 	}
+	if childStarted != nil {
+		childStarted(m)
+	}
 	// The workers that are still here when it stops are told the run is
 	// over if the parent said so, else that the master will be back, so
 	// that they find another (Shutdown.Restart).
@@ -936,7 +990,12 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	if err != nil {
 		return fmt.Errorf("grid: child master: control link: %w", err)
 	}
-	defer link.Close()
+	defer func() {
+		if err == nil {
+			<-link.Done() // the last frame, which names this worker, is written (maybeFinish)
+		}
+		link.Close()
+	}()
 	if err := link.Send(&ChildHello{Token: pr.Token, Addr: m.Addr()}); err != nil {
 		return fmt.Errorf("grid: child master: %w", err)
 	}
@@ -1073,7 +1132,11 @@ func (m *Master) maybeFinish() {
 	if pl.moving {
 		m.bounce()
 	}
-	if pl.moving && (m.nLive == 0 && len(p.expect) == 0 || m.now() > pl.finishBy) {
+	if pl.moving && (m.nLive == 0 && m.awaiting() == 0 || m.now() > pl.finishBy) {
+		// This worker comes now: the parent waits for it from now on
+		// (it may have waited here for its own children's workers). The
+		// link's last frame: RunChild waits for it to be written.
+		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Done: true, Moved: []string{pl.self}})
 		pl.answered = true
 		pl.done <- nil
 	}
@@ -1108,7 +1171,7 @@ func (m *Master) moveBack() {
 		m.setDraining(w)
 		m.moveWorker(w, pl.addr)
 	}
-	pl.finishBy = m.now() + 3*time.Second
+	pl.finishBy = m.now() + returnGrace
 	m.log.Info("child master returning its workers to the parent", "workers", len(moved)-1, "parent", pl.addr)
 }
 
@@ -1154,28 +1217,34 @@ var (
 // returnChild gives a child that is done the parent's word: return now
 // (the batch runs, or the next one started).
 func (m *Master) returnChild(c *childMaster) {
-	if c.link != nil {
-		c.link.Send(&Move{})
+	if c.link != nil && c.link.Send(&Move{}) == nil && !c.recalled {
+		c.recalled = true
+		p := m.split.splitProto
+		p.recalled = append(p.recalled, c)
 	}
 }
 
 // shutdownChildren passes the run's end (bye) down to every child whose
-// link is open, so that their workers hear it too. On the loop, as it
+// link is open, so that their workers hear it too, and returns those
+// links (the caller gives them a moment to carry it). On the loop, as it
 // exits.
-func (m *Master) shutdownChildren(bye *Shutdown) {
+func (m *Master) shutdownChildren(bye *Shutdown) []*Conn {
 	p := m.split.splitProto
 	if p == nil {
-		return
+		return nil
 	}
-	for _, c := range p.children {
-		if c.link != nil {
-			c.link.SendAndClose(bye)
+	var links []*Conn
+	// Children at work, done after the batch ended, and on their way
+	// back with their workers still with them (one that has let them go
+	// has closed its link).
+	for _, set := range [][]*childMaster{p.order, p.returning, p.recalled} {
+		for _, c := range set {
+			if c.link != nil {
+				c.link.SendAndClose(bye)
+				links = append(links, c.link)
+			}
 		}
 	}
-	for _, c := range p.returning {
-		if c.link != nil {
-			c.link.SendAndClose(bye)
-		}
-	}
-	p.returning = nil
+	p.returning, p.recalled = nil, nil
+	return links
 }

@@ -303,6 +303,27 @@ func Draw(seed uint64) Scenario {
 			sc.Workers[i].NoCancel = time.Duration(1+nc.IntN(2000)) * time.Millisecond
 		}
 	}
+	if sc.Split {
+		// Half the splits get more fast one-slot workers and tasks, from
+		// a stream of their own: a child master splits again only with
+		// 4 running workers of its own, so nested splits need 8 at the
+		// root.
+		ns := rand.New(rand.NewPCG(seed, 0x5b))
+		if ns.IntN(2) == 0 {
+			// Not with a silent worker: a child master left with one
+			// alone never gets its tasks back (a gap of its own).
+			for i := range sc.Workers {
+				sc.Workers[i].Silent = false
+			}
+			sc.ES.Lambda = max(sc.ES.Lambda, 60+ns.IntN(200))
+			for i, n := len(sc.Workers), 8+ns.IntN(6); i < n; i++ {
+				lo := time.Duration(ns.IntN(2000)) * time.Microsecond
+				sc.Workers = append(sc.Workers, WorkerSpec{Name: fmt.Sprintf("n%d", i), Host: fmt.Sprintf("127.0.2.%d", i+1),
+					Slots: 1, Task: time.Duration(1+ns.IntN(10)) * time.Millisecond,
+					Delay: [2]time.Duration{lo, lo + time.Duration(ns.IntN(1000))*time.Microsecond}})
+			}
+		}
+	}
 	return sc
 }
 

@@ -26,6 +26,10 @@ var (
 	maxFailFlag = flag.Int("sim.maxfail", 5, "stop the search after this many failing seeds")
 )
 
+func init() {
+	flag.BoolVar(&CheckWaiting, "sim.waiting", false, "fail a split run that leaves a worker looking for a master (see CheckWaiting)")
+}
+
 // simulate runs seed's scenario in a fresh bubble and returns its outcome,
 // its trace and the invariants it broke.
 func simulate(t *testing.T, seed uint64) (Scenario, *Outcome, string, []string) {

@@ -70,6 +70,9 @@ type Outcome struct {
 	// Lingering lists the workers still in a session with a master the
 	// master's shutdown grace after the run ended.
 	Lingering []string
+	// Waiting lists the workers still running then, out of any session:
+	// looking for a master (as esworker -once would, for ever).
+	Waiting []string
 }
 
 // world is one simulated run in progress.
@@ -134,10 +137,13 @@ func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
 			// Still in a session with a master (a child master, say)
 			// that never said the run is over.
 			w.out.Lingering = append(w.out.Lingering, name)
+		} else {
+			w.out.Waiting = append(w.out.Waiting, name)
 		}
 	}
 	w.mu.Unlock()
 	slices.Sort(w.out.Lingering)
+	slices.Sort(w.out.Waiting)
 	stopAgents()
 	w.agents.Wait()
 	w.out.NetPeak = w.net.Peak()

@@ -1,0 +1,223 @@
+package grid
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
+)
+
+// waitLoop waits until cond, run on m's loop, holds (or ctx ends: false).
+func waitLoop(ctx context.Context, m *Master, cond func() bool) bool {
+	for {
+		ok := false
+		if !m.ask(func() { ok = cond() }) {
+			return false
+		}
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// frames starts c and hands its frames on.
+func frames(c *Conn) <-chan Message {
+	ch := make(chan Message, 64)
+	c.Start(func(m Message) {
+		select {
+		case ch <- m:
+		default:
+		}
+	})
+	return ch
+}
+
+// awaitFrame waits for the first frame of c that want takes, or for c to
+// close (nil).
+func awaitFrame(ctx context.Context, c *Conn, ch <-chan Message, want func(Message) bool) Message {
+	for {
+		select {
+		case m := <-ch:
+			if want(m) {
+				return m
+			}
+		case <-c.Done():
+			select {
+			case m := <-ch:
+				if want(m) {
+					return m
+				}
+				continue
+			default:
+			}
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// TestReturningChildWaitsForItsChildren: a child master c told to
+// return while a child of its own, g, told to return too, has not yet
+// named the workers it sends back (the race of nested splits at the end
+// of a run) waits for g's word, sends g's workers on to the root, and
+// only then returns; the root waits for every one of them and tells them
+// the run is over. Before, c closed at once, g's workers found no master
+// (and -once workers waited for one for ever). The order of events is
+// forced: the test plays g, its worker w1, and the root's decisions.
+func TestReturningChildWaitsForItsChildren(t *testing.T) {
+	leaktest.Check(t)
+	key := splitTestKey(t)
+	spec := ProblemSpec{Name: "sphere", Dim: 2}
+	log := quietConfig().Logger
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: spec, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.ask(func() { root.proto().children[1] = &childMaster{token: 1, name: "c", masters: 1} })
+
+	// c: a real child master over task 0 of batch 1.
+	started := make(chan *Master, 1)
+	childStarted = func(m *Master) { started <- m }
+	defer func() { childStarted = nil }()
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- RunChild(ctx, ChildConfig{
+			Promote: &Promote{Token: 1, Gen: 1, ESGen: 1, N: 1, Tasks: []Task{{ID: 0, X: []float64{1, 2}}}, Policy: "rwq"},
+			Parent:  root.Addr(), Listen: "127.0.0.1:0", Key: key, Name: "c", Problem: spec,
+		}, MasterConfig{Logger: log})
+	}()
+	var c *Master
+	select {
+	case c = <-started:
+	case <-ctx.Done():
+		t.Fatal("no child master started")
+	}
+	// c lends its task to g, as a split of its own would.
+	lent := 0
+	if !waitLoop(ctx, c, func() bool {
+		p := c.proto()
+		if p.parent == nil {
+			return false
+		}
+		g := &childMaster{token: 7, name: "g", batch: 1, created: c.now(), masters: 1}
+		for _, tk := range c.takeTasks(1) {
+			p.lent[tk.ID] = g
+			g.lent++
+		}
+		p.children[g.token] = g
+		p.order = append(p.order, g)
+		lent = g.lent
+		return true
+	}) || lent != 1 {
+		t.Fatalf("c did not lend its task to g (%d lent)", lent)
+	}
+	glink, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer glink.Close()
+	gin := frames(glink)
+	glink.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	// g is done: c's share is done, and c returns its Done to the root.
+	glink.Send(&ChildResults{Gen: 1, IDs: []int32{0}, F: []float64{5}, Masters: 1, Done: true})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+		t.Fatal("c's Done did not reach the root")
+	}
+	// The root tells c to return; c tells g, and names the root its
+	// workers (none but itself).
+	root.ask(func() {
+		p := root.proto()
+		for _, x := range p.returning {
+			root.returnChild(x)
+		}
+		p.returning = nil
+	})
+	if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect["c"]; return ok || len(runDone) > 0 }) {
+		t.Fatal("c did not name itself to the root as it returned")
+	}
+	select {
+	case err := <-runDone:
+		t.Fatalf("c returned (%v) before its child g named the workers it sends back", err)
+	default:
+	}
+	isMove := func(m Message) bool { _, ok := m.(*Move); return ok }
+	if awaitFrame(ctx, glink, gin, isMove) == nil {
+		t.Fatal("c did not tell g to return")
+	}
+	// Only now does g name the workers it sends back to c (its last word,
+	// as it returns), and they come.
+	glink.SendAndClose(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"g", "w1"}})
+	for _, name := range []string{"w1", "g"} {
+		conn, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s, sent back to c by g, cannot reach c (it closed before its child's workers came): %v", name, err)
+		}
+		in := frames(conn)
+		m := awaitFrame(ctx, conn, in, func(m Message) bool {
+			switch m.(type) {
+			case *Move, *Shutdown:
+				return true
+			}
+			return false
+		})
+		conn.Close()
+		if mv, ok := m.(*Move); !ok || mv.Addr != root.Addr() {
+			t.Fatalf("%s at c got %#v, want a move on to the root at %s", name, m, root.Addr())
+		}
+	}
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatalf("c ended with %v, want nil (returned)", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("c did not return once its child's workers had gone on")
+	}
+	// The root waits for all three, and tells them that the run is over.
+	want := []string{"c", "g", "w1"}
+	var missing []string
+	root.ask(func() {
+		for _, name := range want {
+			if _, ok := root.proto().expect[name]; !ok {
+				missing = append(missing, name)
+			}
+		}
+	})
+	if len(missing) > 0 {
+		t.Fatalf("the root does not expect %v back", missing)
+	}
+	type worker struct {
+		conn *Conn
+		in   <-chan Message
+	}
+	var ws []worker
+	for _, name := range want {
+		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ws = append(ws, worker{conn, frames(conn)})
+	}
+	if err := root.WaitWorkers(ctx, len(want)); err != nil {
+		t.Fatal(err)
+	}
+	go root.Close()
+	for i, w := range ws {
+		m := awaitFrame(ctx, w.conn, w.in, func(m Message) bool { _, ok := m.(*Shutdown); return ok })
+		if sd, ok := m.(*Shutdown); !ok || sd.Restart {
+			t.Errorf("%s at the root got %#v at the end, want the run over", want[i], m)
+		}
+	}
+}
