@@ -221,6 +221,9 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	if !(c.Verify >= 0 && c.Verify <= 1) {
 		return c, fmt.Errorf("grid: master: verify fraction %v outside [0, 1]", c.Verify)
 	}
+	if err := c.Split.check(); err != nil {
+		return c, fmt.Errorf("grid: master: %w", err)
+	}
 	if c.Progress <= 0 {
 		c.Progress = 10 * time.Second
 	}
@@ -337,6 +340,7 @@ type Master struct {
 	// virtual clock sees as such, unlike one on a mutex).
 	closing atomic.Bool
 	closed  chan struct{}
+	quit    chan struct{} // closed when Close begins: the loop stops waiting (messageCost)
 	stopCtx func() bool
 	wg      sync.WaitGroup
 
@@ -375,6 +379,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		in:     make(chan loopMsg, 4096),
 		done:   make(chan struct{}),
 		closed: make(chan struct{}),
+		quit:   make(chan struct{}),
 		gate:   newGate(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource),
 		liveCh: make(chan struct{}),
 	}
@@ -614,6 +619,7 @@ func (m *Master) Interrupt() error {
 // is safe to call more than once.
 func (m *Master) Close() error {
 	if m.closing.CompareAndSwap(false, true) {
+		close(m.quit)
 		m.awaitReturns() // split.go: workers on their way back from a child master
 		if m.stopCtx != nil {
 			m.stopCtx()
