@@ -44,6 +44,7 @@ type session struct {
 	next     error         // a promotion or a move: where the agent goes next (split.go)
 	welcome  *grid.Welcome // the master's, for a promotion
 	admitted admission     // what the agent accepted of it (limits.go); zero: no checks
+	served   bool          // a task's value was sent: the session did work (split.go's redirects)
 }
 
 // runningTask is a task on a slot.
@@ -449,6 +450,9 @@ func (s *session) flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ready) > 0 {
+		for _, r := range s.ready {
+			s.served = s.served || !r.Cancelled && r.Err == ""
+		}
 		s.sentAt = time.Now()
 		s.conn.Send(&grid.Results{Items: s.ready, Queued: int32(s.held.Len()), Running: int32(len(s.running))})
 		clear(s.ready) // Send has encoded them: the slice can be reused
