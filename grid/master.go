@@ -370,8 +370,8 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 	m := &Master{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "master"),
-		conns:  limitLog(cfg.Logger, 5, 20),
-		vlog:   limitLog(cfg.Logger.With("component", "master"), 1, 10),
+		conns:  LimitLog(cfg.Logger, 5, 20),
+		vlog:   LimitLog(cfg.Logger.With("component", "master"), 1, 10),
 		ln:     ln,
 		start:  time.Now(),
 		policy: p,

@@ -249,6 +249,7 @@ var errRestart = errors.New("worker: the master was interrupted; it will be back
 type Agent struct {
 	cfg   Config
 	log   *slog.Logger
+	odd   *slog.Logger // rate-limited: what a master should not have sent (grid.LimitLog)
 	drain chan struct{}
 	once  sync.Once
 
@@ -273,9 +274,11 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With("worker", cfg.Name)
 	return &Agent{
 		cfg:   cfg,
-		log:   cfg.Logger.With("worker", cfg.Name),
+		log:   log,
+		odd:   grid.LimitLog(log, 1, 10),
 		drain: make(chan struct{}),
 		stop:  make(chan struct{}),
 	}, nil

@@ -213,7 +213,7 @@ func (s *session) handle(m grid.Message) {
 	case *grid.Move:
 		s.onMove(m) // split.go
 	default:
-		s.log.Warn("ignoring an unexpected message from the master", "type", m.Type())
+		s.a.odd.Warn("ignoring an unexpected message from the master", "type", m.Type())
 	}
 }
 

@@ -128,7 +128,7 @@ func (s *session) onPromote(pr *grid.Promote) {
 	if err := s.admitted.checkPromote(pr); err != nil {
 		s.mu.Unlock()
 		// The parent takes the tasks back when no child master greets it.
-		s.log.Warn("refusing to be promoted to a child master; working on as a worker", "err", err)
+		s.a.odd.Warn("refusing to be promoted to a child master; working on as a worker", "err", err)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
