@@ -221,6 +221,9 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	if !(c.Verify >= 0 && c.Verify <= 1) {
 		return c, fmt.Errorf("grid: master: verify fraction %v outside [0, 1]", c.Verify)
 	}
+	if err := c.Split.check(); err != nil {
+		return c, fmt.Errorf("grid: master: %w", err)
+	}
 	if c.Progress <= 0 {
 		c.Progress = 10 * time.Second
 	}
@@ -349,6 +352,7 @@ type Master struct {
 	// virtual clock sees as such, unlike one on a mutex).
 	closing atomic.Bool
 	closed  chan struct{}
+	quit    chan struct{} // closed when Close begins: the loop stops waiting (messageCost)
 	stopCtx func() bool
 	wg      sync.WaitGroup
 
@@ -378,8 +382,8 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 	m := &Master{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "master"),
-		conns:  limitLog(cfg.Logger, 5, 20),
-		vlog:   limitLog(cfg.Logger.With("component", "master"), 1, 10),
+		conns:  LimitLog(cfg.Logger, 5, 20),
+		vlog:   LimitLog(cfg.Logger.With("component", "master"), 1, 10),
 		ln:     ln,
 		start:  time.Now(),
 		policy: p,
@@ -387,6 +391,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		in:     make(chan loopMsg, 4096),
 		done:   make(chan struct{}),
 		closed: make(chan struct{}),
+		quit:   make(chan struct{}),
 		gate:   newGate(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource),
 		liveCh: make(chan struct{}),
 	}
@@ -626,6 +631,7 @@ func (m *Master) Interrupt() error {
 // is safe to call more than once.
 func (m *Master) Close() error {
 	if m.closing.CompareAndSwap(false, true) {
+		close(m.quit)
 		m.awaitReturns() // split.go: workers on their way back from a child master
 		if m.stopCtx != nil {
 			m.stopCtx()

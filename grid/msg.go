@@ -141,6 +141,9 @@ const (
 	// compute it had used.
 	AckStopped
 	// AckLate: the instance had finished; its result had left already.
+	// A worker answers so once per instance of the newest generation it
+	// evaluated, and does not answer a cancel of an instance it never
+	// had: a Cancel's acknowledgements never outnumber the work it names.
 	AckLate
 )
 

@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
-// limitLog returns a logger that passes on at most burst records at once
+// LimitLog returns a logger that passes on at most burst records at once
 // and rate a second on average, and says how many it suppressed on the
-// next record it lets through: one line per refused connection, without
-// letting a flood of them (a port scan, a worker with the wrong key
-// retrying) flood the log.
-func limitLog(log *slog.Logger, rate float64, burst int) *slog.Logger {
+// next record it lets through (suppressed_since_last): one line per
+// refused connection, or per odd frame from a peer that holds the key,
+// without letting a flood of them (a port scan, a worker with the wrong
+// key retrying, a hostile master) flood the log.
+func LimitLog(log *slog.Logger, rate float64, burst int) *slog.Logger {
 	return slog.New(&limitedHandler{Handler: log.Handler(), lim: &rateLimit{rate: rate, burst: float64(burst), tokens: float64(burst)}})
 }
 

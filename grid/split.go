@@ -950,6 +950,9 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	if pr == nil {
 		return errors.New("grid: child master: no promote")
 	}
+	if err := pr.Check(); err != nil {
+		return err
+	}
 	if cfg.Network == nil {
 		cfg.Network = TCP
 	}
@@ -962,7 +965,7 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	mc.Problem = cfg.Problem
 	mc.Policy = pr.Policy
 	mc.Sched.Depth, mc.Sched.Adaptive = pr.Depth, pr.Adaptive
-	mc.Split = SplitConfig{Rule: SplitRule(pr.Rule), Window: pr.Window, MessageCost: time.Duration(pr.MessageCost), GainMargin: pr.GainMargin}
+	mc.Split = pr.split()
 	mc.MaxFrame = max(mc.MaxFrame, cfg.MaxFrame)
 	m, err := NewMaster(ctx, mc)
 	if err != nil {

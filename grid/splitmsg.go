@@ -1,5 +1,13 @@
 package grid
 
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
 // The messages between masters that split (papers.md §2: "start
 // master", task request, task assignment, refusal, results and workers
 // returned) and of relays (papers.md §1's R1, §3's relay tree). Their
@@ -111,6 +119,37 @@ const (
 	RelayOpen               // a new stream S (a downstream connection)
 	RelayClose              // stream S is closed
 )
+
+// MaxPromoteWorkers bounds Promote.Workers: the workers one split moves.
+const MaxPromoteWorkers = 1 << 16
+
+// Check says why a worker must not run the child master that pr asks
+// for, or nil. The key proves a master's membership, not its sense: every
+// size and setting of pr must be one a master of this package would
+// send (a master's own SplitConfig and sched.Config bounds).
+func (pr *Promote) Check() error {
+	switch {
+	case pr.N < 0 || pr.N > sched.MaxTaskID+1:
+		return fmt.Errorf("grid: promote: batch of %d tasks outside [0, %d]", pr.N, sched.MaxTaskID+1)
+	case len(pr.Tasks) > pr.N:
+		return fmt.Errorf("grid: promote: %d tasks in a batch of %d", len(pr.Tasks), pr.N)
+	case len(pr.Workers) > MaxPromoteWorkers:
+		return fmt.Errorf("grid: promote: %d workers moved, more than %d", len(pr.Workers), MaxPromoteWorkers)
+	case !slices.Contains(sched.Names, pr.Policy):
+		return fmt.Errorf("grid: promote: unknown policy %q", truncate(pr.Policy, maxNameLog))
+	case pr.Depth < 0 || pr.Depth > sched.MaxDepth:
+		return fmt.Errorf("grid: promote: depth %d outside [0, %d]", pr.Depth, sched.MaxDepth)
+	}
+	if err := pr.split().check(); err != nil {
+		return fmt.Errorf("grid: promote: %w", err)
+	}
+	return nil
+}
+
+// split is the child's SplitConfig.
+func (pr *Promote) split() SplitConfig {
+	return SplitConfig{Rule: SplitRule(pr.Rule), Window: pr.Window, MessageCost: time.Duration(pr.MessageCost), GainMargin: pr.GainMargin}
+}
 
 // Type implements Message.
 func (Promote) Type() MsgType { return MsgPromote }

@@ -3,6 +3,7 @@ package grid
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"reflect"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/sched"
 )
 
 func splitTestKey(t *testing.T) *Key {
@@ -102,5 +104,98 @@ func TestMasterGivenListener(t *testing.T) {
 	m.Close()
 	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("the given listener is still open after Close: %v", err)
+	}
+}
+
+// A Promote is refused unless every setting is one a master would send:
+// a child master that could not start, or that would sleep for ever on
+// each message, is no child. The master's own settings at their bounds
+// pass.
+func TestPromoteCheck(t *testing.T) {
+	ok := Promote{Token: 1, N: 2, Tasks: []Task{{ID: 1, X: []float64{1}}}, Workers: []string{"a"}, Policy: "r3q",
+		Depth: sched.MaxDepth, Rule: uint8(SplitGain), Window: MaxOverloadWindow, MessageCost: int64(MaxMessageCost), GainMargin: 0.1}
+	if err := ok.Check(); err != nil {
+		t.Errorf("%+v: %v", ok, err)
+	}
+	for _, name := range sched.Names {
+		if err := (&Promote{Policy: name}).Check(); err != nil {
+			t.Errorf("policy %q: %v", name, err)
+		}
+	}
+	for _, c := range []struct {
+		edit func(*Promote)
+		why  string
+	}{
+		{func(p *Promote) { p.MessageCost = math.MaxInt64 }, "message cost"},
+		{func(p *Promote) { p.MessageCost = int64(MaxMessageCost) + 1 }, "message cost"},
+		{func(p *Promote) { p.MessageCost = -1 }, "message cost"},
+		{func(p *Promote) { p.GainMargin = math.NaN() }, "gain margin"},
+		{func(p *Promote) { p.GainMargin = math.Inf(1) }, "gain margin"},
+		{func(p *Promote) { p.GainMargin = math.Inf(-1) }, "gain margin"},
+		{func(p *Promote) { p.GainMargin = -0.1 }, "gain margin"},
+		{func(p *Promote) { p.Rule = uint8(SplitGain) + 1 }, "split rule"},
+		{func(p *Promote) { p.Window = -1 }, "overload window"},
+		{func(p *Promote) { p.Window = MaxOverloadWindow + 1 }, "overload window"},
+		{func(p *Promote) { p.Depth = -1 }, "depth"},
+		{func(p *Promote) { p.Depth = sched.MaxDepth + 1 }, "depth"},
+		{func(p *Promote) { p.Policy = "" }, "policy"},
+		{func(p *Promote) { p.Policy = strings.Repeat("x", 1000) }, "policy"},
+		{func(p *Promote) { p.N = -1 }, "batch of -1"},
+		{func(p *Promote) { p.N = sched.MaxTaskID + 2 }, "batch of"},
+		{func(p *Promote) { p.N = 0 }, "1 tasks in a batch of 0"},
+		{func(p *Promote) { p.Workers = make([]string, MaxPromoteWorkers+1) }, "workers moved"},
+	} {
+		pr := ok
+		c.edit(&pr)
+		err := pr.Check()
+		if err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%+v: %v, want an error saying %q", pr, err, c.why)
+		}
+		if len(err.Error()) > 300 {
+			t.Errorf("an error of %d bytes (the master logs 300)", len(err.Error()))
+		}
+		// RunChild refuses it before it listens or dials.
+		if err2 := RunChild(t.Context(), ChildConfig{Promote: &pr, Listen: "no such address"}, MasterConfig{}); err2 == nil || err2.Error() != err.Error() {
+			t.Errorf("RunChild: %v, want %v", err2, err)
+		}
+	}
+}
+
+// A master that emulates a slow one (SplitConfig.MessageCost) closes at
+// once, though a worker's messages wait for it (each of which would
+// cost the loop a second's sleep): Close gives way to the sleep.
+func TestMasterCostCloses(t *testing.T) {
+	m := startMaster(t, "wq", func(c *MasterConfig) { c.Split.MessageCost = MaxMessageCost })
+	w := newTestWorker("chatty", 1, 0)
+	startWorkers(t, m, w)
+	const n = 600 // ten minutes of sleep
+	for i := range n {
+		if err := w.conn.Send(&Results{Items: []Result{{Gen: -1, ID: int32(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the messages to wait for the master", func() bool { return len(m.in) >= n/2 })
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // patience for a loaded machine; Close is the event
+	defer cancel()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatalf("Close did not return with %d messages waiting", len(m.in))
+	}
+}
+
+// A master's split settings are bounded as a Promote's are.
+func TestMasterRefusesUnboundedSplit(t *testing.T) {
+	for _, s := range []SplitConfig{{MessageCost: MaxMessageCost + 1}, {GainMargin: math.NaN()}, {Rule: 9}, {Window: -1}} {
+		m, err := NewMaster(t.Context(), MasterConfig{Key: splitTestKey(t), Problem: ProblemSpec{Name: "sphere", Dim: 1}, Split: s, Listen: "127.0.0.1:0"})
+		if err == nil {
+			t.Errorf("%+v: a master", s)
+			m.Close()
+		}
 	}
 }

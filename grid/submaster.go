@@ -2,6 +2,7 @@ package grid
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/esgrid/esgrid/sched"
@@ -64,15 +65,36 @@ type SplitConfig struct {
 	// MessageCost, when > 0, makes the master spend that long (asleep) on
 	// every message from a worker before handling it: a master made
 	// artificially slow, to saturate it with fine-grained tasks on a few
-	// machines. A child master inherits it. Default 0.
+	// machines. A child master inherits it. Default 0; at most
+	// MaxMessageCost.
 	MessageCost time.Duration
 	// GainMargin is how much better (as a fraction) SplitGain's expected
-	// throughput after a split must be. Default 0.1.
+	// throughput after a split must be: finite and ≥ 0. Default 0.1.
 	GainMargin float64
 }
 
 // MaxOverloadWindow bounds SplitConfig.Window.
 const MaxOverloadWindow = sched.MaxOverloadWindow
+
+// MaxMessageCost bounds SplitConfig.MessageCost (esrun -master-cost): an
+// emulation knob, not a setting. A child master inherits its parent's,
+// so a worker refuses a Promote that asks more (Promote.Check).
+const MaxMessageCost = time.Second
+
+// check says why c cannot be a master's, or nil.
+func (c SplitConfig) check() error {
+	switch {
+	case c.Rule > SplitGain:
+		return fmt.Errorf("unknown split rule %d", uint8(c.Rule))
+	case c.Window < 0 || c.Window > MaxOverloadWindow:
+		return fmt.Errorf("overload window %d outside [0, %d]", c.Window, MaxOverloadWindow)
+	case c.MessageCost < 0 || c.MessageCost > MaxMessageCost:
+		return fmt.Errorf("message cost %v outside [0, %v]", c.MessageCost, MaxMessageCost)
+	case c.GainMargin < 0 || math.IsNaN(c.GainMargin) || math.IsInf(c.GainMargin, 0):
+		return fmt.Errorf("gain margin %v: want a finite fraction ≥ 0", c.GainMargin)
+	}
+	return nil
+}
 
 // SplitStats are the overload test and what splitting did, in
 // MasterStats.
@@ -189,9 +211,15 @@ func (m *Master) splitStats() SplitStats {
 }
 
 // messageCost is the emulated cost of handling one message
-// (SplitConfig.MessageCost).
+// (SplitConfig.MessageCost). It gives way to Close, so that a slow
+// master still stops at once.
 func (m *Master) messageCost() {
 	if d := m.cfg.Split.MessageCost; d > 0 {
-		time.Sleep(d)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-m.quit:
+		}
 	}
 }

@@ -34,3 +34,53 @@ func TestCancelOfFinishedTaskIsLate(t *testing.T) {
 		t.Errorf("activity %+v", act)
 	}
 }
+
+// A Cancel frame of 65,536 ids (64 KiB) names one task the worker
+// finished, again and again, and tasks it never had: the
+// worker acknowledges the finished one once and the others not at all,
+// so that a master that stops reading cannot make the worker queue a
+// megabyte of acknowledgements per 64 KiB frame.
+func TestCancelAcknowledgesOnlyTheWorkersTasks(t *testing.T) {
+	leaktest.Check(t)
+	key, _ := grid.NewKey(testSecret)
+	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
+	g := newGateProblem()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	startAgent(t, ctx, gateConfig(key, fm.addr(), g, 1))
+	mc := fm.next()
+	mc.c.Send(tasks(1, 0))
+	g.open(0)
+	if rs := receive[*grid.Results](t, mc); len(rs.Items) != 1 || rs.Items[0].ID != 0 || rs.Items[0].Cancelled {
+		t.Fatalf("result %+v", rs)
+	}
+	ids := make([]int32, 65536)
+	for i := range ids {
+		ids[i] = int32(i % 3 * 50) // 0 (finished), 50 and 100 (never sent)
+	}
+	for range 2 {
+		mc.c.Send(&grid.Cancel{Gen: 1, IDs: ids})
+	}
+	mc.c.Send(&grid.Cancel{Gen: 0, IDs: ids}) // an older generation's
+	// A task after the cancels: its result comes after every
+	// acknowledgement they caused.
+	mc.c.Send(tasks(1, 7))
+	g.open(7)
+	var acks []grid.Result
+	for {
+		rs := receive[*grid.Results](t, mc)
+		var last bool
+		for _, r := range rs.Items {
+			if r.Cancelled {
+				acks = append(acks, r)
+			}
+			last = last || r.ID == 7 && !r.Cancelled
+		}
+		if last {
+			break
+		}
+	}
+	if len(acks) != 1 || acks[0] != (grid.Result{Gen: 1, ID: 0, Cancelled: true, Ack: grid.AckLate}) {
+		t.Errorf("acknowledgements %+v, want task 0's, late, once", acks)
+	}
+}

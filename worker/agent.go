@@ -249,6 +249,7 @@ var errRestart = errors.New("worker: the master was interrupted; it will be back
 type Agent struct {
 	cfg   Config
 	log   *slog.Logger
+	odd   *slog.Logger // rate-limited: what a master should not have sent (grid.LimitLog)
 	drain chan struct{}
 	once  sync.Once
 
@@ -273,9 +274,11 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With("worker", cfg.Name)
 	return &Agent{
 		cfg:   cfg,
-		log:   cfg.Logger.With("worker", cfg.Name),
+		log:   log,
+		odd:   grid.LimitLog(log, 1, 10),
 		drain: make(chan struct{}),
 		stop:  make(chan struct{}),
 	}, nil
@@ -384,8 +387,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	backoff := a.cfg.MinBackoff
 	var quiet quietLog
 	since := time.Now() // without a working session since
-	// Where a promotion or a move sends the agent next (split.go).
+	// Where a promotion or a move sends the agent next, and the
+	// redirects in a row that led to no work (split.go).
 	var next redirect
+	var hops redirectHops
 	for failures := 0; ; failures++ {
 		if a.draining() {
 			return nil
@@ -407,26 +412,35 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			})
 		}
 		if err == nil {
-			var worked bool
-			worked, err = a.serve(ctx, conn, welcome)
-			if worked {
+			var worked, served bool
+			worked, served, err = a.serve(ctx, conn, welcome)
+			moved := a.redirected(ctx, &err, addr, &next) // split.go: promoted, or moved
+			if moved && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failed := ""
+			if moved {
+				failed = hops.failed(err, addr, served) // split.go
+			} else if served {
+				hops = redirectHops{}
+			}
+			if worked && failed == "" {
 				// Only a session that could work resets the idle clock and
 				// the backoff: a master that this agent dials and then
-				// refuses at once (its problem does not build) is no
-				// master, and redialling it must not be a tight loop.
+				// refuses at once (its problem does not build), or that
+				// sends it on before it served anything, is no master, and
+				// redialling it must not be a tight loop.
 				since = time.Now()
 				backoff = a.cfg.MinBackoff
 				quiet = quietLog{}
 			}
-			if a.redirected(ctx, &err, addr, &next) { // split.go: promoted, or moved
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				backoff = a.cfg.MinBackoff
+			switch {
+			case moved && failed == "":
 				failures = -1
 				continue
-			}
-			switch {
+			case moved:
+				failures = -1
+				quiet.log(a.log, "redirected to no working session", errors.New(failed), "retry_in", backoff.Round(time.Millisecond))
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case err == nil:
@@ -528,12 +542,12 @@ func jitter(r *rand.Rand, d time.Duration) time.Duration {
 // ctx's error, or why the connection was lost; worked is false when the
 // session could not work at all: the problem did not build, and the
 // master was refused with the reason (Run logs it, rate-limited).
-func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (worked bool, err error) {
+func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (worked, served bool, err error) {
 	p, ad, err := a.admit(w.Problem, conn.Config())
 	if err != nil {
 		conn.SendAndClose(&grid.Reject{Reason: err.Error()})
 		<-conn.Done()
-		return false, err
+		return false, false, err
 	}
 	defer closeProblem(p) // a plugin's processes end with the session (worker/plugins.go)
 	a.log.Info("connected to the master", "addr", conn.RemoteAddr().String(), "worker_id", w.Worker,
@@ -549,5 +563,9 @@ func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (wo
 		a.connected += time.Since(a.since)
 		a.mu.Unlock()
 	}()
-	return true, s.run(ctx, a.drain)
+	err = s.run(ctx, a.drain)
+	s.mu.Lock()
+	served = s.served
+	s.mu.Unlock()
+	return true, served, err
 }

@@ -9,7 +9,8 @@ import (
 	"math"
 	"net"
 	"runtime"
-	"sync/atomic"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,15 +151,13 @@ func (blockProblem) Eval(ctx context.Context, x []float64) (float64, error) {
 	return 0, ctx.Err()
 }
 
-// sentinelGen is the generation of the fuzz master's sentinel cancels,
-// below any that FuzzTasks sends.
-const sentinelGen = -7
-
 // FuzzTasks feeds arbitrary bytes to a real agent as frames of its
 // master, over a real TCP connection: those that decode as tasks or
 // cancels are sent (the agent decodes them again on its side), each
-// followed by a sentinel cancel whose acknowledgement says the agent has
-// handled the frame. The agent's slots never finish (blockProblem), so
+// followed by a sentinel: a task of the session's newest generation that
+// it neither holds nor runs, of the wrong dimension, whose refusal says
+// the agent has handled the frame (a cancel of a task the agent never had
+// gets no answer). The agent's slots never finish (blockProblem), so
 // the remote queue fills; after every frame its bytes must be within the
 // agent's limit, the running tasks within its slots, and the connection
 // alive.
@@ -183,8 +182,8 @@ func FuzzTasks(f *testing.F) {
 	f.Add(b)
 
 	a, mc, acked := startFuzzSession(f)
-	var seq int32
-	gen := int32(0) // never near sentinelGen
+	gen := int32(0)
+	newest := int32(-1 << 31) // the session's newest generation
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		m, err := grid.NewFrameReader(bytes.NewReader(frame), grid.DefaultMaxFrame).Next()
 		if err != nil {
@@ -203,23 +202,44 @@ func FuzzTasks(f *testing.F) {
 			return // the session's other messages end it or move it
 		}
 		gen += 3
-		if err := mc.Send(m); errors.Is(err, grid.ErrFrameTooLarge) {
-			return // re-encoded larger than a frame: the master could not send it
-		} else if err != nil {
-			t.Fatalf("send: %v", err)
-		}
-		seq++
-		if err := mc.Send(&grid.Cancel{Gen: sentinelGen, IDs: []int32{seq}}); err != nil {
-			t.Fatalf("send the sentinel: %v", err)
-		}
-		if err := acked(seq); err != nil {
-			t.Fatal(err)
-		}
 		a.mu.Lock()
 		s := a.current
 		a.mu.Unlock()
 		if s == nil {
 			t.Fatal("the agent left its session")
+		}
+		if err := mc.Send(m); errors.Is(err, grid.ErrFrameTooLarge) {
+			return // re-encoded larger than a frame: the master could not send it
+		} else if err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		// The session is quiet (the last sentinel came back): what it
+		// holds and runs now, and m's tasks, are all the sentinel must
+		// avoid.
+		var sent []int32
+		if ts, ok := m.(*grid.Tasks); ok {
+			newest = max(newest, ts.Gen)
+			for _, it := range ts.Items {
+				if ts.Gen == newest {
+					sent = append(sent, it.ID)
+				}
+			}
+		}
+		k := taskKey{newest, 0}
+		s.mu.Lock()
+		for {
+			_, running := s.running[k]
+			if !running && !s.held.Has(k) && !slices.Contains(sent, k.id) {
+				break
+			}
+			k.id++
+		}
+		s.mu.Unlock()
+		if err := mc.Send(&grid.Tasks{Gen: k.gen, Items: []grid.Task{{ID: k.id, X: []float64{1}}}}); err != nil {
+			t.Fatalf("send the sentinel: %v", err)
+		}
+		if err := acked(k.gen, k.id); err != nil {
+			t.Fatal(err)
 		}
 		s.mu.Lock()
 		held, limit, running := s.held.Bytes(), s.admitted.heldMax, len(s.running)
@@ -233,10 +253,10 @@ func FuzzTasks(f *testing.F) {
 // startFuzzSession starts a master's side of a connection and a real
 // agent (2 slots, blockProblem in 4 dimensions, a 32 KiB budget: about
 // a hundred held tasks) in a
-// session with it, over TCP. acked waits until the agent has
-// acknowledged sentinel seq (every other message is read and dropped),
-// and fails if the connection closes or 30 s pass first.
-func startFuzzSession(f *testing.F) (a *Agent, mc *grid.Conn, acked func(seq int32) error) {
+// session with it, over TCP. acked waits until the agent has refused
+// the sentinel task id of generation gen (every other message is read
+// and dropped), and fails if the connection closes or 30 s pass first.
+func startFuzzSession(f *testing.F) (a *Agent, mc *grid.Conn, acked func(gen, id int32) error) {
 	key := testKey(f)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -267,27 +287,49 @@ func startFuzzSession(f *testing.F) (a *Agent, mc *grid.Conn, acked func(seq int
 	if err != nil {
 		f.Fatal(err)
 	}
-	var last atomic.Int32
+	// The agent's side of the session starts after the handshake.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		a.mu.Lock()
+		s := a.current
+		a.mu.Unlock()
+		if s != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.Fatal("the agent's session did not start within 30 s")
+		}
+	}
+	var mu sync.Mutex
+	refused := map[taskKey]bool{}
 	news := make(chan struct{}, 1)
 	mc.Start(func(m grid.Message) {
 		rs, ok := m.(*grid.Results)
 		if !ok {
 			return
 		}
+		mu.Lock()
 		for _, r := range rs.Items {
-			if r.Gen == sentinelGen && r.ID > last.Load() {
-				last.Store(r.ID)
-				select {
-				case news <- struct{}{}:
-				default:
-				}
+			if r.Err != "" {
+				refused[taskKey{r.Gen, r.ID}] = true
 			}
 		}
+		mu.Unlock()
+		select {
+		case news <- struct{}{}:
+		default:
+		}
 	})
-	acked = func(seq int32) error {
+	seen := func(k taskKey) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		ok := refused[k]
+		clear(refused) // what came before the sentinel is old news
+		return ok
+	}
+	acked = func(gen, id int32) error {
 		timeout := time.NewTimer(30 * time.Second)
 		defer timeout.Stop()
-		for last.Load() < seq {
+		for !seen(taskKey{gen, id}) {
 			select {
 			case <-news:
 			case <-mc.Done():

@@ -207,12 +207,23 @@ func (ad admission) checkTask(t *grid.Task, held float64) error {
 const childTaskBytes = 64
 
 // checkPromote says why the agent must not become the child master that
-// pr asks for, or nil: the batch it would hold (pr.N task ids, up to
+// pr asks for, or nil: every setting of pr must be in range
+// (grid.Promote.Check: a child master that cannot start, or that sleeps
+// for ever on each message, is no child), its tasks of the problem's
+// dimension, and the batch it would hold (pr.N task ids, up to
 // sched.MaxTaskID) must fit in what the memory share leaves for held
 // tasks, which the promoted worker gives back.
 func (ad admission) checkPromote(pr *grid.Promote) error {
+	if err := pr.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrLimit, err)
+	}
 	if ad.dim == 0 {
 		return nil // a session made without the agent's admission (tests)
+	}
+	for _, t := range pr.Tasks {
+		if len(t.X) != ad.dim {
+			return fmt.Errorf("%w: a child master's task vector of length %d, the problem's dimension is %d", ErrLimit, len(t.X), ad.dim)
+		}
 	}
 	if need := childTaskBytes * float64(max(pr.N, 0)); need > ad.heldMax {
 		return fmt.Errorf("%w: a child master of a batch of %d tasks needs %s, more than the %s this worker holds tasks in",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -373,6 +374,78 @@ func TestAgentRefusesAHugePromotion(t *testing.T) {
 	wait()
 }
 
+// A master holding the key promotes the worker to child masters that
+// could not start, or would sleep for ever on each message (a message
+// cost of 292 years): the worker refuses each, says why, and works on as
+// a worker.
+func TestAgentRefusesAnUnboundedPromotion(t *testing.T) {
+	leaktest.Check(t)
+	key := testKey(t)
+	g := newGateProblem()
+	spec := grid.ProblemSpec{Name: "gate", Dim: 1}
+	fm := startFakeMaster(t, key, spec)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := gateConfig(key, fm.addr(), g, 1)
+	wlog := new(logBuffer)
+	cfg.Logger = logger(wlog)
+	_, wait := startAgent(t, ctx, cfg)
+	mc := fm.next()
+	ok := grid.Promote{Token: 1, N: 1, Policy: "wq"}
+	bad := []struct {
+		edit func(*grid.Promote)
+		why  string
+	}{
+		{func(p *grid.Promote) { p.MessageCost = math.MaxInt64 }, "message cost 2562047h47m16.854775807s outside [0, 1s]"},
+		{func(p *grid.Promote) { p.MessageCost = -1 }, "message cost -1ns outside"},
+		{func(p *grid.Promote) { p.GainMargin = math.NaN() }, "gain margin NaN"},
+		{func(p *grid.Promote) { p.GainMargin = math.Inf(1) }, "gain margin +Inf"},
+		{func(p *grid.Promote) { p.GainMargin = -0.5 }, "gain margin -0.5"},
+		{func(p *grid.Promote) { p.Rule = 200 }, "unknown split rule 200"},
+		{func(p *grid.Promote) { p.Window = -1 }, "overload window -1 outside"},
+		{func(p *grid.Promote) { p.Window = grid.MaxOverloadWindow + 1 }, fmt.Sprintf("overload window %d outside", grid.MaxOverloadWindow+1)},
+		{func(p *grid.Promote) { p.Depth = 1 << 30 }, "depth 1073741824 outside"},
+		{func(p *grid.Promote) { p.Policy = "nope" }, `unknown policy \"nope\"`},
+		{func(p *grid.Promote) { p.N = -1 }, "batch of -1 tasks outside"},
+		{func(p *grid.Promote) { p.Tasks = []grid.Task{{ID: 0, X: []float64{1}}, {ID: 1, X: []float64{2}}} }, "2 tasks in a batch of 1"},
+		{func(p *grid.Promote) { p.Tasks = []grid.Task{{ID: 0, X: []float64{1, 2}}} }, "task vector of length 2, the problem's dimension is 1"},
+	}
+	for _, b := range bad {
+		pr := ok
+		b.edit(&pr)
+		if err := mc.c.Send(&pr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mc.c.Send(&grid.Tasks{Gen: 0, Items: []grid.Task{{ID: 3, X: []float64{3}, Token: 7}}})
+	g.open(3)
+	if r := waitResult(t, mc, 3); r.Err != "" || r.F != 30 || r.Token != 7 {
+		t.Errorf("the task after the promotions: %+v", r)
+	}
+	// The refusals are logged at the rate limit (burst 10): the first
+	// ones say why.
+	logs := wlog.String()
+	if n := strings.Count(logs, "refusing to be promoted to a child master"); n < 10 {
+		t.Errorf("%d refusals logged, want at least the limiter's burst:\n%s", n, logs)
+	}
+	for i, b := range bad {
+		if i < 10 && !strings.Contains(logs, b.why) {
+			t.Errorf("the worker's log does not say %q:\n%s", b.why, logs)
+		}
+		pr := ok
+		b.edit(&pr)
+		if err := (admission{dim: 1, heldMax: 1 << 30}).checkPromote(&pr); err == nil || !errors.Is(err, ErrLimit) ||
+			!strings.Contains(strings.ReplaceAll(err.Error(), `"`, `\"`), b.why) {
+			t.Errorf("checkPromote: %v, want an ErrLimit saying %q", err, b.why)
+		}
+	}
+	if strings.Contains(logs, "promoted to a child master\"") || strings.Contains(logs, "child master started") {
+		t.Errorf("a child master started:\n%s", logs)
+	}
+	cancel()
+	wait()
+}
+
 // MaxDim is the wire's own bound on a task's vector, and a plugin's: a
 // problem in more dimensions could never be evaluated.
 func TestMaxDimIsTheWires(t *testing.T) {
@@ -392,4 +465,40 @@ func TestMaxDimIsTheWires(t *testing.T) {
 			t.Errorf("a task of %d coordinates decodes (%v)", n, err)
 		}
 	}
+}
+
+// A master holding the key that floods the worker with frames a worker
+// does not take (a Drain, here) gets them ignored with a rate-limited
+// line: the burst and one a second, not one each.
+func TestUnexpectedFramesLogLimited(t *testing.T) {
+	leaktest.Check(t)
+	key := testKey(t)
+	g := newGateProblem()
+	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "gate", Dim: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := gateConfig(key, fm.addr(), g, 1)
+	wlog := new(logBuffer)
+	cfg.Logger = logger(wlog)
+	start := time.Now()
+	_, wait := startAgent(t, ctx, cfg)
+	mc := fm.next()
+	const n = 2000
+	for range n {
+		if err := mc.c.Send(&grid.Drain{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mc.c.Send(&grid.Tasks{Gen: 0, Items: []grid.Task{{ID: 3, X: []float64{3}, Token: 7}}})
+	g.open(3)
+	if r := waitResult(t, mc, 3); r.Err != "" || r.F != 30 {
+		t.Errorf("the task after the flood: %+v", r)
+	}
+	// The limiter's burst, and a line a second since the agent began.
+	most := 10 + int(time.Since(start).Seconds()) + 1
+	if got := strings.Count(wlog.String(), "ignoring an unexpected message from the master"); got < 1 || got > most {
+		t.Errorf("%d lines for %d unexpected frames, want 1 to %d", got, n, most)
+	}
+	cancel()
+	wait()
 }

@@ -30,11 +30,16 @@ type session struct {
 	tasks  sync.WaitGroup // running evaluations (and the delay line)
 	evals  atomic.Int32   // evaluations not returned yet, abandoned ones included
 
-	mu       sync.Mutex
-	held     *remoteQueue
-	running  map[taskKey]*runningTask
-	ready    []grid.Result // finished, not yet sent
-	gen      int32         // newest generation seen
+	mu      sync.Mutex
+	held    *remoteQueue
+	running map[taskKey]*runningTask
+	ready   []grid.Result // finished, not yet sent
+	gen     int32         // newest generation seen
+	// done holds the tasks of generation gen whose result left: a cancel
+	// of one is acknowledged as late, once; a cancel of a task this
+	// session neither holds, runs nor finished gets no answer, so that a
+	// Cancel frame's acknowledgements never outnumber the work it names.
+	done     map[int32]struct{}
 	draining bool
 	closing  bool // SendAndClose issued
 	over     bool // the master sent Shutdown
@@ -44,6 +49,7 @@ type session struct {
 	next     error         // a promotion or a move: where the agent goes next (split.go)
 	welcome  *grid.Welcome // the master's, for a promotion
 	admitted admission     // what the agent accepted of it (limits.go); zero: no checks
+	served   bool          // a task's value was sent: the session did work (split.go's redirects)
 }
 
 // runningTask is a task on a slot.
@@ -66,6 +72,7 @@ func newSession(ctx context.Context, a *Agent, conn *grid.Conn, p problems.Probl
 		slots:   a.cfg.Slots,
 		held:    newRemoteQueue(),
 		running: make(map[taskKey]*runningTask),
+		done:    make(map[int32]struct{}),
 		gen:     -1 << 31,
 	}
 	// A problem that holds resources (a plugin) computes elsewhere: its
@@ -212,7 +219,7 @@ func (s *session) handle(m grid.Message) {
 	case *grid.Move:
 		s.onMove(m) // split.go
 	default:
-		s.log.Warn("ignoring an unexpected message from the master", "type", m.Type())
+		s.a.odd.Warn("ignoring an unexpected message from the master", "type", m.Type())
 	}
 }
 
@@ -241,6 +248,7 @@ func (s *session) takeTasks(m *grid.Tasks) (ready bool) {
 			}
 		}
 		s.gen = m.Gen
+		clear(s.done)
 	}
 	if s.draining {
 		// Sent before the master read our Drain: give them straight back.
@@ -293,7 +301,8 @@ func (s *session) checkTask(t *grid.Task) error {
 // cancelTasks carries out a Cancel and acknowledges each of its tasks to
 // the master, with the results: dropped while held, or finished already
 // (a running one is acknowledged by its Cancelled result, with the
-// compute it used, once it has stopped).
+// compute it used, once it has stopped). A task this session never had,
+// or whose finish it acknowledged already, is not answered (s.done).
 func (s *session) cancelTasks(m *grid.Cancel) {
 	s.mu.Lock()
 	acked := false
@@ -306,6 +315,10 @@ func (s *session) cancelTasks(m *grid.Cancel) {
 		} else if rt, ok := s.running[k]; ok {
 			s.cancelRunning(rt)
 			continue
+		} else if _, ok := s.done[id]; ok && m.Gen == s.gen {
+			delete(s.done, id)
+		} else {
+			continue // not this session's
 		}
 		s.ready = append(s.ready, ack)
 		acked = true
@@ -436,6 +449,9 @@ func (s *session) execute(ctx context.Context, rt *runningTask) {
 			r.Ack = grid.AckStopped
 		}
 	}
+	if !r.Cancelled && rt.gen == s.gen {
+		s.done[rt.task.ID] = struct{}{}
+	}
 	s.ready = append(s.ready, r)
 	s.startHeld()
 	s.mu.Unlock()
@@ -449,6 +465,9 @@ func (s *session) flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ready) > 0 {
+		for _, r := range s.ready {
+			s.served = s.served || !r.Cancelled && r.Err == ""
+		}
 		s.sentAt = time.Now()
 		s.conn.Send(&grid.Results{Items: s.ready, Queued: int32(s.held.Len()), Running: int32(len(s.running))})
 		clear(s.ready) // Send has encoded them: the slice can be reused

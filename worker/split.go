@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/esgrid/esgrid/grid"
@@ -127,7 +128,7 @@ func (s *session) onPromote(pr *grid.Promote) {
 	if err := s.admitted.checkPromote(pr); err != nil {
 		s.mu.Unlock()
 		// The parent takes the tasks back when no child master greets it.
-		s.log.Warn("refusing to be promoted to a child master; working on as a worker", "err", err)
+		s.a.odd.Warn("refusing to be promoted to a child master; working on as a worker", "err", err)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
@@ -164,4 +165,38 @@ func (s *session) onMove(mv *grid.Move) {
 	s.next = &movedError{addr: mv.Addr}
 	s.mu.Unlock()
 	s.startDrain()
+}
+
+// redirectHops counts the redirects in a row that led to no work, so
+// that a master that keeps sending the worker on (to itself, to a master
+// that sends it on again, to a child master that cannot start) costs a
+// failed attempt's back-off each time rather than a tight loop. A real
+// split stays prompt: a worker that served is moved at once, and one
+// hop without work is allowed (a worker that reaches a child master
+// already done is sent back at once).
+type redirectHops struct{ idle int }
+
+// failed says why the redirect that ended a session (err, from
+// redirected; dialled the master's address; served whether the session
+// sent a task's value) counts as a failed attempt, or "".
+func (h *redirectHops) failed(err error, dialled string, served bool) string {
+	var pe *promotedError
+	var me *movedError
+	switch {
+	case errors.As(err, &pe) && pe.err != nil && !errors.Is(pe.err, context.Canceled):
+		return "the child master failed: " + pe.err.Error()
+	case errors.As(err, &pe):
+		*h = redirectHops{}
+		return ""
+	case errors.As(err, &me) && me.addr == dialled:
+		return "the master moved this worker to itself"
+	case served:
+		*h = redirectHops{}
+		return ""
+	}
+	h.idle++
+	if h.idle > 1 {
+		return fmt.Sprintf("moved on %d times in a row without a task served", h.idle)
+	}
+	return ""
 }
