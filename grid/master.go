@@ -120,7 +120,9 @@ type MasterConfig struct {
 	// accepted results of the generation are evaluated again. Hosts vote,
 	// not workers: a host is the IP address a worker's connection comes
 	// from (behind a relay, the relay's), and an excluded host's every
-	// connection is refused for the rest of the run. Default 0.
+	// connection is refused for the rest of the run. A master that
+	// verifies does not split (Split.Rule is then as SplitOff): a child
+	// master's results would reach it unverified. Default 0.
 	Verify float64
 	// VerifyWait is how long a check whose hosts disagree, and that has
 	// asked every host connected, waits for a worker on another host to
@@ -409,6 +411,9 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 	go m.acceptLoop()
 	m.stopCtx = context.AfterFunc(ctx, func() { m.Close() })
 	m.log.Debug("master listening for workers", "addr", m.Addr(), "policy", p.Name(), "problem", cfg.Problem.Name)
+	if cfg.Verify > 0 && cfg.Split.Rule != SplitOff {
+		m.log.Info("a master that verifies does not split: a child master's results would come unverified", "split", cfg.Split.Rule.String())
+	}
 	return m, nil
 }
 

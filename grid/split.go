@@ -266,7 +266,9 @@ func relayed(w *mworker) bool {
 func (m *Master) maybeSplit() {
 	rule := m.cfg.Split.Rule
 	b := m.cur
-	if rule == SplitOff || b == nil || b.replied || len(b.xs) == 0 || !m.overloaded() {
+	// Under -verify every result is the grid's own, checked by hosts
+	// this master sees: a child master's would come unverified.
+	if rule == SplitOff || m.cfg.Verify > 0 || b == nil || b.replied || len(b.xs) == 0 || !m.overloaded() {
 		return
 	}
 	q := sched.Queued(m.policy)
