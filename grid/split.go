@@ -44,9 +44,8 @@ import (
 //     returned (sched.TasksAdded); its workers lose their master and
 //     find one as after any lost connection. A child that loses its
 //     parent stops, telling its workers the master will be back.
-//   - Stalls. A child that holds lent tasks yet returns none for longer
-//     than the parent's deadline for a task (checkChildren) is cut off
-//     as lost: one left with workers that never answer (silent, their
+//   - Stalls. A child that holds lent tasks yet returns none for two of
+//     the parent's task deadlines (stallDeadline) is cut off as lost: one left with workers that never answer (silent, their
 //     connections alive) cannot run its tasks, nor give them back (they
 //     are live on those workers, so not in its Q for a grant), nor
 //     finish. Cutting it off is always safe (the first result wins; its
@@ -582,11 +581,12 @@ func (m *Master) noteMasters() {
 
 // checkChildren counts as lost a child that never opened its link, and
 // one that stalled: it holds lent tasks and returned none of them for
-// stallDeadline.
+// stallDeadline. It visits them in their order, not a map's (a replay
+// cuts them off in the same order).
 func (m *Master) checkChildren() {
 	p := m.split.splitProto
 	now := m.now()
-	for _, c := range p.children {
+	for _, c := range slices.Clone(p.order) {
 		if c.lost || c.done {
 			continue
 		}
