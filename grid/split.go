@@ -44,6 +44,13 @@ import (
 //     returned (sched.TasksAdded); its workers lose their master and
 //     find one as after any lost connection. A child that loses its
 //     parent stops, telling its workers the master will be back.
+//   - Stalls. A child that holds lent tasks yet returns none for two of
+//     the parent's task deadlines (stallDeadline) is cut off as lost: one left with workers that never answer (silent, their
+//     connections alive) cannot run its tasks, nor give them back (they
+//     are live on those workers, so not in its Q for a grant), nor
+//     finish. Cutting it off is always safe (the first result wins; its
+//     workers come back here), so a run ends whatever a child's workers
+//     do, as long as this master's own would end it.
 //
 // The ES invariant holds: tasks keep their ids from master to master,
 // the first result for a task wins wherever it was computed, and a task
@@ -78,6 +85,7 @@ type splitProto struct {
 	taken     []sched.TaskID // scratch: the Taken actions of a step
 	rflag     bool           // a task request is outstanding
 	reqChild  *childMaster   // ... to this child (nil: to the parent)
+	stalled   int            // children cut off for a stall (stallDeadline doubles each)
 
 	parent *parentLink // this master is a child: its link up
 
@@ -95,7 +103,8 @@ type childMaster struct {
 	name     string // the promoted worker's
 	batch    int32
 	created  time.Duration
-	link     *Conn // once ChildHello came
+	progress time.Duration // when it last showed progress on what it was lent (stallDeadline)
+	link     *Conn         // once ChildHello came
 	addr     string
 	lent     int // tasks lent and not returned
 	masters  int // masters in its tree
@@ -316,7 +325,7 @@ func (m *Master) maybeSplit() {
 		return
 	}
 	p.nextToken++
-	c := &childMaster{token: p.nextToken, name: pw.name, batch: b.id, created: m.now(), lent: len(tasks), masters: 1, inR: true}
+	c := &childMaster{token: p.nextToken, name: pw.name, batch: b.id, created: m.now(), progress: m.now(), lent: len(tasks), masters: 1, inR: true}
 	p.children[c.token] = c
 	p.order = append(p.order, c)
 	for _, t := range tasks {
@@ -473,6 +482,9 @@ func (m *Master) onTaskRequest(r *TaskRequest, to *childMaster, reply *Conn) {
 		for _, t := range tasks {
 			p.lent[t.ID] = to
 		}
+		if to.lent == 0 {
+			to.progress = m.now() // it asked: it had nothing left to stall on
+		}
 		to.lent += len(tasks)
 		m.split.stats.Lent += int64(len(tasks))
 	}
@@ -499,6 +511,9 @@ func (m *Master) onGrant(g *TaskGrant, from *childMaster) {
 				from.lent--
 				n++
 			}
+		}
+		if n > 0 {
+			from.progress = m.now()
 		}
 		m.split.stats.GivenBack += int64(n)
 	}
@@ -566,16 +581,38 @@ func (m *Master) noteMasters() {
 	}
 }
 
-// checkChildren counts as lost a child that never opened its link.
+// checkChildren counts as lost a child that never opened its link, and
+// one that stalled: it holds lent tasks and returned none of them for
+// stallDeadline. It visits them in their order, not a map's (a replay
+// cuts them off in the same order).
 func (m *Master) checkChildren() {
 	p := m.split.splitProto
 	now := m.now()
-	for _, c := range p.children {
-		if c.link == nil && !c.lost && !c.done && now-c.created > childHelloTimeout {
+	for _, c := range slices.Clone(p.order) {
+		if c.lost || c.done {
+			continue
+		}
+		if c.link == nil && now-c.created > childHelloTimeout {
 			m.log.Warn("promoted worker never came back as a master; its tasks go back to the queue", "worker", c.name)
+			m.childLost(c)
+			continue
+		}
+		if c.link != nil && c.lent > 0 && now-c.progress > m.stallDeadline() {
+			m.log.Warn("child master returned none of its tasks for a deadline; cut off as lost", "child", c.name, "tasks", c.lent, "silent_for", (now - c.progress).Round(time.Millisecond))
+			p.stalled++
 			m.childLost(c)
 		}
 	}
+}
+
+// stallDeadline is how long a child holding lent tasks may return none:
+// twice the deadline of a task on a worker of the grid's speed (one for
+// the child to find its own worker late, one for the task sent again),
+// doubled for each child cut off so before (sched.Deadlines.Again), so
+// that a child merely slow is cut off only so often.
+func (m *Master) stallDeadline() time.Duration {
+	d := m.cfg.deadlines()
+	return d.Again(d.Of(0, m.exec, 0), 1+m.split.splitProto.stalled)
 }
 
 // childLost gives back everything lent to c (papers.md §2 assumes no
@@ -710,7 +747,7 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 			return
 		}
 		*cp = c
-		c.link, c.addr = conn, hello.Addr
+		c.link, c.addr, c.progress = conn, hello.Addr, m.now()
 		moved := 0
 		for w, x := range p.moving {
 			if x == c {
@@ -760,6 +797,7 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 			}
 			delete(p.lent, id)
 			c.lent--
+			c.progress = at
 			if b.done[id] {
 				continue
 			}

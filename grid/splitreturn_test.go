@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/sched"
 )
 
 // waitLoop waits until cond, run on m's loop, holds (or ctx ends: false).
@@ -219,5 +220,73 @@ func TestReturningChildWaitsForItsChildren(t *testing.T) {
 		if sd, ok := m.(*Shutdown); !ok || sd.Restart {
 			t.Errorf("%s at the root got %#v at the end, want the run over", want[i], m)
 		}
+	}
+}
+
+// TestStalledChildIsCutOff: a child master that holds lent tasks and
+// returns none of them (its workers never answer) is cut off after the
+// parent's stall deadline: its link closes and its tasks go back to the
+// parent's queue. Before, the parent waited for them for ever.
+func TestStalledChildIsCutOff(t *testing.T) {
+	leaktest.Check(t)
+	key := splitTestKey(t)
+	spec := ProblemSpec{Name: "sphere", Dim: 2}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: spec, Logger: quietConfig().Logger,
+		DeadlineFloor: 10 * time.Millisecond, FirstDeadline: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	evalCtx, stop := context.WithCancel(ctx)
+	evalDone := make(chan error, 1)
+	go func() {
+		_, err := root.Evaluate(evalCtx, 1, [][]float64{{1, 2}, {3, 4}})
+		evalDone <- err
+	}()
+	defer func() { stop(); <-evalDone }()
+	// The root lends both tasks of its batch to c, as a split would.
+	lent := 0
+	if !waitLoop(ctx, root, func() bool {
+		b := root.cur
+		if b == nil {
+			return false
+		}
+		p := root.proto()
+		c := &childMaster{token: 1, name: "c", batch: b.id, created: root.now(), progress: root.now(), masters: 1, inR: true}
+		for _, tk := range root.takeTasks(2) {
+			p.lent[tk.ID] = c
+			c.lent++
+		}
+		p.children[c.token] = c
+		p.order = append(p.order, c)
+		lent = c.lent
+		return true
+	}) || lent != 2 {
+		t.Fatalf("the root did not lend its tasks to c (%d lent)", lent)
+	}
+	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
+	// c says nothing more: the root closes its link.
+	if awaitFrame(ctx, link, in, func(Message) bool { return false }); ctx.Err() != nil {
+		t.Fatal("the root never cut off a child that returned none of its tasks")
+	}
+	var queued, stillLent int
+	var lost int64
+	if !waitLoop(ctx, root, func() bool {
+		queued, stillLent, lost = sched.Queued(root.policy), root.lentCount(), root.split.stats.ChildrenLost
+		return lost == 1
+	}) {
+		t.Fatal("the root did not count c lost")
+	}
+	if queued != 2 || stillLent != 0 {
+		t.Fatalf("after c was cut off: %d tasks queued, %d still lent; want 2 and 0", queued, stillLent)
 	}
 }

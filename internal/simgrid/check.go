@@ -91,6 +91,13 @@ func Bound(sc Scenario) time.Duration {
 			b += mt.FirstDeadline
 		case w.Silent:
 			b += lost
+			if sc.Split {
+				// A child master left with it alone returns nothing:
+				// its parent cuts it off after two deadlines (the first
+				// ones, before anything is measured), and its workers
+				// find the parent again.
+				b += 2*mt.FirstDeadline + wt.MaxBackoff
+			}
 		}
 		if w.Kill > 0 {
 			b += lost + w.Back + wt.MaxBackoff + time.Second

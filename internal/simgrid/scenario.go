@@ -310,11 +310,6 @@ func Draw(seed uint64) Scenario {
 		// root.
 		ns := rand.New(rand.NewPCG(seed, 0x5b))
 		if ns.IntN(2) == 0 {
-			// Not with a silent worker: a child master left with one
-			// alone never gets its tasks back (a gap of its own).
-			for i := range sc.Workers {
-				sc.Workers[i].Silent = false
-			}
 			sc.ES.Lambda = max(sc.ES.Lambda, 60+ns.IntN(200))
 			for i, n := len(sc.Workers), 8+ns.IntN(6); i < n; i++ {
 				lo := time.Duration(ns.IntN(2000)) * time.Microsecond

@@ -75,6 +75,10 @@ var fixedSeeds = []struct {
 		"worker to join, for ever; it fails the run with grid.ErrUndecided after VerifyWait now"},
 	{91, "verify=1, two honest hosts and a liar connected twice: outvoted, its host is excluded, " +
 		"both connections, and every reconnection refused"},
+	{994, "nested splits, a silent worker moved to a child master whose other workers were " +
+		"killed and drained: the child's tasks stayed live on the silent worker (so not in its Q " +
+		"to grant back) and the child never finished; the root waited for the 4 tasks lent to it " +
+		"for ever (a child that returns none of its tasks for a deadline is cut off as lost now)"},
 	{4, "a worker that answers NaN to everything (issue 26): every task it took failed and was " +
 		"retried, for ever; it is set aside after MaxFailures failures in a row now"},
 }
