@@ -30,17 +30,27 @@ func Build(dir string) (string, error) { return BuildPkg(dir, Example) }
 // BuildPkg builds the plugin command pkg (an import path) into dir, named
 // after pkg's last element, and returns its path; see Build.
 func BuildPkg(dir, pkg string) (string, error) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("%w: %v", ErrNoGoTool, err)
-		}
+	goTool, err := GoTool()
+	if err != nil {
+		return "", err
 	}
 	path := filepath.Join(dir, filepath.Base(pkg))
 	if out, err := exec.Command(goTool, "build", "-o", path, pkg).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return path, nil
+}
+
+// GoTool is the go tool of the toolchain running the tests, else the one
+// on PATH; without either, an error wrapping ErrNoGoTool.
+func GoTool() (string, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			return "", fmt.Errorf("%w: %v", ErrNoGoTool, err)
+		}
+	}
+	return goTool, nil
 }
 
 // MustBuild is Build for a test: it skips the test without a go tool and

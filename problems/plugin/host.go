@@ -21,6 +21,7 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -424,7 +425,7 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 	case <-pr.exited:
 		f = pr.lastFrame(exitGrace)
 	case <-t.C:
-		f.err = fmt.Errorf("no hello within %v", p.cfg.StartTimeout)
+		f.err = fmt.Errorf("no hello within %v%s", p.cfg.StartTimeout, silenceHint(pr.stdoutBytes.Load()))
 	case <-ctx.Done():
 		pr.kill()
 		return nil, p.errorf(s, "starting: %w", ctx.Err())
@@ -686,9 +687,12 @@ type proc struct {
 	exited     chan struct{} // closed when the process has been waited for
 	exitErr    error         // cmd.Wait's error, once exited is closed
 	tail       tail
-	nextID     uint64
-	answered   bool // it answered an evaluation (Starts.worked)
-	killOnce   sync.Once
+	// stdoutBytes counts what readFrames has read: whether a plugin that
+	// never says hello wrote nothing or part of a frame.
+	stdoutBytes atomic.Int64
+	nextID      uint64
+	answered    bool // it answered an evaluation (Starts.worked)
+	killOnce    sync.Once
 }
 
 // frame is one decoded frame from a process, or why reading stopped.
@@ -758,7 +762,7 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 // stream (io.EOF when the process closed it), on pr.frames.
 func (pr *proc) readFrames(maxFrame int) {
 	defer close(pr.readDone)
-	fr := wire.NewReader(pr.stdout, maxFrame)
+	fr := wire.NewReader(countingReader{pr.stdout, &pr.stdoutBytes}, maxFrame)
 	var d wire.Decoder
 	for first := true; ; first = false {
 		var f frame
@@ -775,6 +779,11 @@ func (pr *proc) readFrames(maxFrame int) {
 			err = d.Decode("result", body, &f.res)
 		default:
 			err = fmt.Errorf("%w: a %v frame from a plugin", wire.ErrMalformed, MsgType(t))
+		}
+		if err != nil && body != nil && wire.Validate(body) != nil {
+			// Not one msgpack value in the length said: the length
+			// prefix is likely wrong.
+			err = fmt.Errorf("%w%s", err, lengthHint(fr.Header()))
 		}
 		f.err = err
 		select {
@@ -877,6 +886,36 @@ func textHint(hdr [4]byte) string {
 		}
 	}
 	return fmt.Sprintf(" (it wrote text, %q…, on stdout, which is for frames only: print to stderr)", hdr[:])
+}
+
+// lengthHint explains a frame whose body is not one msgpack value of
+// the length its prefix hdr says: the mistake of counting a body's keys,
+// or its characters before encoding, rather than its encoded bytes.
+func lengthHint(hdr [4]byte) string {
+	return fmt.Sprintf(" (the frame's length prefix says %d bytes follow: it must count the type byte plus the encoded msgpack body's bytes, len(packed)+1, not the body's keys)",
+		binary.BigEndian.Uint32(hdr[:]))
+}
+
+// silenceHint explains a plugin that said no hello, by what it wrote on
+// its stdout: nothing, or part of a frame. Both are most often a buffer
+// not flushed (Python's sys.stdout is buffered when it is a pipe).
+func silenceHint(n int64) string {
+	if n == 0 {
+		return " (nothing on its stdout: a plugin writes its hello at once and flushes its stdout after every frame; did it flush?)"
+	}
+	return fmt.Sprintf(" (%d bytes on its stdout, not a whole frame: did the plugin flush its stdout after the frame? does its length prefix count the type byte plus the encoded msgpack body's bytes?)", n)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func isEOF(err error) bool {

@@ -310,12 +310,25 @@ func TestBadStarts(t *testing.T) {
 	leaktest.Check(t)
 	notExec := t.TempDir() + "/plain"
 	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	// printfPlugin writes the bytes of the printf format on its stdout,
+	// then waits.
+	printfPlugin := func(format string) string {
+		path := t.TempDir() + "/printf"
+		os.WriteFile(path, []byte("#!/bin/sh\nprintf '"+format+"'\nexec sleep 600\n"), 0o755)
+		return path
+	}
 	cases := []struct {
 		name string
 		cfg  Config
 		want string
 	}{
-		{"hangs", Config{Path: helperPlugin(t, "hang"), StartTimeout: 200 * time.Millisecond}, "no hello within"},
+		{"hangs", Config{Path: helperPlugin(t, "hang"), StartTimeout: 200 * time.Millisecond}, "no hello within 200ms (nothing on its stdout: a plugin writes its hello at once and flushes its stdout after every frame; did it flush?)"},
+		// The hello {"v": 1} with a length prefix that counts its keys,
+		// and a hello cut short.
+		{"length counts keys", Config{Path: printfPlugin(`\000\000\000\002\001\201\241v\001`)},
+			"the frame's length prefix says 2 bytes follow: it must count the type byte plus the encoded msgpack body's bytes"},
+		{"part of a frame", Config{Path: printfPlugin(`\000\000\000\011\001\201`), StartTimeout: 200 * time.Millisecond},
+			"no hello within 200ms (6 bytes on its stdout, not a whole frame: did the plugin flush its stdout after the frame?"},
 		{"garbage hello", Config{Path: helperPlugin(t, "garbage")}, "frame too large"},
 		{"wrong name", Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_NAME=other")}, `names the problem "other"`},
 		{"dimension refused", Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_DIMS=2,4"), Dim: 5}, "dimension 5 not accepted (accepts 2..4)"},
