@@ -224,6 +224,32 @@ class Serve(unittest.TestCase):
         self.assertEqual(seen, ["cancelled"])
 
 
+    def test_end_of_input_stops_a_cancellable_evaluation(self):
+        # The host is done: the running evaluation is told to stop, and
+        # serve returns.
+        r, w = os.pipe()
+        inp = os.fdopen(r, "rb", buffering=0)
+        host = os.fdopen(w, "wb", buffering=0)
+        self.addCleanup(inp.close)
+        out = FlushedOnly()
+        started, done = threading.Event(), threading.Event()
+
+        def endless(x, cancelled):
+            started.set()
+            return 0.0 if cancelled.wait(60) else 1.0
+
+        def run():
+            sdk.serve(endless, dim=1, bounds=(-1, 1), name="endless", cancel=True, stdin=inp, stdout=out)
+            done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        host.write(frame(2, {"id": 1, "x": [0.0]}))
+        self.assertTrue(started.wait(60), "the evaluation did not start")
+        host.close()
+        self.assertTrue(done.wait(60), "serve did not return at the end of its input")
+        self.assertEqual(read_frames(bytes(out.flushed))[1:], [(3, {"id": 1, "error": "cancelled"})])
+
+
 class Process(unittest.TestCase):
     """The example plugin as the host runs it: a process on pipes."""
 
