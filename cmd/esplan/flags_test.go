@@ -45,9 +45,9 @@ func TestRefusedCommandLines(t *testing.T) {
 	}{
 		{[]string{"calibrate", "-reps", "9223372036854775807", "-workers", "1", "-o", "x"}, "esplan: -reps 9223372036854775807: must be an integer between 1 and 1000"},
 		{[]string{"calibrate", "-reps", "1e9"}, "-reps 1e9: must be an integer between 1 and 1000"},
-		{[]string{"plan", "-tasks", "9223372036854775807", "-cal", cal, "-n", "100"}, "esplan: -tasks 9223372036854775807: must be an integer between 1 and 1000000"},
-		{[]string{"plan", "-tasks", "1000000000", "-cal", cal, "-n", "100"}, "-tasks 1000000000: must be an integer between 1 and 1000000"},
-		{[]string{"plan", "-cal", cal, "-n", "100", "-o", cal}, "-o " + cal + " and -cal " + cal + " are the same file"},
+		{[]string{"plan", "-tasks", "9223372036854775807", "-cal", cal, "-lu", "100"}, "esplan: -tasks 9223372036854775807: must be an integer between 1 and 1000000"},
+		{[]string{"plan", "-tasks", "1000000000", "-cal", cal, "-lu", "100"}, "-tasks 1000000000: must be an integer between 1 and 1000000"},
+		{[]string{"plan", "-cal", cal, "-lu", "100", "-o", cal}, "-o " + cal + " and -cal " + cal + " are the same file"},
 		{[]string{"calibrate", "-o", cal, cal}, "-o " + cal + " and the report " + cal + " are the same file"},
 	} {
 		var stdout, stderr bytes.Buffer
