@@ -5,9 +5,9 @@
 // after the budget). With -collapse it prints instead the step-size
 // trajectory that shows why the paper's ES stalls on the sphere.
 //
-// Fitness is computed in-process, one run per goroutine (-j); the runs are
+// Fitness is computed in-process, one run per goroutine (-parallel); the runs are
 // pure functions of their seeds, so the table is the same on any machine
-// with the same floating-point arithmetic, whatever -j.
+// with the same floating-point arithmetic, whatever -parallel.
 package main
 
 import (
@@ -132,7 +132,7 @@ func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 	flagx.FloatVar(fs, &o.target, "target", 1e-8, -math.MaxFloat64, math.MaxFloat64, "a run succeeds once its best fitness is ≤ `F`")
 	flagx.IntVar(fs, &o.budget, "budget", 10000, 1, 10_000_000, "evaluation budget of a run, `N` times the dimension")
 	fs.StringVar(strategies, "strategies", "paper,recommended,cma", "comma-separated strategies: paper, recommended, cma, or `SPECS` (see above; separate specs with ';')")
-	flagx.IntVar(fs, &o.jobs, "j", runtime.NumCPU(), 1, 1024, "`N` runs at once")
+	flagx.IntVar(fs, &o.jobs, "parallel", runtime.NumCPU(), 1, 1024, "`N` runs at once (as essim -parallel)")
 	fs.BoolVar(&o.collapse, "collapse", false, "print the step-size trajectory of the paper's ES and the recommended one instead")
 	flagx.IntVar(fs, &o.gens, "gens", 3000, 1, 1_000_000, "with -collapse: `G` generations to run")
 	flagx.IntVar(fs, &o.every, "every", 100, 1, 1_000_000, "with -collapse: print every `G` generations")
@@ -141,6 +141,7 @@ func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 	flagx.Alias(fs, "problems", "problem")
 	flagx.Alias(fs, "dims", "dim")
 	flagx.Alias(fs, "seeds", "trials")
+	flagx.Alias(fs, "j", "parallel")
 	return fs
 }
 

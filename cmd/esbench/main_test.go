@@ -20,7 +20,7 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // the README's table shows, and the numbers do not depend on -j.
 func TestSmallTable(t *testing.T) {
 	args := []string{"-problem", "sphere", "-dim", "10", "-trials", "2", "-budget", "3000"}
-	code, out, errs := runCmd(t, append(args, "-j", "1")...)
+	code, out, errs := runCmd(t, append(args, "-parallel", "1")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -58,8 +58,8 @@ func TestSmallTable(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if code, again, _ := runCmd(t, append(args, "-j", "3")...); code != 0 || again != out {
-		t.Errorf("-j 3 printed another table:\n%s", again)
+	if code, again, _ := runCmd(t, append(args, "-parallel", "3")...); code != 0 || again != out {
+		t.Errorf("-parallel 3 printed another table:\n%s", again)
 	}
 }
 
@@ -80,7 +80,7 @@ func TestCollapse(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-problem", "mandelbrot"}, {"-problem", "nosuch"}, {"-dim", "1"}, {"-dim", "x"},
-		{"-trials", "0"}, {"-budget", "0"}, {"-j", "0"}, {"-strategies", "nosuch"},
+		{"-trials", "0"}, {"-budget", "0"}, {"-parallel", "0"}, {"-strategies", "nosuch"},
 		{"-strategies", "es,mu=x"}, {"-strategies", "es,colour=red"}, {"-target", "NaN"}, {"extra"},
 	} {
 		if code, _, errs := runCmd(t, args...); code != 2 || strings.Count(errs, "\n") != 1 {

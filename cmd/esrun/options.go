@@ -168,6 +168,9 @@ Examples:
   esrun -checkpoint run.ckpt -report run.json
   esrun -resume run.ckpt -gens 200       continue a run, here up to generation 200
   esrun -checkpoint run.ckpt -force      start afresh, replacing an old run.ckpt
+
+Exit status: 0 done, 1 the run failed, 2 a bad command line (nothing was
+done). -version prints the build's version.
 `
 
 // flagGroups orders the help text; every flag is in exactly one group.

@@ -105,6 +105,7 @@ Lists take commas (-grain 100,500); a bare number is milliseconds.
 Bounds: at most 1000000 tasks a batch and 10000000 a run, times up to 1h,
 slowdown factors up to 1e6, and a sweep whose results fit in half of this
 machine's memory (MemTotal, or the cgroup's limit).
+Exit status: 0 done, 1 failed, 2 a bad command line.
 
 Flags:
 `

@@ -49,6 +49,7 @@ var Vocabulary = []Term{
 	{"problem", []string{"problems"}, "the fitness function (a list in esbench)"},
 	{"dim", []string{"dims"}, "the problem's dimension (a list in esbench)"},
 	{"gens", nil, "the last generation"},
+	{"parallel", []string{"j"}, "runs or simulations at once"},
 	{"mu", nil, "μ, the parents"},
 	{"lambda", nil, "λ, the offspring per generation"},
 	{"lu", []string{"n"}, "the LU load's size N per task"},
