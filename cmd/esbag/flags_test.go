@@ -44,6 +44,7 @@ func TestRefusedCommandLines(t *testing.T) {
 		{[]string{"-inprocess", "-reference", ref, "-size", "4800", "-maxiter", "300000"}, "more work than the paper's"},
 		{[]string{"-reference", ref, "-report", ref}, "-reference " + ref + " and -report " + ref + " are the same file"},
 		{[]string{"-reference", ref, "-report", filepath.Join(dir, ".", "ref.json")}, "are the same file"},
+		{[]string{"-reference", ref, "-key", "k", "-key-file", "f"}, "-key and -key-file both give the key"},
 	} {
 		var stdout, stderr bytes.Buffer
 		ctx, cancel := context.WithCancel(context.Background())

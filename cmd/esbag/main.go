@@ -229,6 +229,8 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-policy %q is not a policy (known: %s)", o.policy, strings.Join(sched.Names, ", "))
 	case o.reference == "":
 		return nil, errors.New("-reference FILE is required")
+	case o.key != "" && o.keyFile != "":
+		return nil, errors.New("-key and -key-file both give the key; give one")
 	}
 	return o, nil
 }

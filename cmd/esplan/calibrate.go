@@ -122,6 +122,8 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	switch {
 	case o.out == "":
 		return usagef("give -o FILE")
+	case o.key != "" && o.keyFile != "":
+		return usagef("-key and -key-file both give the key; give one")
 	case o.groupBy != "prefix" && o.groupBy != "worker":
 		return usagef("-group-by must be prefix or worker")
 	case len(o.reports) > 0:

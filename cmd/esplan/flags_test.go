@@ -50,6 +50,7 @@ func TestRefusedCommandLines(t *testing.T) {
 		{[]string{"plan", "-tasks", "1000000000", "-cal", cal, "-lu", "100"}, "-tasks 1000000000: must be an integer between 1 and 1000000"},
 		{[]string{"plan", "-cal", cal, "-lu", "100", "-o", cal}, "-o " + cal + " and -cal " + cal + " are the same file"},
 		{[]string{"calibrate", "-o", cal, cal}, "-o " + cal + " and the report " + cal + " are the same file"},
+		{[]string{"calibrate", "-workers", "1", "-o", "x", "-key", "k", "-key-file", "f"}, "-key and -key-file both give the key"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tt.args, &stdout, &stderr)

@@ -183,7 +183,7 @@ var flagGroups = []struct {
 	{"Grid", []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
 	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
 	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "version"}},
-	{"Deprecated names (still accepted)", []string{"sched"}},
+	{"Deprecated", []string{"sched"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so

@@ -132,6 +132,9 @@ func parseOptions(args []string) (*options, error) {
 		}
 		return nil, usagef("%v", err)
 	}
+	if o.key != "" && o.keyFile != "" {
+		return nil, usagef("-key and -key-file both give the key; give one")
+	}
 	if err := o.applyConfig(fs); err != nil { // config.go
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func Alias(fs *flag.FlagSet, old, new string) {
 	}
 	text := "deprecated, use -" + new
 	if arg != "" && arg != "value" {
-		text = "`" + arg + "`: " + text
+		text += " `" + arg + "`"
 	}
 	fs.Var(&AliasValue{fs: fs, old: old, new: new}, old, text)
 }
@@ -121,12 +121,9 @@ func (a *AliasValue) New() string { return a.new }
 // Old is the alias's own, deprecated name.
 func (a *AliasValue) Old() string { return a.old }
 
-func (a *AliasValue) String() string {
-	if a == nil || a.fs == nil {
-		return ""
-	}
-	return "" // no default of its own: the help shows the new flag's
-}
+// String is empty: an alias has no default of its own (the help shows
+// the new flag's).
+func (a *AliasValue) String() string { return "" }
 
 // Set keeps s for the new flag.
 func (a *AliasValue) Set(s string) error {
