@@ -7,7 +7,7 @@
 //	esplan calibrate -workers 4 -key-file K -o cal.json     measure the live grid
 //	esplan calibrate -o cal.json run1.json run2.json ...    or read esrun -report files
 //	esplan models -cal cal.json                             the fitted models
-//	esplan plan -cal cal.json -n 300 -o plan.json           the best configurations
+//	esplan plan -cal cal.json -lu 300 -o plan.json          the best configurations
 //
 // Run esplan -h, or esplan COMMAND -h, for the flags.
 package main
