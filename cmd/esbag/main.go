@@ -104,13 +104,14 @@ type options struct {
 	copies                int
 	minWorkers            int
 	listen, gossip        string
-	keyFile               string
+	key, keyFile          string
 	keyAny                bool // -key-file-insecure
 	reference             string
 	report                string
 	noise                 float64
 	inprocess             bool
 	plugins               bool
+	deprecated            []string // notices for the deprecated names given
 }
 
 const usage = `esbag runs the Mandelbrot strips of the Clop paper (papers.md §5) as one
@@ -118,7 +119,7 @@ bag of independent tasks over the grid, under any policy.
 
 Usage:
   esbag -inprocess -strips 40 -reference ref40.json   each strip's value and time here (the reference)
-  esbag -strips 40 -sched eft -min-workers 4 -key-file K -gossip 127.0.0.1:7946 -reference ref40.json
+  esbag -strips 40 -policy eft -min-workers 4 -key-file K -gossip 127.0.0.1:7946 -reference ref40.json
   esbag -plugins -strips 40,120                        the -plugin flags an esworker needs
 
 Workers offer the strips as a plugin, esbag itself:
@@ -130,6 +131,8 @@ simulator's prediction for the speeds and round trips it measured
 (sched/sim, as essim: the bag's grains are the reference's strip costs,
 each worker a machine with the speed it showed on the strips it returned:
 their reference cost over the time they took there).
+
+Exit status: 0 done, 1 the run failed, 2 a bad command line (or key).
 
 Flags:
 `
@@ -151,18 +154,21 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntListVar(fs, &o.stripList, "strips", []int{40}, 1, maxStrips, "strips (tasks) of the image, at most -size; with -plugins a `list`")
 	flagx.IntVar(fs, &o.maxIter, "maxiter", 10000, 1, maxMaxIter, "iterations `N` per pixel at most (the paper: 300000)")
 	flagx.IntVar(fs, &o.size, "size", 480, 1, maxSize, "image size `N`×N pixels (the paper: 480); -size² × -maxiter at most the paper's 480² × 300000")
-	fs.StringVar(&o.policy, "sched", "eft", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
+	fs.StringVar(&o.policy, "policy", "eft", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
 	flagx.IntVar(fs, &o.copies, "copies", 0, 0, sched.MaxCopies, "eft: most live instances `N` of a task (0: the default)")
 	flagx.IntVar(fs, &o.minWorkers, "min-workers", 1, 1, 1024, "wait for `N` workers before the bag starts")
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "the master's data `HOST:PORT`")
-	fs.StringVar(&o.gossip, "gossip", "127.0.0.1:7946", "the master's gossip `HOST:PORT`, which workers -join")
-	fs.StringVar(&o.keyFile, "key-file", "", "the cluster key `FILE`")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "the master's data `HOST:PORT` (loopback: workers on this machine; 0.0.0.0:PORT for others)")
+	fs.StringVar(&o.gossip, "gossip", "127.0.0.1:7946", "the master's gossip `HOST:PORT`, which workers -join (loopback: workers on this machine; 0.0.0.0:PORT for others)")
+	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible in ps: prefer -key-file or "+grid.KeyEnv+")")
+	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.StringVar(&o.reference, "reference", "", "the reference `FILE`: -inprocess writes it, a grid run checks against it and takes the strips' costs from it")
 	fs.StringVar(&o.report, "report", "", "write the run's figures as JSON to `FILE`")
 	flagx.FloatVar(fs, &o.noise, "noise", 0.05, 0, 1, "the prediction's noise `sigma` on task times")
 	fs.BoolVar(&o.inprocess, "inprocess", false, "compute every strip here, one at a time, and write -reference")
 	fs.BoolVar(&o.plugins, "plugins", false, "print the -plugin flags that offer these strips and exit")
+	flagx.VersionFlag(fs)
+	flagx.Alias(fs, "sched", "policy")
 	return fs
 }
 
@@ -175,8 +181,12 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 		}
+		if errors.Is(err, flagx.ErrVersion) {
+			return &options{deprecated: flagx.Deprecated(fs)}, err
+		}
 		return nil, err
 	}
+	o.deprecated = flagx.Deprecated(fs)
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -216,32 +226,55 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	}
 	switch {
 	case !slices.Contains(sched.Names, o.policy):
-		return nil, fmt.Errorf("-sched %q is not a policy (known: %s)", o.policy, strings.Join(sched.Names, ", "))
+		return nil, fmt.Errorf("-policy %q is not a policy (known: %s)", o.policy, strings.Join(sched.Names, ", "))
 	case o.reference == "":
 		return nil, errors.New("-reference FILE is required")
+	case o.key != "" && o.keyFile != "":
+		return nil, errors.New("-key and -key-file both give the key; give one")
 	}
 	return o, nil
 }
 
+// usageError is a bad setting found once the flags are parsed (a key, an
+// address): exit status 2, as a bad flag.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return flagx.ExitOK
+	}
+	if o != nil {
+		for _, n := range o.deprecated {
+			fmt.Fprintf(stderr, "esbag: %s\n", n)
+		}
+	}
+	if errors.Is(err, flagx.ErrVersion) {
+		fmt.Fprintln(stdout, flagx.Version("esbag"))
+		return flagx.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "esbag: %v (esbag -h for help)\n", err)
-		return 2
+		return flagx.ExitUsage
 	}
 	if o.inprocess {
 		err = runInProcess(ctx, o, stdout)
 	} else {
 		err = runGrid(ctx, o, stdout, stderr)
 	}
-	if err != nil {
+	var ue usageError
+	switch {
+	case err == nil:
+		return flagx.ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "esbag: %v (esbag -h for help)\n", err)
+		return flagx.ExitUsage
+	default:
 		fmt.Fprintf(stderr, "esbag: %v\n", err)
-		return 1
+		return flagx.ExitFailure
 	}
-	return 0
 }
 
 // Reference is each strip's exact value and cost, computed here one at a
@@ -326,9 +359,9 @@ func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if ref.Name != name || len(ref.Values) != o.strips {
 		return fmt.Errorf("reference %s is of %s, not %s", o.reference, ref.Name, name)
 	}
-	key, err := grid.LoadKey("", o.keyFile, o.keyAny)
+	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Who returned each strip, and how long it took there.
@@ -356,11 +389,11 @@ func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	defer m.Close()
 	host, portText, err := net.SplitHostPort(o.gossip)
 	if err != nil {
-		return fmt.Errorf("-gossip: %w", err)
+		return usageError{fmt.Errorf("-gossip: %w", err)}
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil {
-		return fmt.Errorf("-gossip: %w", err)
+		return usageError{fmt.Errorf("-gossip: %w", err)}
 	}
 	ms, err := grid.JoinMembership(context.Background(), grid.MembershipConfig{
 		BindAddr: host, BindPort: port, SecretKey: key.GossipKey(),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"strings"
 	"testing"
 
 	"github.com/esgrid/esgrid/internal/flagx/flagxtest"
@@ -22,4 +23,22 @@ func TestFlagBounds(t *testing.T) {
 			return run(ctx, args, stdout, stderr)
 		},
 	}})
+}
+
+// -collapse follows one run: one -problem and one -dim, which default to
+// the 30-D sphere; the table's default is the six functions in 10 and 30
+// dimensions, seeds -seed, -seed+1, ….
+func TestProblemAndDimLists(t *testing.T) {
+	o, err := parseOptions([]string{"-collapse"})
+	if err != nil || o.problem != "sphere" || o.dim != 30 {
+		t.Fatalf("-collapse: %+v, %v", o, err)
+	}
+	o, err = parseOptions([]string{"-seed", "5", "-trials", "3"})
+	if err != nil || len(o.problems) != 6 || len(o.dims) != 2 || o.seedOf(job{seed: 1}) != 5 || o.seedOf(job{seed: 3}) != 7 {
+		t.Fatalf("the table: %+v, %v", o, err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-collapse", "-problem", "sphere,ellipsoid"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "give one -problem and one -dim") {
+		t.Errorf("-collapse with two problems: exit %d, stderr %q", code, stderr.String())
+	}
 }

@@ -5,9 +5,9 @@
 // after the budget). With -collapse it prints instead the step-size
 // trajectory that shows why the paper's ES stalls on the sphere.
 //
-// Fitness is computed in-process, one run per goroutine (-j); the runs are
+// Fitness is computed in-process, one run per goroutine (-parallel); the runs are
 // pure functions of their seeds, so the table is the same on any machine
-// with the same floating-point arithmetic, whatever -j.
+// with the same floating-point arithmetic, whatever -parallel.
 package main
 
 import (
@@ -69,16 +69,18 @@ paper's ES and the recommended one (by default on the 30-D sphere, seed 1,
 
 Examples:
   esbench                                   the whole table (a few minutes on 2 cores)
-  esbench -problems sphere,ellipsoid -dims 30
-  esbench -strategies paper,cma -seeds 3
+  esbench -problem sphere,ellipsoid -dim 30
+  esbench -strategies paper,cma -trials 3
   esbench -collapse                         why the paper's ES stalls
+
+Exit status: 0 done, 1 a run failed, 2 a bad command line.
 `
 
 // options are the parsed flags.
 type options struct {
-	problems   []string
-	dims       []int
-	seeds      int
+	problems   []string // -problem
+	dims       []int    // -dim
+	seeds      int      // -trials: seeds -seed, -seed+1, …
 	target     float64
 	budget     int // per dimension
 	strategies []strategy
@@ -89,6 +91,7 @@ type options struct {
 	problem    string
 	dim        int
 	seed       uint64
+	deprecated []string // notices for the deprecated names given
 }
 
 // strategy is a named configuration; Dim, box, seed and stop are filled
@@ -123,21 +126,27 @@ var builtinStrategies = map[string]es.Config{
 
 func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("esbench", flag.ContinueOnError)
-	fs.StringVar(probs, "problems", "sphere,ellipsoid,rosenbrock,rastrigin,ridge,ackley", "comma-separated `NAMES` of the test functions")
-	flagx.IntListVar(fs, &o.dims, "dims", []int{10, 30}, 2, maxDim, "comma-separated `DIMS`")
-	flagx.IntVar(fs, &o.seeds, "seeds", 10, 1, 1000, "runs per cell, with seeds 1..`N`")
+	fs.StringVar(probs, "problem", "", "the test functions, comma-separated `NAMES` (default "+defaultProblems+"; with -collapse one, default sphere)")
+	flagx.IntListVar(fs, &o.dims, "dim", nil, 2, maxDim, "the dimensions, comma-separated `N,...` (default 10,30; with -collapse one, default 30)")
+	flagx.IntVar(fs, &o.seeds, "trials", 10, 1, 1000, "runs per cell, with seeds -seed, -seed+1, …: `N` seeds")
 	flagx.FloatVar(fs, &o.target, "target", 1e-8, -math.MaxFloat64, math.MaxFloat64, "a run succeeds once its best fitness is ≤ `F`")
 	flagx.IntVar(fs, &o.budget, "budget", 10000, 1, 10_000_000, "evaluation budget of a run, `N` times the dimension")
 	fs.StringVar(strategies, "strategies", "paper,recommended,cma", "comma-separated strategies: paper, recommended, cma, or `SPECS` (see above; separate specs with ';')")
-	flagx.IntVar(fs, &o.jobs, "j", runtime.NumCPU(), 1, 1024, "`N` runs at once")
+	flagx.IntVar(fs, &o.jobs, "parallel", runtime.NumCPU(), 1, 1024, "`N` runs at once (as essim -parallel)")
 	fs.BoolVar(&o.collapse, "collapse", false, "print the step-size trajectory of the paper's ES and the recommended one instead")
 	flagx.IntVar(fs, &o.gens, "gens", 3000, 1, 1_000_000, "with -collapse: `G` generations to run")
 	flagx.IntVar(fs, &o.every, "every", 100, 1, 1_000_000, "with -collapse: print every `G` generations")
-	fs.StringVar(&o.problem, "problem", "sphere", "with -collapse: the test function")
-	flagx.IntVar(fs, &o.dim, "dim", 30, 2, maxDim, "with -collapse: the dimension `N`")
-	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "with -collapse: the `seed`")
+	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "the first `seed` of each cell; with -collapse, the seed")
+	flagx.VersionFlag(fs)
+	flagx.Alias(fs, "problems", "problem")
+	flagx.Alias(fs, "dims", "dim")
+	flagx.Alias(fs, "seeds", "trials")
+	flagx.Alias(fs, "j", "parallel")
 	return fs
 }
+
+// defaultProblems are the table's test functions.
+const defaultProblems = "sphere,ellipsoid,rosenbrock,rastrigin,ridge,ackley"
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
@@ -148,23 +157,41 @@ func parseOptions(args []string) (*options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
+		if errors.Is(err, flagx.ErrVersion) {
+			return &options{deprecated: flagx.Deprecated(fs)}, err
+		}
 		return nil, usagef("%v", err)
 	}
+	o.deprecated = flagx.Deprecated(fs)
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	known := problems.Names()
+	switch {
+	case probs == "" && o.collapse:
+		probs = "sphere"
+	case probs == "":
+		probs = defaultProblems
+	}
 	for _, p := range strings.Split(probs, ",") {
 		if !slices.Contains(known, p) || p == "mandelbrot" {
-			return nil, usagef("-problems: %q is not a test function (known: %s)", p, strings.Join(slices.DeleteFunc(known, func(s string) bool { return s == "mandelbrot" }), ", "))
+			return nil, usagef("-problem: %q is not a test function (known: %s)", p, strings.Join(slices.DeleteFunc(known, func(s string) bool { return s == "mandelbrot" }), ", "))
 		}
 		o.problems = append(o.problems, p)
 	}
 	switch {
-	case !slices.Contains(known, o.problem) || o.problem == "mandelbrot":
-		return nil, usagef("-problem: %q is not a test function", o.problem)
+	case len(o.dims) == 0 && o.collapse:
+		o.dims = []int{30}
+	case len(o.dims) == 0:
+		o.dims = []int{10, 30}
+	}
+	if o.collapse {
+		if len(o.problems) > 1 || len(o.dims) > 1 {
+			return nil, usagef("-collapse follows one run: give one -problem and one -dim")
+		}
+		o.problem, o.dim = o.problems[0], o.dims[0]
 	}
 	if o.collapse && !set["strategies"] {
 		strategies = "paper,recommended"
@@ -181,6 +208,24 @@ func parseOptions(args []string) (*options, error) {
 				return nil, usagef("-strategies: %v", err)
 			}
 			o.strategies = append(o.strategies, st)
+		}
+	}
+	// A strategy the engine refuses is a bad command line, not a failed
+	// run: say so before any run starts.
+	for _, st := range o.strategies {
+		for _, dim := range o.dims {
+			t := o.target
+			stop := es.Stop{Target: &t, MaxEvals: o.budget * dim}
+			if o.collapse {
+				stop = es.Stop{Generations: o.gens}
+			}
+			cfg, _, err := configure(st.cfg, o.problems[0], dim, o.seed, stop)
+			if err == nil {
+				err = cfg.Validate()
+			}
+			if err != nil {
+				return nil, usagef("-strategies %s: %v", st.name, err)
+			}
 		}
 	}
 	return o, nil
@@ -240,6 +285,15 @@ func parseStrategy(spec string) (strategy, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args)
+	if o != nil {
+		for _, n := range o.deprecated {
+			fmt.Fprintf(stderr, "esbench: %s\n", n)
+		}
+	}
+	if errors.Is(err, flagx.ErrVersion) {
+		fmt.Fprintln(stdout, flagx.Version("esbench"))
+		return flagx.ExitOK
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		var a, b string
 		fmt.Fprint(stdout, usageText+"\nFlags:\n")
@@ -258,13 +312,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ue *usageError
 	switch {
 	case err == nil:
-		return 0
+		return flagx.ExitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "esbench: %v (see esbench -h)\n", err)
-		return 2
+		return flagx.ExitUsage
 	default:
 		fmt.Fprintf(stderr, "esbench: %v\n", err)
-		return 1
+		return flagx.ExitFailure
 	}
 }
 
@@ -325,6 +379,9 @@ func runOne(ctx context.Context, base es.Config, problem string, dim int, seed u
 	return outcome{evals: e.Evals(), reached: reason == es.StopTarget, best: e.Best().F}, nil
 }
 
+// seedOf is job j's seed: -seed for the first of a cell's -trials.
+func (o *options) seedOf(j job) uint64 { return o.seed + uint64(j.seed-1) }
+
 // benchmark runs the table and prints it.
 func benchmark(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	var jobs []job
@@ -346,7 +403,7 @@ func benchmark(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 			for i := range next {
 				j := jobs[i]
 				dim := o.dims[j.dim]
-				results[i], errs[i] = runOne(ctx, o.strategies[j.strategy].cfg, o.problems[j.problem], dim, uint64(j.seed), o.target, o.budget*dim)
+				results[i], errs[i] = runOne(ctx, o.strategies[j.strategy].cfg, o.problems[j.problem], dim, o.seedOf(j), o.target, o.budget*dim)
 			}
 		})
 	}
@@ -364,11 +421,11 @@ func benchmark(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 	for i, err := range errs {
 		if err != nil {
 			j := jobs[i]
-			return fmt.Errorf("%s on %s %d-D seed %d: %w", o.strategies[j.strategy].name, o.problems[j.problem], o.dims[j.dim], j.seed, err)
+			return fmt.Errorf("%s on %s %d-D seed %d: %w", o.strategies[j.strategy].name, o.problems[j.problem], o.dims[j.dim], o.seedOf(j), err)
 		}
 	}
 
-	fmt.Fprintf(stdout, "Median evaluations to reach f ≤ %g over seeds 1..%d (succeeded/runs), and median best f at the end; budget %d·n evaluations per run.\n", o.target, o.seeds, o.budget)
+	fmt.Fprintf(stdout, "Median evaluations to reach f ≤ %g over seeds %d..%d (succeeded/runs), and median best f at the end; budget %d·n evaluations per run.\n", o.target, o.seed, o.seed+uint64(o.seeds)-1, o.budget)
 	for i, s := range o.strategies {
 		cfg := s.cfg
 		cfg.Dim = 30

@@ -19,8 +19,8 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // 1e-8 with every seed, the recommended ES and CMA-ES within the budgets
 // the README's table shows, and the numbers do not depend on -j.
 func TestSmallTable(t *testing.T) {
-	args := []string{"-problems", "sphere", "-dims", "10", "-seeds", "2", "-budget", "3000"}
-	code, out, errs := runCmd(t, append(args, "-j", "1")...)
+	args := []string{"-problem", "sphere", "-dim", "10", "-trials", "2", "-budget", "3000"}
+	code, out, errs := runCmd(t, append(args, "-parallel", "1")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -58,8 +58,8 @@ func TestSmallTable(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if code, again, _ := runCmd(t, append(args, "-j", "3")...); code != 0 || again != out {
-		t.Errorf("-j 3 printed another table:\n%s", again)
+	if code, again, _ := runCmd(t, append(args, "-parallel", "3")...); code != 0 || again != out {
+		t.Errorf("-parallel 3 printed another table:\n%s", again)
 	}
 }
 
@@ -79,8 +79,8 @@ func TestCollapse(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-problems", "mandelbrot"}, {"-problems", "nosuch"}, {"-dims", "1"}, {"-dims", "x"},
-		{"-seeds", "0"}, {"-budget", "0"}, {"-j", "0"}, {"-strategies", "nosuch"},
+		{"-problem", "mandelbrot"}, {"-problem", "nosuch"}, {"-dim", "1"}, {"-dim", "x"},
+		{"-trials", "0"}, {"-budget", "0"}, {"-parallel", "0"}, {"-strategies", "nosuch"},
 		{"-strategies", "es,mu=x"}, {"-strategies", "es,colour=red"}, {"-target", "NaN"}, {"extra"},
 	} {
 		if code, _, errs := runCmd(t, args...); code != 2 || strings.Count(errs, "\n") != 1 {
@@ -90,8 +90,9 @@ func TestBadFlags(t *testing.T) {
 	if code, out, _ := runCmd(t, "-h"); code != 0 || !strings.Contains(out, "Usage: esbench") {
 		t.Errorf("-h: exit %d", code)
 	}
-	// A strategy that is not a valid configuration fails the run, exit 1.
-	if code, _, errs := runCmd(t, "-problems", "sphere", "-dims", "2", "-seeds", "1", "-strategies", "es,mu=5,rho=9,x=discrete"); code != 1 || !strings.Contains(errs, "Rho") {
+	// A strategy that is not a valid configuration is a bad command
+	// line, found before any run: exit 2.
+	if code, out, errs := runCmd(t, "-problem", "sphere", "-dim", "2", "-trials", "1", "-strategies", "es,mu=5,rho=9,x=discrete"); code != 2 || out != "" || !strings.Contains(errs, "Rho") {
 		t.Errorf("invalid strategy: exit %d, %q", code, errs)
 	}
 }

@@ -51,6 +51,10 @@ A machine's group is its name without trailing "-<number>" parts
 (esworker -name fast-1 and fast-2 are group fast; the default hostname-pid
 is group hostname); -group-by worker makes every worker its own group.
 
+By default esplan listens on loopback, for workers on this machine; for
+workers on other machines give -listen 0.0.0.0:PORT -gossip 0.0.0.0:PORT
+(or this machine's address), as esrun does when it expects them.
+
 Flags:
 `
 
@@ -76,9 +80,9 @@ func newCalibrateFlagSet(o *calOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("esplan calibrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	flagx.IntVar(fs, &o.workers, "workers", 0, 0, maxWorkers, "wait for `W` workers, and measure them")
-	fs.StringVar(&o.listen, "listen", "0.0.0.0:"+strconv.Itoa(grid.DefaultDataPort), "the data address `HOST:PORT` workers connect to (port 0: any, then kept for every size)")
-	fs.StringVar(&o.gossip, "gossip", "0.0.0.0:"+strconv.Itoa(grid.DefaultGossipPort), "the gossip address `HOST:PORT` workers -join; empty: none (workers give -master)")
-	fs.StringVar(&o.key, "key", "", "the cluster `KEY`")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:"+strconv.Itoa(grid.DefaultDataPort), "the data address `HOST:PORT` workers connect to (port 0: any, then kept for every size); loopback: workers on this machine only, 0.0.0.0:"+strconv.Itoa(grid.DefaultDataPort)+" for workers on others")
+	fs.StringVar(&o.gossip, "gossip", "127.0.0.1:"+strconv.Itoa(grid.DefaultGossipPort), "the gossip address `HOST:PORT` workers -join; empty: none (workers give -master); loopback: workers on this machine only, 0.0.0.0:"+strconv.Itoa(grid.DefaultGossipPort)+" for workers on others")
+	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible in ps: prefer -key-file or "+grid.KeyEnv+")")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	flagx.IntListVar(fs, &o.sizes, "sizes", []int{50, 100, 150, 200, 300, 400}, 1, problems.MaxLoadN, "LU sizes `N,...` to measure: at least 5, well spread (papers.md §4)")
@@ -88,6 +92,7 @@ func newCalibrateFlagSet(o *calOptions) *flag.FlagSet {
 	fs.StringVar(&o.groupBy, "group-by", "prefix", "a machine's group: `prefix` (its name without trailing -<number> parts) or worker (each its own)")
 	fs.StringVar(&o.out, "o", "", "write the calibration to `FILE` (- = standard output)")
 	fs.BoolVar(&o.verbose, "v", false, "log the grid's events")
+	flagx.VersionFlag(fs)
 	return fs
 }
 
@@ -102,14 +107,8 @@ const (
 func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := &calOptions{}
 	fs := newCalibrateFlagSet(o)
-	if err := flagx.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, calibrateUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return errHelp
-		}
-		return usagef("%v", err)
+	if err := parseCommand(fs, args, calibrateUsage, stdout, stderr); err != nil { // main.go
+		return err
 	}
 	o.reports = fs.Args()
 	o.sizes, o.slots = sortedSet(o.sizes), sortedSet(o.slots)
@@ -123,6 +122,8 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	switch {
 	case o.out == "":
 		return usagef("give -o FILE")
+	case o.key != "" && o.keyFile != "":
+		return usagef("-key and -key-file both give the key; give one")
 	case o.groupBy != "prefix" && o.groupBy != "worker":
 		return usagef("-group-by must be prefix or worker")
 	case len(o.reports) > 0:

@@ -7,7 +7,7 @@
 //	esplan calibrate -workers 4 -key-file K -o cal.json     measure the live grid
 //	esplan calibrate -o cal.json run1.json run2.json ...    or read esrun -report files
 //	esplan models -cal cal.json                             the fitted models
-//	esplan plan -cal cal.json -n 300 -o plan.json           the best configurations
+//	esplan plan -cal cal.json -lu 300 -o plan.json          the best configurations
 //
 // Run esplan -h, or esplan COMMAND -h, for the flags.
 package main
@@ -15,11 +15,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/esgrid/esgrid/internal/flagx"
 )
 
 func main() {
@@ -42,7 +45,8 @@ Commands:
   plan        search the configurations and write a plan file for
               esrun -plan and esworker -plan
 
-esplan COMMAND -h prints a command's flags.
+esplan COMMAND -h prints a command's flags; esplan -version the build's
+version. Exit status: 0 done, 1 failed, 2 a bad command line.
 `
 
 // usageError is a bad command line: one line on stderr, exit status 2.
@@ -64,30 +68,58 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usageText)
-		return 0
+		return flagx.ExitOK
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, flagx.Version("esplan"))
+		return flagx.ExitOK
 	case "calibrate":
 		err = runCalibrate(ctx, args[1:], stdout, stderr)
 	case "models":
-		err = runModels(args[1:], stdout)
+		err = runModels(args[1:], stdout, stderr)
 	case "plan":
-		err = runPlan(args[1:], stdout)
+		err = runPlan(args[1:], stdout, stderr)
 	default:
 		err = usagef("unknown command %q", args[0])
 	}
 	var ue *usageError
 	switch {
 	case err == nil:
-		return 0
+		return flagx.ExitOK
 	case errors.Is(err, errHelp):
-		return 0
+		return flagx.ExitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "esplan: %v (see esplan -h)\n", err)
-		return 2
+		return flagx.ExitUsage
 	default:
 		fmt.Fprintf(stderr, "esplan: %v\n", err)
-		return 1
+		return flagx.ExitFailure
 	}
 }
 
-// errHelp: -h was asked for and printed.
+// errHelp: -h or -version was asked for and printed.
 var errHelp = errors.New("help printed")
+
+// parseCommand parses a command's flags into fs: -h prints usage and the
+// flags, -version the version, and both yield errHelp; a deprecated name
+// prints its notice on stderr; anything else wrong is a *usageError.
+func parseCommand(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) error {
+	err := flagx.Parse(fs, args)
+	if err == nil || errors.Is(err, flagx.ErrVersion) {
+		for _, n := range flagx.Deprecated(fs) {
+			fmt.Fprintf(stderr, "esplan: %s\n", n)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return errHelp
+	case errors.Is(err, flagx.ErrVersion):
+		fmt.Fprintln(stdout, flagx.Version("esplan"))
+		return errHelp
+	}
+	return usagef("%v", err)
+}

@@ -184,7 +184,7 @@ func TestPlanCommand(t *testing.T) {
 	calPath := writeFile(t, "cal.json", cal)
 	out := filepath.Join(t.TempDir(), "plan.json")
 	var stdout, stderr bytes.Buffer
-	if code := run(t.Context(), []string{"plan", "-cal", calPath, "-n", "1600", "-tasks", "70", "-o", out}, &stdout, &stderr); code != 0 {
+	if code := run(t.Context(), []string{"plan", "-cal", calPath, "-lu", "1600", "-tasks", "70", "-o", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 	t.Log(stdout.String())
@@ -206,18 +206,18 @@ func TestPlanCommand(t *testing.T) {
 	if p.BaselineBatch <= p.PredictedBatch || p.PredictedGainPc <= 0 {
 		t.Errorf("plan predicts %+v", p)
 	}
-	// -task-ms picks the size from the fastest group alone.
+	// -load-ms picks the size from the fastest group alone.
 	stdout.Reset()
-	if code := run(t.Context(), []string{"plan", "-cal", calPath, "-task-ms", "100"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("-task-ms: exit %d: %s", code, stderr.String())
+	if code := run(t.Context(), []string{"plan", "-cal", calPath, "-load-ms", "100"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("-load-ms: exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "on group fast alone with 1 slot: N = ") {
 		t.Errorf("-task-ms:\n%s", stdout.String())
 	}
-	// Outside what was measured, -task-ms refuses.
+	// Outside what was measured, -load-ms refuses.
 	stderr.Reset()
-	if code := run(t.Context(), []string{"plan", "-cal", calPath, "-task-ms", "1e6"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "outside the measured range") {
-		t.Errorf("-task-ms 1e6: exit %d: %s", code, stderr.String())
+	if code := run(t.Context(), []string{"plan", "-cal", calPath, "-load-ms", "1e6"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "outside the measured range") {
+		t.Errorf("-load-ms 1e6: exit %d: %s", code, stderr.String())
 	}
 }
 
@@ -227,7 +227,7 @@ func TestUsageErrors(t *testing.T) {
 		{"nonsense"},
 		{"plan"},
 		{"plan", "-cal", "x.json"},
-		{"plan", "-cal", "x.json", "-n", "10", "-task-ms", "5"},
+		{"plan", "-cal", "x.json", "-lu", "10", "-load-ms", "5"},
 		{"calibrate", "-o", "x.json"},
 		{"calibrate", "-workers", "2", "-o", "x.json", "-sizes", "10,20,30,40"},
 		{"calibrate", "-workers", "2", "-o", "x.json", "-group-by", "colour"},

@@ -101,7 +101,7 @@ const (
 	maxFitPoints = 1000
 	// maxTasks bounds plan -tasks: the ES's λ (esrun -lambda's bound).
 	maxTasks = 1_000_000
-	// maxTaskMS bounds plan -task-ms: an hour a task.
+	// maxTaskMS bounds plan -load-ms: an hour a task.
 	maxTaskMS = 3_600_000
 	// maxTop bounds plan -top.
 	maxTop = 1000
@@ -113,25 +113,31 @@ type modelsOptions struct {
 	fit plan.Options
 }
 
+const modelsUsage = `Usage: esplan models -cal FILE [flags]
+
+Fits the execution-time models of a calibration (esplan calibrate -o) and
+prints them: per group, the N–T model of one machine alone with M slots
+(a cubic in the LU size N) and the P–T models of P tasks in the whole
+grid; a group with too few points takes another's, and says so.
+
+Flags:
+`
+
 // newModelsFlagSet declares esplan models' flags into o.
 func newModelsFlagSet(o *modelsOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("esplan models", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.cal, "cal", "", "the calibration `FILE` (esplan calibrate -o)")
 	fitFlags(fs, &o.fit)
+	flagx.VersionFlag(fs)
 	return fs
 }
 
-func runModels(args []string, stdout io.Writer) error {
+func runModels(args []string, stdout, stderr io.Writer) error {
 	o := &modelsOptions{}
 	fs := newModelsFlagSet(o)
-	if err := flagx.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return errHelp
-		}
-		return usagef("%v", err)
+	if err := parseCommand(fs, args, modelsUsage, stdout, stderr); err != nil { // main.go
+		return err
 	}
 	if o.cal == "" {
 		return usagef("give -cal FILE")
@@ -221,34 +227,43 @@ type planOptions struct {
 	verbose bool
 }
 
+const planUsage = `Usage: esplan plan -cal FILE (-lu N | -load-ms MS) [flags]
+
+Searches the configurations of a calibration's machines (which to use,
+with how many slots each) with the fitted models, for batches of -tasks
+tasks of the LU load size -lu N (or of -load-ms milliseconds), prints the
+-top best with their predicted times and, with -o, writes the best as a
+plan file for esrun -plan and esworker -plan.
+
+Flags:
+`
+
 // newPlanFlagSet declares esplan plan's flags into o.
 func newPlanFlagSet(o *planOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("esplan plan", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.cal, "cal", "", "the calibration `FILE` (esplan calibrate -o)")
-	flagx.IntVar(fs, &o.n, "n", 0, 0, problems.MaxLoadN, "plan for tasks of LU load size `N` (esrun -lu N)")
-	flagx.FloatVar(fs, &o.taskMS, "task-ms", 0, 0, maxTaskMS, "or for tasks of `MS` milliseconds on one machine of the -ref group, alone with one slot (esrun -load-ms)")
-	fs.StringVar(&o.ref, "ref", "", "the reference `GROUP` of -task-ms (default the fastest)")
+	flagx.IntVar(fs, &o.n, "lu", 0, 0, problems.MaxLoadN, "plan for tasks of LU load size `N` (as esrun -lu N)")
+	flagx.FloatVar(fs, &o.taskMS, "load-ms", 0, 0, maxTaskMS, "or for tasks of `MS` milliseconds on one machine of the -ref group, alone with one slot (as esrun -load-ms)")
+	fs.StringVar(&o.ref, "ref", "", "the reference `GROUP` of -load-ms (default the fastest)")
 	flagx.IntVar(fs, &o.tasks, "tasks", 70, 1, maxTasks, "tasks `N` per batch (the ES's λ)")
-	fs.StringVar(&o.policy, "policy", "r3q", "the run's policy: rr, r3q and eft replicate the last tasks (modelled), wq, rwq and cyclic do not")
+	fs.StringVar(&o.policy, "policy", "r3q", "the run's `POLICY`: rr, r3q and eft replicate the last tasks (modelled), wq, rwq and cyclic do not")
 	flagx.IntListVar(fs, &o.slots, "slots", nil, 1, grid.MaxMetaSlots, "slot counts `M,...` to consider per machine (default: every M measured)")
 	flagx.IntVar(fs, &o.top, "top", 5, 1, maxTop, "print the `K` best configurations")
 	fs.StringVar(&o.out, "o", "", "write the best configuration as a plan `FILE` for esrun -plan and esworker -plan (- = standard output)")
 	fitFlags(fs, &o.fit)
 	fs.BoolVar(&o.verbose, "v", false, "print the models too")
+	flagx.VersionFlag(fs)
+	flagx.Alias(fs, "n", "lu")
+	flagx.Alias(fs, "task-ms", "load-ms")
 	return fs
 }
 
-func runPlan(args []string, stdout io.Writer) error {
+func runPlan(args []string, stdout, stderr io.Writer) error {
 	o := &planOptions{}
 	fs := newPlanFlagSet(o)
-	if err := flagx.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return errHelp
-		}
-		return usagef("%v", err)
+	if err := parseCommand(fs, args, planUsage, stdout, stderr); err != nil { // main.go
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -256,7 +271,7 @@ func runPlan(args []string, stdout io.Writer) error {
 	case o.cal == "":
 		return usagef("give -cal FILE")
 	case (o.n > 0) == (o.taskMS > 0):
-		return usagef("give one of -n N and -task-ms MS")
+		return usagef("give one of -lu N and -load-ms MS")
 	case !slices.Contains(sched.Names, o.policy):
 		return usagef("-policy %q is not a policy (known: %s)", o.policy, strings.Join(sched.Names, ", "))
 	}
@@ -328,7 +343,7 @@ func sizeForTime(ms *plan.Models, cal *plan.Calibration, ref string, t float64) 
 			}
 		}
 		if ref == "" {
-			return "", 0, errors.New("-task-ms: no group has an N–T model alone with 1 slot")
+			return "", 0, errors.New("-load-ms: no group has an N–T model alone with 1 slot")
 		}
 	}
 	gm := ms.Groups[ref]
@@ -337,14 +352,14 @@ func sizeForTime(ms *plan.Models, cal *plan.Calibration, ref string, t float64) 
 	}
 	c, ok := gm.Alone[1]
 	if !ok || len(gm.Sizes) == 0 {
-		return "", 0, fmt.Errorf("-task-ms: group %s has no N–T model alone with 1 slot", ref)
+		return "", 0, fmt.Errorf("-load-ms: group %s has no N–T model alone with 1 slot", ref)
 	}
 	lo, hi := gm.Sizes[0], gm.Sizes[len(gm.Sizes)-1]
 	if err := c.Check(lo, hi); err != nil {
 		return "", 0, fmt.Errorf("group %s: %w", ref, err)
 	}
 	if t < c.At(lo) || t > c.At(hi) {
-		return "", 0, fmt.Errorf("-task-ms %g: outside the measured range of group %s alone with 1 slot (%s at N = %.0f to %s at N = %.0f); calibrate at other sizes",
+		return "", 0, fmt.Errorf("-load-ms %g: outside the measured range of group %s alone with 1 slot (%s at N = %.0f to %s at N = %.0f); calibrate at other sizes",
 			t*1000, ref, secs(c.At(lo)), lo, secs(c.At(hi)), hi)
 	}
 	for range 100 {

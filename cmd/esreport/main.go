@@ -42,6 +42,9 @@ per worker of its task instances (originals, replicas, cancelled while
 held or running, failed) and of when it was present. The pictures are
 written whole, readable by all (mode 0644).
 
+Exit status: 0 done, 1 the report could not be read or drawn, 2 a bad
+command line.
+
 Flags:
 `
 
@@ -59,6 +62,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.svg, "svg", "", "draw the run into the SVG `FILE` (a vector picture, for the web or print)")
 	flagx.IntVar(fs, &o.width, "width", 1200, minPixels, maxPixels, "the picture's width in `PX`")
 	flagx.IntVar(fs, &o.height, "height", 2100, minPixels, maxPixels, "the picture's height in `PX`")
+	flagx.VersionFlag(fs)
 	return fs
 }
 
@@ -103,16 +107,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs := newFlagSet(&options{})
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-		return 0
+		return flagx.ExitOK
+	}
+	if errors.Is(err, flagx.ErrVersion) {
+		fmt.Fprintln(stdout, flagx.Version("esreport"))
+		return flagx.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "esreport: %v (esreport -h for help)\n", err)
-		return 2
+		return flagx.ExitUsage
 	}
 	rep, err := readReport(o.report)
 	if err != nil {
 		fmt.Fprintf(stderr, "esreport: %v\n", err)
-		return 1
+		return flagx.ExitFailure
 	}
 	fmt.Fprint(stdout, summary(rep))
 	for _, pic := range []struct {

@@ -180,7 +180,7 @@ func TestInterruptedRunKeepsReport(t *testing.T) {
 		ckpt, report string
 	}{
 		{"inprocess", []string{"-inprocess"}, "run.ckpt", "run.json"},
-		{"grid", []string{"-local", "2", "-sched", "wq"}, "run.ckpt", "run.json"},
+		{"grid", []string{"-local", "2", "-policy", "wq"}, "run.ckpt", "run.json"},
 		// A .partial name is a checkpoint like any other, once it is
 		// not the report's partial one.
 		{"partial names", []string{"-inprocess"}, "R.partial", "R.partial.json"},

@@ -135,7 +135,7 @@ func TestLocalGridEqualsInProcess(t *testing.T) {
 	// run, never the run.
 	runs = append(runs, run{"rwq", true}, run{"r3q", true})
 	for _, r := range runs {
-		name, args := r.policy, append(small, "-sched", r.policy)
+		name, args := r.policy, append(small, "-policy", r.policy)
 		if r.adaptive {
 			name, args = name+"-adaptive", append(args, "-adaptive")
 		}

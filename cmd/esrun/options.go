@@ -40,7 +40,7 @@ type options struct {
 	lu         int
 	loadMS     float64
 
-	sched      string
+	sched      string // -policy (formerly -sched)
 	adaptive   bool
 	copies     int
 	local      int
@@ -76,7 +76,8 @@ type options struct {
 	metrics       string        // -metrics ADDR (metrics.go)
 	metricsLinger time.Duration // -metrics-linger
 
-	set map[string]bool // the flags given on the command line
+	set        map[string]bool // the flags given on the command line
+	deprecated []string        // notices for the deprecated names given
 }
 
 // Default addresses. A purely local grid listens on loopback with ports
@@ -159,7 +160,7 @@ Examples:
   esrun -strategy cma -problem ellipsoid -gens 0 -target 1e-8
                                          CMA-ES, on the grid like any run
   esrun -load-ms 100 -gens 20            add an LU load of about 100 ms per evaluation
-  esrun -sched wq -report wq.json        another scheduling policy, and a JSON report
+  esrun -policy wq -report wq.json       another scheduling policy, and a JSON report
   esrun -adaptive                        size remote queues from measured round trips
   esrun -inprocess                       evaluate with a goroutine pool instead (the reference)
   esrun -local 0 -min-workers 4 -key-file K
@@ -167,6 +168,9 @@ Examples:
   esrun -checkpoint run.ckpt -report run.json
   esrun -resume run.ckpt -gens 200       continue a run, here up to generation 200
   esrun -checkpoint run.ckpt -force      start afresh, replacing an old run.ckpt
+
+Exit status: 0 done, 1 the run failed, 2 a bad command line (nothing was
+done). -version prints the build's version.
 `
 
 // flagGroups orders the help text; every flag is in exactly one group.
@@ -176,19 +180,20 @@ var flagGroups = []struct {
 }{
 	{"Evolution Strategy", []string{"problem", "plugin", "dim", "strategy", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
 	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
-	{"Grid", []string{"sched", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
+	{"Grid", []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
 	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
-	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger"}},
+	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "version"}},
+	{"Deprecated", []string{"sched"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so
 // that -inprocess refuses them.
-var gridFlags = []string{"sched", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger"}
+var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esrun", flag.ContinueOnError)
-	fs.StringVar(&o.problem, "problem", "ridge", "fitness function to minimise: "+strings.Join(problems.Names(), ", ")+", or a plugin's NAME given with -plugin")
+	fs.StringVar(&o.problem, "problem", "ridge", "the fitness function `NAME` to minimise: "+strings.Join(problems.Names(), ", ")+", or a plugin's NAME given with -plugin")
 	fs.Var(&o.plugins, "plugin", "the problem plugin `NAME=PATH`: the executable PATH evaluates the problem NAME (repeatable; see \"Problem plugins\" in the README); local workers get it too, remote ones list it themselves")
 	flagx.IntVar(fs, &o.dim, "dim", 30, 1, maxDim, "number of dimensions `n`")
 	flagx.IntVar(fs, &o.mu, "mu", 30, 1, maxPopulation, "μ, the number `N` of parents")
@@ -207,7 +212,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.lu, "lu", 0, 0, problems.MaxLoadN, "add an `N`×N LU decomposition to every evaluation; 0 = no load")
 	flagx.FloatVar(fs, &o.loadMS, "load-ms", 0, 0, 60_000, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
 
-	fs.StringVar(&o.sched, "sched", "r3q", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
+	fs.StringVar(&o.sched, "policy", "r3q", "scheduling `POLICY`: "+strings.Join(sched.Names, ", "))
 	flagx.IntVar(fs, &o.copies, "copies", 0, 0, sched.MaxCopies, "eft: most live instances `N` of a task, the original and its replicas (0: "+strconv.Itoa(sched.DefaultCopies)+"; 1: no replicas)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from its measured round trip and task time (at least 2 tasks per slot, at most "+strconv.Itoa(sched.DefaultAdaptiveMax)+"), instead of the paper's fixed 2")
 	flagx.IntVar(fs, &o.local, "local", runtime.NumCPU(), 0, maxLocal, "start `N` worker agents in this process, by default one per CPU; 0 = only remote workers")
@@ -238,14 +243,17 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines; the line per generation goes there too, as the record \"generation\"")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9464, or 127.0.0.1:0 for any free port): the time accounting per generation, tasks, cancels, results, workers, the master's inbox (see \"Metrics and dashboards\" in the README)")
 	flagx.DurationVar(fs, &o.metricsLinger, "metrics-linger", 0, 0, time.Hour, "with -metrics: keep serving the metrics for `D` after the run ends, so that Prometheus scrapes its final figures (e.g. 2 scrape intervals)")
+	flagx.VersionFlag(fs)
+	flagx.Alias(fs, "sched", "policy")
 	return fs
 }
 
 // resumeFixed lists the flags that a checkpoint fixes.
 var resumeFixed = []string{"problem", "dim", "strategy", "mu", "lambda", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma"}
 
-// parseOptions parses args. -h yields flag.ErrHelp; anything else wrong is a
-// *usageError.
+// parseOptions parses args. -h yields flag.ErrHelp, -version
+// flagx.ErrVersion (with the options, for their deprecation notices);
+// anything else wrong is a *usageError.
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(o)
@@ -254,8 +262,13 @@ func parseOptions(args []string) (*options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
+		if errors.Is(err, flagx.ErrVersion) {
+			o.deprecated = flagx.Deprecated(fs)
+			return o, err
+		}
 		return nil, usagef("%v", err)
 	}
+	o.deprecated = flagx.Deprecated(fs)
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	}
@@ -266,11 +279,11 @@ func parseOptions(args []string) (*options, error) {
 	case o.lu > 0 && o.loadMS > 0:
 		return nil, usagef("-lu and -load-ms both set the load; give one")
 	case !slices.Contains(sched.Names, o.sched):
-		return nil, usagef("-sched %q is not a policy (known: %s)", o.sched, strings.Join(sched.Names, ", "))
+		return nil, usagef("-policy %q is not a policy (known: %s)", o.sched, strings.Join(sched.Names, ", "))
 	case o.adaptive && o.sched != "rwq" && o.sched != "r3q":
-		return nil, usagef("-adaptive applies to -sched rwq and r3q only, not %s", o.sched)
+		return nil, usagef("-adaptive applies to -policy rwq and r3q only, not %s", o.sched)
 	case o.copies > 0 && o.sched != "eft":
-		return nil, usagef("-copies applies to -sched eft only, not %s", o.sched)
+		return nil, usagef("-copies applies to -policy eft only, not %s", o.sched)
 	case o.metricsLinger > 0 && o.metrics == "":
 		return nil, usagef("-metrics-linger needs -metrics")
 	case o.key != "" && o.keyFile != "":

@@ -14,6 +14,7 @@ import (
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems"
 )
@@ -39,8 +40,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	con := logx.Console{W: stderr, Log: newLogger(false, false, stderr)}
 	if o != nil {
 		con = logx.Console{W: stderr, Log: newLogger(o.logJSON, o.verbose, stderr), JSON: o.logJSON}
+		for _, n := range o.deprecated {
+			con.Say(slog.LevelWarn, "esrun: "+n, "deprecated flag", "notice", n)
+		}
 	}
 	switch {
+	case errors.Is(err, flagx.ErrVersion):
+		fmt.Fprintln(stdout, flagx.Version("esrun"))
+		return flagx.ExitOK
 	case err == nil && o.genkey != "":
 		err = genkey(o.genkey, stdout)
 	case err == nil:
@@ -52,10 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ue):
 		con.Say(slog.LevelError, fmt.Sprintf("esrun: %v (see esrun -h)", err), "bad command line (see esrun -h)", "err", err)
-		return 2
+		return flagx.ExitUsage
 	default:
 		con.Say(slog.LevelError, fmt.Sprintf("esrun: %v", err), "the run failed", "err", err)
-		return 1
+		return flagx.ExitFailure
 	}
 }
 

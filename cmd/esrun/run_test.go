@@ -46,7 +46,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-lu", "5", "-load-ms", "10"}, "-lu and -load-ms both"},
 		{[]string{"-slots", "-1"}, "-slots -1: must be an integer between 0 and 65536"},
 		{[]string{"-resume", "x.ckpt", "-mu", "5"}, "-mu cannot be given with -resume"},
-		{[]string{"-sched", "fifo"}, `-sched "fifo" is not a policy (known: ` + strings.Join(sched.Names, ", ") + `)`},
+		{[]string{"-policy", "fifo"}, `-policy "fifo" is not a policy (known: ` + strings.Join(sched.Names, ", ") + `)`},
 		{[]string{"-local", "-1"}, "-local -1: must be an integer between 0 and 1024"},
 		{[]string{"-min-workers", "-2"}, "-min-workers -2: must be an integer between 0 and 65536"},
 		{[]string{"-slots", "100000"}, "-slots 100000: must be an integer between 0 and 65536"},
@@ -56,11 +56,11 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-gossip", "127.0.0.1:70000"}, `port "70000" is not a number in [0, 65535]`},
 		{[]string{"-gossip", "localhost:7946"}, `-gossip "localhost:7946": the host must be an IP address`},
 		{[]string{"-key", "a", "-key-file", "b"}, "-key and -key-file both"},
-		{[]string{"-inprocess", "-sched", "wq"}, "-sched has no effect with -inprocess"},
+		{[]string{"-inprocess", "-policy", "wq"}, "-policy has no effect with -inprocess"},
 		{[]string{"-inprocess", "-local", "3"}, "-local has no effect with -inprocess"},
 		{[]string{"-inprocess", "-key", "k"}, "-key has no effect with -inprocess"},
 		{[]string{"-inprocess", "-adaptive"}, "-adaptive has no effect with -inprocess"},
-		{[]string{"-adaptive", "-sched", "wq"}, "-adaptive applies to -sched rwq and r3q only, not wq"},
+		{[]string{"-adaptive", "-policy", "wq"}, "-adaptive applies to -policy rwq and r3q only, not wq"},
 		{[]string{"-dim", "1048577"}, "a worker evaluates at most 1048576 dimensions"},
 		{[]string{"-key-file", "/nonexistent/esgrid.key"}, "-key-file: grid: key file: open /nonexistent/esgrid.key"},
 	}
@@ -86,7 +86,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("-h: exit %d, stderr %q", code, stderr)
 	}
 	for _, want := range []string{"Usage: esrun", "Examples:", "-load-ms", "-resume FILE", "ridge, rosenbrock",
-		"Grid flags:", "-sched POLICY", "-adaptive", "wq, rr, rwq, r3q, cyclic", "-local N", "-min-workers N",
+		"Grid flags:", "-policy POLICY", "-adaptive", "wq, rr, rwq, r3q, cyclic", "-local N", "-min-workers N",
 		"-listen HOST:PORT", "-gossip HOST:PORT", "-key KEY", "-key-file FILE", "-inprocess", "0.0.0.0:7946", "0.0.0.0:7947"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("help lacks %q", want)
@@ -249,7 +249,7 @@ func TestResumeFromFlags(t *testing.T) {
 	if code, _, stderr := esrun(context.Background(), append(common, "-gens", "12", "-report", whole, "-inprocess")...); code != 0 {
 		t.Fatal(stderr)
 	}
-	if code, _, stderr := esrun(context.Background(), append(common, "-gens", "4", "-checkpoint", ckpt, "-sched", "wq")...); code != 0 {
+	if code, _, stderr := esrun(context.Background(), append(common, "-gens", "4", "-checkpoint", ckpt, "-policy", "wq")...); code != 0 {
 		t.Fatal(stderr)
 	}
 	if code, _, stderr := esrun(context.Background(), "-resume", ckpt, "-gens", "12", "-report", resumed, "-quiet"); code != 0 {

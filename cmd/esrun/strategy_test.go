@@ -87,7 +87,7 @@ func TestCMAOnGridAndResumed(t *testing.T) {
 	}
 	sameTrajectory(t, readReport(t, grid), want)
 
-	if code, _, stderr := esrun(t.Context(), append(args, "-gens", "4", "-checkpoint", ckpt, "-sched", "wq", "-local", "2")...); code != 0 {
+	if code, _, stderr := esrun(t.Context(), append(args, "-gens", "4", "-checkpoint", ckpt, "-policy", "wq", "-local", "2")...); code != 0 {
 		t.Fatal(stderr)
 	}
 	code, stdout, stderr := esrun(t.Context(), "-resume", ckpt, "-gens", "12", "-report", resumed, "-inprocess")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/esgrid/esgrid/internal/flagx/flagxtest"
 )
@@ -68,5 +69,24 @@ func TestRefusedCommandLines(t *testing.T) {
 	}
 	if b, err := os.ReadFile(set); err != nil || string(b) != "machine M1 speed=1\n" {
 		t.Errorf("the machine set now holds %q (%v)", b, err)
+	}
+}
+
+// -slowdown takes M*F (from the start) as well as M@T*F, and the old
+// names -gran and -q still work, each with a notice.
+func TestSlowdownFormsAndOldNames(t *testing.T) {
+	var out bytes.Buffer
+	o, err := parseFlags([]string{"-slowdown", "L1*4,L2@60s*2", "-gran", "100", "-q"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.slowdowns) != 2 || o.slowdowns[0].Machine != "L1" || o.slowdowns[0].At != 0 || o.slowdowns[0].Factor != 4 || o.slowdowns[1].At != time.Minute {
+		t.Errorf("slowdowns %+v", o.slowdowns)
+	}
+	if len(o.grains) != 1 || o.grains[0] != 100*time.Millisecond || !o.quiet {
+		t.Errorf("-gran 100 -q: grains %v, quiet %v", o.grains, o.quiet)
+	}
+	if want := []string{"-gran is deprecated, use -grain", "-q is deprecated, use -quiet"}; strings.Join(o.deprecated, "|") != strings.Join(want, "|") {
+		t.Errorf("notices %q, want %q", o.deprecated, want)
 	}
 }

@@ -49,13 +49,13 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-noise", "NaN"}, "-noise NaN: must be a number between 0 and 2"},
 		{[]string{"-noise", "Inf"}, "-noise Inf: must be a number between 0 and 2"},
 		{[]string{"-noise", "-1"}, "-noise -1: must be a number between 0 and 2"},
-		{[]string{"-gran", "NaN"}, "-gran NaN: must be a duration between 1µs and 1h"},
-		{[]string{"-gran", "Inf"}, "-gran Inf: must be a duration between 1µs and 1h"},
-		{[]string{"-gran", "1e300"}, "-gran 1e300: must be a duration between 1µs and 1h"},
-		{[]string{"-gran", "-5"}, "-gran -5: must be a duration between 1µs and 1h"},
-		{[]string{"-gran", "0"}, "-gran 0: must be a duration between 1µs and 1h"},
-		{[]string{"-gran", "2h"}, "-gran 2h: must be a duration between 1µs and 1h"},
-		{[]string{"-gran", "9999999999h"}, "-gran 9999999999h: must be a duration between 1µs and 1h"},
+		{[]string{"-grain", "NaN"}, "-grain NaN: must be a duration between 1µs and 1h"},
+		{[]string{"-grain", "Inf"}, "-grain Inf: must be a duration between 1µs and 1h"},
+		{[]string{"-grain", "1e300"}, "-grain 1e300: must be a duration between 1µs and 1h"},
+		{[]string{"-grain", "-5"}, "-grain -5: must be a duration between 1µs and 1h"},
+		{[]string{"-grain", "0"}, "-grain 0: must be a duration between 1µs and 1h"},
+		{[]string{"-grain", "2h"}, "-grain 2h: must be a duration between 1µs and 1h"},
+		{[]string{"-grain", "9999999999h"}, "-grain 9999999999h: must be a duration between 1µs and 1h"},
 		{[]string{"-delay", "-1"}, "-delay -1: must be a duration between 0s and 1h"},
 		{[]string{"-delay", "1e300"}, "-delay 1e300: must be a duration between 0s and 1h"},
 		{[]string{"-delay", "90m"}, "-delay 90m: must be a duration between 0s and 1h"},
@@ -74,7 +74,7 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-parallel", "1000000000"}, "-parallel 1000000000: must be an integer between 0 and 1024"},
 		{[]string{"-parallel", "-1"}, "-parallel -1: must be an integer between 0 and 1024"},
 		{[]string{"-seed", "-1"}, "-seed -1: must be an integer between 0 and 18446744073709551615"},
-		{[]string{"-gran", "1h", "-gens", "10000000", "-lambda", "1", "-mu", "0", "-policy", "r3q"}, "years of simulated time"},
+		{[]string{"-grain", "1h", "-gens", "10000000", "-lambda", "1", "-mu", "0", "-policy", "r3q"}, "years of simulated time"},
 		{[]string{"-machines", huge}, "is larger than 1048576 bytes"},
 		{[]string{"-machines", "/dev/zero"}, "-machines: "},
 		{[]string{"-machines", nanSpeed}, "machine M1: speed: must be a positive number"},
@@ -118,7 +118,7 @@ func TestWithinBounds(t *testing.T) {
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := runCmd(t, "-machines", p, "-gran", "1h", "-delay", "1h", "-gens", "2", "-trials", "1", "-policy", "r3q,cyclic", "-q")
+	code, out, errs := runCmd(t, "-machines", p, "-grain", "1h", "-delay", "1h", "-gens", "2", "-trials", "1", "-policy", "r3q,cyclic", "-quiet")
 	if code != 0 || !strings.Contains(out, " r3q ") {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}

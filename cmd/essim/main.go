@@ -75,6 +75,7 @@ type options struct {
 	pngPath    string
 	showSet    bool
 	quiet      bool
+	deprecated []string // notices for the deprecated names given
 }
 
 const usageHead = `essim simulates esgrid's scheduling policies on a virtual clock.
@@ -86,21 +87,25 @@ seeded trials per setting, and prints the mean times and efficiencies,
 against the clairvoyant optimum too.
 
 Usage:
-  essim [flags]
+  essim [flags]           the sweep (flags below)
+  essim masters [flags]   masters that split when overloaded, one master
+                          against the paper's rule and the gain rule
+                          (essim masters -h for its flags)
 
 Examples:
-  essim -policy r3q -gran 500 -delay 50             one setting
-  essim -policy rwq,r3q -gran 100 -adaptive         remote queues sized from measurements
+  essim -policy r3q -grain 500 -delay 50            one setting
+  essim -policy rwq,r3q -grain 100 -adaptive        remote queues sized from measurements
   essim -machines wan -delay 0 -png wan.png         the WAN set, no added delay
   essim -workload bag -tasks 480 -shape mandelbrot  Clop's Mandelbrot strips
   essim -policy eft,r3q -machines hetero9 -copies 3  eft with up to 3 copies of a task
   essim -machines scale4096 -policy eft -gens 10     4,096 workers
   essim -machines my.txt -show-machines             check a machine file
 
-Lists take commas (-gran 100,500); a bare number is milliseconds.
+Lists take commas (-grain 100,500); a bare number is milliseconds.
 Bounds: at most 1000000 tasks a batch and 10000000 a run, times up to 1h,
 slowdown factors up to 1e6, and a sweep whose results fit in half of this
 machine's memory (MemTotal, or the cgroup's limit).
+Exit status: 0 done, 1 failed, 2 a bad command line.
 
 Flags:
 `
@@ -112,26 +117,26 @@ func newFlagSet(o *options, c *costFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	o.policyList = policyList(sched.Names)
 	fs.Var(&o.policyList, "policy", "policies to compare: `list` of "+strings.Join(sched.Names, ", "))
-	flagx.DurationListVar(fs, &o.grains, "gran", []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second}, time.Microsecond, maxFlagTime, time.Millisecond,
+	flagx.DurationListVar(fs, &o.grains, "grain", []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second}, time.Microsecond, maxFlagTime, time.Millisecond,
 		"task grain(s): time of one task on the reference machine (M1), `list`")
 	flagx.DurationListVar(fs, &o.delays, "delay", []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 50 * time.Millisecond}, 0, maxFlagTime, time.Millisecond,
 		"added one-way delay(s) on every link from the master (not to M1), `list`")
-	fs.StringVar(&o.machines, "machines", "lan", "machine set: lan, wan, or a set `file` (format: -show-machines)")
+	fs.StringVar(&o.machines, "machines", "lan", "machine set: "+strings.Join(sim.BuiltinSets(), ", ")+", or a set `file` (format: -show-machines)")
 	flagx.IntVar(fs, &o.trials, "trials", 10, 1, maxTrials, "seeded `trials` per setting (averaged)")
 	flagx.IntVar(fs, &o.gens, "gens", 100, 1, maxRunTasks, "ES `generations` (workload es)")
 	o.lambdaFlag.n = 70
 	fs.Var(&o.lambdaFlag, "lambda", "offspring per generation: tasks per batch (workload es); `N`, or Fx for F per slot of the set (2x: two per CPU) ("+o.lambdaFlag.Range()+")")
 	flagx.IntVar(fs, &o.mu, "mu", 30, 0, maxBatchTasks, "parents: size `N` of the initial batch, generation 0 (workload es; 0: none)")
 	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "base `seed` of the trials")
-	fs.StringVar(&o.workload, "workload", "es", "workload: es (generations behind a barrier) or bag (one batch)")
+	fs.StringVar(&o.workload, "workload", "es", "the `workload`: es (generations behind a barrier) or bag (one batch)")
 	flagx.IntVar(fs, &o.tasks, "tasks", 1000, 1, maxBatchTasks, "`tasks` in the bag (workload bag)")
-	fs.StringVar(&o.shape, "shape", "uniform", "task grains of the bag: uniform, or mandelbrot (Clop's strips, mean = -gran)")
+	fs.StringVar(&o.shape, "shape", "uniform", "the `shape` of the bag's task grains: uniform, or mandelbrot (Clop's strips, mean = -grain)")
 	flagx.FloatVar(fs, &o.noise, "noise", 0.1, 0, 2, "`sigma` of log-normal noise on each task's time (0: none)")
 	flagx.IntVar(fs, &o.depth, "depth", 0, 0, sched.MaxDepth, "instances `N` per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q, 1 for eft: its least)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from measured round trip and task time (-depth is then the floor)")
 	flagx.IntVar(fs, &o.copies, "copies", 0, 0, sched.MaxCopies, "eft: most live instances `N` of a task, original and replicas (0: 2; 1: no replicas)")
 	flagx.BareDurationVar(fs, &o.engineCost, "engine-cost", 0, 0, maxFlagTime, time.Millisecond, "master's own `time` between generations (selection, mutation)")
-	fs.Var(&o.slowFlag, "slowdown", "`M@T*F`: machine M runs F times slower from time T on (repeatable, e.g. L1@60s*4; "+o.slowFlag.Range()+")")
+	fs.Var(&o.slowFlag, "slowdown", "`M@T*F`: machine M runs F times slower from time T on, or M*F from the start (repeatable, e.g. L1@60s*4; as esworker -slowdown F, for one machine of the set; "+o.slowFlag.Range()+")")
 	flagx.BareDurationVar(fs, &c.master, "master-cost", 0, 0, maxFlagTime, time.Millisecond, "override the set's master `time` per message")
 	flagx.BareDurationVar(fs, &c.send, "send-cost", 0, 0, maxFlagTime, time.Millisecond, "override every machine's `time` to send a message")
 	flagx.BareDurationVar(fs, &c.recv, "recv-cost", 0, 0, maxFlagTime, time.Millisecond, "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
@@ -139,7 +144,10 @@ func newFlagSet(o *options, c *costFlags) *flag.FlagSet {
 	fs.StringVar(&o.csvPath, "csv", "", "write the table as CSV to `file`")
 	fs.StringVar(&o.pngPath, "png", "", "draw stacked bars of compute/sync/comm to PNG `file`")
 	fs.BoolVar(&o.showSet, "show-machines", false, "print the machine set (built-in text, or a summary of a file) and exit")
-	fs.BoolVar(&o.quiet, "q", false, "print only the table")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only the table")
+	flagx.VersionFlag(fs)
+	flagx.Alias(fs, "gran", "grain")
+	flagx.Alias(fs, "q", "quiet")
 	fs.Usage = func() {} // parse errors are one line; -h prints the help below
 	return fs
 }
@@ -161,8 +169,12 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 			fmt.Fprintf(stdout, "  Built-in sets: %s.\n", strings.Join(sim.BuiltinSets(), ", "))
 			return nil, err
 		}
+		if errors.Is(err, flagx.ErrVersion) {
+			return &options{deprecated: flagx.Deprecated(fs)}, err
+		}
 		return nil, usageError{err}
 	}
+	o.deprecated = flagx.Deprecated(fs)
 	if fs.NArg() > 0 {
 		return nil, badf("unexpected argument %q", fs.Arg(0))
 	}
@@ -313,9 +325,14 @@ func (s *slowFlag) String() string { return "" }
 func (s *slowFlag) Set(v string) error {
 	for _, one := range strings.Split(v, ",") {
 		name, rest, ok1 := strings.Cut(one, "@")
+		if !ok1 {
+			// M*F: from the start.
+			name, rest, ok1 = strings.Cut(one, "*")
+			rest = "0*" + rest
+		}
 		at, factor, ok2 := strings.Cut(rest, "*")
 		if !ok1 || !ok2 || name == "" {
-			return s.Refuse(v, fmt.Errorf("want MACHINE@TIME*FACTOR, got %q", one))
+			return s.Refuse(v, fmt.Errorf("want MACHINE@TIME*FACTOR or MACHINE*FACTOR, got %q", one))
 		}
 		d, err := (&flagx.Duration{Max: maxVirtualTime, Bare: time.Millisecond}).Check(at)
 		if err != nil {
@@ -349,11 +366,20 @@ type setting struct {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return flagx.ExitOK
+	}
+	if o != nil {
+		for _, n := range o.deprecated {
+			fmt.Fprintf(stderr, "essim: %s\n", n)
+		}
+	}
+	if errors.Is(err, flagx.ErrVersion) {
+		fmt.Fprintln(stdout, flagx.Version("essim"))
+		return flagx.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "essim: %v (essim -h for help)\n", err)
-		return 2
+		return flagx.ExitUsage
 	}
 	if o.showSet {
 		showSet(stdout, o)
@@ -361,9 +387,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := sweep(ctx, o, stdout); err != nil {
 		fmt.Fprintf(stderr, "essim: %v\n", err)
-		return 1
+		return flagx.ExitFailure
 	}
-	return 0
+	return flagx.ExitOK
 }
 
 // workloadFor builds the workload of one grain.

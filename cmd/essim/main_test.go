@@ -21,7 +21,7 @@ func TestSmallSweep(t *testing.T) {
 	dir := t.TempDir()
 	csvPath := filepath.Join(dir, "out.csv")
 	pngPath := filepath.Join(dir, "out.png")
-	code, out, errs := runCmd(t, "-gens", "3", "-trials", "2", "-gran", "100,500ms", "-delay", "0,50",
+	code, out, errs := runCmd(t, "-gens", "3", "-trials", "2", "-grain", "100,500ms", "-delay", "0,50",
 		"-csv", csvPath, "-png", pngPath)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -55,8 +55,8 @@ func TestSmallSweep(t *testing.T) {
 // -adaptive reaches the policies: at 100 ms tasks and 50 ms delay the
 // remote queues grow and r3q's run differs from the fixed-depth one.
 func TestAdaptiveFlag(t *testing.T) {
-	args := []string{"-policy", "r3q", "-gran", "100", "-delay", "50", "-gens", "5", "-trials", "1"}
-	code, fixed, errs := runCmd(t, append([]string{"-q"}, args...)...)
+	args := []string{"-policy", "r3q", "-grain", "100", "-delay", "50", "-gens", "5", "-trials", "1"}
+	code, fixed, errs := runCmd(t, append([]string{"-quiet"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -81,7 +81,7 @@ func TestAdaptiveFlag(t *testing.T) {
 }
 
 func TestSingleSettingBag(t *testing.T) {
-	code, out, errs := runCmd(t, "-q", "-policy", "r3q", "-gran", "50", "-delay", "10", "-trials", "1",
+	code, out, errs := runCmd(t, "-quiet", "-policy", "r3q", "-grain", "50", "-delay", "10", "-trials", "1",
 		"-workload", "bag", "-tasks", "96", "-shape", "mandelbrot", "-machines", "wan", "-slowdown", "W1@1s*5")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -102,8 +102,8 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-nope"},
 		{"-policy", "fifo"},
-		{"-gran", "fast"},
-		{"-gran", "0"},
+		{"-grain", "fast"},
+		{"-grain", "0"},
 		{"-delay", "-5ms"},
 		{"-trials", "0"},
 		{"-workload", "stream"},
@@ -137,7 +137,7 @@ func TestHelpAndShow(t *testing.T) {
 	if err := os.WriteFile(p, []byte("machine A speed=1\nmachine B via=A delay=2ms speed=2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, _ = runCmd(t, "-show-machines", "-machines", p, "-gran", "100")
+	code, out, _ = runCmd(t, "-show-machines", "-machines", p, "-grain", "100")
 	if code != 0 || !strings.Contains(out, "B        cpus=1 path=2ms roundtrip=4ms t100ms=50ms") {
 		t.Fatalf("show file: exit %d\n%s", code, out)
 	}

@@ -39,6 +39,12 @@ Simulates masters that split when overloaded (papers.md §2): one master
 against the paper's rule (paper) and the rule that weighs the worker a
 split takes away (gain). Prints tables; -png DIR draws the figures.
 
+  essim masters -fig paper   the paper's Fig. 5–7 in shape: P = 2…18, one
+                             master vs splitting (plain rule and gain rule),
+                             masters over time and per-worker idle at P = 18
+  essim masters -fig scale   past the paper: -workers × -master-cost, the
+                             throughput as a fraction of linear
+
 Flags:
 `
 
@@ -66,17 +72,21 @@ const maxMastersTasks = 1 << 24
 func newMastersFlagSet(o *mastersOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("essim masters", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.fig, "fig", "all", "what to simulate: paper (Fig. 5–7 in shape, P = 2…18), scale (-workers × -costs), or all")
+	fs.StringVar(&o.fig, "fig", "all", "`what` to simulate: paper (Fig. 5–7 in shape, P = 2…18), scale (-workers × -master-cost), or all")
 	fs.StringVar(&o.png, "png", "", "draw the figures as PNG files into `DIR`")
 	flagx.IntListVar(fs, &o.workers, "workers", []int{256, 1024, 4096}, 1, maxMastersTasks, "scale: worker counts, `list`")
-	flagx.DurationListVar(fs, &o.costs, "costs", []time.Duration{10 * time.Microsecond, 25 * time.Microsecond}, 0, time.Second, 0, "scale: a master's time per message, `list`")
+	flagx.DurationListVar(fs, &o.costs, "master-cost", []time.Duration{10 * time.Microsecond, 25 * time.Microsecond}, 0, time.Second, time.Millisecond, "scale: a master's time per message, `list`")
 	flagx.IntVar(fs, &o.perWorker, "tasks-per-worker", 100, 1, 10000, "scale: tasks in the bag per worker (`N`); the run's ideal length is N × -grain")
-	flagx.DurationVar(fs, &o.grain, "grain", 10*time.Millisecond, time.Microsecond, time.Hour, "scale: mean task `time`")
-	flagx.DurationVar(fs, &o.latency, "latency", 100*time.Microsecond, 0, time.Hour, "scale: one-way message `delay`")
+	flagx.BareDurationVar(fs, &o.grain, "grain", 10*time.Millisecond, time.Microsecond, time.Hour, time.Millisecond, "scale: mean task `time`")
+	flagx.BareDurationVar(fs, &o.latency, "delay", 100*time.Microsecond, 0, time.Hour, time.Millisecond, "scale: one-way message `delay`")
 	flagx.FloatVar(fs, &o.noise, "noise", 0.3, 0, 2, "scale: `sigma` of the log-normal task-time noise")
-	flagx.IntVar(fs, &o.window, "window", 0, 0, sched.MaxOverloadWindow, "the overload test's `n` (0: 2 × processors, the paper's)")
-	fs.StringVar(&o.policy, "policy", "wq", "each master's policy: wq (the paper's) or rwq")
+	flagx.IntVar(fs, &o.window, "overload-window", 0, 0, sched.MaxOverloadWindow, "the overload test's `n` (0: 2 × processors, the paper's)")
+	fs.StringVar(&o.policy, "policy", "wq", "each master's `POLICY`: wq (the paper's) or rwq")
 	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "`seed` of the task-time noise")
+	flagx.VersionFlag(fs)
+	flagx.Alias(fs, "costs", "master-cost")
+	flagx.Alias(fs, "latency", "delay")
+	flagx.Alias(fs, "window", "overload-window")
 	return fs
 }
 
@@ -84,17 +94,26 @@ func newMastersFlagSet(o *mastersOptions) *flag.FlagSet {
 func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := &mastersOptions{}
 	fs := newMastersFlagSet(o)
-	if err := flagx.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	err := flagx.Parse(fs, args)
+	if err == nil || errors.Is(err, flagx.ErrVersion) {
+		for _, n := range flagx.Deprecated(fs) {
+			fmt.Fprintf(stderr, "essim masters: %s\n", n)
+		}
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			fmt.Fprint(stdout, mastersUsage)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
-			return 0
+			return flagx.ExitOK
+		case errors.Is(err, flagx.ErrVersion):
+			fmt.Fprintln(stdout, flagx.Version("essim"))
+			return flagx.ExitOK
 		}
 		fmt.Fprintf(stderr, "essim masters: %v (essim masters -h for help)\n", err)
-		return 2
+		return flagx.ExitUsage
 	}
-	var err error
 	switch {
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -108,24 +127,24 @@ func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "essim masters: %v\n", err)
-		return 2
+		return flagx.ExitUsage
 	}
 	if o.png != "" {
 		if err := os.MkdirAll(o.png, 0o755); err != nil {
 			fmt.Fprintf(stderr, "essim masters: %v\n", err)
-			return 1
+			return flagx.ExitFailure
 		}
 	}
 	if o.fig == "paper" || o.fig == "all" {
 		if err := mastersPaper(ctx, o, stdout); err != nil {
 			fmt.Fprintf(stderr, "essim masters: %v\n", err)
-			return 1
+			return flagx.ExitFailure
 		}
 	}
 	if o.fig == "scale" || o.fig == "all" {
 		if err := mastersScale(ctx, o, stdout); err != nil {
 			fmt.Fprintf(stderr, "essim masters: %v\n", err)
-			return 1
+			return flagx.ExitFailure
 		}
 	}
 	return 0

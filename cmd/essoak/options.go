@@ -104,6 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.limits.Gens, "max-gens", defaultLimits.Gens, 4, 1000, "at most `N` generations per run (at least 4)")
 	flagx.IntVar(fs, &o.limits.Lambda, "max-lambda", defaultLimits.Lambda, 4, 1000, "at most `N` offspring per generation (at least 4)")
 	flagx.FloatVar(fs, &o.limits.Silent, "silent", defaultLimits.Silent, 0, 1, "the chance `P` that a worker other than the first runs esworker -silent (takes tasks, never answers)")
+	flagx.VersionFlag(fs)
 	fs.Usage = func() {
 		out := fs.Output()
 		io.WriteString(out, usageText)
@@ -119,7 +120,7 @@ func parseOptions(args []string) (*options, error) {
 	fs := newFlagSet(o)
 	fs.SetOutput(io.Discard)
 	if err := flagx.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, flagx.ErrVersion) {
 			return nil, err
 		}
 		return nil, usagef("%v", err)

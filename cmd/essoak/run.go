@@ -256,7 +256,7 @@ func (r *runState) drive(ctx context.Context) (*proc, error) {
 // startMaster starts esrun, or esrun -resume, and waits until it listens.
 func (r *runState) startMaster(ctx context.Context, resume bool) (*proc, error) {
 	s := r.s
-	args := []string{"-local", "0", "-listen", "127.0.0.1:0", "-sched", r.sc.Policy, "-report", r.report}
+	args := []string{"-local", "0", "-listen", "127.0.0.1:0", "-policy", r.sc.Policy, "-report", r.report}
 	if r.sc.ES.LoadMS > 0 {
 		args = append(args, "-load-ms", strconv.Itoa(r.sc.ES.LoadMS))
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 )
 
 // binaries are the programs a run starts.
@@ -52,11 +53,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, mangl
 		fs := newFlagSet(&options{})
 		fs.SetOutput(stdout)
 		fs.Usage()
-		return 0
+		return flagx.ExitOK
+	}
+	if errors.Is(err, flagx.ErrVersion) {
+		fmt.Fprintln(stdout, flagx.Version("essoak"))
+		return flagx.ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "essoak: %v (see essoak -h)\n", err)
-		return 2
+		return flagx.ExitUsage
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano()) >> 1

@@ -1,8 +1,13 @@
 package main
 
-import "time"
+import (
+	"time"
 
-// esworker's exit statuses. They are chosen for the systemd unit
+	"github.com/esgrid/esgrid/internal/flagx"
+)
+
+// esworker's exit statuses: the commands' rule (flagx: 0 done, 1 failed),
+// but for a bad command line, 78, not 2. They are chosen for the systemd unit
 // (deploy/esworker.service, Restart=on-failure), which must restart what
 // a restart may cure and nothing else; systemd_test.go checks the unit
 // against them.
@@ -10,12 +15,12 @@ const (
 	// exitOK: it stopped as asked, with nothing lost. A drain after the
 	// first signal finished, the run ended with -once, or -idle-timeout
 	// passed without a master: none is a failure, so none is restarted.
-	exitOK = 0
+	exitOK = flagx.ExitOK
 	// exitFailure: it could not go on, and a restart may cure it: a
 	// plugin that fails its start-up check (a network mount not there
 	// yet), a port taken, a master given up on, or a second signal that
 	// cut a drain short. Restarted.
-	exitFailure = 1
+	exitFailure = flagx.ExitFailure
 	// exitCrash is what the Go runtime exits with on a panic or a fatal
 	// error (esworker never chooses it): a bug, which a restart gets
 	// round. Restarted.
@@ -24,7 +29,7 @@ const (
 	// sysexits.h), which no restart cures: the unit's
 	// RestartPreventExitStatus, so a service fails once, clearly,
 	// instead of every RestartSec for ever.
-	exitConfig = 78
+	exitConfig = flagx.ExitConfig
 )
 
 // exitTable is the table above as esworker -h and the README give it.

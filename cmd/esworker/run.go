@@ -87,14 +87,14 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.join, "join", "", "gossip address `HOST[:PORT]` of the master (default port "+strconv.Itoa(grid.DefaultGossipPort)+"); several may be given, comma-separated")
 	fs.StringVar(&o.master, "master", "", "the master's data address `HOST:PORT`, to connect without asking gossip; or a relay's (esworker -relay); several, comma-separated, are tried in turn (another path when one is gone)")
 	addRelayFlags(fs, &o.relay) // relay.go
-	fs.StringVar(&o.gossip, "gossip", "0.0.0.0:0", "`HOST:PORT` this worker's gossip listens on; port 0 = any free port (fix it when a firewall sits between the machines)")
+	fs.StringVar(&o.gossip, "gossip", "", "`HOST:PORT` this worker's gossip listens on; default "+loopbackGossip+" when every -join and -master address is on this machine (loopback), else "+anyGossip+"; port 0 = any free port (fix it when a firewall sits between the machines)")
 	flagx.IntVar(fs, &o.slots, "slots", 0, 0, grid.MaxMetaSlots, "run `N` tasks at once; 0 = one per CPU")
 	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME` (default hostname-pid)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible to other users in ps: prefer -key-file or ESGRID_KEY)")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	flagx.FloatVar(fs, &o.slowdown, "slowdown", 1, 1, 1e6, "emulate a slower machine: every task takes `F` times as long (F ≥ 1): F times its CPU time for a built-in problem, so that workers sharing this machine's cores keep their speeds; F times its wall time for a plugin")
-	flagx.DurationVar(fs, &o.delay, "delay", 0, 0, maxDelay, "emulate a slow link: add `D` to every message each way, e.g. 20ms")
+	flagx.BareDurationVar(fs, &o.delay, "delay", 0, 0, maxDelay, time.Millisecond, "emulate a slow link: add `D` to every message each way, e.g. 20ms (as essim -delay)")
 	flagx.IntVar(fs, &o.faults.FailEvery, "fail-every", 0, 0, maxEvery, "emulate a faulty machine: every `K`-th evaluation fails; 0 = none")
 	flagx.IntVar(fs, &o.faults.HangEvery, "hang-every", 0, 0, maxEvery, "emulate a stuck fitness function: every `K`-th evaluation hangs, deaf to cancels, until esworker exits; 0 = none")
 	fs.BoolVar(&o.faults.Silent, "silent", false, "emulate a wedged machine: accept tasks and never answer them, while the connection stays alive")
@@ -108,20 +108,32 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.DurationVar(fs, &o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, time.Millisecond, maxPluginStart, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
 	flagx.FloatVar(fs, &o.memShare, "mem-share", worker.DefaultMemShare, 0.01, worker.MaxMemShare, "refuse a master's problem that needs more than the share `F` of this machine's memory (its problem, LU load, vectors and frames on every slot)")
 	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run; refused if anyone but root and this user could change PATH (its mode, owner, directories)")
+	flagx.VersionFlag(fs)
 	return fs
 }
 
-// parseOptions parses args: -h yields flag.ErrHelp, anything else wrong a
-// *usageError.
+// The default gossip addresses: a worker whose master is on this machine
+// listens on loopback only, one that joins another machine on every
+// interface (the master's gossip must reach it).
+const (
+	loopbackGossip = "127.0.0.1:0"
+	anyGossip      = "0.0.0.0:0"
+)
+
+// parseOptions parses args: -h yields flag.ErrHelp, -version
+// flagx.ErrVersion, anything else wrong a *usageError.
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(o)
 	fs.SetOutput(io.Discard)
 	if err := flagx.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, flagx.ErrVersion) {
 			return nil, err
 		}
 		return nil, usagef("%v", err)
+	}
+	if o.key != "" && o.keyFile != "" {
+		return nil, usagef("-key and -key-file both give the key; give one")
 	}
 	if err := o.applyConfig(fs); err != nil { // config.go
 		return nil, err
@@ -144,6 +156,12 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if err := o.relay.check(); err != nil { // relay.go
 		return nil, err
+	}
+	if o.gossip == "" {
+		o.gossip = anyGossip
+		if allLoopback(joinAddrs(o.join)) && allLoopback(strings.Split(o.master, ",")) {
+			o.gossip = loopbackGossip
+		}
 	}
 	if err := checkHostPort(o.gossip, 0); err != nil {
 		return nil, usagef("-gossip %q: %v", o.gossip, err)
@@ -195,6 +213,24 @@ func checkHostPort(addr string, minPort int) error {
 	return nil
 }
 
+// allLoopback says whether every address of addrs (HOST:PORT, or empty)
+// is on this machine: localhost or a loopback IP.
+func allLoopback(addrs []string) bool {
+	for _, a := range addrs {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return false
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
+}
+
 // joinAddrs splits -join and gives a bare host the default gossip port.
 func joinAddrs(s string) []string {
 	var out []string
@@ -225,6 +261,10 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	o, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout)
+		return exitOK
+	}
+	if errors.Is(err, flagx.ErrVersion) {
+		fmt.Fprintln(stdout, flagx.Version("esworker"))
 		return exitOK
 	}
 	if err != nil {

@@ -39,6 +39,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-join", "h", "-slowdown", "NaN"}, "-slowdown"},
 		{[]string{"-join", "h", "-delay", "-1s"}, "-delay"},
 		{[]string{"-join", "h", "-delay", "soon"}, "delay"},
+		{[]string{"-join", "h", "-key", "k", "-key-file", "f"}, "-key and -key-file both give the key"},
 		{[]string{"-master", "nohost"}, "-master"},
 		{[]string{"-join", "h", "stray"}, "stray"},
 		{[]string{"-join", "h"}, "no cluster key"},

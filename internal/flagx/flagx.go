@@ -57,9 +57,16 @@ type refuser interface{ Refused() (string, error) }
 // Parse parses args into fs, and words a refused value as one line that
 // names the flag, the value and the range: "-reps 1e9: must be an integer
 // between 1 and 1000". Other errors (and flag.ErrHelp) are fs.Parse's.
+//
+// A deprecated name (Alias) sets the flag of its new name once the line
+// is parsed; giving both is refused. With -version given (VersionFlag)
+// and nothing wrong, Parse returns ErrVersion.
 func Parse(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+	if err == nil {
+		return afterParse(fs)
+	}
+	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
 	var named error
@@ -74,6 +81,34 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return named
 	}
 	return err
+}
+
+// afterParse gives the deprecated names' values to their new flags, and
+// says whether -version was asked for.
+func afterParse(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		a, ok := f.Value.(*AliasValue)
+		if !ok || err != nil {
+			return
+		}
+		if given[a.new] {
+			err = fmt.Errorf("-%s and -%s are one flag (-%s is deprecated): give -%s", a.old, a.new, a.old, a.new)
+			return
+		}
+		err = a.apply()
+	})
+	if err != nil {
+		return err
+	}
+	if f := fs.Lookup("version"); f != nil {
+		if v, ok := f.Value.(*versionFlag); ok && bool(*v) {
+			return ErrVersion
+		}
+	}
+	return nil
 }
 
 // usage appends the range to a flag's help text.

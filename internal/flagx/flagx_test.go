@@ -1,11 +1,15 @@
 package flagx
 
 import (
+	"errors"
 	"flag"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -143,5 +147,75 @@ func TestCheckFiles(t *testing.T) {
 	err := CheckFiles(w("a"), r("./a"))
 	if want := "-out a and -in ./a are the same file: name another, so that neither overwrites the other"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+func TestAlias(t *testing.T) {
+	parse := func(args ...string) (*flag.FlagSet, string, bool, int, error) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var (
+			policy string
+			quiet  bool
+			reps   int
+		)
+		fs.StringVar(&policy, "policy", "r3q", "the `POLICY`")
+		fs.BoolVar(&quiet, "quiet", false, "quiet")
+		IntVar(fs, &reps, "reps", 3, 1, 10, "`R`")
+		Alias(fs, "sched", "policy")
+		Alias(fs, "q", "quiet")
+		Alias(fs, "r", "reps")
+		VersionFlag(fs)
+		err := Parse(fs, args)
+		return fs, policy, quiet, reps, err
+	}
+	fs, policy, quiet, reps, err := parse("-sched", "wq", "-q", "-r", "7")
+	if err != nil || policy != "wq" || !quiet || reps != 7 {
+		t.Fatalf("got %q %v %d %v", policy, quiet, reps, err)
+	}
+	if fs.Lookup("policy") == nil || !given(fs, "policy") || !given(fs, "quiet") {
+		t.Error("the new flags do not count as given")
+	}
+	want := []string{"-q is deprecated, use -quiet", "-r is deprecated, use -reps", "-sched is deprecated, use -policy"}
+	if got := Deprecated(fs); !slices.Equal(got, want) {
+		t.Errorf("Deprecated = %q, want %q", got, want)
+	}
+	if _, _, _, _, err := parse("-r", "70"); err == nil || err.Error() != "-r 70: must be an integer between 1 and 10" {
+		t.Errorf("-r 70: %v", err)
+	}
+	if _, _, _, _, err := parse("-reps", "70"); err == nil || err.Error() != "-reps 70: must be an integer between 1 and 10" {
+		t.Errorf("-reps 70: %v", err)
+	}
+	if _, _, _, _, err := parse("-sched", "wq", "-policy", "rr"); err == nil || !strings.Contains(err.Error(), "give -policy") {
+		t.Errorf("both names: %v", err)
+	}
+	if _, _, _, _, err := parse("-q", "-version"); !errors.Is(err, ErrVersion) {
+		t.Errorf("-version: %v", err)
+	}
+	if _, _, _, _, err := parse("-version", "-r", "0"); err == nil || errors.Is(err, ErrVersion) {
+		t.Errorf("-version with a bad value: %v", err)
+	}
+	if c := Canonical("sched"); c != "policy" {
+		t.Errorf("Canonical(sched) = %q", c)
+	}
+}
+
+func given(fs *flag.FlagSet, name string) bool {
+	ok := false
+	fs.Visit(func(f *flag.Flag) { ok = ok || f.Name == name })
+	return ok
+}
+
+func TestVersionOf(t *testing.T) {
+	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/esgrid/esgrid", Version: "v1.4.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "4a7781c1d2e3f4a5b6c7"}, {Key: "vcs.time", Value: "2026-11-26T17:02:11Z"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := versionOf(info), "github.com/esgrid/esgrid v1.4.0 (revision 4a7781c1d2e3, 2026-11-26T17:02:11Z, modified) go1.26.8"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := versionOf(&debug.BuildInfo{}), "github.com/esgrid/esgrid (devel)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if v := Version("esrun"); !strings.HasPrefix(v, "esrun ") {
+		t.Errorf("Version = %q", v)
 	}
 }

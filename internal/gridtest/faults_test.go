@@ -83,7 +83,7 @@ func TestProcessesInterruptAndResume(t *testing.T) {
 	report, ckpt := filepath.Join(dir, "report.json"), filepath.Join(dir, "state.ckpt")
 	gossip := freeGossipAddr(t)
 	masterArgs := func(extra ...string) []string {
-		return append([]string{"-v", "-sched", "r3q", "-local", "0", "-min-workers", "2",
+		return append([]string{"-v", "-policy", "r3q", "-local", "0", "-min-workers", "2",
 			"-listen", "127.0.0.1:0", "-gossip", gossip}, extra...)
 	}
 	// Slow tasks, so that the interrupt comes mid-run.

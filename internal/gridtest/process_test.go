@@ -159,7 +159,7 @@ func startMaster(t *testing.T, policy string, minWorkers int) *master {
 	dir := t.TempDir()
 	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
 	args := append([]string{
-		"-v", "-sched", policy, "-local", "0", "-min-workers", strconv.Itoa(minWorkers),
+		"-v", "-policy", policy, "-local", "0", "-min-workers", strconv.Itoa(minWorkers),
 		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
 	}, esFlags...)

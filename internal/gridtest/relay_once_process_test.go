@@ -16,7 +16,7 @@ func startMasterGossipAt(t *testing.T, policy string, minWorkers int, gossip str
 	dir := t.TempDir()
 	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
 	args := append([]string{
-		"-v", "-sched", policy, "-local", "0", "-min-workers", strconv.Itoa(minWorkers),
+		"-v", "-policy", policy, "-local", "0", "-min-workers", strconv.Itoa(minWorkers),
 		"-listen", "127.0.0.1:0", "-gossip", gossip,
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
 	}, esFlags...)

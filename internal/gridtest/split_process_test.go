@@ -102,7 +102,7 @@ func startSplitRun(t *testing.T, rule string) *splitRun {
 	dir := t.TempDir()
 	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
 	args := append([]string{
-		"-v", "-sched", "rwq", "-local", "0", "-min-workers", strconv.Itoa(splitWorkers),
+		"-v", "-policy", "rwq", "-local", "0", "-min-workers", strconv.Itoa(splitWorkers),
 		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
 		"-split", rule, "-master-cost", "1ms",
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
