@@ -9,7 +9,7 @@ box in HELLO by yours.
 
 It needs only Debian's python3-msgpack (apt-get install python3-msgpack),
 which is why the first line names /usr/bin/python3. The protocol is in
-esgrid's README, "Problem plugins".
+esgrid's docs/plugins.md.
 
 List it on a worker with
     esworker -join MASTER -key-file K -plugin sphere-py=/path/to/sphere.py
