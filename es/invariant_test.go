@@ -122,7 +122,7 @@ func TestTrajectoryIndependentOfEvaluator(t *testing.T) {
 
 // The paper's experiment is reproduced bit for bit: the default run of
 // esrun (the (30+70)-ES on the 30-D Ridge, seed 1, 100 generations) ends
-// at the best fitness the README quotes, 1.291272e+04, to the last bit of
+// at the best fitness the README and docs/report.md quote, 1.291272e+04, to the last bit of
 // the value measured before recombination and CMA-ES were added.
 func TestPaperRunUnchanged(t *testing.T) {
 	ridge, err := problems.New("ridge", 30)

@@ -34,7 +34,7 @@ func problemEvaluator(t *testing.T, name string, dim int) (es.Evaluator, float64
 // 10⁶), and on the Ridge, the recommended ES and CMA-ES reach 1e-8 within
 // budgets of the order of the published CMA-ES figures, and the paper's ES
 // does not on the ellipsoid. The budgets leave a margin of 1.7 to 4 over
-// what seeds 1..3 need (README, "Benchmarks", has the medians of 10 seeds).
+// what seeds 1..3 need (docs/optimising.md, "Benchmarks", has the medians of 10 seeds).
 func TestStrategiesReachTarget(t *testing.T) {
 	recommended := es.Config{Mu: 10, Lambda: 70, Recombination: es.RecombineIntermediate, SigmaRecombination: es.RecombineIntermediate}
 	cma := es.Config{Strategy: es.StrategyCMA}

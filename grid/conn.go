@@ -119,7 +119,7 @@ type ConnStats struct {
 // Conn is one authenticated connection between master and worker. It owns
 // exactly two goroutines: a reader that decodes frames and calls the
 // Handler, and a writer that drains the send queue. Send only enqueues
-// (papers.md §3: a handler never writes inline, so nothing can deadlock);
+// (docs/papers.md §3: a handler never writes inline, so nothing can deadlock);
 // frames queued while the writer was busy go out in one write.
 //
 // Any error (peer gone, idle timeout, malformed or oversized frame, write

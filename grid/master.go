@@ -135,7 +135,7 @@ type MasterConfig struct {
 	// ShutdownGrace bounds how long Close waits for workers to receive
 	// their Shutdown. Default 5 s.
 	ShutdownGrace time.Duration
-	// Split configures papers.md §2: the overload test, masters that
+	// Split configures docs/papers.md §2: the overload test, masters that
 	// split, and the emulated per-message cost of a slow master
 	// (submaster.go). Default: the overload test is kept, no split.
 	Split SplitConfig
@@ -282,7 +282,7 @@ type MasterStats struct {
 	// the instance goes to the ledger's cancel counts).
 	CancelAcks int64
 	// Assignments counts tasks handed to workers, and InboxWaiting the
-	// messages waiting in the master's inbox right after each (papers.md
+	// messages waiting in the master's inbox right after each (docs/papers.md
 	// §2: the master is overloaded when InboxWaiting / Assignments, over
 	// recent assignments, reaches 1). Inbox is the inbox's length now,
 	// InboxCap its capacity.

@@ -970,7 +970,7 @@ func (m *Master) flush() {
 			w.checkTasks = w.checkTasks[:0]
 		}
 		if len(w.tasks) > 0 {
-			// papers.md §2's overload signal: the messages already waiting
+			// docs/papers.md §2's overload signal: the messages already waiting
 			// for the master right after it assigned each task.
 			n := int64(len(w.tasks))
 			m.counts.Assignments += n

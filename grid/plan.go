@@ -13,7 +13,7 @@ import (
 )
 
 // A plan says which workers a run uses and with how many slots each
-// (papers.md §4: which machines are worth using, with how many processes).
+// (docs/papers.md §4: which machines are worth using, with how many processes).
 // esplan writes it; the master and esworker act on the same file: esworker
 // -plan takes its slots from it, and the master (MasterConfig.Plan, esrun
 // -plan) gives every worker that joins the plan's slots, or sets it aside

@@ -72,7 +72,7 @@ func TestPlanDecodeAndSlotsFor(t *testing.T) {
 
 // A master given a plan sets aside the worker the plan leaves out: it
 // receives no tasks, whatever the policy; given slots again (SetSlots) it
-// takes its share. Reference: papers.md §4, "which machines to use at all".
+// takes its share. Reference: docs/papers.md §4, "which machines to use at all".
 func TestMasterActsOnPlan(t *testing.T) {
 	for _, policy := range []string{"wq", "r3q", "eft"} {
 		t.Run(policy, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Relays (papers.md §1: the master reaches W1–W3 through R1; §3:
+// Relays (docs/papers.md §1: the master reaches W1–W3 through R1; §3:
 // Tascell's relay servers form a tree).
 //
 // A relay accepts workers the master cannot reach and carries each one's

@@ -10,7 +10,7 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
-// Masters that split, as papers.md §2 specifies them (file 000, Fig. 3
+// Masters that split, as docs/papers.md §2 specifies them (Fig. 3
 // and 4), over the grid's connections:
 //
 //   - Split. After a turn of its loop, an overloaded master (the test in
@@ -271,7 +271,7 @@ func relayed(w *mworker) bool {
 }
 
 // maybeSplit splits this master if the overload test and the rule say so
-// (papers.md §2, Fig. 3 lines 14–18).
+// (docs/papers.md §2, Fig. 3 lines 14–18).
 func (m *Master) maybeSplit() {
 	rule := m.cfg.Split.Rule
 	b := m.cur
@@ -356,7 +356,7 @@ func (m *Master) maybeSplit() {
 	mean := m.split.test.Mean() // what decided, before the test starts afresh
 	m.split.test.Reset()
 	m.noteMasters()
-	m.log.Info("overloaded: promoting a worker to a child master (papers.md §2)",
+	m.log.Info("overloaded: promoting a worker to a child master (docs/papers.md §2)",
 		"gen", b.gen, "worker", pw.name, "moved_workers", len(give), "kept_workers", len(keep),
 		"tasks", len(tasks), "queued_left", sched.Queued(m.policy), "overload_mean", mean, "masters", m.mastersNow())
 }
@@ -413,7 +413,7 @@ func (m *Master) setDraining(w *mworker) {
 }
 
 // candidate is the next master to ask for tasks: the parent first, then
-// the children in order (papers.md §2: R starts as {parent}, each new
+// the children in order (docs/papers.md §2: R starts as {parent}, each new
 // child joins it).
 func (m *Master) candidate() (*childMaster, bool) {
 	p := m.split.splitProto
@@ -615,7 +615,7 @@ func (m *Master) stallDeadline() time.Duration {
 	return d.Again(d.Of(0, m.exec, 0), 1+m.split.splitProto.stalled)
 }
 
-// childLost gives back everything lent to c (papers.md §2 assumes no
+// childLost gives back everything lent to c (docs/papers.md §2 assumes no
 // failure; the grid must survive one).
 func (m *Master) childLost(c *childMaster) {
 	if c.lost || c.done {
@@ -979,7 +979,7 @@ var childStarted func(*Master)
 // errParentLost ends a child whose parent is gone.
 var errParentLost = errors.New("grid: child master: the link to the parent master is lost")
 
-// RunChild runs a child master (papers.md §2's "start master"): this
+// RunChild runs a child master (docs/papers.md §2's "start master"): this
 // very Master over the tasks of Promote and the workers the parent moves
 // to it, until its share is done and returned (nil), its parent is lost,
 // or ctx ends. It is what a promoted worker runs. mc gives the master's

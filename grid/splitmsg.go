@@ -8,9 +8,9 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
-// The messages between masters that split (papers.md §2: "start
+// The messages between masters that split (docs/papers.md §2: "start
 // master", task request, task assignment, refusal, results and workers
-// returned) and of relays (papers.md §1's R1, §3's relay tree). Their
+// returned) and of relays (docs/papers.md §1's R1, §3's relay tree). Their
 // type numbers start at 64, clear of the core protocol's.
 
 // The split and relay message types.
@@ -36,7 +36,7 @@ const (
 	MsgRelay
 )
 
-// Promote makes a worker a child master (papers.md §2, "start master"):
+// Promote makes a worker a child master (docs/papers.md §2, "start master"):
 // it gives back the tasks it holds, finishes the running ones, and then
 // runs the master over Tasks with the workers that the parent moves to
 // it, under the parent's policy and split settings.
@@ -106,7 +106,7 @@ type ChildResults struct {
 }
 
 // RelayFrame carries one relayed stream's bytes between a relay and its
-// upstream (papers.md §1's R1): Op opens, carries or closes stream S.
+// upstream (docs/papers.md §1's R1): Op opens, carries or closes stream S.
 type RelayFrame struct {
 	S  uint32 `msgpack:"s"`
 	Op uint8  `msgpack:"o"`

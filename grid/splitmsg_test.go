@@ -54,7 +54,7 @@ func TestSplitMessagesRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMasterGivenListener: transports are given, not opened (DESIGN.md):
+// TestMasterGivenListener: transports are given, not opened:
 // the master serves the listener it is handed, and closes it.
 func TestMasterGivenListener(t *testing.T) {
 	leaktest.Check(t)

@@ -8,7 +8,7 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
-// Masters that split (papers.md §2, file 000): the overload test, and
+// Masters that split (docs/papers.md §2): the overload test, and
 // the configuration and counters of splitting. The protocol between
 // masters is in split.go.
 
@@ -25,7 +25,7 @@ const (
 	SplitPaper
 	// SplitGain: the paper's rule, and only when the expected throughput
 	// after the split, with one worker fewer computing, beats the
-	// throughput now (papers.md §2's caveat; see expectedGain).
+	// throughput now (docs/papers.md §2's caveat; see expectedGain).
 	SplitGain
 )
 
@@ -142,7 +142,7 @@ const maxTimeline = 4096
 // splitState is the loop's state for the overload test and splitting.
 type splitState struct {
 	slots int            // Σ slots of the workers joined and not left
-	test  sched.Overload // papers.md §2's overload test
+	test  sched.Overload // docs/papers.md §2's overload test
 	// The messages from workers this turn of the loop took, and how many
 	// were waiting behind each, summed (noteAssigned).
 	turnMsgs    int
@@ -160,7 +160,7 @@ func (m *Master) window() int {
 	return min(2*(1+max(m.split.slots, 0)), MaxOverloadWindow)
 }
 
-// noteAssigned records k assignments (papers.md §2: the messages already
+// noteAssigned records k assignments (docs/papers.md §2: the messages already
 // waiting for the master are counted right after each). This master
 // takes every waiting message before it writes the tasks they caused
 // (so that several results from one worker become one frame back), so

@@ -50,7 +50,7 @@ type MasterState struct {
 	// master's own drops, included).
 	Lost                                   map[string]int64
 	BytesIn, BytesOut, FramesIn, FramesOut int64
-	// The inbox: its length and capacity now, and papers.md §2's
+	// The inbox: its length and capacity now, and docs/papers.md §2's
 	// overload signal: tasks assigned, and the messages waiting right
 	// after each.
 	Inbox, InboxCap           int
@@ -62,7 +62,7 @@ type MasterState struct {
 	// -verify: results confirmed by a second host, values that differed
 	// from the agreed one, hosts excluded for it.
 	Verified, Mismatches, Excluded int64
-	// papers.md §2, masters that split: the overload test's mean over its
+	// docs/papers.md §2, masters that split: the overload test's mean over its
 	// window and its decision now; the masters working on this master's
 	// batch now (itself and its children's trees); children made, and
 	// splits the rule refused.
@@ -146,7 +146,7 @@ func NewMaster(state func() MasterState) *Master {
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
-	m.syncH = hist("esgrid_generation_sync_wait_seconds", "Per generation: the sync wait, from the moment Q is empty and a master-side sender slot waits for work (rr, r3q: the first replica) until the last result (papers.md §1).")
+	m.syncH = hist("esgrid_generation_sync_wait_seconds", "Per generation: the sync wait, from the moment Q is empty and a master-side sender slot waits for work (rr, r3q: the first replica) until the last result (docs/papers.md §1).")
 	m.commH = hist("esgrid_generation_comm_seconds", "Per generation: comm as esgrid defines it, the mean time per worker slot before the sync wait that was neither executing nor starved of work (Q empty).")
 	m.commPaperH = hist("esgrid_generation_comm_paper_seconds", "Per generation: comm as the paper defines it, the mean time per worker slot not executing a task, sync wait included.")
 	m.computeH = hist("esgrid_generation_compute_seconds", "Per generation: compute = duration − sync wait − comm (esgrid's comm).")
@@ -189,8 +189,8 @@ func NewMaster(state func() MasterState) *Master {
 	d.inbox = prometheus.NewDesc("esgrid_master_inbox_messages", "Messages waiting in the master's inbox now.", nil, nil)
 	d.inboxCap = prometheus.NewDesc("esgrid_master_inbox_capacity_messages", "Capacity of the master's inbox.", nil, nil)
 	d.assignments = prometheus.NewDesc("esgrid_master_assignments_total", "Tasks the master has assigned to workers.", nil, nil)
-	d.waiting = prometheus.NewDesc("esgrid_master_inbox_waiting_total", "Sum over assignments of the messages waiting in the inbox right after each (papers.md §2: the master is overloaded when its rate over the assignments' reaches 1).", nil, nil)
-	d.overloadMean = prometheus.NewDesc("esgrid_master_overload_mean", "Messages waiting in the master's inbox right after an assignment, averaged over the overload test's window (papers.md §2: overloaded at 1 or more).", nil, nil)
+	d.waiting = prometheus.NewDesc("esgrid_master_inbox_waiting_total", "Sum over assignments of the messages waiting in the inbox right after each (docs/papers.md §2: the master is overloaded when its rate over the assignments' reaches 1).", nil, nil)
+	d.overloadMean = prometheus.NewDesc("esgrid_master_overload_mean", "Messages waiting in the master's inbox right after an assignment, averaged over the overload test's window (docs/papers.md §2: overloaded at 1 or more).", nil, nil)
 	d.overloaded = prometheus.NewDesc("esgrid_master_overloaded", "1 while the overload test says the master is overloaded (over a full window), else 0.", nil, nil)
 	d.masters = prometheus.NewDesc("esgrid_masters", "Masters working on this master's generation now: itself and its sub-masters' trees.", nil, nil)
 	d.splits = prometheus.NewDesc("esgrid_master_splits_total", "Splits asked for by the overload test, by outcome: made (a worker promoted to a sub-master) or suppressed (too few workers, or no expected gain).", []string{"outcome"}, nil)

@@ -270,7 +270,7 @@ func TestMetricNamesOfPromQL(t *testing.T) {
 
 // Every query of every panel of the Grafana dashboard names only metrics
 // the code exports (gathered after exercising every collector), and the
-// dashboard shows what the README promises.
+// dashboard shows what docs/metrics.md promises.
 func TestDashboardNamesExportedMetrics(t *testing.T) {
 	data, err := os.ReadFile("../dashboards/esgrid.json")
 	if err != nil {

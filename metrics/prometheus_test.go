@@ -25,8 +25,8 @@ import (
 // TestRealPrometheus runs a real Prometheus (Debian's package; CI
 // installs it) on a loopback port, scraping esrun (the master, with one
 // local worker) and an esworker process every second, and checks
-// through Prometheus's HTTP query API that every series README's table
-// "Report and Prometheus" names holds, once the run is over, the very
+// through Prometheus's HTTP query API that every series the table of
+// docs/metrics.md, "Report and Prometheus", names holds, once the run is over, the very
 // number of the run's JSON report. Everything it starts, it stops.
 //
 // Nothing in it rests on timing: Prometheus starts scraping a few seconds
@@ -204,7 +204,7 @@ scrape_configs:
 	if gens != 41 {
 		t.Fatalf("%v generations in the report, want 41", gens)
 	}
-	// Every figure of the report's that Prometheus has (README: "Report
+	// Every figure of the report's that Prometheus has (docs/metrics.md: "Report
 	// and Prometheus"), as Prometheus last scraped it: the same number.
 	// The targets are gone: last_over_time reads past their staleness
 	// markers.

@@ -170,7 +170,7 @@ func TestEFTHand(t *testing.T) {
 			// A replica is not sent where it would not beat its copy: two
 			// local workers alike (e = 1 s, r = 0), two tasks. At 1.0 w2
 			// is idle (its next place back at 2.0) and w1's t0 is due back
-			// now: no replica. Overdue (papers.md leaves deadlines to the
+			// now: no replica. Overdue (docs/papers.md leaves deadlines to the
 			// driver; New: the instance is cancelled, the task goes back
 			// to the head of Q, the worker is late) at 1.5 cancels w1's t0
 			// and puts it back in Q, and the plan gives it to w2, whose

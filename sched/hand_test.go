@@ -9,7 +9,7 @@ import (
 
 // Two workers: w1 takes 2.5 s per task (speed 1), w2 takes 1 s (speed 2.5);
 // five tasks; no delay. Each schedule below was worked out by hand from
-// papers.md §1.
+// docs/papers.md §1.
 var handMachines = []machine{{id: 1, slots: 1, taskTime: 2500 * time.Millisecond}, {id: 2, slots: 1, taskTime: time.Second}}
 
 // handCase is one hand-worked schedule of handMachines running 5 tasks.

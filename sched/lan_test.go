@@ -53,7 +53,7 @@ func heldTargets(t *testing.T, reverse bool, delay time.Duration) (held, total i
 }
 
 // R3Q replicates in reverse order of transfer so that replicas target held
-// tasks, whose cancel is then just a removal from a remote queue (papers.md
+// tasks, whose cancel is then just a removal from a remote queue (docs/papers.md
 // §1). Against the same policy replicating in order of transfer, its
 // replicas target held originals more often, at every delay.
 func TestR3QReplicatesHeld(t *testing.T) {
@@ -80,7 +80,7 @@ func TestR3QReplicatesHeld(t *testing.T) {
 }
 
 // On the paper's LAN set with no noise, the policies show the paper's shape
-// (papers.md §1 "Results to reproduce"): R3Q has the lowest total at every
+// (docs/papers.md §1 "Results to reproduce"): R3Q has the lowest total at every
 // delay; the remote queue cuts comm time; RR waits less than WQ at the
 // barrier.
 func TestLANShape(t *testing.T) {

@@ -193,7 +193,7 @@ type Report struct {
 	// outside the sync waits that it neither executed nor was starved of
 	// work, averaged over the workers; see Ledger.
 	Comm time.Duration
-	// CommPaper is the paper's comm (papers.md §1): per worker, the time
+	// CommPaper is the paper's comm (docs/papers.md §1): per worker, the time
 	// over the whole run that it did not execute a task, averaged over
 	// the workers. Set it beside the paper's Fig. 5; the paper's compute
 	// is then Total − SyncWait − CommPaper, which may be negative (the
@@ -231,7 +231,7 @@ const DepartedKept = 256
 // one, must not grow it without end).
 const maxPendingCancels = 4096
 
-// Ledger is the paper's time accounting (papers.md §1 "Time accounting")
+// Ledger is the paper's time accounting (docs/papers.md §1 "Time accounting")
 // computed from what a driver already has in hand: every policy step with its
 // timestamp, and what the workers report they did. A simulator passes
 // virtual times, a real master passes time.Since(runStart); neither keeps

@@ -20,7 +20,7 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 
 // New returns a fresh policy by name (one of Names) with cfg.
 //
-// All five policies are one engine with three knobs (papers.md §1, §5):
+// All five policies are one engine with three knobs (docs/papers.md §1, §5):
 //
 //	name    depth  after Q is empty                 before
 //	wq      1      nothing                          a free slot takes the head of Q
@@ -80,7 +80,7 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 // by a later join), so a policy's memory follows the workers present, not
 // every worker that ever joined; drivers must not reuse ids.
 //
-// Progress (papers.md leaves it to the driver: time is an event). Overdue
+// Progress (docs/papers.md leaves it to the driver: time is an event). Overdue
 // marks a worker late: its held instances are withdrawn (Cancel, Held) and
 // go back to the head of Q, and the overdue instance is given up (a hung
 // evaluation, or a stalled worker): it is cancelled (Cancel, last), and its
@@ -110,7 +110,7 @@ var ErrUnknownPolicy = errors.New("sched: unknown policy")
 // before stepping: task ids repeat in every batch, so a policy cannot tell
 // them apart.
 //
-// Time accounting (papers.md §1). A policy knows when Q is empty, so it
+// Time accounting (docs/papers.md §1). A policy knows when Q is empty, so it
 // says when the sync wait begins instead of leaving a driver to guess it
 // from the sends: SyncWait at the first step of a batch at which a place
 // freed on a worker that takes work finds Q empty (the worker has room

@@ -15,8 +15,8 @@ func draining(w WorkerID) Event           { return Event{Kind: WorkerDraining, W
 func alive(w WorkerID) Event              { return Event{Kind: Measured, Worker: w} }
 
 // Progress events, traced by hand. The papers leave a silent worker and a
-// failing evaluation to the implementation; DESIGN.md makes time an event,
-// so each of these is a deadline or a report the driver turns into one.
+// failing evaluation to the implementation; here time is an event (the
+// driver's clock, given as data, never read), so each of these is a deadline or a report the driver turns into one.
 func TestProgressEvents(t *testing.T) {
 	tests := []struct {
 		name, policy string

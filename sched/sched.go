@@ -141,7 +141,7 @@ const (
 	// Accept the result of Action.Task from Action.Worker: it is the first
 	// for that task in this batch. A result with no Accept is a duplicate.
 	Accept
-	// SyncWait says the batch's sync wait begins at this step (papers.md
+	// SyncWait says the batch's sync wait begins at this step (docs/papers.md
 	// §1, "Time accounting"): Q is empty and a place that this step freed
 	// on worker Action.Worker (a result, a failure, a returned task or a
 	// cancel took an instance off it) found no task in Q, so a

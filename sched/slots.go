@@ -3,7 +3,7 @@ package sched
 import "math"
 
 // A worker's slots as an event: the seam through which a plan (which
-// machines to use, with how many slots each; papers.md §4) and a
+// machines to use, with how many slots each; docs/papers.md §4) and a
 // calibration that varies a worker's concurrency reach a policy. A worker
 // announces its slots when it joins (WorkerJoined, which is ignored for a
 // known worker); SlotsChanged changes them afterwards:

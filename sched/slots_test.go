@@ -6,7 +6,7 @@ import (
 
 func slotsTo(w WorkerID, slots int) Event { return Event{Kind: SlotsChanged, Worker: w, Slots: slots} }
 
-// SlotsChanged, traced by hand. papers.md §4 chooses which machines to use
+// SlotsChanged, traced by hand. docs/papers.md §4 chooses which machines to use
 // and how many processes each runs; a plan carries that choice to the
 // policy as one event per worker, and so does a calibration that varies a
 // worker's concurrency between batches.
@@ -18,7 +18,7 @@ func TestSlotsChangedHand(t *testing.T) {
 	}{
 		{
 			// More slots: the worker has room at once and takes the head
-			// of Q. Reference: papers.md §4, "how many processes on the
+			// of Q. Reference: docs/papers.md §4, "how many processes on the
 			// fast ones".
 			name: "wq: more slots take work at once", policy: "wq",
 			steps: []scriptStep{
@@ -51,7 +51,7 @@ func TestSlotsChangedHand(t *testing.T) {
 		{
 			// Set aside under rwq: w1 runs t0 and holds t2. The held t2 is
 			// withdrawn and goes to the head of Q; t0 runs on and its
-			// result counts; w1 gets nothing more. Reference: papers.md
+			// result counts; w1 gets nothing more. Reference: docs/papers.md
 			// §4, "which machines to use at all".
 			name: "rwq: a worker set aside gives back what it holds", policy: "rwq",
 			steps: []scriptStep{

@@ -1,7 +1,7 @@
 package sched
 
 // Tasks added to and taken from a running batch: the seam for masters
-// that split (papers.md §2). A master that splits takes half of its
+// that split (docs/papers.md §2). A master that splits takes half of its
 // remaining tasks out of its batch and hands them to a child master; a
 // master whose queue ran dry is granted tasks by another, which takes
 // them out of its own batch; a child that dies or returns gives back
@@ -134,7 +134,7 @@ func (p *policy) queued() int { return p.qLive }
 // MaxOverloadWindow bounds an Overload's window.
 const MaxOverloadWindow = 1 << 16
 
-// Overload is papers.md §2's overload test: right after each assignment
+// Overload is docs/papers.md §2's overload test: right after each assignment
 // of a task, the master counts the messages already waiting for it; it
 // is overloaded when that count, averaged over the last n assignments,
 // is ≥ 1. The real master and the simulator feed it alike. The zero
@@ -220,7 +220,7 @@ func (o *Overload) Mean() float64 {
 func (o *Overload) Reset() { o.filled, o.sum = 0, 0 }
 
 // SplitEstimate is what a master has measured when it considers a split,
-// for SplitWorthIt (papers.md §2's caveat: "a real implementation should
+// for SplitWorthIt (docs/papers.md §2's caveat: "a real implementation should
 // weigh that loss").
 type SplitEstimate struct {
 	// MasterRate is how many tasks per second one master can hand out

@@ -36,7 +36,7 @@ func TestSplitSeam(t *testing.T) {
 			// "gives p half of its remaining tasks": the tail of Q goes,
 			// what the master would send next stays, and the master is
 			// done when what it kept is done.
-			// Reference: papers.md §2, Split.
+			// Reference: docs/papers.md §2, Split.
 			name: "a split takes the tail of Q; the master is done with what it kept", policy: "wq",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
@@ -52,7 +52,7 @@ func TestSplitSeam(t *testing.T) {
 		{
 			// A child that dies or returns unfinished gives its tasks back:
 			// they go to the back of Q and out as originals.
-			// Reference: papers.md §2, Return.
+			// Reference: docs/papers.md §2, Return.
 			name: "tasks given back join the tail of Q", policy: "wq",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
@@ -70,7 +70,7 @@ func TestSplitSeam(t *testing.T) {
 			// "start master": the child runs the same algorithm over the
 			// tasks and workers it was handed; its tasks keep the parent's
 			// numbers.
-			// Reference: papers.md §2, Split and Worker algorithm.
+			// Reference: docs/papers.md §2, Split and Worker algorithm.
 			name: "a sub-master starts empty and runs its share", policy: "rwq",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
@@ -88,7 +88,7 @@ func TestSplitSeam(t *testing.T) {
 			// its replica on w2; w1 overran t3 and w2 the replica, so both
 			// are late and t0 is back in Q, live on w1, waiting for the
 			// busy w3.
-			// Reference: papers.md §2, Task requests.
+			// Reference: docs/papers.md §2, Task requests.
 			name: "a task with a live instance is never taken", policy: "rr",
 			steps: []scriptStep{
 				{join(1, 2), ""}, {join(2, 1), ""}, {join(3, 1), ""},
@@ -105,7 +105,7 @@ func TestSplitSeam(t *testing.T) {
 		{
 			// A task taken away is decided by the master it went to: a late
 			// result for it here is no Accept.
-			// Reference: papers.md §2, Task requests.
+			// Reference: docs/papers.md §2, Task requests.
 			name: "a result for a task taken away is not accepted", policy: "wq",
 			steps: []scriptStep{
 				{join(1, 1), ""},
@@ -119,7 +119,7 @@ func TestSplitSeam(t *testing.T) {
 		{
 			// Tasks added while r3q replicates go out as originals before
 			// any further replica: R is taken afresh when Q empties again.
-			// Reference: papers.md §1, R3Q; §2, Task requests.
+			// Reference: docs/papers.md §1, R3Q; §2, Task requests.
 			name: "a grant during replication", policy: "r3q",
 			steps: []scriptStep{
 				{join(1, 1), ""}, {join(2, 1), ""},
@@ -226,11 +226,11 @@ func TestSplitWholeBatchUnchanged(t *testing.T) {
 	}
 }
 
-// TestOverload checks papers.md §2's test: "right after M finishes
+// TestOverload checks docs/papers.md §2's test: "right after M finishes
 // assigning one task, count the messages already waiting for M. M is
 // overloaded when that count, averaged over the last n assignments, is
 // ≥ 1."
-// Reference: papers.md §2, Overload test.
+// Reference: docs/papers.md §2, Overload test.
 func TestOverload(t *testing.T) {
 	var o Overload
 	o.Note(5, 3) // no window yet: nothing counted
@@ -271,7 +271,7 @@ func TestOverload(t *testing.T) {
 	}
 }
 
-// TestSplitWorthIt: papers.md §2's caveat, "a split takes a worker away
+// TestSplitWorthIt: docs/papers.md §2's caveat, "a split takes a worker away
 // from computing (the paper lost 18 % at P = 6)".
 func TestSplitWorthIt(t *testing.T) {
 	base := SplitEstimate{MasterRate: 1000, Exec: 0.009, RTT: 0.0001, Queued: 1000, Margin: 0.1}

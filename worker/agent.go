@@ -1,6 +1,6 @@
 // Package worker is esgrid's worker agent: it connects to a master, keeps
 // the tasks it is sent in its remote queue Q_r,k, runs them on its slots in
-// the order sent, and returns each result with its queue status (papers.md
+// the order sent, and returns each result with its queue status (docs/papers.md
 // §1 RWQ/R3Q, §5 Clop). cmd/esworker runs one agent per machine; esrun's
 // local grid runs several in-process, through the same code.
 package worker

@@ -22,7 +22,7 @@ func (h heldTask) key() taskKey { return taskKey{h.gen, h.task.ID} }
 
 // remoteQueue is the worker's remote queue Q_r,k: the tasks the master sent
 // that no slot runs yet (held tasks). Slots take them in the order sent;
-// the master can take one back by id in O(1) (papers.md §1, R3Q: cancelling
+// the master can take one back by id in O(1) (docs/papers.md §1, R3Q: cancelling
 // a held task only removes it from the queue). Not safe for concurrent use.
 type remoteQueue struct {
 	order list.List // of heldTask, oldest first

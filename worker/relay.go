@@ -2,7 +2,7 @@ package worker
 
 import "strings"
 
-// Workers behind a relay (papers.md §1's W1–W3 behind R1) are started
+// Workers behind a relay (docs/papers.md §1's W1–W3 behind R1) are started
 // with the relay's address as their master's (esworker -master); they do
 // not join gossip, since the peers that would probe them cannot reach
 // them (the relay speaks for them: see grid/relay.go). Config.Master may

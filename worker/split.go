@@ -9,7 +9,7 @@ import (
 	"github.com/esgrid/esgrid/grid"
 )
 
-// A worker in masters that split (papers.md §2, Fig. 4): told Promote,
+// A worker in masters that split (docs/papers.md §2, Fig. 4): told Promote,
 // it gives back its held tasks, finishes its running ones, and runs the
 // master (grid.RunChild) over the tasks and workers it was handed; when
 // that is done, it connects to its parent as a worker again. Told Move,

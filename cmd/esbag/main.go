@@ -1,6 +1,6 @@
 // Command esbag runs a bag of independent tasks over the grid as one batch,
-// not an ES generation: the Mandelbrot strips of the Clop paper (papers.md
-// §5, file 004), under any scheduling policy, and prints each worker's
+// not an ES generation: the Mandelbrot strips of the Clop paper (docs/papers.md
+// §5), under any scheduling policy, and prints each worker's
 // compute total beside the simulator's prediction for the speeds it
 // measured.
 //
@@ -114,7 +114,7 @@ type options struct {
 	deprecated            []string // notices for the deprecated names given
 }
 
-const usage = `esbag runs the Mandelbrot strips of the Clop paper (papers.md §5) as one
+const usage = `esbag runs the Mandelbrot strips of the Clop paper (docs/papers.md §5) as one
 bag of independent tasks over the grid, under any policy.
 
 Usage:

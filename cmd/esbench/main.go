@@ -107,8 +107,8 @@ const maxDim = 1000
 // paper is the paper's ES: esrun's defaults.
 var paper = es.Config{Mu: 30, Lambda: 70}
 
-// recommended is the recommended ES with recombination; README's
-// "Recombination" section explains the choice: the paper's λ = 70 and
+// recommended is the recommended ES with recombination; docs/optimising.md
+// explains the choice: the paper's λ = 70 and
 // plus-selection, μ = 10, and global intermediate recombination of x and σ
 // (ρ = μ).
 var recommended = es.Config{

@@ -17,7 +17,7 @@ func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 // A small part of the table: on the 10-D sphere, every strategy reaches
 // 1e-8 with every seed, the recommended ES and CMA-ES within the budgets
-// the README's table shows, and the numbers do not depend on -j.
+// the table of docs/optimising.md shows, and the numbers do not depend on -j.
 func TestSmallTable(t *testing.T) {
 	args := []string{"-problem", "sphere", "-dim", "10", "-trials", "2", "-budget", "3000"}
 	code, out, errs := runCmd(t, append(args, "-parallel", "1")...)
@@ -41,7 +41,7 @@ func TestSmallTable(t *testing.T) {
 			t.Errorf("%s: %s seeds reached 1e-8, want 2/2", name, row[3+3*i])
 		}
 	}
-	// Seeds 1 and 2 need (README): recommended 6,400–7,700, CMA-ES
+	// Seeds 1 and 2 need (docs/optimising.md): recommended 6,400–7,700, CMA-ES
 	// 1,400–1,500 evaluations; the paper's ES about 15,000.
 	for _, c := range []struct {
 		name   string

@@ -85,7 +85,7 @@ func newCalibrateFlagSet(o *calOptions) *flag.FlagSet {
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible in ps: prefer -key-file or "+grid.KeyEnv+")")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
-	flagx.IntListVar(fs, &o.sizes, "sizes", []int{50, 100, 150, 200, 300, 400}, 1, problems.MaxLoadN, "LU sizes `N,...` to measure: at least 5, well spread (papers.md §4)")
+	flagx.IntListVar(fs, &o.sizes, "sizes", []int{50, 100, 150, 200, 300, 400}, 1, problems.MaxLoadN, "LU sizes `N,...` to measure: at least 5, well spread (docs/papers.md §4)")
 	flagx.IntListVar(fs, &o.slots, "slots", []int{1, 2, 4}, 1, grid.MaxMetaSlots, "slot counts `M,...` per machine (capped at each machine's CPUs, which are always measured too)")
 	flagx.IntVar(fs, &o.reps, "reps", 3, 1, maxReps, "tasks per busy slot in each batch (`R`)")
 	flagx.DurationVar(fs, &o.wait, "wait", 5*time.Minute, time.Second, 24*time.Hour, "how long `D` to wait for the workers, at each size")

@@ -1,4 +1,4 @@
-// Command esplan answers the question of papers.md §4 for an esgrid grid:
+// Command esplan answers the question of docs/papers.md §4 for an esgrid grid:
 // which machines are worth using, and with how many slots each. It
 // measures the grid (calibrate), fits the paper's execution-time models
 // (models) and searches the configurations with them (plan), writing a
@@ -35,7 +35,7 @@ func main() {
 const usageText = `Usage: esplan COMMAND [flags]
 
 esplan measures a grid's machines, fits the execution-time models of
-Kishimoto and Ichikawa (papers.md §4) and predicts which machines to use,
+Kishimoto and Ichikawa (docs/papers.md §4) and predicts which machines to use,
 with how many slots each, for tasks of a given size.
 
 Commands:

@@ -1,6 +1,6 @@
 // Command esreport reads the JSON report of a run (esrun -report FILE),
 // prints a text summary of it and, with -png or -svg, draws it: per
-// generation, the time stacked as compute, sync wait and comm (papers.md
+// generation, the time stacked as compute, sync wait and comm (docs/papers.md
 // §1, as in the paper's Fig. 5) and the efficiency against LB; the
 // convergence (best and mean fitness of the parents per generation); each
 // worker's utilisation; and a timeline of every worker's task instances.

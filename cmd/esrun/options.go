@@ -139,8 +139,8 @@ CPU, which speak the same protocol over loopback as esworker processes on
 other machines. Remote workers are expected when -local is 0 or
 -min-workers exceeds -local: the master then listens on every interface at
 the usual ports, waits for them, and, given no key, makes one and prints
-the esworker command line to use (see "Run on several machines" in the
-README). However it is evaluated, the same seed gives the same run, bit
+the esworker command line to use (see docs/grid.md in the
+repository). However it is evaluated, the same seed gives the same run, bit
 for bit.
 
 Files are never lost. A -checkpoint or -report FILE that already exists
@@ -194,7 +194,7 @@ var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers",
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("esrun", flag.ContinueOnError)
 	fs.StringVar(&o.problem, "problem", "ridge", "the fitness function `NAME` to minimise: "+strings.Join(problems.Names(), ", ")+", or a plugin's NAME given with -plugin")
-	fs.Var(&o.plugins, "plugin", "the problem plugin `NAME=PATH`: the executable PATH evaluates the problem NAME (repeatable; see \"Problem plugins\" in the README); local workers get it too, remote ones list it themselves")
+	fs.Var(&o.plugins, "plugin", "the problem plugin `NAME=PATH`: the executable PATH evaluates the problem NAME (repeatable; see docs/plugins.md); local workers get it too, remote ones list it themselves")
 	flagx.IntVar(fs, &o.dim, "dim", 30, 1, maxDim, "number of dimensions `n`")
 	flagx.IntVar(fs, &o.mu, "mu", 30, 1, maxPopulation, "μ, the number `N` of parents")
 	flagx.IntVar(fs, &o.lambda, "lambda", 70, 1, maxPopulation, "λ, the number `N` of offspring per generation (the tasks of a generation)")
@@ -241,7 +241,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the final summary")
 	fs.BoolVar(&o.verbose, "v", false, "log the grid's debug detail on standard error (by default: workers joining and leaving, refused connections, warnings; nothing per task)")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines; the line per generation goes there too, as the record \"generation\"")
-	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9464, or 127.0.0.1:0 for any free port): the time accounting per generation, tasks, cancels, results, workers, the master's inbox (see \"Metrics and dashboards\" in the README)")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9464, or 127.0.0.1:0 for any free port): the time accounting per generation, tasks, cancels, results, workers, the master's inbox (see docs/metrics.md)")
 	flagx.DurationVar(fs, &o.metricsLinger, "metrics-linger", 0, 0, time.Hour, "with -metrics: keep serving the metrics for `D` after the run ends, so that Prometheus scrapes its final figures (e.g. 2 scrape intervals)")
 	flagx.VersionFlag(fs)
 	flagx.Alias(fs, "sched", "policy")

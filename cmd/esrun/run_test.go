@@ -131,7 +131,7 @@ func TestRunFailures(t *testing.T) {
 	}
 }
 
-// readReport decodes a -report file into the shape the README documents.
+// readReport decodes a -report file into the shape docs/report.md documents.
 type reportFile struct {
 	Config struct {
 		Problem string `json:"problem"`

@@ -23,7 +23,7 @@ type scheduleRecord struct {
 	Joins   int    `json:"joins"`   // joins: a worker back from a child master, or reconnecting, counts again
 	// The time figures are sums over the generations, in their order, of
 	// each generation's figure in seconds (metrics.Seconds): the very
-	// numbers the Prometheus counters add (README: "Report and
+	// numbers the Prometheus counters add (docs/metrics.md: "Report and
 	// Prometheus").
 	Total     float64 `json:"total"` // the generations' durations
 	SyncWait  float64 `json:"sync_wait"`

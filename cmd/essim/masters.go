@@ -24,7 +24,7 @@ import (
 	"github.com/esgrid/esgrid/sched/sim"
 )
 
-// essim masters: masters that split (papers.md §2), simulated.
+// essim masters: masters that split (docs/papers.md §2), simulated.
 //
 //	essim masters -fig paper   the paper's Fig. 5–7 in shape: P = 2…18,
 //	                           one master vs splitting (plain rule and
@@ -35,7 +35,7 @@ import (
 //	                           fraction of linear
 const mastersUsage = `Usage: essim masters [flags]
 
-Simulates masters that split when overloaded (papers.md §2): one master
+Simulates masters that split when overloaded (docs/papers.md §2): one master
 against the paper's rule (paper) and the rule that weighs the worker a
 split takes away (gain). Prints tables; -png DIR draws the figures.
 
@@ -164,7 +164,7 @@ func paperConfig(o *mastersOptions, p int, rule string) sim.MastersConfig {
 }
 
 func mastersPaper(ctx context.Context, o *mastersOptions, w io.Writer) error {
-	fmt.Fprintln(w, "Masters that split, the paper's setting in shape (papers.md §2, Fig. 5):")
+	fmt.Fprintln(w, "Masters that split, the paper's setting in shape (docs/papers.md §2, Fig. 5):")
 	c := paperConfig(o, 2, sim.SplitOff)
 	fmt.Fprintf(w, "%d tasks of %v (log-normal, sigma %.1f), %v one way, %v per message at a master, policy %s, window %s\n",
 		c.Tasks, c.Grain, c.Noise, c.Latency, c.MasterCost, o.policy, windowName(o.window))

@@ -32,7 +32,7 @@ const (
 	exitConfig = flagx.ExitConfig
 )
 
-// exitTable is the table above as esworker -h and the README give it.
+// exitTable is the table above as esworker -h and docs/install.md give it.
 const exitTable = `Exit status (the systemd unit, deploy/esworker.service, restarts 1 and 2):
   0   stopped as asked: drained after a signal, the run over (-once), or
       -idle-timeout passed; not a failure

@@ -18,7 +18,7 @@ import (
 )
 
 // esworker -relay HOST:PORT: a relay for workers the master cannot reach
-// (papers.md §1's R1 in front of W1–W3). It accepts their connections at
+// (docs/papers.md §1's R1 in front of W1–W3). It accepts their connections at
 // HOST:PORT and carries each, as a stream, over one connection to its
 // upstream: the master (-master, or found through gossip with -join), or
 // another relay's address (relays chain into a tree). The workers behind

@@ -104,7 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
-	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see the README); flags on the command line win")
+	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see docs/install.md); flags on the command line win")
 	flagx.DurationVar(fs, &o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, time.Millisecond, maxPluginStart, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
 	flagx.FloatVar(fs, &o.memShare, "mem-share", worker.DefaultMemShare, 0.01, worker.MaxMemShare, "refuse a master's problem that needs more than the share `F` of this machine's memory (its problem, LU load, vectors and frames on every slot)")
 	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run; refused if anyone but root and this user could change PATH (its mode, owner, directories)")

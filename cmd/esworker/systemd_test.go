@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/docstest"
 )
 
 const unitPath = "../../deploy/esworker.service"
@@ -26,7 +28,7 @@ func unitValues(unit, key string) []string {
 	return out
 }
 
-// The systemd unit shipped in deploy/ supervises esworker as the README
+// The systemd unit shipped in deploy/ supervises esworker as docs/install.md
 // says: restart on failure (not on a configuration error), a dedicated
 // user, the settings in a -config file that esworker accepts.
 func TestSystemdUnit(t *testing.T) {
@@ -132,12 +134,9 @@ func TestSystemdUnitExitStatuses(t *testing.T) {
 	if !prevent[exitConfig] || len(prevent) != 1 {
 		t.Errorf("RestartPreventExitStatus=%v, want %d alone", prevent, exitConfig)
 	}
-	// The tables in the unit's comments, -h and the README name each
-	// status, and the README says whether it is restarted.
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The tables in the unit's comments, -h and docs/install.md name
+	// each status, and docs/install.md says whether it is restarted.
+	doc := []byte(docstest.Section(t, "docs/install.md", "### Exit status"))
 	for _, code := range []int{exitOK, exitFailure, exitCrash, exitConfig} {
 		for where, text := range map[string]string{"the unit": unit, "esworker -h": exitTable} {
 			if !regexp.MustCompile(`(?m)^#?\s+` + strconv.Itoa(code) + `\s`).MatchString(text) {
@@ -148,8 +147,8 @@ func TestSystemdUnitExitStatuses(t *testing.T) {
 		if !restarted(code) {
 			restart = "no"
 		}
-		if !regexp.MustCompile(`(?m)^\| ` + strconv.Itoa(code) + ` \|.*\| ` + restart + `\b`).Match(readme) {
-			t.Errorf("the README's exit table lacks status %d, restarted: %s", code, restart)
+		if !regexp.MustCompile(`(?m)^\| ` + strconv.Itoa(code) + ` \|.*\| ` + restart + `\b`).Match(doc) {
+			t.Errorf("docs/install.md's exit table lacks status %d, restarted: %s", code, restart)
 		}
 	}
 	stop := unitValues(unit, "TimeoutStopSec")

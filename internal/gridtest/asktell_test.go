@@ -93,7 +93,7 @@ func optimise(ctx context.Context, t *testing.T, ev es.Evaluator) []float64 {
 	return bests
 }
 
-// README, "Any optimiser on the grid": a program drives the grid master as
+// docs/library.md, "Any optimiser on the grid": a program drives the grid master as
 // an es.Evaluator from an ask/tell loop of its own. The master listens on
 // loopback; two worker agents connect to it directly by address (on other
 // machines they would be esworker -master ADDR). The run equals its

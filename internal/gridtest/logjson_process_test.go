@@ -1,20 +1,20 @@
 package gridtest
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/esgrid/esgrid/internal/docstest"
 )
 
 // TestProcessesLogJSON runs a grid with -log-json -v everywhere: an esrun
 // master with a local worker, an esworker found through gossip and one
 // behind its own relay. Every line each writes on stderr is one JSON
-// object whose keys are the README's vocabulary ("Logs"), a duration is a
+// object whose keys are docs/logs.md's vocabulary, a duration is a
 // number of seconds under an _s key, the master and a worker name the
 // worker with the same keys and values, and the run writes one Info
 // record per generation, with gen, of, evals_per_s, eta_s and best, and
@@ -119,7 +119,7 @@ func jsonLines(t *testing.T, name, stderr string, vocab map[string]bool) []map[s
 			switch {
 			case k == "time" || k == "level" || k == "msg":
 			case !vocab[k]:
-				t.Errorf("%s: key %q is not in the README's vocabulary: %s", name, k, line)
+				t.Errorf("%s: key %q is not in docs/logs.md's vocabulary: %s", name, k, line)
 			case strings.HasSuffix(k, "_s"):
 				if _, ok := v.(json.Number); !ok && v != nil {
 					t.Errorf("%s: %s = %v, want seconds: %s", name, k, v, line)
@@ -131,23 +131,13 @@ func jsonLines(t *testing.T, name, stderr string, vocab map[string]bool) []map[s
 	return recs
 }
 
-// logVocabulary is the set of keys in the table of the README's section
-// "Logs": each backquoted word of a row's first cell.
+// logVocabulary is the set of keys in the table of docs/logs.md's
+// section "Vocabulary": each backquoted word of a row's first cell.
 func logVocabulary(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := bytes.Cut(b, []byte("\n### Logs\n"))
-	if !ok {
-		t.Fatal(`README.md has no section "### Logs"`)
-	}
-	if i := bytes.Index(sec, []byte("\n#")); i >= 0 {
-		sec = sec[:i]
-	}
+	sec := docstest.Section(t, "docs/logs.md", "## Vocabulary")
 	vocab := map[string]bool{}
-	for _, line := range strings.Split(string(sec), "\n") {
+	for _, line := range strings.Split(sec, "\n") {
 		cells := strings.Split(line, "|")
 		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
 			continue
@@ -157,7 +147,7 @@ func logVocabulary(t *testing.T) map[string]bool {
 		}
 	}
 	if len(vocab) < 20 {
-		t.Fatalf("the README's log vocabulary has %d keys", len(vocab))
+		t.Fatalf("docs/logs.md's log vocabulary has %d keys", len(vocab))
 	}
 	return vocab
 }

@@ -8,7 +8,7 @@
 // whose key ends in _s ("retry_in": 1.5s is written "retry_in_s": 1.5), and
 // a fitness that is NaN or infinite is null, as in esrun's report, and a
 // value with a name (a role, a message type) is its name, as in text. The
-// vocabulary of keys is in the README, section "Logs".
+// vocabulary of keys is in docs/logs.md, section "Vocabulary".
 package logx
 
 import (
@@ -82,7 +82,7 @@ func Round(d time.Duration) time.Duration {
 
 // Console is how a command speaks to the person who runs it on stderr:
 // a plain line ("esrun: listening data=…") in text, which scripts and
-// the README quote, and under -log-json a record of the log with the same
+// the documentation quote, and under -log-json a record of the log with the same
 // facts as fields, so that every line on stderr is JSON.
 type Console struct {
 	W    io.Writer    // stderr

@@ -3,8 +3,8 @@
 // frames (package grid/wire) on its standard input and output. This
 // package is both ends of that protocol: Open starts a plugin and makes it
 // a problems.Problem (the host), and Serve and Main turn any
-// problems.Problem into a plugin (the Go SDK). The README's "Problem
-// plugins" section specifies the protocol for plugin authors.
+// problems.Problem into a plugin (the Go SDK). docs/plugins.md
+// specifies the protocol for plugin authors.
 //
 // A plugin Problem keeps a pool of long-lived processes, one per slot,
 // started lazily up to the concurrency asked for, with at most one

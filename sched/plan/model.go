@@ -1,5 +1,5 @@
-// Package plan fits the execution-time models of papers.md §4 (Kishimoto
-// and Ichikawa, file 003) to measured task times and searches the grid's
+// Package plan fits the execution-time models of docs/papers.md §4 (Kishimoto
+// and Ichikawa) to measured task times and searches the grid's
 // configurations with them: which machine groups to use, how many machines
 // of each and how many slots per machine. It is pure: no clock, no I/O,
 // no goroutines; cmd/esplan measures and writes, this package computes.

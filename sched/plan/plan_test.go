@@ -13,7 +13,7 @@ var truth = Cubic{0.05, 2e-5, 1e-8, 1.2e-9}
 func close(a, b, rel float64) bool { return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b)) }
 
 // The fit recovers known coefficients from exact times, and nearly from
-// times with 1 % noise. Reference: papers.md §4, N–T model (eq. 4).
+// times with 1 % noise. Reference: docs/papers.md §4, N–T model (eq. 4).
 func TestFitCubicRecoversCoefficients(t *testing.T) {
 	ns := []float64{400, 800, 1600, 3200, 4800, 6400}
 	ts := make([]float64, len(ns))
@@ -137,7 +137,7 @@ func TestGuardDecreasing(t *testing.T) {
 // CPUs) three times slower, measured alone only. Fast gets its own P–T
 // models, recovered exactly; slow has too few points for its own and gets
 // fast's, scaled by the least-squares ratio 3 (model substitution).
-// Reference: papers.md §4, P–T model and model substitution.
+// Reference: docs/papers.md §4, P–T model and model substitution.
 const (
 	k4, k5, k6 = 0.04, 0.8, 0.002
 	slowRatio  = 3.0

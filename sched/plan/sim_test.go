@@ -13,7 +13,7 @@ import (
 )
 
 // seeded is a policy told, as each worker joins, the task time that the
-// fitted models predict for it (a Measured event with that Exec): papers.md
+// fitted models predict for it (a Measured event with that Exec): docs/papers.md
 // §4's models fed into scheduling, beyond the paper. eft plans dispatch
 // and replication by expected finish times from the measured Exec; without
 // a prior, a worker counts as the mean of those measured (or as any other,

@@ -11,7 +11,7 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
-// Masters that split (papers.md §2, file 000) on a virtual clock.
+// Masters that split (docs/papers.md §2) on a virtual clock.
 //
 // The model is the paper's: P processors, one of them the first master
 // M, the others its workers, each with one slot; a bag of tasks (or
@@ -45,7 +45,7 @@ import (
 //     returns its results, its workers and itself to its parent (one
 //     message), and the parent puts them to work.
 //
-// Rule SplitGain adds papers.md §2's caveat: split only when
+// Rule SplitGain adds docs/papers.md §2's caveat: split only when
 // sched.SplitWorthIt says the two masters, one worker fewer, beat one,
 // from what the master measured (its tasks per second of busy time, the
 // mean task time and round trip).
@@ -85,7 +85,7 @@ type MastersConfig struct {
 	// GainMargin is SplitGain's margin (default 0.1).
 	GainMargin float64
 	// ModelExec, when > 0, is a fitted model's predicted task time
-	// (papers.md §4, sched/plan): SplitGain's estimate takes it as Exec
+	// (docs/papers.md §4, sched/plan): SplitGain's estimate takes it as Exec
 	// instead of the master's smoothed measure (an experiment; see
 	// masters_model_test.go).
 	ModelExec time.Duration
@@ -650,7 +650,7 @@ func (s *mastersSim) handle(m *sMaster, msg *mMsg) {
 		sent += s.onReturn(m, msg)
 	}
 	if sent > 0 {
-		// papers.md §2: right after assigning, count what waits.
+		// docs/papers.md §2: right after assigning, count what waits.
 		m.test.SetWindow(s.window(m))
 		m.test.Note(sent, m.waiting())
 	}

@@ -12,7 +12,7 @@ import (
 // masterVariants are the split decisions compared by
 // TestMastersModelExec: the paper's rule, the gain rule from what the
 // master measured, and the gain rule with a fitted model's task time
-// (papers.md §4, sched/plan) in place of the measured one, exact or off
+// (docs/papers.md §4, sched/plan) in place of the measured one, exact or off
 // by ±20 % (the paper's model error).
 var masterVariants = []struct {
 	name  string

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// paperMasters is the setting of papers.md §2's experiment in shape: 18
+// paperMasters is the setting of docs/papers.md §2's experiment in shape: 18
 // machines at most, fine-grained tasks of varying length (Mandelbrot
 // strips), and a master cost that saturates one master near P = 12.
 func paperMasters(p int, rule string) MastersConfig {
@@ -29,7 +29,7 @@ func runMasters(t *testing.T, cfg MastersConfig) MastersResult {
 // master saturates near P = 12, the splitting masters keep getting faster
 // up to P = 18, and at P = 6 the plain rule costs time (a worker taken
 // away for a master that was not needed), which the gain rule avoids.
-// Reference: papers.md §2, Result.
+// Reference: docs/papers.md §2, Result.
 func TestMastersPaperShape(t *testing.T) {
 	off12 := runMasters(t, paperMasters(12, SplitOff))
 	off18 := runMasters(t, paperMasters(18, SplitOff))

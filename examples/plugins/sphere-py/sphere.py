@@ -10,7 +10,7 @@ dimensions and box given to serve() by yours.
 It needs only Python 3 and esgrid's Python SDK, the one file
 sdk/python/esgrid_plugin.py, which serve() comes from: install it beside
 this script (a script's directory is where Python looks first). The
-protocol it speaks is in esgrid's README, "Problem plugins".
+protocol it speaks is in esgrid's docs/plugins.md.
 
 List it on a worker with
     esworker -join MASTER -key-file K -plugin sphere-py=/path/to/sphere.py
