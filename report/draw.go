@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ type panel struct {
 }
 
 // panels are the plots of rep, top to bottom.
-func panels(rep *report) ([]panel, error) {
+func panels(rep *Report) ([]panel, error) {
 	var ps []panel
 	s := rep.Schedule
 	if s != nil && len(s.Generations) > 0 {
@@ -120,20 +120,21 @@ func legendWidth(l plot.Legend) vg.Length {
 	return r.Max.X - r.Min.X
 }
 
-// format is a picture's file format.
-type format string
+// Format is a picture's file format: PNG or SVG.
+type Format string
 
+// The formats Draw writes.
 const (
-	formatPNG format = "png"
-	formatSVG format = "svg"
+	PNG Format = "png" // a bitmap
+	SVG Format = "svg" // a vector picture, for the web or print
 )
 
-// drawReport draws the run into path, in format f, width × height pixels
+// Draw draws the run into path, in format f, width × height pixels
 // (an SVG of the same size at 96 pixels per inch): the time per
 // generation, the efficiency per generation, the convergence, the
 // workers' utilisation and their timeline, one above the other. The file
 // is written whole or not at all, mode 0644.
-func drawReport(rep *report, path string, f format, width, height int) error {
+func Draw(rep *Report, path string, f Format, width, height int) error {
 	ps, err := panels(rep)
 	if err != nil {
 		return err
@@ -141,7 +142,7 @@ func drawReport(rep *report, path string, f format, width, height int) error {
 	w, h := vg.Length(width)*vg.Inch/vgimg.DefaultDPI, vg.Length(height)*vg.Inch/vgimg.DefaultDPI
 	var out io.WriterTo
 	switch f {
-	case formatSVG:
+	case SVG:
 		c := vgsvg.New(w, h)
 		fillWhite(c, w, h)
 		drawPanels(draw.New(c), ps)
@@ -201,7 +202,7 @@ func writeFile(path string, out io.WriterTo) (err error) {
 
 // timePlot: per generation, compute, sync wait and comm stacked (esgrid's
 // comm, so that the three add up to the generation's duration).
-func timePlot(rep *report) (*plot.Plot, plot.Legend, error) {
+func timePlot(rep *Report) (*plot.Plot, plot.Legend, error) {
 	s := rep.Schedule
 	gens := s.Generations
 	parts := []struct {
@@ -262,7 +263,7 @@ func genTicks(n int, gen func(i int) int) plot.Ticker {
 // holds them. The axis shows 0–100 % and a margin, and stretches to any
 // value above: a generation faster than its lower bound is an error to
 // see, not to clip.
-func efficiencyPlot(rep *report) (*plot.Plot, plot.Legend) {
+func efficiencyPlot(rep *Report) (*plot.Plot, plot.Legend) {
 	s := rep.Schedule
 	l := plot.NewLegend()
 	var xys plotter.XYs
@@ -306,7 +307,7 @@ func efficiencyPlot(rep *report) (*plot.Plot, plot.Legend) {
 
 // convergencePlot: the best and mean fitness of the parents per
 // generation, on a logarithmic scale when every value is positive.
-func convergencePlot(rep *report) (*plot.Plot, plot.Legend) {
+func convergencePlot(rep *Report) (*plot.Plot, plot.Legend) {
 	l := plot.NewLegend()
 	var best, mean plotter.XYs
 	positive := true
@@ -358,7 +359,7 @@ func convergencePlot(rep *report) (*plot.Plot, plot.Legend) {
 // workerPlot: each worker's utilisation, the share of its slot-time while
 // present that it spent executing, printed on its bar, with when it left
 // if it left before the end.
-func workerPlot(rep *report) (*plot.Plot, error) {
+func workerPlot(rep *Report) (*plot.Plot, error) {
 	s := rep.Schedule
 	ws := s.PerWorker
 	vals := make(plotter.Values, len(ws))

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -44,8 +44,8 @@ func utilisation(busy float64, slots int, present float64) float64 {
 	return busy / (float64(slots) * present)
 }
 
-// summary is the report in a few lines and a table of the workers.
-func summary(rep *report) string {
+// Summary is the report in a few lines and a table of the workers.
+func Summary(rep *Report) string {
 	var b strings.Builder
 	c := rep.Config
 	last := -1

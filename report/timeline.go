@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"cmp"
@@ -88,7 +88,7 @@ type timelineBar struct {
 }
 
 // buildTimeline makes the timeline of rep, nil when the report has none.
-func buildTimeline(rep *report) *timelineModel {
+func buildTimeline(rep *Report) *timelineModel {
 	s := rep.Schedule
 	if s == nil || s.Timeline == nil || len(s.Generations) == 0 {
 		return nil
@@ -121,7 +121,7 @@ func buildTimeline(rep *report) *timelineModel {
 		order = append(order, w.Worker)
 	}
 	ins := slices.Clone(tl.Instances)
-	slices.SortStableFunc(ins, func(a, b instance) int { return cmp.Compare(a.Start, b.Start) })
+	slices.SortStableFunc(ins, func(a, b Instance) int { return cmp.Compare(a.Start, b.Start) })
 	unlisted := map[int]bool{}
 	for _, in := range ins {
 		m.Kinds[in.Kind]++

@@ -1,8 +1,7 @@
-package main
+package report
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -29,7 +28,7 @@ const leaverReport = "testdata/leaver.json"
 // left, and shows every instance of the report in a slot lane (or, held
 // or failed, in the row's queue strip), as many as the report counts.
 func TestTimelineModel(t *testing.T) {
-	rep, err := readReport(leaverReport)
+	rep, err := Read(leaverReport)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,20 +125,23 @@ func TestPicturesOfARealRun(t *testing.T) {
 	defer syscall.Umask(old)
 	dir := t.TempDir()
 	pngPath, svgPath := filepath.Join(dir, "run.png"), filepath.Join(dir, "run.svg")
-	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{leaverReport, "-png", pngPath, "-svg", svgPath, "-width", "1000", "-height", "1800"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	rep, err := Read(leaverReport)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range []string{pngPath, svgPath} {
-		fi, err := os.Stat(p)
+	for _, pic := range []struct {
+		path string
+		f    Format
+	}{{pngPath, PNG}, {svgPath, SVG}} {
+		if err := Draw(rep, pic.path, pic.f, 1000, 1800); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(pic.path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if fi.Mode() != 0o644 {
-			t.Errorf("%s: mode %v, want 0644", p, fi.Mode())
-		}
-		if !strings.Contains(stdout.String(), "picture: "+p+"\n") {
-			t.Errorf("esreport does not say it wrote %s:\n%s", p, stdout.String())
+			t.Errorf("%s: mode %v, want 0644", pic.path, fi.Mode())
 		}
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
