@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"context"
@@ -183,7 +183,7 @@ func TestBoundFormula(t *testing.T) {
 }
 
 func TestDrawScenario(t *testing.T) {
-	l := limits{Workers: 3, Gens: 6, Lambda: 8}
+	l := Limits{Workers: 3, Gens: 6, Lambda: 8}
 	for seed := uint64(1); seed < 200; seed++ {
 		s := drawScenario(seed, l)
 		if !reflect.DeepEqual(s, drawScenario(seed, l)) {
@@ -205,29 +205,9 @@ func TestDrawScenario(t *testing.T) {
 	}
 }
 
-func TestOptions(t *testing.T) {
-	for _, args := range [][]string{
-		{"-duration", "0"}, {"-runs", "-1"}, {"-slack", "0.5"}, {"-max-gens", "3"}, {"-max-workers", "0"},
-		{"-bogus"}, {"extra"}, {"-keep", ""},
-	} {
-		_, err := parseOptions(args)
-		var ue *usageError
-		if !errors.As(err, &ue) || strings.Contains(ue.msg, "\n") {
-			t.Errorf("%v: %v, want a one-line usage error", args, err)
-		}
-	}
-	o, err := parseOptions([]string{"-max-gens", "6", "-duration", "1m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := o.replay(42), "essoak -seed 42 -runs 1 -max-gens 6"; got != want {
-		t.Errorf("replay %q, want %q", got, want)
-	}
-}
-
 // A run past its bound is cancelled as a stall.
 func TestWatchCancelsAStall(t *testing.T) {
-	r := &runState{s: &soak{o: &options{slack: 1}}, sc: drawScenario(1, defaultLimits)}
+	r := &runState{s: &soak{cfg: &Config{Slack: 1}}, sc: drawScenario(1, DefaultLimits)}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	stop := r.watch(time.Now().Add(-time.Hour), cancel)

@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"context"
@@ -75,8 +75,8 @@ type runState struct {
 
 // runOne runs the scenario of seed as run i and checks it.
 func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
-	sc := drawScenario(seed, s.o.limits)
-	res := result{Run: i, Scenario: sc, Bound: boundOf(sc, s.o.slack, observed{}), Faults: map[string]int{}}
+	sc := drawScenario(seed, s.cfg.Limits)
+	res := result{Run: i, Scenario: sc, Bound: boundOf(sc, s.cfg.Slack, observed{}), Faults: map[string]int{}}
 	dir, err := os.MkdirTemp(s.root, fmt.Sprintf("run%d-seed%d-", i, seed))
 	if err != nil {
 		res.Findings = append(res.Findings, finding{kindHarness, err.Error()})
@@ -143,7 +143,7 @@ func (r *runState) check(ctx context.Context, res *result, last *proc, want outc
 	if st := last.status(); st != "exit 0" {
 		out = append(out, finding{kindExit, fmt.Sprintf("esrun: %s, want exit 0; %s", st, lastLine(last.err.kept()))})
 	}
-	out = append(out, checkMemory(r.peakRSS(res), int64(r.s.o.maxRSS)<<20)...)
+	out = append(out, checkMemory(r.peakRSS(res), int64(r.s.cfg.MaxRSS)<<20)...)
 	var lines []string
 	for _, m := range r.masters {
 		lines = append(lines, m.out.kept()...)
@@ -178,7 +178,7 @@ var errStall = errors.New("past its bound")
 func (r *runState) bound() bound {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return boundOf(r.sc, r.s.o.slack, r.ob)
+	return boundOf(r.sc, r.s.cfg.Slack, r.ob)
 }
 
 // watch cancels the run with errStall once it has lasted longer than its

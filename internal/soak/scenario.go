@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"fmt"
@@ -121,8 +121,8 @@ type fault struct {
 const maxStop = 5 * time.Second
 
 // drawScenario draws the scenario of seed within l. The same seed and
-// limits give the same scenario.
-func drawScenario(seed uint64, l limits) scenario {
+// Limits give the same scenario.
+func drawScenario(seed uint64, l Limits) scenario {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	in := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
 	chance := func(p float64) bool { return r.Float64() < p }

@@ -1,9 +1,10 @@
-package main
+package soak
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,10 +21,14 @@ import (
 // generations, each with its own bound (a few minutes at most).
 const testTimeout = 10 * time.Minute
 
-// tinyArgs make the scenarios small: seeds 18 and 19 draw an r3q run on
-// two workers whose master is killed and resumed, and a cyclic run on two
+// tiny makes the scenarios small: seeds 18 and 19 draw an r3q run on two
+// workers whose master is killed and resumed, and a cyclic run on two
 // workers without faults (see drawScenario).
-var tinyArgs = []string{"-max-workers", "2", "-max-gens", "4", "-max-lambda", "6"}
+func tiny(bin, keep string, seed uint64, runs int) Config {
+	return Config{Duration: time.Hour, Runs: runs, Seed: seed, Bin: bin, Keep: keep, Slack: 2, MaxRSS: 256,
+		Limits: Limits{Workers: 2, Gens: 4, Lambda: 6, Silent: DefaultLimits.Silent},
+		Replay: func(seed uint64) string { return fmt.Sprintf("essoak -seed %d -runs 1 -max-workers 2", seed) }}
+}
 
 var (
 	binOnce sync.Once
@@ -72,9 +77,12 @@ func TestTinySoak(t *testing.T) {
 	bin, keep := testBin(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	var out, errb bytes.Buffer
-	code := run(ctx, append([]string{"-bin", bin, "-keep", keep, "-seed", "18", "-runs", "2"}, tinyArgs...), &out, &errb)
-	t.Logf("status %d\n%s%s", code, out.String(), errb.String())
+	var out bytes.Buffer
+	passed, err := Run(ctx, tiny(bin, keep, 18, 2), &out)
+	t.Logf("passed %v\n%s", passed, out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := out.String()
 	m := summaryLine.FindStringSubmatch(s)
 	if m == nil || m[1] != "2" {
@@ -91,14 +99,14 @@ func TestTinySoak(t *testing.T) {
 	}
 	n, _ := strconv.Atoi(d[1])
 	entries := defectEntry.FindAllStringSubmatch(s, -1)
-	if len(entries) != n || (n > 0) != (code == 1) || (n == 0) != (code == 0) {
-		t.Fatalf("%d defects counted, %d listed, status %d", n, len(entries), code)
+	if len(entries) != n || (n == 0) != passed {
+		t.Fatalf("%d defects counted, %d listed, passed %v", n, len(entries), passed)
 	}
 	for _, e := range entries {
 		if e[3] == kindHarness || e[3] == kindReference {
 			t.Errorf("the soak itself failed: %s", e[0])
 		}
-		if want := "essoak -seed " + e[2] + " -runs 1 " + strings.Join(tinyArgs, " "); e[4] != want {
+		if want := "essoak -seed " + e[2] + " -runs 1 -max-workers 2"; e[4] != want {
 			t.Errorf("replay %q, want %q", e[4], want)
 		}
 		if _, err := os.Stat(filepath.Join(e[5], "defects.txt")); err != nil {
@@ -110,20 +118,21 @@ func TestTinySoak(t *testing.T) {
 
 // TestSoakFlagsAWrongTrajectory checks a run against a reference whose
 // last generation is one ulp off: the run is a trajectory defect, its
-// logs are kept, and essoak exits 1.
+// logs are kept, and the soak does not pass.
 func TestSoakFlagsAWrongTrajectory(t *testing.T) {
 	bin, keep := testBin(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	var out, errb bytes.Buffer
-	mangle := func(o *outcome) {
+	var out bytes.Buffer
+	cfg := tiny(bin, keep, 19, 1)
+	cfg.mangle = func(o *outcome) {
 		g := &o.rep.Generations[len(o.rep.Generations)-1]
 		g.Mean = num(nextUp(float64(g.Mean)))
 	}
-	code := runWith(ctx, append([]string{"-bin", bin, "-keep", keep, "-seed", "19", "-runs", "1"}, tinyArgs...), &out, &errb, mangle)
+	passed, err := Run(ctx, cfg, &out)
 	s := out.String()
-	if code != 1 || !regexp.MustCompile(`(?m)^  run 0 seed 19: trajectory: generation 4: `).MatchString(s) {
-		t.Fatalf("status %d, want 1 and a trajectory defect at generation 4:\n%s%s", code, s, errb.String())
+	if err != nil || passed || !regexp.MustCompile(`(?m)^  run 0 seed 19: trajectory: generation 4: `).MatchString(s) {
+		t.Fatalf("passed %v (%v), want a trajectory defect at generation 4:\n%s", passed, err, s)
 	}
 	b, err := os.ReadFile(filepath.Join(keep, "run0-seed19", "defects.txt"))
 	if err != nil || !strings.Contains(string(b), "replay: essoak -seed 19 -runs 1") {

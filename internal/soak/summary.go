@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ type defect struct {
 
 // tally sums the runs for the summary.
 type tally struct {
-	o           *options
+	cfg         *Config
 	runs        int
 	faults      map[string]int
 	defects     []defect
@@ -33,7 +33,7 @@ type tally struct {
 	worstRatio  float64 // the largest run time over its bound
 }
 
-func newTally(o *options) *tally { return &tally{o: o, faults: map[string]int{}} }
+func newTally(cfg *Config) *tally { return &tally{cfg: cfg, faults: map[string]int{}} }
 
 // add counts a finished run.
 func (t *tally) add(res result) {
@@ -43,7 +43,7 @@ func (t *tally) add(res result) {
 	}
 	for _, f := range res.Findings {
 		t.defects = append(t.defects, defect{Run: res.Run, Seed: res.Scenario.Seed, Kind: f.Kind, Detail: f.Detail,
-			Replay: t.o.replay(res.Scenario.Seed), Logs: res.Logs})
+			Replay: t.cfg.replay(res.Scenario.Seed), Logs: res.Logs})
 	}
 	t.peakRSS = max(t.peakRSS, res.PeakRSS)
 	if res.Bound.Total > 0 {
@@ -105,14 +105,14 @@ func (t *tally) summary() string {
 		state = " (interrupted)"
 	}
 	fmt.Fprintf(&b, "\nessoak summary%s: runs %d in %v, seeds %d..%d; load average %s\n",
-		state, t.runs, t.took.Round(time.Second), t.o.seed, t.o.seed+uint64(max(t.runs, 1)-1), loadAverage())
+		state, t.runs, t.took.Round(time.Second), t.cfg.Seed, t.cfg.Seed+uint64(max(t.runs, 1)-1), loadAverage())
 	total := 0
 	for _, n := range t.faults {
 		total += n
 	}
 	fmt.Fprintf(&b, "faults injected: %d: %s\n", total, countList(t.faults, faultKinds))
 	fmt.Fprintf(&b, "  (%s, %s and %s count the workers started with them; the others count the faults that happened)\n", hangEvery, silent, delayed)
-	fmt.Fprintf(&b, "longest run: %.0f%% of its bound; esrun peak RSS at most %s (bound %d MiB)\n", 100*t.worstRatio, mib(t.peakRSS), t.o.maxRSS)
+	fmt.Fprintf(&b, "longest run: %.0f%% of its bound; esrun peak RSS at most %s (bound %d MiB)\n", 100*t.worstRatio, mib(t.peakRSS), t.cfg.MaxRSS)
 	byKind := map[string]int{}
 	runs := map[int]bool{}
 	for _, d := range t.defects {

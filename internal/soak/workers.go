@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func (r *runState) checkWorkers(ctx context.Context) []finding {
 			}
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(r.s.o.slack*float64(workerGrace)))
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(r.s.cfg.Slack*float64(workerGrace)))
 	defer cancel()
 	var bad []string
 	for _, p := range workers {
@@ -119,7 +119,7 @@ func (r *runState) checkWorkers(ctx context.Context) []finding {
 			p.signal(syscall.SIGTERM)
 		}
 		if !p.wait(wctx) {
-			bad = append(bad, fmt.Sprintf("%s still running %v %s", p.name, time.Duration(r.s.o.slack*float64(workerGrace)), how))
+			bad = append(bad, fmt.Sprintf("%s still running %v %s", p.name, time.Duration(r.s.cfg.Slack*float64(workerGrace)), how))
 			continue
 		}
 		if st := p.status(); st != "exit 0" {
