@@ -1,4 +1,9 @@
-package main
+// Package livepage serves a run's status page (esrun -metrics ADDR, at
+// /): the ES's progress as the terminal's line gives it, and the grid's
+// workers and the current generation's task instances, live, as a
+// timeline per worker. Its data is at /status.json, bounded whatever the
+// grid's size.
+package livepage
 
 import (
 	_ "embed"
@@ -13,6 +18,7 @@ import (
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -27,21 +33,21 @@ const (
 //go:embed livepage.html
 var livePageHTML []byte
 
-// liveMaster is what the live page reads from the master (a
+// Master is what the live page reads from the master (a
 // *grid.Master), each method safe from any goroutine.
-type liveMaster interface {
+type Master interface {
 	WorkerStats() []grid.WorkerStat
 	WorkerInfo(sched.WorkerID) (grid.WorkerInfo, bool)
 	Outstanding(limit int) (now time.Duration, out []grid.OutInstance, more int)
 }
 
-// live is the state behind esrun's status page (-metrics ADDR, at /): the
+// Page is the state behind esrun's status page (-metrics ADDR, at /): the
 // ES's progress as the terminal's line gives it, the current
 // generation's ended instances (the ledger's OnInstance) and, read from
 // the master at each request, its workers and running instances.
-type live struct {
+type Page struct {
 	policy, problem string
-	master          liveMaster // nil until the grid is up
+	master          Master // nil until the grid is up
 
 	mu       sync.Mutex
 	progress liveProgress
@@ -62,13 +68,19 @@ type liveProgress struct {
 	Started   bool     `json:"started"` // a generation has completed
 }
 
-func newLive(policy, problem string) *live {
-	return &live{policy: policy, problem: problem, results: map[sched.WorkerID]int{}}
+// New is the page of a run of problem under policy; SetMaster gives it
+// the grid once it is up.
+func New(policy, problem string) *Page {
+	return &Page{policy: policy, problem: problem, results: map[sched.WorkerID]int{}}
 }
 
-// instance is the ledger's OnInstance: it runs on the master's loop, so
+// SetMaster gives the page the grid's master, once it is up; call it
+// before the page is served.
+func (l *Page) SetMaster(m Master) { l.master = m }
+
+// Instance is the ledger's OnInstance: it runs on the master's loop, so
 // it only appends, within bounds.
-func (l *live) instance(in sched.Instance) {
+func (l *Page) Instance(in sched.Instance) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -88,14 +100,14 @@ func (l *live) instance(in sched.Instance) {
 	l.ended = append(l.ended, in)
 }
 
-// generation takes the ES's generation s, with the estimates of the
+// Generation takes the ES's generation s, with the estimates of the
 // terminal's line.
-func (l *live) generation(s es.Stats, est *progress) {
-	p := liveProgress{Gen: s.Gen, Evals: s.Evals, EvalsPerS: est.rate(), Started: true}
-	if est.known {
-		p.Of = &est.of
+func (l *Page) Generation(s es.Stats, est *report.Progress) {
+	p := liveProgress{Gen: s.Gen, Evals: s.Evals, EvalsPerS: est.Rate(), Started: true}
+	if of, known := est.Last(); known {
+		p.Of = &of
 	}
-	if d, ok := est.eta(s.Gen); ok {
+	if d, ok := est.ETA(s.Gen); ok {
 		sec := d.Seconds()
 		p.ETA = &sec
 	}
@@ -157,7 +169,7 @@ func workerState(w grid.WorkerStat) string {
 }
 
 // status is a snapshot of the run for /status.json, bounded.
-func (l *live) status() liveStatus {
+func (l *Page) status() liveStatus {
 	st := liveStatus{Policy: l.policy, Problem: l.problem, States: map[string]int{},
 		Workers: []liveWorker{}, Instances: []liveInstance{}}
 	var (
@@ -187,7 +199,7 @@ func (l *live) status() liveStatus {
 // rows lists the connected workers by name, then those that left during
 // the generation, up to maxLiveWorkers, and returns each listed worker's
 // row.
-func (st *liveStatus) rows(m liveMaster, ws []grid.WorkerStat, ended []sched.Instance, results map[sched.WorkerID]int) map[sched.WorkerID]int {
+func (st *liveStatus) rows(m Master, ws []grid.WorkerStat, ended []sched.Instance, results map[sched.WorkerID]int) map[sched.WorkerID]int {
 	slices.SortFunc(ws, func(a, b grid.WorkerStat) int { return strings.Compare(a.Name, b.Name) })
 	row := map[sched.WorkerID]int{}
 	addRow := func(id sched.WorkerID, w liveWorker) {
@@ -258,7 +270,7 @@ func (st *liveStatus) bars(row map[sched.WorkerID]int, ended []sched.Instance, o
 
 // liveKind is the colour of an ended instance's bar.
 func liveKind(in sched.Instance) string {
-	switch k := instanceKind(in); k {
+	switch k := report.InstanceKind(in); k {
 	case "cancelled_held", "cancelled_running":
 		return "cancelled"
 	default:
@@ -266,9 +278,9 @@ func liveKind(in sched.Instance) string {
 	}
 }
 
-// handler serves the page at / and its data at /status.json, GET (and
+// Handler serves the page at / and its data at /status.json, GET (and
 // HEAD) only; anything else under / is not found.
-func (l *live) handler() http.Handler {
+func (l *Page) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -1,15 +1,11 @@
-package main
+package livepage
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -53,15 +49,15 @@ func TestLiveStatus(t *testing.T) {
 			{Worker: 2, Task: 8, Sent: 4 * time.Second, Started: -1},
 		},
 	}
-	l := newLive("wq", "ridge")
+	l := New("wq", "ridge")
 	l.master = f
 	s := 1 * time.Second
-	l.instance(sched.Instance{Worker: 1, Task: 0, Gen: 0, Known: true, Kind: sched.InstanceFinished, Start: 0, End: s}) // an older generation
-	l.instance(sched.Instance{Worker: 1, Task: 1, Gen: 1, Known: true, Kind: sched.InstanceFinished, Start: s, End: 2 * s})
-	l.instance(sched.Instance{Worker: 3, Task: 2, Gen: 1, Known: true, Replica: true, Kind: sched.InstanceFinished, Start: s, End: 3 * s})
-	l.instance(sched.Instance{Worker: 2, Task: 3, Gen: 1, Known: true, Kind: sched.InstanceCancelledRunning, Start: 2 * s, End: 3 * s})
-	l.instance(sched.Instance{Worker: 2, Task: 4, Gen: 1, Known: true, Kind: sched.InstanceFailed, Start: 2 * s, End: 2 * s})
-	l.instance(sched.Instance{Worker: 1, Task: 5, Gen: 0, Known: true, Kind: sched.InstanceFinished, Start: 0, End: s}) // late: dropped
+	l.Instance(sched.Instance{Worker: 1, Task: 0, Gen: 0, Known: true, Kind: sched.InstanceFinished, Start: 0, End: s}) // an older generation
+	l.Instance(sched.Instance{Worker: 1, Task: 1, Gen: 1, Known: true, Kind: sched.InstanceFinished, Start: s, End: 2 * s})
+	l.Instance(sched.Instance{Worker: 3, Task: 2, Gen: 1, Known: true, Replica: true, Kind: sched.InstanceFinished, Start: s, End: 3 * s})
+	l.Instance(sched.Instance{Worker: 2, Task: 3, Gen: 1, Known: true, Kind: sched.InstanceCancelledRunning, Start: 2 * s, End: 3 * s})
+	l.Instance(sched.Instance{Worker: 2, Task: 4, Gen: 1, Known: true, Kind: sched.InstanceFailed, Start: 2 * s, End: 2 * s})
+	l.Instance(sched.Instance{Worker: 1, Task: 5, Gen: 0, Known: true, Kind: sched.InstanceFinished, Start: 0, End: s}) // late: dropped
 
 	st := l.status()
 	var names, states []string
@@ -125,10 +121,10 @@ func TestLiveStatusBounded(t *testing.T) {
 	for i := range running {
 		f.out = append(f.out, grid.OutInstance{Worker: sched.WorkerID(i%workers + 1), Task: i, Sent: time.Minute, Started: time.Minute})
 	}
-	l := newLive("r3q", "ridge")
+	l := New("r3q", "ridge")
 	l.master = f
 	for i := range ended {
-		l.instance(sched.Instance{Worker: sched.WorkerID(i%workers + 1), Task: sched.TaskID(i), Gen: 3, Known: true,
+		l.Instance(sched.Instance{Worker: sched.WorkerID(i%workers + 1), Task: sched.TaskID(i), Gen: 3, Known: true,
 			Kind: sched.InstanceFinished, Start: time.Minute, End: 2 * time.Minute})
 	}
 	st := l.status()
@@ -149,8 +145,8 @@ func TestLiveStatusBounded(t *testing.T) {
 }
 
 func TestLivePageHandler(t *testing.T) {
-	l := newLive("wq", "ridge")
-	srv := httptest.NewServer(l.handler())
+	l := New("wq", "ridge")
+	srv := httptest.NewServer(l.Handler())
 	defer srv.Close()
 	get := func(method, path string) (*http.Response, string) {
 		t.Helper()
@@ -202,101 +198,5 @@ func TestLivePageHandler(t *testing.T) {
 		if resp, _ := get(c.method, c.path); resp.StatusCode != c.code {
 			t.Errorf("%s %s: %s, want %d", c.method, c.path, resp.Status, c.code)
 		}
-	}
-}
-
-// TestLivePageBrowser runs esrun with -metrics and loads its status page
-// in a real headless browser (Debian's chromium): once the page's script
-// has run, the DOM shows the generation, every worker and the timeline's
-// bars.
-func TestLivePageBrowser(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no chromium in CI: .ci/run should have installed Debian's chromium package")
-		}
-		t.Skip("no chromium on PATH: install Debian's chromium package (apt-get install chromium) to run this test")
-	}
-	if testing.Short() {
-		t.Skip("runs a grid and a browser")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	// A run that lasts until the test ends: 20 ms evaluations, on two
-	// local workers of two slots.
-	runCtx, stop := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	ran := make(chan int, 1)
-	go func() {
-		ran <- run(runCtx, []string{"-gens", "1000000", "-load-ms", "20", "-local", "2", "-slots", "2",
-			"-metrics", "127.0.0.1:0", "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0"}, io.Discard, pw)
-		pw.Close()
-	}()
-	defer func() {
-		stop()
-		<-ran // interrupted: it says so and exits 1
-	}()
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`status page on http://([^/\s]+)/`)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	var base string
-	select {
-	case base = <-addr:
-	case <-ctx.Done():
-		t.Fatal("esrun never said where its status page is")
-	}
-	base = "http://" + base + "/"
-
-	// Wait for a generation done and bars to draw, as status.json says.
-	var st liveStatus
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for st.Gen < 1 || len(st.Instances) == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no generation with instances on the page: %+v", st)
-		case <-tick.C:
-		}
-		resp, err := http.Get(base + "status.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// The page as the browser has it once its script has fetched and drawn.
-	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+t.TempDir(),
-		"--virtual-time-budget=3000", "--dump-dom", base)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	dom, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
-	page := string(dom)
-	if m := regexp.MustCompile(`id="gen">(\d+) / 1000000<`).FindStringSubmatch(page); m == nil || m[1] == "0" {
-		t.Errorf("the page shows no generation N / 1000000 past 0:\n%s", page)
-	}
-	for _, name := range []string{"local-1", "local-2"} {
-		if !strings.Contains(page, "<td>"+name+"</td>") {
-			t.Errorf("the workers' table has no %s:\n%s", name, page)
-		}
-	}
-	if !regexp.MustCompile(`<rect [^>]*class="bar (original|replica|running)"`).MatchString(page) {
-		t.Errorf("the timeline has no bar:\n%s", page)
 	}
 }

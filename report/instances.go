@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"slices"
@@ -8,29 +8,29 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
-// maxTimeline is how many task instances a report's timeline holds at
+// MaxTimeline is how many task instances a report's timeline holds at
 // most. A run of a million tasks would otherwise make a report of
 // hundreds of MB: past the limit the timeline keeps the instances of the
 // latest generations, whole, and says from which generation on it is
 // complete (timelineRecord.FromGen).
-const maxTimeline = 20000
+const MaxTimeline = 20000
 
-// timelineRecord is the run's task instances, per worker, in the -report
+// Timeline is the run's task instances, per worker, in the -report
 // file: what esreport's per-worker timeline draws. Times are seconds on
 // the run's clock (0: the first generation started), as the schedule's
 // generations.
-type timelineRecord struct {
+type Timeline struct {
 	Limit int `json:"limit"` // maxTimeline
 	// FromGen is the first generation whose instances are here: all of
 	// them, unless one generation alone had more than Limit. Omitted
 	// counts the instances left out.
 	FromGen   int              `json:"from_gen"`
 	Omitted   int              `json:"omitted"`
-	Instances []instanceRecord `json:"instances"`
+	Instances []InstanceRecord `json:"instances"`
 }
 
-// instanceRecord is one instance of a task on a worker, once it ended.
-type instanceRecord struct {
+// InstanceRecord is one instance of a task on a worker, once it ended.
+type InstanceRecord struct {
 	Worker int `json:"worker"`
 	Gen    int `json:"gen"` // the generation running when it started
 	Task   int `json:"task"`
@@ -46,9 +46,9 @@ type instanceRecord struct {
 	End     float64 `json:"end"`
 }
 
-// timeline collects the ledger's ended instances (LedgerConfig.OnInstance)
+// Instances collects the ledger's ended instances (LedgerConfig.OnInstance)
 // up to a limit, dropping the oldest generations whole.
-type timeline struct {
+type Instances struct {
 	mu      sync.Mutex
 	limit   int
 	from    int // instances of generations before it are dropped
@@ -56,10 +56,11 @@ type timeline struct {
 	ins     []sched.Instance
 }
 
-func newTimeline(limit int) *timeline { return &timeline{limit: max(limit, 1)} }
+// NewInstances collects at most limit instances (at least 1).
+func NewInstances(limit int) *Instances { return &Instances{limit: max(limit, 1)} }
 
-// add is the ledger's OnInstance.
-func (t *timeline) add(in sched.Instance) {
+// Add is the ledger's OnInstance.
+func (t *Instances) Add(in sched.Instance) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if in.Gen < t.from {
@@ -75,7 +76,7 @@ func (t *timeline) add(in sched.Instance) {
 // shed drops the oldest generations whole until at most 3/4 of the
 // limit is left, so that it runs once in many adds. A generation larger
 // than the limit on its own keeps its first instances.
-func (t *timeline) shed() {
+func (t *Instances) shed() {
 	slices.SortStableFunc(t.ins, func(a, b sched.Instance) int { return a.Gen - b.Gen })
 	last := t.ins[len(t.ins)-1].Gen
 	if t.ins[0].Gen == last {
@@ -95,20 +96,20 @@ func (t *timeline) shed() {
 	t.from = from
 }
 
-// record is the timeline for the report: t0 is the start of the ledger's
+// Record is the timeline for the report: t0 is the start of the ledger's
 // first generation, startGen that generation's number.
-func (t *timeline) record(t0 time.Duration, startGen int) *timelineRecord {
+func (t *Instances) Record(t0 time.Duration, startGen int) *Timeline {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := &timelineRecord{Limit: t.limit, FromGen: startGen + max(t.from, 0), Omitted: t.omitted,
-		Instances: make([]instanceRecord, 0, len(t.ins))}
+	r := &Timeline{Limit: t.limit, FromGen: startGen + max(t.from, 0), Omitted: t.omitted,
+		Instances: make([]InstanceRecord, 0, len(t.ins))}
 	for _, in := range t.ins {
-		r.Instances = append(r.Instances, instanceRecord{
-			Worker: int(in.Worker), Gen: startGen + in.Gen, Task: int(in.Task), Kind: instanceKind(in), Replica: in.Replica && in.Kind != sched.InstanceFinished,
+		r.Instances = append(r.Instances, InstanceRecord{
+			Worker: int(in.Worker), Gen: startGen + in.Gen, Task: int(in.Task), Kind: InstanceKind(in), Replica: in.Replica && in.Kind != sched.InstanceFinished,
 			Start: (in.Start - t0).Seconds(), End: (in.End - t0).Seconds(),
 		})
 	}
-	slices.SortStableFunc(r.Instances, func(a, b instanceRecord) int {
+	slices.SortStableFunc(r.Instances, func(a, b InstanceRecord) int {
 		switch {
 		case a.Start < b.Start:
 			return -1
@@ -120,7 +121,9 @@ func (t *timeline) record(t0 time.Duration, startGen int) *timelineRecord {
 	return r
 }
 
-func instanceKind(in sched.Instance) string {
+// InstanceKind names an instance's fate as reports and the live page do:
+// original, replica, stale, cancelled_held, cancelled_running or failed.
+func InstanceKind(in sched.Instance) string {
 	switch in.Kind {
 	case sched.InstanceCancelledHeld:
 		return "cancelled_held"

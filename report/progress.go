@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // estimated from: recent enough to follow a grid that grows or shrinks.
 const progressWindow = 10
 
-// progress estimates a run's evaluation rate and the time it has left
+// Progress estimates a run's evaluation rate and the time it has left
 // from its last generations.
-type progress struct {
+type Progress struct {
 	of     int  // the last generation the stopping criteria allow
 	known  bool // of is known (-gens or -max-evals); not with -target alone
 	lambda int  // evaluations per generation after generation 0
@@ -30,9 +30,10 @@ type sample struct {
 	wall  time.Duration
 }
 
-func newProgress(c es.Config) *progress {
+// NewProgress estimates the run of c.
+func NewProgress(c es.Config) *Progress {
 	of, known := lastGen(c)
-	return &progress{of: of, known: known, lambda: c.Lambda}
+	return &Progress{of: of, known: known, lambda: c.Lambda}
 }
 
 // lastGen is the last generation that c's stopping criteria let run:
@@ -52,17 +53,21 @@ func lastGen(c es.Config) (last int, known bool) {
 	return last, known
 }
 
-// add records a generation of evals evaluations that took wall.
-func (p *progress) add(evals int, wall time.Duration) {
+// Last is the last generation the stopping criteria allow, if known (not
+// with a target alone).
+func (p *Progress) Last() (gen int, known bool) { return p.of, p.known }
+
+// Add records a generation of evals evaluations that took wall.
+func (p *Progress) Add(evals int, wall time.Duration) {
 	if len(p.recent) == progressWindow {
 		p.recent = p.recent[1:]
 	}
 	p.recent = append(p.recent, sample{evals, wall})
 }
 
-// rate is the evaluations per second over the recent generations; 0
+// Rate is the evaluations per second over the recent generations; 0
 // before any time has passed.
-func (p *progress) rate() float64 {
+func (p *Progress) Rate() float64 {
 	var n int
 	var d time.Duration
 	for _, s := range p.recent {
@@ -74,10 +79,10 @@ func (p *progress) rate() float64 {
 	return float64(n) / d.Seconds()
 }
 
-// eta is the time left after generation gen at the recent rate; ok is
+// ETA is the time left after generation gen at the recent rate; ok is
 // false when it cannot be estimated (no last generation, no rate yet).
-func (p *progress) eta(gen int) (time.Duration, bool) {
-	r := p.rate()
+func (p *Progress) ETA(gen int) (time.Duration, bool) {
+	r := p.Rate()
 	switch {
 	case !p.known:
 		return 0, false
@@ -90,19 +95,19 @@ func (p *progress) eta(gen int) (time.Duration, bool) {
 	return time.Duration(left * float64(time.Second)), true
 }
 
-// line is the terminal's line for generation s that took wall:
+// Line is the terminal's line for generation s that took wall:
 // "gen    3/100  evals …  best …  mean …  1.49ms  4700 evals/s  ETA 1.2s".
-func (p *progress) line(s es.Stats, wall time.Duration) string {
+func (p *Progress) Line(s es.Stats, wall time.Duration) string {
 	gen := fmt.Sprintf("gen %4d", s.Gen)
 	if p.known {
 		gen += fmt.Sprintf("/%d", p.of)
 	}
 	eta := "ETA unknown"
-	if d, ok := p.eta(s.Gen); ok {
+	if d, ok := p.ETA(s.Gen); ok {
 		eta = "ETA " + etaText(d)
 	}
 	return fmt.Sprintf("%s  evals %7d  best %.6e  mean %.6e  %v  %s evals/s  %s",
-		gen, s.Evals, s.Best, s.Mean, logx.Round(wall), rateText(p.rate()), eta)
+		gen, s.Evals, s.Best, s.Mean, logx.Round(wall), rateText(p.Rate()), eta)
 }
 
 // etaText writes an estimate to the precision it has: whole minutes past
@@ -117,19 +122,19 @@ func etaText(d time.Duration) string {
 	return logx.Round(d).String()
 }
 
-// record is generation s as the one Info record per generation of the
+// Record is generation s as the one Info record per generation of the
 // JSON log: of and eta_s are null when unknown.
-func (p *progress) record(log *slog.Logger, s es.Stats, wall time.Duration) {
+func (p *Progress) Record(log *slog.Logger, s es.Stats, wall time.Duration) {
 	of, eta := slog.Any("of", nil), slog.Any("eta_s", nil)
 	if p.known {
 		of = slog.Int("of", p.of)
 	}
-	if d, ok := p.eta(s.Gen); ok {
+	if d, ok := p.ETA(s.Gen); ok {
 		eta = slog.Duration("eta", d) // eta_s, in seconds (logx)
 	}
 	log.LogAttrs(context.Background(), slog.LevelInfo, "generation", slog.Int("gen", s.Gen), of, slog.Int("evals", s.Evals),
 		slog.Float64("best", s.Best), slog.Float64("mean", s.Mean), slog.Duration("wall", wall),
-		slog.Float64("evals_per_s", p.rate()), eta)
+		slog.Float64("evals_per_s", p.Rate()), eta)
 }
 
 // rateText writes an evaluation rate with three significant digits, and

@@ -1,12 +1,6 @@
-package main
+package report
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,25 +36,25 @@ func TestLastGen(t *testing.T) {
 // The rate is over the last progressWindow generations; the ETA is the
 // generations left at that rate, 0 at the last, unknown without one.
 func TestProgressRateAndETA(t *testing.T) {
-	p := &progress{of: 10, known: true, lambda: 70}
-	if _, ok := p.eta(0); ok {
+	p := &Progress{of: 10, known: true, lambda: 70}
+	if _, ok := p.ETA(0); ok {
 		t.Error("an ETA before any time has passed")
 	}
-	p.add(30, time.Second) // generation 0, slow: it leaves the window
+	p.Add(30, time.Second) // generation 0, slow: it leaves the window
 	for range progressWindow {
-		p.add(70, 100*time.Millisecond)
+		p.Add(70, 100*time.Millisecond)
 	}
-	if r := p.rate(); r != 700 {
+	if r := p.Rate(); r != 700 {
 		t.Errorf("rate %v, want 700 evaluations/s", r)
 	}
-	if d, ok := p.eta(6); !ok || d != 400*time.Millisecond {
+	if d, ok := p.ETA(6); !ok || d != 400*time.Millisecond {
 		t.Errorf("ETA after generation 6 of 10: %v, %v; want 400ms", d, ok)
 	}
-	if d, ok := p.eta(10); !ok || d != 0 {
+	if d, ok := p.ETA(10); !ok || d != 0 {
 		t.Errorf("ETA after the last generation: %v, %v; want 0", d, ok)
 	}
 	p.known = false
-	if _, ok := p.eta(6); ok {
+	if _, ok := p.ETA(6); ok {
 		t.Error("an ETA without a last generation")
 	}
 }
@@ -69,59 +63,16 @@ func TestProgressRateAndETA(t *testing.T) {
 // unknown.
 func TestProgressLine(t *testing.T) {
 	s := es.Stats{Gen: 6, Evals: 450, Best: 1.5, Mean: 2}
-	p := &progress{of: 10, known: true, lambda: 70}
-	p.add(70, 100*time.Millisecond)
+	p := &Progress{of: 10, known: true, lambda: 70}
+	p.Add(70, 100*time.Millisecond)
 	want := "gen    6/10  evals     450  best 1.500000e+00  mean 2.000000e+00  100ms  700 evals/s  ETA 400ms"
-	if got := p.line(s, 100*time.Millisecond); got != want {
+	if got := p.Line(s, 100*time.Millisecond); got != want {
 		t.Errorf("line\n%q, want\n%q", got, want)
 	}
 	p.known = false
 	want = "gen    6  evals     450  best 1.500000e+00  mean 2.000000e+00  100ms  700 evals/s  ETA unknown"
-	if got := p.line(s, 100*time.Millisecond); got != want {
+	if got := p.Line(s, 100*time.Millisecond); got != want {
 		t.Errorf("line\n%q, want\n%q", got, want)
-	}
-}
-
-// Under -log-json, stdout keeps the header and the result, and every line
-// on stderr is JSON: one generation record per generation, and the error
-// of a run that fails.
-func TestLogJSON(t *testing.T) {
-	code, stdout, stderr := esrun(t.Context(), "-inprocess", "-log-json", "-dim", "4", "-gens", "0", "-target", "1e300", "-max-evals", "170")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	if regexp.MustCompile(`(?m)^gen\s`).MatchString(stdout) || !strings.Contains(stdout, "best ") {
-		t.Errorf("stdout:\n%s", stdout)
-	}
-	var gens []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("not JSON: %q", line)
-		}
-		if r["msg"] == "generation" {
-			gens = append(gens, r)
-		}
-	}
-	// -target 1e300 stops after generation 0; the budget says it could
-	// have run to generation 2.
-	if len(gens) != 1 || gens[0]["gen"] != 0.0 || gens[0]["of"] != 2.0 || gens[0]["level"] != "INFO" {
-		t.Errorf("generation records %v", gens)
-	}
-	for _, k := range []string{"evals", "evals_per_s", "eta_s", "best", "mean", "wall_s"} {
-		if len(gens) > 0 && gens[0][k] == nil {
-			t.Errorf("generation record without %s: %v", k, gens[0])
-		}
-	}
-
-	bad := filepath.Join(t.TempDir(), "bad.ckpt")
-	if err := os.WriteFile(bad, []byte("not a checkpoint"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, _, stderr = esrun(t.Context(), "-inprocess", "-log-json", "-resume", bad)
-	var r map[string]any
-	if err := json.Unmarshal([]byte(stderr), &r); code != 1 || err != nil || r["level"] != "ERROR" || !strings.Contains(fmt.Sprint(r["err"]), bad) {
-		t.Errorf("a failed run: exit %d, stderr %q", code, stderr)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"encoding/json"
@@ -15,11 +15,12 @@ import (
 	"github.com/esgrid/esgrid/internal/logx"
 )
 
-// number is a float64 that JSON writes as null when it is NaN or infinite,
+// Number is a float64 that JSON writes as null when it is NaN or infinite,
 // which encoding/json cannot represent.
-type number float64
+type Number float64
 
-func (n number) MarshalJSON() ([]byte, error) {
+// MarshalJSON writes n, or null.
+func (n Number) MarshalJSON() ([]byte, error) {
 	f := float64(n)
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return []byte("null"), nil
@@ -27,24 +28,25 @@ func (n number) MarshalJSON() ([]byte, error) {
 	return json.Marshal(f)
 }
 
-// report is the -report file.
-type report struct {
-	Config      reportConfig `json:"config"`
-	Generations []genRecord  `json:"generations"`
+// Record is the -report file, as a run writes it (Report is what Read
+// reads of it).
+type Record struct {
+	Config      RecordConfig `json:"config"`
+	Generations []GenRecord  `json:"generations"`
 	// Stop is why the run ended; empty when it failed or was interrupted,
 	// and Error says why.
 	Stop        string     `json:"stop"`
 	Error       string     `json:"error,omitempty"`
-	Best        bestRecord `json:"best"`
+	Best        BestRecord `json:"best"`
 	Evals       int        `json:"evals"`
 	NaNs        int        `json:"nans"`
 	WallSeconds float64    `json:"wall_seconds"`
 	// Schedule is the grid's time accounting; absent with -inprocess.
-	Schedule *scheduleRecord `json:"schedule,omitempty"`
+	Schedule *Schedule `json:"schedule,omitempty"`
 }
 
-// reportConfig is the ES configuration plus how the run was evaluated.
-type reportConfig struct {
+// RecordConfig is the ES configuration plus how the run was evaluated.
+type RecordConfig struct {
 	es.Config
 	LoadN  int     `json:"load_n"`            // LU size added per evaluation, 0 = none
 	LoadMS float64 `json:"load_ms,omitempty"` // the -load-ms the size was calibrated for
@@ -53,15 +55,15 @@ type reportConfig struct {
 	Slots int `json:"slots"`
 	// Evaluator is "grid" or "inprocess"; Grid describes the grid.
 	Evaluator string      `json:"evaluator"`
-	Grid      *gridConfig `json:"grid,omitempty"`
+	Grid      *GridConfig `json:"grid,omitempty"`
 	// ResumedFrom is the checkpoint the run continued, and StartGen the
 	// first generation this process ran.
 	ResumedFrom string `json:"resumed_from,omitempty"`
 	StartGen    int    `json:"start_gen"`
 }
 
-// gridConfig is how a grid run was set up.
-type gridConfig struct {
+// GridConfig is how a grid run was set up.
+type GridConfig struct {
 	Sched string `json:"sched"`
 	// Adaptive: remote queues sized from measurements (-adaptive).
 	Adaptive   bool   `json:"adaptive,omitempty"`
@@ -72,60 +74,62 @@ type gridConfig struct {
 	Gossip     string `json:"gossip"`      // the gossip address, as advertised
 }
 
-// genRecord is one generation: the parents after selection.
-type genRecord struct {
+// GenRecord is one generation: the parents after selection.
+type GenRecord struct {
 	Gen         int     `json:"gen"`
 	Evals       int     `json:"evals"`
-	Best        number  `json:"best"`
-	Mean        number  `json:"mean"`
-	BestEver    number  `json:"best_ever"`
+	Best        Number  `json:"best"`
+	Mean        Number  `json:"mean"`
+	BestEver    Number  `json:"best_ever"`
 	NaNs        int     `json:"nans"`
 	WallSeconds float64 `json:"wall_seconds"` // ask, evaluate, tell and checkpoint
 }
 
-type bestRecord struct {
-	F number    `json:"f"`
+// BestRecord is the best individual of the run.
+type BestRecord struct {
+	F Number    `json:"f"`
 	X []float64 `json:"x"`
 }
 
-// recorder follows a run: it writes one line per generation and collects
+// Recorder follows a run: it writes one line per generation and collects
 // the report. The line is the terminal's progress line on stdout, or with
 // -log-json the Info record "generation" of the log on stderr.
-type recorder struct {
-	progress io.Writer    // text progress lines; nil: none
-	log      *slog.Logger // JSON generation records; nil: none
-	est      *progress
-	evals    int // evaluations before this generation
-	start    time.Time
-	last     time.Time
-	rep      report
+type Recorder struct {
+	// Out receives the text progress lines; nil: none.
+	Out io.Writer
+	// Log receives the JSON generation records; nil: none.
+	Log   *slog.Logger
+	est   *Progress
+	evals int // evaluations before this generation
+	start time.Time
+	last  time.Time
+	rep   Record
 }
 
-func newRecorder(eng *es.Engine, o *options, loadN, slots int) *recorder {
+// NewRecorder follows eng's run from its current generation; c says how
+// it is evaluated (its es.Config and StartGen are taken from eng).
+func NewRecorder(eng *es.Engine, c RecordConfig) *Recorder {
 	now := time.Now()
-	c := reportConfig{
-		Config: eng.Config(), LoadN: loadN, LoadMS: o.loadMS, Slots: slots,
-		Evaluator: "inprocess", ResumedFrom: o.resume, StartGen: eng.Gen(),
-	}
-	if !o.inprocess {
-		c.Evaluator = "grid"
-		c.Grid = &gridConfig{
-			Sched: o.sched, Adaptive: o.adaptive, Local: o.local, LocalSlots: o.localSlots(), MinWorkers: o.wantWorkers(),
-			Listen: o.listen, Gossip: o.gossip,
-		}
-	}
-	return &recorder{est: newProgress(c.Config), evals: eng.Evals(), start: now, last: now, rep: report{Config: c, Generations: []genRecord{}}}
+	c.Config, c.StartGen = eng.Config(), eng.Gen()
+	return &Recorder{est: NewProgress(c.Config), evals: eng.Evals(), start: now, last: now, rep: Record{Config: c, Generations: []GenRecord{}}}
 }
 
-// restart sets the clocks to now: the run's time starts once its workers
+// Record is the report so far: complete once Finish has returned it.
+func (r *Recorder) Record() *Record { return &r.rep }
+
+// Estimate is the run's rate and time left, as the progress line gives
+// them.
+func (r *Recorder) Estimate() *Progress { return r.est }
+
+// Restart sets the clocks to now: the run's time starts once its workers
 // have joined.
-func (r *recorder) restart() {
+func (r *Recorder) Restart() {
 	r.start = time.Now()
 	r.last = r.start
 }
 
-// header describes the run in one line.
-func (r *recorder) header() string {
+// Header describes the run in one line.
+func (r *Recorder) Header() string {
 	c := r.rep.Config
 	var b strings.Builder
 	b.WriteString(c.Notation())
@@ -176,23 +180,23 @@ func (r *recorder) header() string {
 	return b.String()
 }
 
-// generation is the engine's per-generation callback.
-func (r *recorder) generation(s es.Stats) error {
+// Generation is the engine's per-generation callback.
+func (r *Recorder) Generation(s es.Stats) error {
 	now, start := time.Now(), r.last
-	g := genRecord{
-		Gen: s.Gen, Evals: s.Evals, Best: number(s.Best), Mean: number(s.Mean),
-		BestEver: number(s.BestEver), NaNs: s.NaNs, WallSeconds: now.Sub(r.last).Seconds(),
+	g := GenRecord{
+		Gen: s.Gen, Evals: s.Evals, Best: Number(s.Best), Mean: Number(s.Mean),
+		BestEver: Number(s.BestEver), NaNs: s.NaNs, WallSeconds: now.Sub(r.last).Seconds(),
 	}
 	r.last = now
 	r.rep.Generations = append(r.rep.Generations, g)
 	wall := now.Sub(start)
-	r.est.add(s.Evals-r.evals, wall)
+	r.est.Add(s.Evals-r.evals, wall)
 	r.evals = s.Evals
-	if r.progress != nil {
-		fmt.Fprintln(r.progress, r.est.line(s, wall))
+	if r.Out != nil {
+		fmt.Fprintln(r.Out, r.est.Line(s, wall))
 	}
-	if r.log != nil {
-		r.est.record(r.log, s, wall)
+	if r.Log != nil {
+		r.est.Record(r.Log, s, wall)
 	}
 	return nil
 }
@@ -205,21 +209,21 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// finish completes the report from the engine's final state.
-func (r *recorder) finish(eng *es.Engine, reason es.StopReason, runErr error) *report {
+// Finish completes the report from the engine's final state.
+func (r *Recorder) Finish(eng *es.Engine, reason es.StopReason, runErr error) *Record {
 	best := eng.Best()
 	r.rep.Stop = string(reason)
 	if runErr != nil {
 		r.rep.Error = runErr.Error()
 	}
-	r.rep.Best = bestRecord{F: number(best.F), X: best.X}
+	r.rep.Best = BestRecord{F: Number(best.F), X: best.X}
 	r.rep.Evals, r.rep.NaNs = eng.Evals(), eng.NaNs()
 	r.rep.WallSeconds = time.Since(r.start).Seconds()
 	return &r.rep
 }
 
-// summary is the final line of a run.
-func summary(rep *report) string {
+// Summary is the final line of a run.
+func (rep *Record) Summary() string {
 	last := rep.Config.StartGen - 1
 	if n := len(rep.Generations); n > 0 {
 		last = rep.Generations[n-1].Gen
@@ -228,14 +232,14 @@ func summary(rep *report) string {
 		float64(rep.Best.F), last, rep.Evals, rep.NaNs, rep.Stop, logx.Round(time.Duration(rep.WallSeconds*float64(time.Second))))
 }
 
-// partialSuffix names the report of a run that failed or was interrupted:
+// PartialSuffix names the report of a run that failed or was interrupted:
 // it is written beside -report FILE, as FILE.partial, so that FILE, if it
 // exists, keeps the report of a run that ended.
-const partialSuffix = ".partial"
+const PartialSuffix = ".partial"
 
-// writeReport writes rep as indented JSON to path, whole or not at all: to
+// Write writes rep as indented JSON to path, whole or not at all: to
 // a temporary file in the same directory, synced, then renamed over path.
-func writeReport(path string, rep *report) (err error) {
+func Write(path string, rep *Record) (err error) {
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)

@@ -1,6 +1,10 @@
-// Package report reads the JSON report of an esgrid run (esrun -report
-// FILE), summarises it in text and draws it: the time of every
-// generation stacked as compute, sync wait and comm, the efficiency
+// Package report is the JSON report of an esgrid run (esrun -report
+// FILE). A run writes it: a Recorder follows the ES generation by
+// generation (the progress line, its rate and ETA), and the grid's
+// account is added at the end (Schedule, the task instances' Timeline,
+// the Masters' splits); Write writes it whole or not at all. A reader
+// reads it back (Read), summarises it in text and draws it: the time of
+// every generation stacked as compute, sync wait and comm, the efficiency
 // against LB, the convergence, the utilisation of every worker and a
 // timeline per worker of its task instances.
 //

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -13,11 +13,11 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
-// scheduleRecord is the grid's account of a run in the -report file: the
+// Schedule is the grid's account of a run in the -report file: the
 // paper's times (total, sync wait, comm, compute), the efficiency against
 // the lower bounds, what the policy did (replicas, cancels), and the
 // master's traffic. Times are in seconds.
-type scheduleRecord struct {
+type Schedule struct {
 	Policy  string `json:"policy"`
 	Workers int    `json:"workers"` // workers that joined during the run, each name once
 	Joins   int    `json:"joins"`   // joins: a worker back from a child master, or reconnecting, counts again
@@ -42,21 +42,21 @@ type scheduleRecord struct {
 	RoundTrip         float64 `json:"round_trip"`
 	EfficiencyLB      float64 `json:"efficiency_lb"` // LB ÷ total
 	EfficiencyBarrier float64 `json:"efficiency_barrier"`
-	scheduleCounts
+	Counts
 	Stale       int64            `json:"stale"` // results of an earlier generation, discarded
 	TasksSent   int64            `json:"tasks_sent"`
 	Results     int64            `json:"results"`
 	BytesOut    int64            `json:"bytes_out"` // master to workers, on the wire
 	BytesIn     int64            `json:"bytes_in"`
-	Generations []scheduleGen    `json:"generations"`
-	PerWorker   []scheduleWorker `json:"per_worker"`
-	Masters     *mastersRecord   `json:"masters,omitempty"` // the overload test and splits (split.go)
+	Generations []ScheduleGen    `json:"generations"`
+	PerWorker   []ScheduleWorker `json:"per_worker"`
+	Masters     *Masters         `json:"masters,omitempty"` // the overload test and splits (split.go)
 	// Timeline is the task instances per worker (timeline.go).
-	Timeline *timelineRecord `json:"timeline,omitempty"`
+	Timeline *Timeline `json:"timeline,omitempty"`
 }
 
-// scheduleCounts are the policy's actions.
-type scheduleCounts struct {
+// Counts are the policy's actions.
+type Counts struct {
 	Originals      int     `json:"originals"`       // tasks sent: each task's first instance
 	Resends        int     `json:"resends"`         // tasks sent again from Q (withdrawn, overdue, failed, lost)
 	Replicas       int     `json:"replicas"`        // instances sent as replicas
@@ -69,15 +69,15 @@ type scheduleCounts struct {
 	Duplicates     int     `json:"duplicates"` // results of a task already done, discarded
 }
 
-func newScheduleCounts(c sched.Counts) scheduleCounts {
-	return scheduleCounts{
+func newCounts(c sched.Counts) Counts {
+	return Counts{
 		Originals: c.Originals, Resends: c.Resends, Replicas: c.Replicas, CancelsHeld: c.CancelsHeld, CancelsRunning: c.CancelsRunning, CancelsLate: c.CancelsLate,
 		Aborted: c.Aborted, Wasted: c.Wasted.Seconds(), Dropped: c.Dropped, Duplicates: c.Duplicates,
 	}
 }
 
-// scheduleGen is one generation's account.
-type scheduleGen struct {
+// ScheduleGen is one generation's account.
+type ScheduleGen struct {
 	Gen            int     `json:"gen"`
 	Tasks          int     `json:"tasks"`
 	Start          float64 `json:"start"` // seconds since the first generation started
@@ -100,8 +100,8 @@ type scheduleGen struct {
 	CancelsLate    int     `json:"cancels_late"`
 }
 
-// scheduleWorker is one worker's account.
-type scheduleWorker struct {
+// ScheduleWorker is one worker's account.
+type ScheduleWorker struct {
 	Worker    int     `json:"worker"`         // the master's id for it
 	Name      string  `json:"name,omitempty"` // as it introduced itself (esworker -name); see workers.go
 	Host      string  `json:"host,omitempty"` // the address it connected from
@@ -125,16 +125,16 @@ type scheduleWorker struct {
 	Left   *float64 `json:"left,omitempty"`
 }
 
-// newScheduleRecord summarises the master's ledger and counters. The
+// NewSchedule summarises the master's ledger and counters. The
 // ledger numbers its batches from 0; startGen is the generation of the
 // first.
-func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, startGen int) *scheduleRecord {
-	s := &scheduleRecord{
+func NewSchedule(policy string, r sched.Report, st grid.MasterStats, startGen int) *Schedule {
+	s := &Schedule{
 		Policy: policy, Workers: st.Named, Joins: st.Joined, RoundTrip: r.RoundTrip.Seconds(),
 		Stale: st.Stale, TasksSent: st.TasksSent, Results: st.Results,
 		BytesOut: st.BytesOut, BytesIn: st.BytesIn,
-		Generations: make([]scheduleGen, 0, len(r.Generations)),
-		PerWorker:   make([]scheduleWorker, 0, len(r.Workers)),
+		Generations: make([]ScheduleGen, 0, len(r.Generations)),
+		PerWorker:   make([]ScheduleWorker, 0, len(r.Workers)),
 	}
 	var t0 time.Duration
 	if len(r.Generations) > 0 {
@@ -144,7 +144,7 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 	var counts sched.Counts
 	var wasted float64
 	for _, g := range r.Generations {
-		s.Generations = append(s.Generations, scheduleGen{
+		s.Generations = append(s.Generations, ScheduleGen{
 			Gen: startGen + g.Index, Tasks: g.Tasks, Start: (g.Start - t0).Seconds(), End: (g.End - t0).Seconds(),
 			Total: sec(g.Total), SyncWait: sec(g.SyncWait),
 			Comm: sec(g.Comm), CommPaper: sec(g.CommPaper), Compute: sec(g.Compute), Busy: sec(g.Busy), Between: sec(g.Between),
@@ -174,7 +174,7 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 		counts.Dropped += g.Dropped
 		counts.Duplicates += g.Duplicates
 	}
-	s.scheduleCounts = newScheduleCounts(counts)
+	s.Counts = newCounts(counts)
 	s.Wasted = wasted
 	if s.Total > 0 {
 		s.EfficiencyLB, s.EfficiencyBarrier = s.LB/s.Total, s.BarrierBound/s.Total
@@ -184,7 +184,7 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 		if w.Left >= 0 && w.Left+w.Joined > 0 { // both 0: it never joined
 			left = new((w.Left - t0).Seconds())
 		}
-		s.PerWorker = append(s.PerWorker, scheduleWorker{
+		s.PerWorker = append(s.PerWorker, ScheduleWorker{
 			Joined: (w.Joined - t0).Seconds(), Left: left,
 			Worker: int(w.Worker), Slots: w.Slots, Present: w.Present.Seconds(), Busy: w.Busy.Seconds(),
 			SyncWait: w.SyncWait.Seconds(), Starved: w.Starved.Seconds(),
@@ -194,9 +194,9 @@ func newScheduleRecord(policy string, r sched.Report, st grid.MasterStats, start
 	return s
 }
 
-// summary is the schedule in two lines: where the time went, and what
+// Summary is the schedule in two lines: where the time went, and what
 // the policy did.
-func (s *scheduleRecord) summary() string {
+func (s *Schedule) Summary() string {
 	slots := 0
 	for _, w := range s.PerWorker {
 		slots += w.Slots

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"math"
@@ -35,9 +35,9 @@ func TestPercent(t *testing.T) {
 // The summary of a run with trivial fitness, whose efficiency is a small
 // fraction of a percent, still says how small.
 func TestScheduleSummaryEfficiency(t *testing.T) {
-	s := &scheduleRecord{Policy: "r3q", Workers: 2, Total: 0.2, Compute: 0.1, SyncWait: 0.05, Comm: 0.05,
-		LB: 0.000355, EfficiencyLB: 0.000355 / 0.2, PerWorker: []scheduleWorker{{Slots: 1}, {Slots: 1}}}
-	line, _, _ := strings.Cut(s.summary(), "\n")
+	s := &Schedule{Policy: "r3q", Workers: 2, Total: 0.2, Compute: 0.1, SyncWait: 0.05, Comm: 0.05,
+		LB: 0.000355, EfficiencyLB: 0.000355 / 0.2, PerWorker: []ScheduleWorker{{Slots: 1}, {Slots: 1}}}
+	line, _, _ := strings.Cut(s.Summary(), "\n")
 	if !strings.HasSuffix(line, "; efficiency 0.18% of LB 355µs") {
 		t.Errorf("summary %q", line)
 	}

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"testing"
@@ -41,7 +41,7 @@ func TestReportIsPrometheus(t *testing.T) {
 	for _, g := range gens {
 		m.Generation(g)
 	}
-	s := newScheduleRecord("r3q", sched.Report{Generations: gens}, grid.MasterStats{}, 0)
+	s := NewSchedule("r3q", sched.Report{Generations: gens}, grid.MasterStats{}, 0)
 	got := gather(t, reg)
 	for _, c := range []struct {
 		series string

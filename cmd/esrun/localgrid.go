@@ -18,6 +18,7 @@ import (
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
 )
@@ -118,7 +119,7 @@ type localGrid struct {
 	exit        context.CancelCauseFunc
 	closed      bool
 	// timeline collects the run's task instances for the report.
-	timeline *timeline
+	timeline *report.Instances
 	// hint is the command line that starts a remote worker.
 	hint string
 	// keyFile is the file saveRunKey wrote for this run, if any.
@@ -146,10 +147,10 @@ type localAgent struct {
 // set, receives each generation's final figures (the metrics), and
 // onInstance, when set, each ended instance (the status page).
 func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logger, onGeneration func(sched.Generation), onInstance func(sched.Instance)) (*localGrid, error) {
-	tl := newTimeline(maxTimeline)
-	instance := tl.add
+	tl := report.NewInstances(report.MaxTimeline)
+	instance := tl.Add
 	if onInstance != nil {
-		instance = func(in sched.Instance) { tl.add(in); onInstance(in) }
+		instance = func(in sched.Instance) { tl.Add(in); onInstance(in) }
 	}
 	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
 		Listen: o.listen, Key: key, Policy: o.sched, Problem: spec, Logger: log,
