@@ -70,8 +70,7 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	for _, la := range g.agents {
-		a := la.agent
+	for _, a := range g.Agents() {
 		if err := mon.reg.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return agentState(a) })); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

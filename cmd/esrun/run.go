@@ -142,7 +142,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		sr := g.master.Report()
 		rep.Schedule = report.NewSchedule(g.master.Policy(), sr, g.master.Stats(), rep.Config.StartGen)
 		if len(sr.Generations) > 0 {
-			rep.Schedule.Timeline = g.timeline.Record(sr.Generations[0].Start, rep.Config.StartGen)
+			rep.Schedule.Timeline = g.Timeline().Record(sr.Generations[0].Start, rep.Config.StartGen)
 		}
 		rep.Schedule.NameWorkers(g.master.WorkerInfo)
 		// The overload test and the splits.
