@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"fmt"
@@ -28,20 +28,22 @@ var parts = []struct {
 	{"comm", color.RGBA{R: 0x8c, G: 0x8c, B: 0x8c, A: 0xff}, func(s *sim.Summary) time.Duration { return max(s.Comm, 0) }},
 }
 
-// drawChart draws one panel per grain: groups of bars per added delay, one
-// bar per policy, each stacked compute / sync wait / comm in seconds.
-func drawChart(path string, o *options, settings []setting, sums []sim.Summary) error {
-	n := len(o.policies)
+// DrawChart draws the sweep into path as a PNG: one panel per grain,
+// groups of bars per added delay, one bar per policy, each stacked
+// compute / sync wait / comm in seconds.
+func (r *Result) DrawChart(path string) error {
+	c, settings, sums := r.Config, r.Settings, r.Sums
+	n := len(c.Policies)
 	var rows [][]*plot.Plot
-	for gi, g := range o.grains {
+	for gi, g := range c.Grains {
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s set, %v tasks: mean of %d trials", o.set.Name, g, o.trials)
+		p.Title.Text = fmt.Sprintf("%s set, %v tasks: mean of %d trials", c.Set.Name, g, c.Trials)
 		p.Y.Label.Text = "time [s]"
 		// Bars at x = group*(n+1) + policy: one empty position between groups.
 		var labels []string
 		var cols [][]*sim.Summary // per position: nil in the gaps
 		for si, st := range settings {
-			if st.grain != g {
+			if st.Grain != g {
 				continue
 			}
 			if len(cols) > 0 {
@@ -49,10 +51,10 @@ func drawChart(path string, o *options, settings []setting, sums []sim.Summary) 
 				cols = append(cols, nil)
 			}
 			for j := 0; j < n; j++ {
-				label := o.policies[j]
+				label := c.Policies[j]
 				if j == n/2 {
 					// The group's delay, on a second line under its middle bar.
-					label += "\n+" + st.delay.String() + " delay"
+					label += "\n+" + st.Delay.String() + " delay"
 				}
 				labels = append(labels, label)
 				cols = append(cols, []*sim.Summary{&sums[si*n+j]})
@@ -91,7 +93,7 @@ func drawChart(path string, o *options, settings []setting, sums []sim.Summary) 
 		p.Legend.Left = true
 		rows = append(rows, []*plot.Plot{p})
 	}
-	width := vg.Length(max(6, 0.35*float64(len(o.policies)*len(o.delays)+len(o.delays)))) * vg.Inch
+	width := vg.Length(max(6, 0.35*float64(len(c.Policies)*len(c.Delays)+len(c.Delays)))) * vg.Inch
 	height := vg.Length(3.2*float64(len(rows))) * vg.Inch
 	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(110))
 	dc := draw.New(img)

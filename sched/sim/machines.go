@@ -332,6 +332,15 @@ func parseDur(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// Slots is the set's slots: its machines' CPUs together.
+func (s *Set) Slots() int {
+	n := 0
+	for _, m := range s.Machines {
+		n += m.CPUs
+	}
+	return n
+}
+
 // Validate checks that the set can be simulated: at least one machine,
 // every machine with a speed or a time table, relays that exist and form
 // no cycle, and no delay on a local machine.
