@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,18 +11,28 @@ import (
 	"github.com/esgrid/esgrid/es"
 )
 
-// collapse prints, for each strategy (by default the paper's ES and the
+// CollapseConfig is one run per strategy, whose trajectory is printed.
+type CollapseConfig struct {
+	Strategies []Strategy
+	Problem    string
+	Dim        int
+	Seed       uint64
+	Gens       int // generations to run
+	Every      int // print every Every generations
+}
+
+// Collapse prints, for each strategy (by default the paper's ES and the
 // recommended one), the step sizes and the diversity of the parents every
-// o.every generations of one run: the trajectory that shows the paper's ES
+// o.Every generations of one run: the trajectory that shows the paper's ES
 // stalling.
-func collapse(ctx context.Context, o *options, w io.Writer) error {
-	fmt.Fprintf(w, "Step sizes of the parents on the %d-D %s, seed %d: geometric mean, smallest and largest σ_i over all parents and coordinates;\n", o.dim, o.problem, o.seed)
+func Collapse(ctx context.Context, o CollapseConfig, w io.Writer) error {
+	fmt.Fprintf(w, "Step sizes of the parents on the %d-D %s, seed %d: geometric mean, smallest and largest σ_i over all parents and coordinates;\n", o.Dim, o.Problem, o.Seed)
 	fmt.Fprintf(w, "spread = root-mean-square distance of the parents from their centroid; distinct = parents with different x.\n")
-	if o.problem == "sphere" {
+	if o.Problem == "sphere" {
 		fmt.Fprintf(w, "σ* = σ geo-mean · n / ‖x‖, the normalised step size (‖x‖ = √f of the best parent): of order 1 while the ES progresses.\n")
 	}
-	for _, s := range o.strategies {
-		cfg, p, err := configure(s.cfg, o.problem, o.dim, o.seed, es.Stop{Generations: o.gens})
+	for _, s := range o.Strategies {
+		cfg, p, err := configure(s.Config, o.Problem, o.Dim, o.Seed, es.Stop{Generations: o.Gens})
 		if err != nil {
 			return err
 		}
@@ -30,14 +40,14 @@ func collapse(ctx context.Context, o *options, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\n%s: %s\n\n", s.name, describe(cfg))
+		fmt.Fprintf(w, "\n%s: %s\n\n", s.Name, describe(cfg))
 		rows := [][]string{{"gen", "evals", "best f", "σ geo-mean", "σ min", "σ max", "spread", "distinct"}}
-		sphere := o.problem == "sphere"
+		sphere := o.Problem == "sphere"
 		if sphere {
 			rows[0] = append(rows[0], "σ*")
 		}
 		_, err = e.Run(ctx, evaluator(p), es.RunOptions{OnGeneration: func(st es.Stats) error {
-			if st.Gen%o.every != 0 && st.Gen != o.gens {
+			if st.Gen%o.Every != 0 && st.Gen != o.Gens {
 				return nil
 			}
 			geo, lo, hi, spread, distinct := population(e.Parents())
@@ -50,7 +60,7 @@ func collapse(ctx context.Context, o *options, w io.Writer) error {
 				// The normalised step size σ* = σ·n/R, R = ‖x‖ = √f of the
 				// best parent (Beyer 2001): progress needs σ* of order 1
 				// to μ; far below, the steps are too short to matter.
-				row = append(row, fmt.Sprintf("%.2g", geo*float64(o.dim)/math.Sqrt(st.Best)))
+				row = append(row, fmt.Sprintf("%.2g", geo*float64(o.Dim)/math.Sqrt(st.Best)))
 			}
 			rows = append(rows, row)
 			return nil
