@@ -80,3 +80,35 @@ func TestMastersScale(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// A run's size, its virtual time bound and its memory grow with the
+// workload.
+func TestSizeAndBounds(t *testing.T) {
+	set, err := sim.LoadSet("lan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Set: set, Policies: []string{"wq"}, Workload: "es", Mu: 30, Lambda: 70, Gens: 10,
+		Grains: []time.Duration{time.Second}, Delays: []time.Duration{0}, Trials: 1}
+	if s := c.Size(); s != (Size{Batches: 11, MaxBatch: 70, Tasks: 730}) {
+		t.Errorf("es: %+v", s)
+	}
+	small, err := c.VirtualTime()
+	if err != nil || !(small > 730*float64(time.Second)/2) {
+		t.Fatalf("virtual time %v, %v", small, err)
+	}
+	mem := c.MemoryEstimate()
+	c.Gens = 1000
+	if big, _ := c.VirtualTime(); !(big > 50*small) || !(c.MemoryEstimate() > mem) {
+		t.Errorf("a longer run's bounds did not grow: %v vs %v", big, small)
+	}
+	bag := &Config{Set: set, Workload: "bag", Tasks: 500}
+	if s := bag.Size(); s != (Size{Batches: 1, MaxBatch: 500, Tasks: 500}) {
+		t.Errorf("bag: %+v", s)
+	}
+	set.Machines[0].Speed = 0
+	set.Machines[0].Times = nil
+	if _, err := c.VirtualTime(); err == nil {
+		t.Error("a machine of speed 0 accepted")
+	}
+}
