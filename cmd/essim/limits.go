@@ -2,14 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/internal/sysmem"
-	"github.com/esgrid/esgrid/sched/sim"
 	"github.com/esgrid/esgrid/sweep"
 )
 
@@ -37,32 +33,10 @@ const (
 	// the simulator grows with the square of a batch (it holds a worker's
 	// whole share at once): about 8 s of real time.
 	maxCyclicWork = 1e11
-	// maxSetFile bounds a -machines file.
-	maxSetFile = 1 << 20
 	// maxVirtualTime is the longest simulated run accepted: well inside
 	// what a time.Duration holds (292 years), so no clock overflows.
 	maxVirtualTime = 100 * 365 * 24 * time.Hour
 )
-
-// loadSet is sim.LoadSet with the file read through a size cap.
-func loadSet(nameOrPath string) (*sim.Set, error) {
-	if b, err := sim.BuiltinText(nameOrPath); err == nil {
-		return sim.ParseSet(nameOrPath, strings.NewReader(string(b)))
-	}
-	f, err := os.Open(nameOrPath)
-	if err != nil {
-		return nil, fmt.Errorf("machine set: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSetFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("machine set: %w", err)
-	}
-	if len(b) > maxSetFile {
-		return nil, fmt.Errorf("machine set %s is larger than %d bytes", nameOrPath, maxSetFile)
-	}
-	return sim.ParseSet(nameOrPath, strings.NewReader(string(b)))
-}
 
 // workloadSize is the shape of one run's workload, and the flags that
 // set it.

@@ -185,7 +185,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		return nil, badf("-shape must be uniform or mandelbrot, not %q", o.shape)
 	}
 	o.slowdowns = o.slowFlag.list
-	if o.set, err = loadSet(o.machines); err != nil {
+	if o.set, err = sim.LoadSet(o.machines); err != nil {
 		return nil, usageError{fmt.Errorf("-machines: %w", err)}
 	}
 	for _, s := range o.slowdowns {
