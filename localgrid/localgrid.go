@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -290,4 +292,35 @@ func (g *Grid) Close(final bool) error {
 	g.exit(nil)
 	g.gossip.Close()
 	return errors.Join(errs...)
+}
+
+// SaveRunKey writes the key made for this run to a new file readable by
+// the user only (mode 0600), run-*.key in the user's configuration
+// directory (~/.config/esgrid on Linux; the temporary directory if there
+// is none), and returns its path. The caller removes it when the run ends.
+func SaveRunKey(secret string) (string, error) {
+	dir, err := os.UserConfigDir()
+	if err == nil {
+		dir = filepath.Join(dir, "esgrid")
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		dir = os.TempDir()
+	}
+	f, err := os.CreateTemp(dir, "run-*.key") // mode 0600
+	if err != nil {
+		return "", fmt.Errorf("cluster key for the run: %w", err)
+	}
+	err = f.Chmod(0o600) // the umask may only have taken bits away: be sure
+	if err == nil {
+		_, err = f.WriteString(secret + "\n")
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("cluster key for the run: %w", err)
+	}
+	return f.Name(), nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -88,4 +89,22 @@ func newKey(t *testing.T) *grid.Key {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// The key made for a run is saved readable by the user only.
+func TestSaveRunKey(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	path, err := SaveRunKey("secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, %v", path, fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "secret\n" {
+		t.Errorf("key file holds %q", b)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,7 +25,7 @@ type localGrid struct {
 	gossip *grid.Membership
 	// hint is the command line that starts a remote worker.
 	hint string
-	// keyFile is the file saveRunKey wrote for this run, if any.
+	// keyFile is the file localgrid.SaveRunKey wrote for this run, if any.
 	keyFile string
 }
 
@@ -93,43 +92,12 @@ func (g *localGrid) close(final bool) error {
 // clusterKey is the run's key, from -key, -key-file or ESGRID_KEY, and
 // how a worker is told to get it. Without any of them a random key is
 // made for the run (secret is then set): local agents get it directly,
-// and remote workers from the file saveRunKey writes, which the command
+// and remote workers from the file localgrid.SaveRunKey writes, which the command
 // line esrun prints names. A key is never printed.
 type clusterKey struct {
 	key       *grid.Key
 	secret    string // the generated key; "" when given
 	workerArg string // what an esworker command line adds for the key
-}
-
-// saveRunKey writes the key made for this run to a new file readable by
-// the user only (mode 0600), run-*.key in the user's configuration
-// directory (~/.config/esgrid on Linux; the temporary directory if there
-// is none), and returns its path. The run removes it when it ends.
-func saveRunKey(secret string) (string, error) {
-	dir, err := os.UserConfigDir()
-	if err == nil {
-		dir = filepath.Join(dir, "esgrid")
-		err = os.MkdirAll(dir, 0o700)
-	}
-	if err != nil {
-		dir = os.TempDir()
-	}
-	f, err := os.CreateTemp(dir, "run-*.key") // mode 0600
-	if err != nil {
-		return "", fmt.Errorf("cluster key for the run: %w", err)
-	}
-	err = f.Chmod(0o600) // the umask may only have taken bits away: be sure
-	if err == nil {
-		_, err = f.WriteString(secret + "\n")
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("cluster key for the run: %w", err)
-	}
-	return f.Name(), nil
 }
 
 func loadClusterKey(o *options) (*clusterKey, error) {
@@ -150,7 +118,7 @@ func loadClusterKey(o *options) (*clusterKey, error) {
 		if k, err = grid.NewKey(secret); err != nil {
 			return nil, fmt.Errorf("cluster key: %w", err)
 		}
-		// Until saveRunKey writes it somewhere, no other worker can have it.
+		// Until localgrid.SaveRunKey writes it somewhere, no other worker can have it.
 		return &clusterKey{key: k, secret: secret, workerArg: "with this run's key (made for it and not saved: give esrun -key-file K to share one)"}, nil
 	case errors.Is(err, grid.ErrWeakKey):
 		// LoadKey's error names where the key came from.

@@ -15,6 +15,7 @@ import (
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/logx"
+	"github.com/esgrid/esgrid/localgrid"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/report"
 )
@@ -228,7 +229,7 @@ func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *monitor)
 	}
 	remote := o.remoteExpected() || !isLoopback(o.gossip)
 	if remote && k.secret != "" {
-		if g.keyFile, err = saveRunKey(k.secret); err != nil {
+		if g.keyFile, err = localgrid.SaveRunKey(k.secret); err != nil {
 			g.close(false)
 			return nil, err
 		}
