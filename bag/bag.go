@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -344,4 +345,20 @@ func Predict(policy string, copies int, noise float64, ref *Reference, ws []Work
 		return 0, 0, err
 	}
 	return res.Report.Total.Seconds(), res.Optimum.LB.Seconds(), nil
+}
+
+// Print writes the figures as text: the bag's total beside the
+// prediction and the floor, then a line per worker.
+func (f *Figures) Print(w io.Writer) {
+	same := "every strip equals the reference"
+	if !f.Identical {
+		same = "STRIPS DIFFER from the reference"
+	}
+	fmt.Fprintf(w, "%s %s: %d strips in %.2f s (simulated for the measured speeds: %.2f s, %+.1f%%; floor %.2f s, eff %.1f%%), %d replicas; %s\n",
+		f.Name, f.Policy, f.Strips, f.Total, f.Predicted, 100*(f.Predicted/f.Total-1), f.Optimum, 100*f.Optimum/f.Total, f.Replicas, same)
+	fmt.Fprintf(w, "  %-8s %5s %10s %7s %9s %8s %9s\n", "worker", "slots", "compute s", "strips", "speed", "rtt ms", "per slot")
+	for _, x := range f.Workers {
+		fmt.Fprintf(w, "  %-8s %5d %10.2f %7d %9.3f %8.1f %9.2f\n", x.Name, x.Slots, x.Compute, x.Strips, x.Speed, 1000*x.RoundTrip, x.Compute/float64(max(x.Slots, 1)))
+	}
+	fmt.Fprintf(w, "  imbalance (largest compute per slot / mean): %.2f\n", f.Imbalance)
 }

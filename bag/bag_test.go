@@ -3,6 +3,7 @@ package bag
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +80,24 @@ func TestImbalance(t *testing.T) {
 	// Per slot: 4, 1, 1 (mean 2): 4/2.
 	if got := Imbalance(ws); got != 2 {
 		t.Errorf("imbalance %v, want 2", got)
+	}
+}
+
+// The figures print as a line for the bag, one per worker and the
+// imbalance; strips that differ from the reference say so.
+func TestPrint(t *testing.T) {
+	f := &Figures{Name: "mandel-4-10-10", Policy: "wq", Strips: 4, Total: 2, Predicted: 2.2, Optimum: 1.5, Identical: true,
+		Workers: []WorkerFigures{{Name: "a", Slots: 1, Compute: 1.5, Strips: 3, RoundTrip: 0.001, Speed: 1}, {Name: "b", Slots: 2, Compute: 0.5, Strips: 1}}}
+	var out strings.Builder
+	f.Print(&out)
+	for _, want := range []string{"mandel-4-10-10 wq: 4 strips in 2.00 s", "+10.0%", "every strip equals the reference", "  a ", "  b ", "imbalance"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	f.Identical = false
+	out.Reset()
+	if f.Print(&out); !strings.Contains(out.String(), "STRIPS DIFFER") {
+		t.Errorf("differing strips not said:\n%s", out.String())
 	}
 }

@@ -51,7 +51,7 @@ type Schedule struct {
 	Generations []ScheduleGen    `json:"generations"`
 	PerWorker   []ScheduleWorker `json:"per_worker"`
 	Masters     *Masters         `json:"masters,omitempty"` // the overload test and splits (split.go)
-	// Timeline is the task instances per worker (timeline.go).
+	// Timeline is the task instances per worker (instances.go).
 	Timeline *Timeline `json:"timeline,omitempty"`
 }
 

@@ -228,7 +228,7 @@ func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printFigures(stdout, fig)
+	fig.Print(stdout)
 	if o.report != "" {
 		b, err := json.MarshalIndent(fig, "", " ")
 		if err != nil {
@@ -237,18 +237,4 @@ func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		return os.WriteFile(o.report, b, 0o644)
 	}
 	return nil
-}
-
-func printFigures(w io.Writer, f *bag.Figures) {
-	same := "every strip equals the reference"
-	if !f.Identical {
-		same = "STRIPS DIFFER from the reference"
-	}
-	fmt.Fprintf(w, "%s %s: %d strips in %.2f s (simulated for the measured speeds: %.2f s, %+.1f%%; floor %.2f s, eff %.1f%%), %d replicas; %s\n",
-		f.Name, f.Policy, f.Strips, f.Total, f.Predicted, 100*(f.Predicted/f.Total-1), f.Optimum, 100*f.Optimum/f.Total, f.Replicas, same)
-	fmt.Fprintf(w, "  %-8s %5s %10s %7s %9s %8s %9s\n", "worker", "slots", "compute s", "strips", "speed", "rtt ms", "per slot")
-	for _, x := range f.Workers {
-		fmt.Fprintf(w, "  %-8s %5d %10.2f %7d %9.3f %8.1f %9.2f\n", x.Name, x.Slots, x.Compute, x.Strips, x.Speed, 1000*x.RoundTrip, x.Compute/float64(max(x.Slots, 1)))
-	}
-	fmt.Fprintf(w, "  imbalance (largest compute per slot / mean): %.2f\n", f.Imbalance)
 }
