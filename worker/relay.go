@@ -13,7 +13,7 @@ import "strings"
 // pickAddr is the attempt-th address of a comma-separated list (in turn).
 func pickAddr(list string, attempt int) string {
 	if !strings.Contains(list, ",") {
-		return list
+		return strings.TrimSpace(list)
 	}
 	var addrs []string
 	for _, a := range strings.Split(list, ",") {

@@ -19,82 +19,33 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/esgrid/esgrid/bag"
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/flagx"
-	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/sched"
-	"github.com/esgrid/esgrid/sched/sim"
 )
 
 func main() {
 	// Run by esworker as a plugin: serve the strips the name describes.
 	if name := os.Getenv("ESGRID_PLUGIN_NAME"); name != "" {
-		m, err := parseName(name)
+		p, err := bag.Plugin(name)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "esbag plugin: %v\n", err)
 			os.Exit(1)
 		}
-		p, err := m.Problem()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "esbag plugin: %v\n", err)
-			os.Exit(1)
-		}
-		plugin.Main(named{p, name}, plugin.Dims(1, 1))
+		plugin.Main(p, plugin.Dims(1, 1))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// named renames a problem to the plugin name a master asks for.
-type named struct {
-	problems.Problem
-	name string
-}
-
-func (n named) Name() string { return n.name }
-
-// The bag's image: the paper's region and size, with a cap on iterations
-// that fits a shared machine (the paper's 300,000 makes one image hours of
-// CPU; 10,000 makes it seconds, with strips through the set still costing
-// hundreds of times the others).
-func bagOf(strips, maxIter, size int) problems.Mandelbrot {
-	m := problems.PaperMandelbrot(strips)
-	m.MaxIter, m.Width, m.Height = maxIter, size, size
-	return m
-}
-
-// nameOf is the plugin name of a bag: mandel-STRIPS-MAXITER-SIZE.
-func nameOf(strips, maxIter, size int) string {
-	return fmt.Sprintf("mandel-%d-%d-%d", strips, maxIter, size)
-}
-
-func parseName(name string) (problems.Mandelbrot, error) {
-	f := strings.Split(name, "-")
-	if len(f) != 4 || f[0] != "mandel" {
-		return problems.Mandelbrot{}, fmt.Errorf("plugin name %q: want mandel-STRIPS-MAXITER-SIZE", name)
-	}
-	var n [3]int
-	for i := range n {
-		v, err := strconv.Atoi(f[i+1])
-		if err != nil || v < 1 || v > 1_000_000 {
-			return problems.Mandelbrot{}, fmt.Errorf("plugin name %q: %q is not a count in [1, 1000000]", name, f[i+1])
-		}
-		n[i] = v
-	}
-	m := bagOf(n[0], n[1], n[2])
-	return m, m.Validate()
 }
 
 type options struct {
@@ -212,7 +163,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 			return nil, err
 		}
 		for _, n := range list {
-			fmt.Fprintf(stdout, "-plugin %s=%s ", nameOf(n, o.maxIter, o.size), self)
+			fmt.Fprintf(stdout, "-plugin %s=%s ", bag.Name(n, o.maxIter, o.size), self)
 		}
 		fmt.Fprintln(stdout)
 		return nil, flag.ErrHelp
@@ -221,7 +172,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		return nil, errors.New("-strips: one count per run (a list only with -plugins)")
 	}
 	o.strips = list[0]
-	if err := bagOf(o.strips, o.maxIter, o.size).Validate(); err != nil {
+	if err := bag.Image(o.strips, o.maxIter, o.size).Validate(); err != nil {
 		return nil, err
 	}
 	switch {
@@ -277,179 +228,48 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// Reference is each strip's exact value and cost, computed here one at a
-// time: the value a grid run must reproduce, and the grains of the
-// simulator's bag.
-type Reference struct {
-	Name    string  `json:"name"`
-	Strips  int     `json:"strips"`
-	Values  []int64 `json:"values"`  // iteration counts, exact
-	Seconds float64 `json:"seconds"` // the whole image, here
-	// NsPerIter is Seconds over Σ Values: each strip's cost is its value
-	// times this, a deterministic measure of its work.
-	NsPerIter float64 `json:"ns_per_iter"`
-}
-
-// grain is strip i's cost on the machine that computed the reference.
-func (r *Reference) grain(i int) time.Duration {
-	return max(time.Duration(float64(r.Values[i])*r.NsPerIter), time.Microsecond)
-}
-
 func runInProcess(ctx context.Context, o *options, stdout io.Writer) error {
-	m := bagOf(o.strips, o.maxIter, o.size)
-	ref := Reference{Name: nameOf(o.strips, o.maxIter, o.size), Strips: o.strips, Values: make([]int64, o.strips)}
-	start := time.Now()
-	var sum int64
-	for i := range o.strips {
-		v, err := m.Strip(ctx, i)
-		if err != nil {
-			return err
-		}
-		ref.Values[i] = v
-		sum += v
-	}
-	ref.Seconds = time.Since(start).Seconds()
-	ref.NsPerIter = ref.Seconds * 1e9 / float64(max(sum, 1))
-	b, err := json.MarshalIndent(ref, "", " ")
+	ref, err := bag.NewReference(ctx, o.strips, o.maxIter, o.size)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.reference, b, 0o644); err != nil {
+	if err := ref.Write(o.reference); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d strips, %d iterations, %.2f s here (%.2f ns an iteration); wrote %s\n",
-		ref.Name, o.strips, sum, ref.Seconds, ref.NsPerIter, o.reference)
+		ref.Name, o.strips, ref.Iterations(), ref.Seconds, ref.NsPerIter, o.reference)
 	return nil
 }
 
-// WorkerFigures is one worker's part of a run.
-type WorkerFigures struct {
-	Name      string  `json:"name"`
-	Slots     int     `json:"slots"`
-	Compute   float64 `json:"compute_s"`  // Σ execution time of its slots in the bag, replicas that lost included
-	Strips    int     `json:"strips"`     // results of the bag accepted from it
-	RoundTrip float64 `json:"round_trip"` // smallest round trip measured
-	Speed     float64 `json:"speed"`      // reference cost of its accepted strips / their time there
-}
-
-// Figures are a run's results.
-type Figures struct {
-	Name      string          `json:"name"`
-	Policy    string          `json:"policy"`
-	Strips    int             `json:"strips"`
-	Total     float64         `json:"total_s"` // the bag, from its start to its last result
-	Predicted float64         `json:"predicted_s"`
-	Optimum   float64         `json:"optimum_s"` // the clairvoyant floor for the measured speeds
-	Replicas  int             `json:"replicas"`
-	Identical bool            `json:"identical"` // every value equals the reference's
-	Workers   []WorkerFigures `json:"workers"`
-	Imbalance float64         `json:"imbalance"` // max / mean of the workers' compute per slot
-}
-
 func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
-	b, err := os.ReadFile(o.reference)
+	ref, err := bag.ReadReference(o.reference, bag.Name(o.strips, o.maxIter, o.size), o.strips)
 	if err != nil {
-		return fmt.Errorf("reference: %w (make it with -inprocess)", err)
-	}
-	var ref Reference
-	if err := json.Unmarshal(b, &ref); err != nil {
-		return fmt.Errorf("reference %s: %w", o.reference, err)
-	}
-	name := nameOf(o.strips, o.maxIter, o.size)
-	if ref.Name != name || len(ref.Values) != o.strips {
-		return fmt.Errorf("reference %s is of %s, not %s", o.reference, ref.Name, name)
+		return err
 	}
 	key, err := grid.LoadKey(o.key, o.keyFile, o.keyAny)
 	if err != nil {
 		return usageError{err}
 	}
+	// A bad -gossip is a bad command line (status 2), not a failed run.
+	if _, port, err := net.SplitHostPort(o.gossip); err != nil {
+		return usageError{fmt.Errorf("-gossip: %w", err)}
+	} else if _, err := strconv.Atoi(port); err != nil {
+		return usageError{fmt.Errorf("-gossip: %w", err)}
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// Who returned each strip, and how long it took there.
-	type accepted struct {
-		worker string
-		exec   time.Duration
-	}
-	var mu sync.Mutex
-	got := make([]accepted, o.strips)
-	m, err := grid.NewMaster(context.Background(), grid.MasterConfig{
-		Listen: o.listen, Key: key, Policy: o.policy, Logger: log,
-		Problem: grid.ProblemSpec{Name: name, Dim: 1},
-		Sched:   sched.Config{Copies: o.copies},
-		OnAccept: func(gen, task int, worker string, exec time.Duration) {
-			if gen == 0 && task >= 0 && task < len(got) {
-				mu.Lock()
-				got[task] = accepted{worker, exec}
-				mu.Unlock()
+	fig, err := bag.Run(ctx, bag.Config{Policy: o.policy, Copies: o.copies, MinWorkers: o.minWorkers,
+		Listen: o.listen, Gossip: o.gossip, Key: key, Noise: o.noise, Logger: log}, ref)
+	if fig != nil {
+		for i, v := range fig.Values {
+			if v != float64(ref.Values[i]) {
+				fmt.Fprintf(stderr, "esbag: strip %d: %v on the grid, %d in the reference\n", i, v, ref.Values[i])
 			}
-		},
-	})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	host, portText, err := net.SplitHostPort(o.gossip)
-	if err != nil {
-		return usageError{fmt.Errorf("-gossip: %w", err)}
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil {
-		return usageError{fmt.Errorf("-gossip: %w", err)}
-	}
-	ms, err := grid.JoinMembership(context.Background(), grid.MembershipConfig{
-		BindAddr: host, BindPort: port, SecretKey: key.GossipKey(),
-		Meta:    grid.NodeMeta{Role: grid.RoleMaster, DataAddr: m.Addr()},
-		OnEvent: m.HandleMemberEvent, Logger: log, LeaveTimeout: 500 * time.Millisecond,
-	})
-	if err != nil {
-		return err
-	}
-	defer ms.Close()
-	if err := m.WaitWorkers(ctx, o.minWorkers); err != nil {
-		return err
-	}
-
-	// The bag.
-	xs := make([][]float64, o.strips)
-	for i := range xs {
-		xs[i] = []float64{float64(i)}
-	}
-	vals, err := m.Evaluate(ctx, 0, xs)
-	if err != nil {
-		return fmt.Errorf("bag: %w", err)
-	}
-	rep := m.Report()
-	fig := Figures{Name: name, Policy: o.policy, Strips: o.strips, Identical: true}
-	for i, v := range vals {
-		if v != float64(ref.Values[i]) {
-			fig.Identical = false
-			fmt.Fprintf(stderr, "esbag: strip %d: %v on the grid, %d in the reference\n", i, v, ref.Values[i])
 		}
 	}
-	bag := rep.Generations[len(rep.Generations)-1]
-	fig.Total = bag.Total.Seconds()
-	fig.Replicas = bag.Replicas
-	mu.Lock()
-	work, took := map[string]time.Duration{}, map[string]time.Duration{}
-	for i, a := range got {
-		work[a.worker] += ref.grain(i)
-		took[a.worker] += a.exec
-	}
-	mu.Unlock()
-	for _, w := range rep.Workers {
-		info, _ := m.WorkerInfo(w.Worker)
-		wf := WorkerFigures{Name: info.Name, Slots: w.Slots, Compute: w.Busy.Seconds(), Strips: w.Accepted, RoundTrip: w.RoundTrip.Seconds()}
-		if took[info.Name] > 0 {
-			wf.Speed = work[info.Name].Seconds() / took[info.Name].Seconds()
-		}
-		fig.Workers = append(fig.Workers, wf)
-	}
-	slices.SortFunc(fig.Workers, func(a, b WorkerFigures) int { return strings.Compare(a.Name, b.Name) })
-	fig.Imbalance = imbalance(fig.Workers)
-	fig.Predicted, fig.Optimum, err = predict(o, &ref, fig.Workers)
 	if err != nil {
-		return fmt.Errorf("prediction: %w", err)
+		return err
 	}
-	printFigures(stdout, &fig)
+	fig.Print(stdout)
 	if o.report != "" {
 		b, err := json.MarshalIndent(fig, "", " ")
 		if err != nil {
@@ -458,77 +278,4 @@ func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		return os.WriteFile(o.report, b, 0o644)
 	}
 	return nil
-}
-
-// imbalance is the largest worker's compute time per slot over the mean
-// (1: every slot worked as long).
-func imbalance(ws []WorkerFigures) float64 {
-	var sum, hi float64
-	n := 0
-	for _, w := range ws {
-		if w.Slots == 0 {
-			continue
-		}
-		per := w.Compute / float64(w.Slots)
-		sum += per * float64(w.Slots)
-		n += w.Slots
-		hi = max(hi, per)
-	}
-	if sum == 0 {
-		return 0
-	}
-	return hi / (sum / float64(n))
-}
-
-// predict simulates the bag on the workers as measured: each a machine
-// with its slots, its measured speed against the reference and half its
-// round trip each way; the bag's grains are the reference's strip costs.
-// It returns the simulated total and the clairvoyant floor.
-func predict(o *options, ref *Reference, ws []WorkerFigures) (total, floor float64, err error) {
-	var sb strings.Builder
-	sb.WriteString("master cost=25us\n") // the real master's cost per message, as measured (issue 16)
-	for _, w := range ws {
-		if w.Speed <= 0 || math.IsInf(w.Speed, 0) || math.IsNaN(w.Speed) {
-			// It returned no strip: as slow as the slowest that did.
-			w.Speed = math.Inf(1)
-			for _, v := range ws {
-				if v.Speed > 0 {
-					w.Speed = min(w.Speed, v.Speed)
-				}
-			}
-			if math.IsInf(w.Speed, 1) {
-				return 0, 0, errors.New("no worker returned a strip")
-			}
-		}
-		fmt.Fprintf(&sb, "machine %s cpus=%d speed=%g delay=%s\n", strings.ReplaceAll(w.Name, " ", "_"), w.Slots, w.Speed,
-			time.Duration(w.RoundTrip/2*float64(time.Second)))
-	}
-	set, err := sim.ParseSet("measured", strings.NewReader(sb.String()))
-	if err != nil {
-		return 0, 0, err
-	}
-	grains := make([]time.Duration, ref.Strips)
-	for i := range grains {
-		grains[i] = ref.grain(i)
-	}
-	res, err := sim.Run(sim.Config{Set: set, Policy: o.policy, PolicyConfig: sched.Config{Copies: o.copies},
-		Workload: sim.Bag(grains), Noise: o.noise, Seed: 1})
-	if err != nil {
-		return 0, 0, err
-	}
-	return res.Report.Total.Seconds(), res.Optimum.LB.Seconds(), nil
-}
-
-func printFigures(w io.Writer, f *Figures) {
-	same := "every strip equals the reference"
-	if !f.Identical {
-		same = "STRIPS DIFFER from the reference"
-	}
-	fmt.Fprintf(w, "%s %s: %d strips in %.2f s (simulated for the measured speeds: %.2f s, %+.1f%%; floor %.2f s, eff %.1f%%), %d replicas; %s\n",
-		f.Name, f.Policy, f.Strips, f.Total, f.Predicted, 100*(f.Predicted/f.Total-1), f.Optimum, 100*f.Optimum/f.Total, f.Replicas, same)
-	fmt.Fprintf(w, "  %-8s %5s %10s %7s %9s %8s %9s\n", "worker", "slots", "compute s", "strips", "speed", "rtt ms", "per slot")
-	for _, x := range f.Workers {
-		fmt.Fprintf(w, "  %-8s %5d %10.2f %7d %9.3f %8.1f %9.2f\n", x.Name, x.Slots, x.Compute, x.Strips, x.Speed, 1000*x.RoundTrip, x.Compute/float64(max(x.Slots, 1)))
-	}
-	fmt.Fprintf(w, "  imbalance (largest compute per slot / mean): %.2f\n", f.Imbalance)
 }

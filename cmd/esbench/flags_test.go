@@ -34,7 +34,7 @@ func TestProblemAndDimLists(t *testing.T) {
 		t.Fatalf("-collapse: %+v, %v", o, err)
 	}
 	o, err = parseOptions([]string{"-seed", "5", "-trials", "3"})
-	if err != nil || len(o.problems) != 6 || len(o.dims) != 2 || o.seedOf(job{seed: 1}) != 5 || o.seedOf(job{seed: 3}) != 7 {
+	if err != nil || len(o.problems) != 6 || len(o.dims) != 2 || o.seed != 5 || o.seeds != 3 {
 		t.Fatalf("the table: %+v, %v", o, err)
 	}
 	var stdout, stderr bytes.Buffer

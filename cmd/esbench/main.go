@@ -21,10 +21,9 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/esgrid/esgrid/bench"
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/problems"
@@ -94,35 +93,13 @@ type options struct {
 	deprecated []string // notices for the deprecated names given
 }
 
-// strategy is a named configuration; Dim, box, seed and stop are filled
-// in per run.
-type strategy struct {
-	name string
-	cfg  es.Config
-}
+// strategy is a named configuration (bench.Strategy).
+type strategy = bench.Strategy
 
 // maxDim bounds -dim and -dims.
 const maxDim = 1000
 
-// paper is the paper's ES: esrun's defaults.
-var paper = es.Config{Mu: 30, Lambda: 70}
-
-// recommended is the recommended ES with recombination; docs/optimising.md
-// explains the choice: the paper's λ = 70 and
-// plus-selection, μ = 10, and global intermediate recombination of x and σ
-// (ρ = μ).
-var recommended = es.Config{
-	Mu: 10, Lambda: 70,
-	Recombination: es.RecombineIntermediate, SigmaRecombination: es.RecombineIntermediate,
-}
-
 const recommendedText = "(10/10+70)-ES, intermediate recombination\n               of x and σ over all μ parents (esrun -mu 10 -recombine\n               intermediate -sigma-recombine intermediate)"
-
-var builtinStrategies = map[string]es.Config{
-	"paper":       paper,
-	"recommended": recommended,
-	"cma":         {Strategy: es.StrategyCMA},
-}
 
 func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("esbench", flag.ContinueOnError)
@@ -203,7 +180,7 @@ func parseOptions(args []string) (*options, error) {
 			names = []string{piece}
 		}
 		for _, s := range names {
-			st, err := parseStrategy(s)
+			st, err := bench.ParseStrategy(s)
 			if err != nil {
 				return nil, usagef("-strategies: %v", err)
 			}
@@ -219,68 +196,12 @@ func parseOptions(args []string) (*options, error) {
 			if o.collapse {
 				stop = es.Stop{Generations: o.gens}
 			}
-			cfg, _, err := configure(st.cfg, o.problems[0], dim, o.seed, stop)
-			if err == nil {
-				err = cfg.Validate()
-			}
-			if err != nil {
-				return nil, usagef("-strategies %s: %v", st.name, err)
+			if err := st.Check(o.problems[0], dim, o.seed, stop); err != nil {
+				return nil, usagef("-strategies %s: %v", st.Name, err)
 			}
 		}
 	}
 	return o, nil
-}
-
-// parseStrategy reads a built-in name or a spec such as
-// "es,mu=15,lambda=100,comma,x=intermediate,s=intermediate,rho=15".
-func parseStrategy(spec string) (strategy, error) {
-	spec = strings.TrimSpace(spec)
-	if cfg, ok := builtinStrategies[spec]; ok {
-		return strategy{name: spec, cfg: cfg}, nil
-	}
-	parts := strings.Split(spec, ",")
-	var cfg es.Config
-	switch parts[0] {
-	case "es":
-	case "cma":
-		cfg.Strategy = es.StrategyCMA
-	default:
-		return strategy{}, fmt.Errorf("%q is not paper, recommended, cma or a spec starting with es or cma", spec)
-	}
-	for _, kv := range parts[1:] {
-		k, v, _ := strings.Cut(kv, "=")
-		var err error
-		switch k {
-		case "mu":
-			cfg.Mu, err = strconv.Atoi(v)
-		case "lambda":
-			cfg.Lambda, err = strconv.Atoi(v)
-		case "rho":
-			cfg.Rho, err = strconv.Atoi(v)
-		case "sigma":
-			cfg.InitSigma, err = strconv.ParseFloat(v, 64)
-		case "x":
-			cfg.Recombination = es.Recombination(v)
-		case "s":
-			cfg.SigmaRecombination = es.Recombination(v)
-		case "comma":
-			cfg.Comma = true
-		default:
-			return strategy{}, fmt.Errorf("%q: unknown setting %q", spec, kv)
-		}
-		if err != nil {
-			return strategy{}, fmt.Errorf("%q: %s: %v", spec, kv, err)
-		}
-	}
-	if cfg.Strategy != es.StrategyCMA && (cfg.Mu == 0 || cfg.Lambda == 0) {
-		if cfg.Mu == 0 {
-			cfg.Mu = paper.Mu
-		}
-		if cfg.Lambda == 0 {
-			cfg.Lambda = paper.Lambda
-		}
-	}
-	return strategy{name: spec, cfg: cfg}, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -304,9 +225,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil {
 		if o.collapse {
-			err = collapse(ctx, o, stdout)
+			err = bench.Collapse(ctx, bench.CollapseConfig{Strategies: o.strategies, Problem: o.problem, Dim: o.dim, Seed: o.seed, Gens: o.gens, Every: o.every}, stdout)
 		} else {
-			err = benchmark(ctx, o, stdout, stderr)
+			err = bench.Table(ctx, bench.Config{Problems: o.problems, Dims: o.dims, Seeds: o.seeds, FirstSeed: o.seed, Target: o.target, Budget: o.budget, Strategies: o.strategies, Jobs: o.jobs}, stdout)
 		}
 	}
 	var ue *usageError
@@ -319,247 +240,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "esbench: %v\n", err)
 		return flagx.ExitFailure
-	}
-}
-
-// outcome is one run's result.
-type outcome struct {
-	evals   int     // evaluations spent
-	reached bool    // the target was reached
-	best    float64 // best fitness found
-}
-
-// job is one run of the table.
-type job struct {
-	strategy, problem, dim, seed int
-}
-
-// configure returns the Config of one run.
-func configure(base es.Config, problem string, dim int, seed uint64, stop es.Stop) (es.Config, problems.Problem, error) {
-	p, err := problems.New(problem, dim)
-	if err != nil {
-		return es.Config{}, nil, err
-	}
-	cfg := base
-	cfg.Problem, cfg.Dim, cfg.Seed, cfg.Stop = problem, dim, seed, stop
-	cfg.Lower, cfg.Upper = p.Bounds()
-	return cfg, p, nil
-}
-
-// evaluator evaluates a batch serially, in this goroutine.
-func evaluator(p problems.Problem) es.Evaluator {
-	return es.EvaluatorFunc(func(ctx context.Context, _ int, xs [][]float64) ([]float64, error) {
-		fs := make([]float64, len(xs))
-		for i, x := range xs {
-			f, err := p.Eval(ctx, x)
-			if err != nil {
-				return nil, fmt.Errorf("task %d: %w", i, err)
-			}
-			fs[i] = f
-		}
-		return fs, nil
-	})
-}
-
-// runOne runs one configuration to the target or the budget.
-func runOne(ctx context.Context, base es.Config, problem string, dim int, seed uint64, target float64, budget int) (outcome, error) {
-	t := target
-	cfg, p, err := configure(base, problem, dim, seed, es.Stop{Target: &t, MaxEvals: budget})
-	if err != nil {
-		return outcome{}, err
-	}
-	e, err := es.New(cfg)
-	if err != nil {
-		return outcome{}, err
-	}
-	reason, err := e.Run(ctx, evaluator(p), es.RunOptions{})
-	if err != nil {
-		return outcome{}, err
-	}
-	return outcome{evals: e.Evals(), reached: reason == es.StopTarget, best: e.Best().F}, nil
-}
-
-// seedOf is job j's seed: -seed for the first of a cell's -trials.
-func (o *options) seedOf(j job) uint64 { return o.seed + uint64(j.seed-1) }
-
-// benchmark runs the table and prints it.
-func benchmark(ctx context.Context, o *options, stdout, stderr io.Writer) error {
-	var jobs []job
-	for pi := range o.problems {
-		for di := range o.dims {
-			for si := range o.strategies {
-				for seed := range o.seeds {
-					jobs = append(jobs, job{strategy: si, problem: pi, dim: di, seed: seed + 1})
-				}
-			}
-		}
-	}
-	results := make([]outcome, len(jobs))
-	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(o.jobs, len(jobs)) {
-		wg.Go(func() {
-			for i := range next {
-				j := jobs[i]
-				dim := o.dims[j.dim]
-				results[i], errs[i] = runOne(ctx, o.strategies[j.strategy].cfg, o.problems[j.problem], dim, o.seedOf(j), o.target, o.budget*dim)
-			}
-		})
-	}
-	for i := range jobs {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	for i, err := range errs {
-		if err != nil {
-			j := jobs[i]
-			return fmt.Errorf("%s on %s %d-D seed %d: %w", o.strategies[j.strategy].name, o.problems[j.problem], o.dims[j.dim], o.seedOf(j), err)
-		}
-	}
-
-	fmt.Fprintf(stdout, "Median evaluations to reach f ≤ %g over seeds %d..%d (succeeded/runs), and median best f at the end; budget %d·n evaluations per run.\n", o.target, o.seed, o.seed+uint64(o.seeds)-1, o.budget)
-	for i, s := range o.strategies {
-		cfg := s.cfg
-		cfg.Dim = 30
-		fmt.Fprintf(stdout, "  %-12s %s\n", s.name, describe(cfg))
-		_ = i
-	}
-	fmt.Fprintln(stdout)
-	header := []string{"problem", "n"}
-	for _, s := range o.strategies {
-		header = append(header, s.name+" evals", "ok", "best")
-	}
-	rows := [][]string{header}
-	for pi, prob := range o.problems {
-		for di, dim := range o.dims {
-			row := []string{prob, strconv.Itoa(dim)}
-			for si := range o.strategies {
-				var cell []outcome
-				for i, j := range jobs {
-					if j.problem == pi && j.dim == di && j.strategy == si {
-						cell = append(cell, results[i])
-					}
-				}
-				med, ok, best := summarise(cell)
-				row = append(row, med, ok, best)
-			}
-			rows = append(rows, row)
-		}
-	}
-	printTable(stdout, rows)
-	return nil
-}
-
-// describe names a strategy's settings in the literature's notation.
-func describe(cfg es.Config) string {
-	if cfg.Strategy == es.StrategyCMA {
-		return "CMA-ES, λ = 4 + ⌊3 ln n⌋ and μ = ⌊λ/2⌋ unless set (" + cfg.Notation() + " at n = 30)"
-	}
-	d := cfg.Notation()
-	if cfg.Recombination != "" || cfg.SigmaRecombination != "" {
-		x, s := cfg.Recombination, cfg.SigmaRecombination
-		if x == "" {
-			x = es.RecombineNone
-		}
-		if s == "" {
-			s = es.RecombineNone
-		}
-		d += fmt.Sprintf(", recombination of x: %s, of σ: %s", x, s)
-	}
-	return d
-}
-
-// summarise gives a cell: the median evaluations to the target (runs that
-// missed it count as infinitely many, so the median is "–" unless more than
-// half succeeded), the successes, and the median best fitness.
-func summarise(runs []outcome) (median, ok, best string) {
-	evals := make([]float64, len(runs))
-	bests := make([]float64, len(runs))
-	n := 0
-	for i, r := range runs {
-		evals[i] = float64(r.evals)
-		if !r.reached {
-			evals[i] = inf
-		} else {
-			n++
-		}
-		bests[i] = r.best
-	}
-	median = "–"
-	if m := medianOf(evals); m < inf {
-		median = strconv.FormatFloat(m, 'f', 0, 64)
-	}
-	return median, fmt.Sprintf("%d/%d", n, len(runs)), fmt.Sprintf("%.2g", medianOf(bests))
-}
-
-const inf = 1e308
-
-// medianOf is the median, the mean of the two middle values for an even
-// count (∞ if either is).
-func medianOf(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.SortFunc(s, func(a, b float64) int {
-		switch {
-		case a < b || a == a && b != b:
-			return -1
-		case a > b || a != a && b == b:
-			return 1
-		}
-		return 0
-	})
-	k := len(s)
-	if k == 0 {
-		return 0
-	}
-	if k%2 == 1 {
-		return s[k/2]
-	}
-	a, b := s[k/2-1], s[k/2]
-	if a >= inf || b >= inf {
-		return inf
-	}
-	return (a + b) / 2
-}
-
-// printTable writes rows as a Markdown table, columns padded.
-func printTable(w io.Writer, rows [][]string) {
-	width := make([]int, len(rows[0]))
-	for _, r := range rows {
-		for i, c := range r {
-			width[i] = max(width[i], len([]rune(c)))
-		}
-	}
-	line := func(r []string) {
-		var b strings.Builder
-		b.WriteString("|")
-		for i, c := range r {
-			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
-			if i < 2 {
-				b.WriteString(" " + c + pad + " |")
-			} else {
-				b.WriteString(" " + pad + c + " |")
-			}
-		}
-		fmt.Fprintln(w, b.String())
-	}
-	line(rows[0])
-	sepRow := make([]string, len(rows[0]))
-	for i := range sepRow {
-		sepRow[i] = strings.Repeat("-", width[i])
-		if i >= 2 {
-			sepRow[i] = strings.Repeat("-", width[i]-1) + ":"
-		}
-	}
-	line(sepRow)
-	for _, r := range rows[1:] {
-		line(r)
 	}
 }

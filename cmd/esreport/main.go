@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"os/signal"
 
 	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/report"
 )
 
 func main() {
@@ -117,143 +117,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "esreport: %v (esreport -h for help)\n", err)
 		return flagx.ExitUsage
 	}
-	rep, err := readReport(o.report)
+	rep, err := report.Read(o.report)
 	if err != nil {
 		fmt.Fprintf(stderr, "esreport: %v\n", err)
 		return flagx.ExitFailure
 	}
-	fmt.Fprint(stdout, summary(rep))
+	fmt.Fprint(stdout, report.Summary(rep))
 	for _, pic := range []struct {
 		path string
-		f    format
-	}{{o.png, formatPNG}, {o.svg, formatSVG}} {
+		f    report.Format
+	}{{o.png, report.PNG}, {o.svg, report.SVG}} {
 		if pic.path == "" {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return 1
 		}
-		if err := drawReport(rep, pic.path, pic.f, o.width, o.height); err != nil {
+		if err := report.Draw(rep, pic.path, pic.f, o.width, o.height); err != nil {
 			fmt.Fprintf(stderr, "esreport: %v\n", err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "picture: %s\n", pic.path)
 	}
 	return 0
-}
-
-// report is the part of esrun's -report file that esreport reads.
-type report struct {
-	Config struct {
-		Problem  string `json:"problem"`
-		Strategy string `json:"strategy"`
-		Mu       int    `json:"mu"`
-		Lambda   int    `json:"lambda"`
-		Dim      int    `json:"dim"`
-		Seed     uint64 `json:"seed"`
-		Grid     *struct {
-			Sched string `json:"sched"`
-		} `json:"grid"`
-		Evaluator string `json:"evaluator"`
-	} `json:"config"`
-	Generations []struct {
-		Gen   int      `json:"gen"`
-		Evals int      `json:"evals"`
-		Best  *float64 `json:"best"`
-		Mean  *float64 `json:"mean"`
-	} `json:"generations"`
-	Stop string `json:"stop"`
-	Best struct {
-		F *float64 `json:"f"`
-	} `json:"best"`
-	Evals       int     `json:"evals"`
-	WallSeconds float64 `json:"wall_seconds"`
-	Schedule    *struct {
-		Policy            string  `json:"policy"`
-		Workers           int     `json:"workers"`
-		Total             float64 `json:"total"`
-		SyncWait          float64 `json:"sync_wait"`
-		Comm              float64 `json:"comm"`
-		CommPaper         float64 `json:"comm_paper"`
-		Compute           float64 `json:"compute"`
-		Busy              float64 `json:"busy"`
-		Between           float64 `json:"between"`
-		LB                float64 `json:"lb"`
-		BarrierBound      float64 `json:"barrier_bound"`
-		RoundTrip         float64 `json:"round_trip"`
-		EfficiencyLB      float64 `json:"efficiency_lb"`
-		EfficiencyBarrier float64 `json:"efficiency_barrier"`
-		Originals         int     `json:"originals"`
-		Resends           int     `json:"resends"`
-		Replicas          int     `json:"replicas"`
-		CancelsHeld       int     `json:"cancels_held"`
-		CancelsRunning    int     `json:"cancels_running"`
-		CancelsLate       int     `json:"cancels_late"`
-		Wasted            float64 `json:"wasted"`
-		Duplicates        int     `json:"duplicates"`
-		Stale             int     `json:"stale"`
-		Generations       []struct {
-			Gen       int     `json:"gen"`
-			Start     float64 `json:"start"`
-			End       float64 `json:"end"`
-			LB        float64 `json:"lb"`
-			Total     float64 `json:"total"`
-			SyncWait  float64 `json:"sync_wait"`
-			Comm      float64 `json:"comm"`
-			CommPaper float64 `json:"comm_paper"`
-			Compute   float64 `json:"compute"`
-			Replicas  int     `json:"replicas"`
-		} `json:"generations"`
-		PerWorker []struct {
-			Worker    int      `json:"worker"`
-			Name      string   `json:"name"`
-			Host      string   `json:"host"`
-			Slots     int      `json:"slots"`
-			Present   float64  `json:"present"`
-			Busy      float64  `json:"busy"`
-			Comm      float64  `json:"comm"`
-			CommPaper float64  `json:"comm_paper"`
-			Accepted  int      `json:"accepted"`
-			MeanExec  float64  `json:"mean_exec"`
-			RoundTrip float64  `json:"round_trip"`
-			Joined    float64  `json:"joined"`
-			Left      *float64 `json:"left"` // absent: there at the end
-		} `json:"per_worker"`
-		Timeline *struct {
-			Limit     int        `json:"limit"`
-			FromGen   int        `json:"from_gen"`
-			Omitted   int        `json:"omitted"`
-			Instances []instance `json:"instances"`
-		} `json:"timeline"`
-	} `json:"schedule"`
-}
-
-// instance is one task instance of the report's timeline.
-type instance struct {
-	Worker int     `json:"worker"`
-	Gen    int     `json:"gen"`
-	Kind   string  `json:"kind"`
-	Start  float64 `json:"start"`
-	End    float64 `json:"end"`
-}
-
-// maxReport bounds the file read: a report of a million generations is
-// a few hundred MB.
-const maxReport = 1 << 30
-
-func readReport(path string) (*report, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var rep report
-	dec := json.NewDecoder(io.LimitReader(f, maxReport))
-	if err := dec.Decode(&rep); err != nil {
-		return nil, fmt.Errorf("%s: not an esrun report: %w", path, err)
-	}
-	if len(rep.Generations) == 0 && rep.Schedule == nil {
-		return nil, fmt.Errorf("%s: the report has no generation", path)
-	}
-	return &rep, nil
 }

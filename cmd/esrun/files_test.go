@@ -269,26 +269,3 @@ func TestResumableCheckpoint(t *testing.T) {
 		}
 	}
 }
-
-// The report is replaced whole: no temporary file is left behind, and
-// the mode is the usual one.
-func TestWriteReportAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := writeFile(t, dir, "r.json", "old")
-	if err := writeReport(path, &report{Stop: "generations"}); err != nil {
-		t.Fatal(err)
-	}
-	if r := readReport(t, path); r.Stop != "generations" {
-		t.Errorf("stop %q", r.Stop)
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("files: %v", entries)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
-		t.Errorf("mode %v, %v", fi.Mode(), err)
-	}
-	if err := writeReport(filepath.Join(dir, "nodir", "r.json"), &report{}); err == nil || !strings.Contains(err.Error(), "report "+filepath.Join(dir, "nodir", "r.json")) {
-		t.Errorf("unwritable: %v", err)
-	}
-}

@@ -80,3 +80,11 @@ func checkMemory(o *options, f footprint) error {
 	}
 	return nil
 }
+
+// plural is "1 slot", "2 slots".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

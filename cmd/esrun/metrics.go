@@ -9,7 +9,9 @@ import (
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/logx"
+	"github.com/esgrid/esgrid/livepage"
 	"github.com/esgrid/esgrid/metrics"
+	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +23,7 @@ import (
 type monitor struct {
 	reg    *prometheus.Registry
 	master *metrics.Master
-	live   *live // the status page at / (livepage.go)
+	live   *livepage.Page // the status page at /
 	stop   context.CancelFunc
 	done   <-chan struct{}
 }
@@ -31,7 +33,7 @@ func newMonitor(o *options, problem string) *monitor {
 	if o.metrics == "" {
 		return nil
 	}
-	return &monitor{reg: metrics.NewRegistry(), master: metrics.NewMaster(nil), live: newLive(o.sched, problem)}
+	return &monitor{reg: metrics.NewRegistry(), master: metrics.NewMaster(nil), live: livepage.New(o.sched, problem)}
 }
 
 // onInstance is the ledger's OnInstance for the status page (nil
@@ -40,7 +42,7 @@ func (mon *monitor) onInstance() func(sched.Instance) {
 	if mon == nil {
 		return nil
 	}
-	return mon.live.instance
+	return mon.live.Instance
 }
 
 // onGeneration is the ledger's OnGeneration (nil without metrics).
@@ -58,7 +60,7 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 		return nil
 	}
 	mon.master.SetState(g.master.MetricsState)
-	mon.live.master = g.master
+	mon.live.SetMaster(g.master)
 	mon.master.SetRun(o.sched, problem)
 	if err := mon.master.Register(mon.reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -68,14 +70,13 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	for _, la := range g.agents {
-		a := la.agent
+	for _, a := range g.Agents() {
 		if err := mon.reg.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return agentState(a) })); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	addr, done, err := metrics.Serve(ctx, o.metrics, mon.reg, con.Log, mon.live.handler())
+	addr, done, err := metrics.Serve(ctx, o.metrics, mon.reg, con.Log, mon.live.Handler())
 	if err != nil {
 		cancel()
 		return addrError("-metrics", o.metrics, err)
@@ -88,10 +89,10 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 
 // progress takes the ES's state after each generation, and the
 // estimates of the terminal's line.
-func (mon *monitor) progress(s es.Stats, est *progress) {
+func (mon *monitor) progress(s es.Stats, est *report.Progress) {
 	if mon != nil {
 		mon.master.Progress(s.Gen, s.Best, s.Mean, s.Evals)
-		mon.live.generation(s, est)
+		mon.live.Generation(s, est)
 	}
 }
 

@@ -16,7 +16,9 @@ import (
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/internal/logx"
+	"github.com/esgrid/esgrid/localgrid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/report"
 )
 
 // run is esrun without the process: it returns the exit status, 0 on
@@ -113,30 +115,30 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 
 	rec := newRecorder(eng, o, loadN, slots)
 	if g != nil {
-		rec.rep.Config.Grid.Listen, rec.rep.Config.Grid.Gossip = g.master.Addr(), g.gossip.Addr()
+		rec.Record().Config.Grid.Listen, rec.Record().Config.Grid.Gossip = g.master.Addr(), g.gossip.Addr()
 	}
 	if !o.quiet {
-		fmt.Fprintln(stdout, rec.header())
+		fmt.Fprintln(stdout, rec.Header())
 		if o.logJSON {
-			rec.log = con.Log
+			rec.Log = con.Log
 		} else {
-			rec.progress = stdout
+			rec.Out = stdout
 		}
 	}
 	var runErr error
 	if g != nil {
 		runErr = g.waitWorkers(ctx, o.wantWorkers(), o.remoteExpected(), con)
-		rec.restart()
+		rec.Restart()
 	}
 	reason := es.StopReason("")
 	if runErr == nil {
 		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: func(s es.Stats) error {
-			err := rec.generation(s)
-			mon.progress(s, rec.est)
+			err := rec.Generation(s)
+			mon.progress(s, rec.Estimate())
 			return err
 		}})
 	}
-	rep := rec.finish(eng, reason, runErr)
+	rep := rec.Finish(eng, reason, runErr)
 	if g != nil {
 		// Closed now, so that the ledger has seen the end of the run and
 		// every worker is told the run is over before the report is made.
@@ -146,17 +148,17 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 			runErr = cerr
 		}
 		sr := g.master.Report()
-		rep.Schedule = newScheduleRecord(g.master.Policy(), sr, g.master.Stats(), rep.Config.StartGen)
+		rep.Schedule = report.NewSchedule(g.master.Policy(), sr, g.master.Stats(), rep.Config.StartGen)
 		if len(sr.Generations) > 0 {
-			rep.Schedule.Timeline = g.timeline.record(sr.Generations[0].Start, rep.Config.StartGen)
+			rep.Schedule.Timeline = g.Timeline().Record(sr.Generations[0].Start, rep.Config.StartGen)
 		}
-		rep.Schedule.nameWorkers(g.master.WorkerInfo) // workers.go
-		// The overload test and the splits (split.go).
+		rep.Schedule.NameWorkers(g.master.WorkerInfo)
+		// The overload test and the splits.
 		var t0 time.Duration
 		if len(sr.Generations) > 0 {
 			t0 = sr.Generations[0].Start
 		}
-		rep.Schedule.Masters = newMastersRecord(o.split.rule, g.master.Stats(), t0)
+		rep.Schedule.Masters = report.NewMasters(o.split.rule, g.master.Stats(), t0)
 	}
 	if runErr != nil {
 		// The report of a run that did not end goes beside -report FILE,
@@ -167,8 +169,8 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 			hints = append(hints, "continue with -resume "+ckpt)
 		}
 		if o.report != "" {
-			partial := o.report + partialSuffix
-			if err := writeReport(partial, rep); err != nil {
+			partial := o.report + report.PartialSuffix
+			if err := report.Write(partial, rep); err != nil {
 				hints = append(hints, err.Error())
 			} else {
 				hints = append(hints, "partial report in "+partial)
@@ -180,16 +182,33 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		return runErr
 	}
 	if o.report != "" {
-		if err := writeReport(o.report, rep); err != nil {
+		if err := report.Write(o.report, rep); err != nil {
 			return err
 		}
 	}
 	if !o.quiet && rep.Schedule != nil {
-		fmt.Fprint(stdout, rep.Schedule.summary())
+		fmt.Fprint(stdout, rep.Schedule.Summary())
 	}
-	fmt.Fprintln(stdout, summary(rep))
+	fmt.Fprintln(stdout, rep.Summary())
 	return nil
 }
+
+// newRecorder follows eng's run, evaluated as o says, with loadN and
+// slots as measured.
+func newRecorder(eng *es.Engine, o *options, loadN, slots int) *report.Recorder {
+	c := report.RecordConfig{LoadN: loadN, LoadMS: o.loadMS, Slots: slots, Evaluator: "inprocess", ResumedFrom: o.resume}
+	if !o.inprocess {
+		c.Evaluator = "grid"
+		c.Grid = &report.GridConfig{
+			Sched: o.sched, Adaptive: o.adaptive, Local: o.local, LocalSlots: o.localSlots(), MinWorkers: o.wantWorkers(),
+			Listen: o.listen, Gossip: o.gossip,
+		}
+	}
+	return report.NewRecorder(eng, c)
+}
+
+// partialSuffix names the report of a run that failed or was interrupted.
+const partialSuffix = report.PartialSuffix
 
 // genkey writes a fresh cluster key to path (esrun -genkey).
 func genkey(path string, stdout io.Writer) error {
@@ -217,7 +236,7 @@ func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *monitor)
 	}
 	remote := o.remoteExpected() || !isLoopback(o.gossip)
 	if remote && k.secret != "" {
-		if g.keyFile, err = saveRunKey(k.secret); err != nil {
+		if g.keyFile, err = localgrid.SaveRunKey(k.secret); err != nil {
 			g.close(false)
 			return nil, err
 		}

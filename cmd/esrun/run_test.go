@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -167,8 +168,8 @@ type reportFile struct {
 		F *float64  `json:"f"`
 		X []float64 `json:"x"`
 	} `json:"best"`
-	Evals    int             `json:"evals"`
-	Schedule *scheduleRecord `json:"schedule"`
+	Evals    int              `json:"evals"`
+	Schedule *report.Schedule `json:"schedule"`
 }
 
 func readReport(t *testing.T, path string) reportFile {

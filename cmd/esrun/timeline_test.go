@@ -9,49 +9,12 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/leaktest"
-	"github.com/esgrid/esgrid/sched"
+	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/worker"
 )
-
-// The timeline keeps at most its limit, dropping the oldest generations
-// whole, and counts what it left out.
-func TestTimelineBound(t *testing.T) {
-	tl := newTimeline(100)
-	for g := range 50 {
-		for i := range 10 {
-			tl.add(sched.Instance{Worker: 1, Task: sched.TaskID(i), Gen: g, Kind: sched.InstanceFinished, Known: true, Start: time.Duration(g) * time.Second})
-		}
-	}
-	tl.add(sched.Instance{Worker: 1, Gen: 3, Kind: sched.InstanceFinished}) // a late one of a dropped generation
-	r := tl.record(0, 7)
-	perGen := map[int]int{}
-	for _, in := range r.Instances {
-		perGen[in.Gen]++
-		if in.Gen < r.FromGen {
-			t.Errorf("instance of generation %d kept, from %d on only", in.Gen, r.FromGen)
-		}
-	}
-	if len(r.Instances) > 100 || r.Limit != 100 || r.Omitted+len(r.Instances) != 501 || perGen[7+49] != 10 {
-		t.Errorf("%d instances kept (limit %d), %d omitted, %d of the last generation; want at most 100, 501 in all, 10", len(r.Instances), r.Limit, r.Omitted, perGen[56])
-	}
-	for g, n := range perGen {
-		if n != 10 {
-			t.Errorf("generation %d: %d instances, want all 10", g, n)
-		}
-	}
-	// One generation larger than the limit keeps its first instances.
-	tl = newTimeline(100)
-	for i := range 250 {
-		tl.add(sched.Instance{Worker: 1, Task: sched.TaskID(i), Kind: sched.InstanceFinished, Known: true})
-	}
-	if r := tl.record(0, 0); len(r.Instances) != 100 || r.Omitted != 150 || r.Instances[99].Task != 99 {
-		t.Errorf("%d instances kept, %d omitted; want 100 and 150", len(r.Instances), r.Omitted)
-	}
-}
 
 // A real run on a local grid that a remote worker leaves partway: the
 // report's timeline has every worker's instances, agrees with the
@@ -90,13 +53,13 @@ func TestReportTimeline(t *testing.T) {
 	cancel()
 	wait()
 
-	r := readReport(t, path+partialSuffix)
+	r := readReport(t, path+report.PartialSuffix)
 	s := r.Schedule
 	if s == nil || s.Timeline == nil || len(s.PerWorker) != 2 {
 		t.Fatalf("schedule %+v", s)
 	}
 	tl := s.Timeline
-	if tl.Limit != maxTimeline || len(tl.Instances) > maxTimeline || tl.Omitted > 0 && tl.FromGen == 0 {
+	if tl.Limit != report.MaxTimeline || len(tl.Instances) > report.MaxTimeline || tl.Omitted > 0 && tl.FromGen == 0 {
 		t.Errorf("timeline limit %d, %d instances, from generation %d, %d omitted", tl.Limit, len(tl.Instances), tl.FromGen, tl.Omitted)
 	}
 	left := map[int]*float64{}

@@ -2,16 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"math"
-	"os"
-	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/internal/sysmem"
-	"github.com/esgrid/esgrid/sched/sim"
+	"github.com/esgrid/esgrid/sweep"
 )
 
 // Bounds on what one simulated run may hold. A run is not interruptible
@@ -38,53 +33,26 @@ const (
 	// the simulator grows with the square of a batch (it holds a worker's
 	// whole share at once): about 8 s of real time.
 	maxCyclicWork = 1e11
-	// maxSetFile bounds a -machines file.
-	maxSetFile = 1 << 20
 	// maxVirtualTime is the longest simulated run accepted: well inside
 	// what a time.Duration holds (292 years), so no clock overflows.
 	maxVirtualTime = 100 * 365 * 24 * time.Hour
 )
 
-// loadSet is sim.LoadSet with the file read through a size cap.
-func loadSet(nameOrPath string) (*sim.Set, error) {
-	if b, err := sim.BuiltinText(nameOrPath); err == nil {
-		return sim.ParseSet(nameOrPath, strings.NewReader(string(b)))
-	}
-	f, err := os.Open(nameOrPath)
-	if err != nil {
-		return nil, fmt.Errorf("machine set: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSetFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("machine set: %w", err)
-	}
-	if len(b) > maxSetFile {
-		return nil, fmt.Errorf("machine set %s is larger than %d bytes", nameOrPath, maxSetFile)
-	}
-	return sim.ParseSet(nameOrPath, strings.NewReader(string(b)))
-}
-
-// workloadSize is the shape of one run's workload.
+// workloadSize is the shape of one run's workload, and the flags that
+// set it.
 type workloadSize struct {
-	batches, maxBatch, tasks int
-	batchFlag, runFlags      string // the flags to lower
+	sweep.Size
+	batchFlag, runFlags string // the flags to lower
 }
 
 func sizeOf(o *options) workloadSize {
-	if o.workload == "bag" {
-		return workloadSize{batches: 1, maxBatch: o.tasks, tasks: o.tasks, batchFlag: "-tasks", runFlags: "-tasks"}
-	}
-	w := workloadSize{batches: o.gens, maxBatch: o.lambda, batchFlag: "-lambda", runFlags: "-gens, -lambda or -mu"}
-	if o.mu > 0 {
-		w.batches++
-		w.maxBatch = max(w.maxBatch, o.mu)
-		if o.mu > o.lambda {
+	w := workloadSize{Size: o.sweep().Size(), batchFlag: "-tasks", runFlags: "-tasks"}
+	if o.workload != "bag" {
+		w.batchFlag, w.runFlags = "-lambda", "-gens, -lambda or -mu"
+		if o.mu > 0 && o.mu > o.lambda {
 			w.batchFlag = "-mu"
 		}
 	}
-	// Checked to fit before: gens, lambda and mu are at most maxRunTasks.
-	w.tasks = o.mu + o.gens*o.lambda
 	return w
 }
 
@@ -123,13 +91,13 @@ func checkLimits(o *options) error {
 	}
 	w := sizeOf(o)
 	switch {
-	case w.maxBatch > maxBatchTasks:
-		return badf("%s must be at most %d, got %d", w.batchFlag, maxBatchTasks, w.maxBatch)
-	case w.tasks > maxRunTasks:
-		return badf("one run would have %d tasks, more than %d; lower %s", w.tasks, maxRunTasks, w.runFlags)
+	case w.MaxBatch > maxBatchTasks:
+		return badf("%s must be at most %d, got %d", w.batchFlag, maxBatchTasks, w.MaxBatch)
+	case w.Tasks > maxRunTasks:
+		return badf("one run would have %d tasks, more than %d; lower %s", w.Tasks, maxRunTasks, w.runFlags)
 	}
-	if slices.Contains(o.policies, "cyclic") && float64(w.batches)*float64(w.maxBatch)*float64(w.maxBatch) > maxCyclicWork {
-		return badf("cyclic's simulation cost grows with the square of a batch: %d batches of %d tasks are more than a run does in seconds; lower %s, or leave cyclic out of -policy", w.batches, w.maxBatch, w.runFlags)
+	if slices.Contains(o.policies, "cyclic") && float64(w.Batches)*float64(w.MaxBatch)*float64(w.MaxBatch) > maxCyclicWork {
+		return badf("cyclic's simulation cost grows with the square of a batch: %d batches of %d tasks are more than a run does in seconds; lower %s, or leave cyclic out of -policy", w.Batches, w.MaxBatch, w.runFlags)
 	}
 	if err := checkVirtualTime(o, w); err != nil {
 		return err
@@ -138,39 +106,12 @@ func checkLimits(o *options) error {
 }
 
 // checkVirtualTime refuses settings whose simulated time could overflow
-// the virtual clock: a loose upper bound of one run, every task run one
-// after the other on the slowest machine, with every delay and cost.
+// the virtual clock (sweep.Config.VirtualTime).
 func checkVirtualTime(o *options, w workloadSize) error {
-	s := o.set
-	ratio, comm := 0.0, 2*float64(s.MasterCost)
-	for _, m := range s.Machines {
-		r := 1 / m.Speed
-		if len(m.Times) > 0 {
-			r = 0
-			for _, t := range m.Times {
-				r = max(r, float64(t.Time)/float64(t.Grain))
-			}
-		}
-		if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
-			return usageError{fmt.Errorf("-machines: machine %s: its speed or task times give a task time ratio of %v; want a positive number", m.Name, r)}
-		}
-		ratio = max(ratio, r)
-		comm += 2*float64(m.Delay+m.RelayCost) + float64(m.SendCost+m.RecvCost)
+	total, err := o.sweep().VirtualTime()
+	if err != nil {
+		return usageError{fmt.Errorf("-machines: %w", err)}
 	}
-	grain, delay := time.Duration(0), time.Duration(0)
-	for _, g := range o.grains {
-		grain = max(grain, g)
-	}
-	for _, d := range o.delays {
-		delay = max(delay, d)
-	}
-	slow := 1.0
-	for _, sd := range o.slowdowns {
-		slow = max(slow, sd.Factor)
-	}
-	noise := math.Exp(3 * o.noise) // a three-sigma draw of the log-normal noise
-	perTask := float64(grain)*ratio*slow*noise + comm + 2*float64(delay)
-	total := float64(w.tasks)*perTask + float64(w.batches)*float64(o.engineCost)
 	if !(total <= float64(maxVirtualTime)) {
 		return badf("one run could last %.3g years of simulated time, past the %d years the virtual clock is kept to; lower -gran, -delay, the costs, the slowdowns, the machines' task times or %s",
 			total/float64(365*24*time.Hour), int(maxVirtualTime/(365*24*time.Hour)), w.runFlags)
@@ -178,48 +119,12 @@ func checkVirtualTime(o *options, w workloadSize) error {
 	return nil
 }
 
-// Rough costs behind memoryEstimate, in bytes, measured on the simulator:
-// about 130 bytes a task of a batch in flight (400 with cyclic), 800 a
-// batch with the lan set, and the ledger's records of a run.
-const (
-	baseBytes      = 32 << 20 // the process
-	taskBytes      = 512      // a task of the batch in flight
-	batchBytes     = 1024     // a batch of a run in flight
-	slotBytes      = 256      // a slot of a machine, per run in flight
-	resultBytes    = 256      // a finished run's result, kept until the end
-	resultGenBytes = 152      // a batch's record in a finished run's result
-	resultWkrBytes = 160      // a machine's record in a finished run's result
-)
-
-// memoryEstimate is about the most memory the sweep needs, in bytes: the
-// results of every run are kept until the table is made, and up to
-// -parallel runs are in flight.
-func memoryEstimate(o *options, w workloadSize) float64 {
-	machines, slots := float64(len(o.set.Machines)), 0.0
-	for _, m := range o.set.Machines {
-		slots += float64(m.CPUs)
-	}
-	runs := float64(len(o.policies)) * float64(len(o.grains)) * float64(len(o.delays)) * float64(o.trials)
-	parallel := float64(o.parallel)
-	if parallel == 0 {
-		parallel = float64(runtime.GOMAXPROCS(0))
-	}
-	parallel = min(parallel, runs)
-	batches := float64(w.batches)
-	b := float64(baseBytes)
-	b += runs * (resultBytes + resultGenBytes*batches + resultWkrBytes*machines)
-	b += parallel * (taskBytes*float64(w.maxBatch) + batchBytes*batches + slotBytes*slots)
-	// Each grain's workload: its batches, and a bag's own grains.
-	b += float64(len(o.grains)) * (48*batches + 16*float64(w.tasks))
-	return b
-}
-
 // checkMemory refuses a sweep that needs more memory than the machine
 // allows.
 func checkMemory(o *options, w workloadSize) error {
 	runs := len(o.policies) * len(o.grains) * len(o.delays)
-	what := fmt.Sprintf("%d settings × %d trials of %d tasks in %d batches", runs, o.trials, w.tasks, w.batches)
-	if err := sysmem.Limit().Check(what, memoryEstimate(o, w)); err != nil {
+	what := fmt.Sprintf("%d settings × %d trials of %d tasks in %d batches", runs, o.trials, w.Tasks, w.Batches)
+	if err := sysmem.Limit().Check(what, o.sweep().MemoryEstimate()); err != nil {
 		return usageError{fmt.Errorf("%w; lower -trials, the lists, -parallel or %s", err, w.runFlags)}
 	}
 	return nil

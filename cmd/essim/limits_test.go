@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/esgrid/esgrid/sched/sim"
 )
 
 // Every numeric flag with a hostile value is a usage error: exit status 2,
@@ -20,7 +22,7 @@ func TestHostileFlags(t *testing.T) {
 		}
 		return p
 	}
-	huge := machines("huge.txt", "machine M1 speed=1\n"+strings.Repeat("# padding\n", maxSetFile/10+1))
+	huge := machines("huge.txt", "machine M1 speed=1\n"+strings.Repeat("# padding\n", sim.MaxSetFile/10+1))
 	nanSpeed := machines("nan.txt", "machine M1 speed=NaN\n")
 	infSpeed := machines("inf.txt", "machine M1 speed=+Inf\n")
 	slow := machines("slow.txt", "machine M1 speed=1e-300\n")
@@ -113,7 +115,7 @@ func TestHostileFlags(t *testing.T) {
 func TestWithinBounds(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "set.txt")
 	text := "master cost=10us\nmachine M1 local speed=1 cpus=2\nmachine L1 delay=1ms speed=0.5\n"
-	pad := maxSetFile - len(text)
+	pad := sim.MaxSetFile - len(text)
 	text += strings.Repeat("# padding\n", pad/10) + strings.Repeat("#", pad%10)
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
+	"github.com/esgrid/esgrid/sweep"
 )
 
 func main() {
@@ -197,7 +197,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		return nil, badf("-shape must be uniform or mandelbrot, not %q", o.shape)
 	}
 	o.slowdowns = o.slowFlag.list
-	if o.set, err = loadSet(o.machines); err != nil {
+	if o.set, err = sim.LoadSet(o.machines); err != nil {
 		return nil, usageError{fmt.Errorf("-machines: %w", err)}
 	}
 	for _, s := range o.slowdowns {
@@ -206,7 +206,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		}
 	}
 	if f := o.lambdaFlag.perSlot; f > 0 {
-		o.lambda = max(1, int(math.Round(f*float64(slots(o.set)))))
+		o.lambda = max(1, int(math.Round(f*float64(o.set.Slots()))))
 	}
 	if set["master-cost"] {
 		o.set.MasterCost = costs.master
@@ -359,10 +359,6 @@ func (s *slowFlag) Outside() []string {
 }
 
 // setting is one point of the sweep: a grain and an added delay.
-type setting struct {
-	grain, delay time.Duration
-}
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -382,269 +378,60 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return flagx.ExitUsage
 	}
 	if o.showSet {
-		showSet(stdout, o)
+		sweep.ShowSet(stdout, o.machines, o.sweep())
 		return 0
 	}
-	if err := sweep(ctx, o, stdout); err != nil {
+	if err := runSweep(ctx, o, stdout); err != nil {
 		fmt.Fprintf(stderr, "essim: %v\n", err)
 		return flagx.ExitFailure
 	}
 	return flagx.ExitOK
 }
 
-// workloadFor builds the workload of one grain.
-func workloadFor(o *options, grain time.Duration) sim.Workload {
-	var w sim.Workload
-	switch {
-	case o.workload == "bag" && o.shape == "mandelbrot":
-		w = sim.Bag(sim.MandelbrotGrains(o.tasks, grain))
-		w.Name = fmt.Sprintf("bag of %d Mandelbrot strips, mean %v", o.tasks, grain)
-	case o.workload == "bag":
-		w = sim.BagUniform(o.tasks, grain)
-	default:
-		w = sim.ES(o.mu, o.lambda, o.gens, grain)
-	}
-	w.EngineCost = o.engineCost
-	return w
+// sweep is the sweep's configuration of the flags.
+func (o *options) sweep() *sweep.Config {
+	return &sweep.Config{Set: o.set, Policies: o.policies, Grains: o.grains, Delays: o.delays, Workload: o.workload,
+		Shape: o.shape, Tasks: o.tasks, Mu: o.mu, Lambda: o.lambda, Gens: o.gens, EngineCost: o.engineCost,
+		Depth: o.depth, Adaptive: o.adaptive, Copies: o.copies, Noise: o.noise, Slowdowns: o.slowdowns, Seed: o.seed,
+		Trials: o.trials, Parallel: o.parallel}
 }
 
-func sweep(ctx context.Context, o *options, stdout io.Writer) error {
-	var settings []setting
-	var cfgs []sim.Config
-	for _, g := range o.grains {
-		wl := workloadFor(o, g)
-		for _, d := range o.delays {
-			settings = append(settings, setting{g, d})
-			for _, p := range o.policies {
-				cfgs = append(cfgs, sim.Config{
-					Set:          o.set,
-					Policy:       p,
-					PolicyConfig: sched.Config{Depth: o.depth, Adaptive: o.adaptive, Copies: o.copies},
-					Workload:     wl,
-					AddedDelay:   d,
-					Noise:        o.noise,
-					Slowdowns:    o.slowdowns,
-					Seed:         o.seed,
-				})
-			}
-		}
-	}
+// runSweep runs the sweep and prints it: the setting (unless -quiet), the
+// table, the paper's shape (unless -quiet), the CSV and chart files, and
+// the simulator's own speed.
+func runSweep(ctx context.Context, o *options, stdout io.Writer) error {
+	c := o.sweep()
 	if !o.quiet {
-		describe(stdout, o)
+		sweep.Describe(stdout, c)
 	}
 	start := time.Now()
-	sums, err := sim.RunTrials(ctx, cfgs, o.trials, o.parallel)
+	res, err := sweep.Run(ctx, c)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
-	printTable(stdout, o, settings, sums)
+	res.PrintTable(stdout)
 	if !o.quiet {
-		printShape(stdout, o, settings, sums)
+		res.PrintShape(stdout)
 	}
 	if o.csvPath != "" {
-		if err := writeCSV(o.csvPath, o, settings, sums); err != nil {
+		if err := res.WriteCSV(o.csvPath); err != nil {
 			return err
 		}
 	}
 	if o.pngPath != "" {
-		if err := drawChart(o.pngPath, o, settings, sums); err != nil {
+		if err := res.DrawChart(o.pngPath); err != nil {
 			return err
 		}
 	}
 	var tasks, inst, events int
-	for _, s := range sums {
+	for _, s := range res.Sums {
 		tasks += s.Tasks
 		inst += s.Instances
 		events += s.Events
 	}
 	sec := elapsed.Seconds()
 	fmt.Fprintf(stdout, "\nsimulated %d runs, %d tasks (%d instances, %d events) in %.2f s real: %.0f tasks/s, %.0f events/s\n",
-		len(cfgs)*o.trials, tasks, inst, events, sec, float64(tasks)/sec, float64(events)/sec)
+		len(res.Sums)*o.trials, tasks, inst, events, sec, float64(tasks)/sec, float64(events)/sec)
 	return nil
-}
-
-func describe(w io.Writer, o *options) {
-	s := o.set
-	fmt.Fprintf(w, "machines %s: %d machines, %d slots, master cost %v/msg; speed sum",
-		s.Name, len(s.Machines), slots(s), s.MasterCost)
-	for _, g := range o.grains {
-		fmt.Fprintf(w, " %.2f@%v", s.SpeedSum(g), g)
-	}
-	fmt.Fprintln(w)
-	wl := workloadFor(o, o.grains[0])
-	name := wl.Name
-	if len(o.grains) > 1 {
-		name = strings.Replace(name, o.grains[0].String(), "{grain}", 1)
-	}
-	fmt.Fprintf(w, "workload %s, %d tasks; %d trials, noise sigma %.2f, seed %d", name, wl.Tasks(), o.trials, o.noise, o.seed)
-	if o.depth > 0 {
-		fmt.Fprintf(w, ", depth %d", o.depth)
-	}
-	if o.adaptive {
-		fmt.Fprintf(w, ", adaptive depth (rwq, r3q; cap %d)", sched.DefaultAdaptiveMax)
-	}
-	if o.copies > 0 {
-		fmt.Fprintf(w, ", eft copies %d", o.copies)
-	}
-	for _, sd := range o.slowdowns {
-		fmt.Fprintf(w, ", %s x%g from %v", sd.Machine, sd.Factor, sd.At)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "times are means over trials; comm counts only time outside the sync wait, so compute = total - sync - comm;")
-	fmt.Fprintln(w, "effLB = LB/total, effBar = barrier-bound/total; opt = the clairvoyant optimum of each trial's actual task times")
-	fmt.Fprintln(w, "(noise included) on these slots, delays and costs (a proven floor, see below), effOpt = opt/total, effNom =")
-	fmt.Fprintln(w, "the exact optimum of the same tasks at their mean time / total; counts are per run, msg/t and rep/t per task")
-	fmt.Fprintln(w)
-}
-
-func slots(s *sim.Set) int {
-	n := 0
-	for _, m := range s.Machines {
-		n += m.CPUs
-	}
-	return n
-}
-
-func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) }
-
-func ms(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
-}
-
-func printTable(w io.Writer, o *options, settings []setting, sums []sim.Summary) {
-	fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %9s %6s %6s %6s %6s %7s %6s %6s %6s %5s %5s\n",
-		"grain", "delay", "policy", "total s", "sync s", "comm s", "compute s", "opt s", "effLB", "effBar", "effOpt", "effNom",
-		"replica", "c.held", "c.run", "stop", "msg/t", "rep/t")
-	i := 0
-	exact, gap := true, 0.0
-	for si, st := range settings {
-		if si > 0 {
-			fmt.Fprintln(w)
-		}
-		for range o.policies {
-			s := sums[i]
-			i++
-			exact = exact && s.OptExact
-			if s.Opt > 0 {
-				gap = max(gap, float64(s.OptUB-s.Opt)/float64(s.Opt))
-			}
-			fmt.Fprintf(w, "%6s %6s %-6s %9s %8s %8s %9s %9s %5.1f%% %5.1f%% %5.1f%% %5.1f%% %7.0f %6.0f %6.0f %6.0f %5.2f %5.2f\n",
-				ms(st.grain), ms(st.delay), s.Config.Policy, secs(s.Total), secs(s.SyncWait), secs(s.Comm), secs(s.Compute), secs(s.Opt),
-				100*s.EfficiencyLB, 100*s.EfficiencyBarrier, 100*s.EfficiencyOpt, 100*s.EfficiencyNominal,
-				s.Replicas, s.CancelsHeld, s.CancelsRunning, s.Aborted, s.MessagesPerTask, s.ReplicasPerTask)
-		}
-	}
-	fmt.Fprintln(w, "\nreplica: replicas sent; c.held/c.run: cancels of instances the master believed held/running; stop: instances actually stopped while running")
-	if exact {
-		fmt.Fprintln(w, "opt: exact (the clairvoyant schedule meets the floor in every batch of every trial)")
-	} else {
-		fmt.Fprintf(w, "opt: a proven lower bound; a clairvoyant schedule found is at most %.2f%% above it (so the true optimum is too)\n", 100*gap)
-	}
-}
-
-// printShape checks the paper's qualitative results setting by setting.
-func printShape(w io.Writer, o *options, settings []setting, sums []sim.Summary) {
-	idx := func(p string) int { return slices.Index(o.policies, p) }
-	if idx("wq") < 0 || idx("rr") < 0 || idx("rwq") < 0 || idx("r3q") < 0 {
-		return
-	}
-	n := len(o.policies)
-	var r3qBest, rwqComm, queueComm, rrSync int
-	for si := range settings {
-		row := sums[si*n : (si+1)*n]
-		best, comm := idx("wq"), idx("wq")
-		for j, s := range row {
-			if p := s.Config.Policy; p != "wq" && p != "rr" && p != "rwq" && p != "r3q" {
-				continue // the paper's shape is about its four policies
-			}
-			if s.Total < row[best].Total {
-				best = j
-			}
-			if s.Comm < row[comm].Comm {
-				comm = j
-			}
-		}
-		if row[best].Config.Policy == "r3q" {
-			r3qBest++
-		}
-		if row[comm].Config.Policy == "rwq" {
-			rwqComm++
-		}
-		if row[idx("rr")].SyncWait < row[idx("wq")].SyncWait {
-			rrSync++
-		}
-		if max(row[idx("rwq")].Comm, row[idx("r3q")].Comm) < min(row[idx("wq")].Comm, row[idx("rr")].Comm) {
-			queueComm++
-		}
-	}
-	fmt.Fprintf(w, "\npaper's shape (among wq, rr, rwq, r3q), settings where it holds out of %d:\n", len(settings))
-	fmt.Fprintf(w, "  r3q lowest total %d, rwq lowest comm %d, rwq and r3q comm below wq's and rr's %d, rr less sync wait than wq %d\n",
-		r3qBest, rwqComm, queueComm, rrSync)
-	for _, g := range o.grains {
-		fmt.Fprintf(w, "  total vs delay at %v:", g)
-		for _, p := range []string{"wq", "rr", "rwq", "r3q"} {
-			fmt.Fprintf(w, "  %s", p)
-			for si, st := range settings {
-				if st.grain == g {
-					fmt.Fprintf(w, " %s", secs(sums[si*n+idx(p)].Total))
-				}
-			}
-		}
-		fmt.Fprintln(w)
-	}
-}
-
-func writeCSV(path string, o *options, settings []setting, sums []sim.Summary) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("csv: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("csv: %w", cerr)
-		}
-	}()
-	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"machines", "workload", "grain_ms", "delay_ms", "policy", "trials",
-		"total_s", "sync_s", "comm_s", "compute_s", "busy_s", "lb_s", "barrier_s", "eff_lb", "eff_barrier",
-		"opt_s", "opt_ub_s", "opt_exact", "eff_opt", "eff_opt_min", "nominal_s", "eff_nominal",
-		"originals", "replicas", "cancels_held", "cancels_running", "stopped_running", "wasted_s",
-		"duplicates", "held_dropped", "late_cancels", "messages_per_task", "replicas_per_task", "copies", "noise", "seed"})
-	n := len(o.policies)
-	f64 := func(x float64, p int) string { return strconv.FormatFloat(x, 'f', p, 64) }
-	sec := func(d time.Duration) string { return f64(d.Seconds(), 4) }
-	for i, s := range sums {
-		st := settings[i/n]
-		_ = cw.Write([]string{o.set.Name, o.workload, ms(st.grain), ms(st.delay), s.Config.Policy, strconv.Itoa(s.Trials),
-			sec(s.Total), sec(s.SyncWait), sec(s.Comm), sec(s.Compute), sec(s.Busy), sec(s.LB), sec(s.BarrierBound),
-			f64(s.EfficiencyLB, 4), f64(s.EfficiencyBarrier, 4),
-			sec(s.Opt), sec(s.OptUB), strconv.FormatBool(s.OptExact), f64(s.EfficiencyOpt, 4), f64(s.MinEfficiencyOpt, 4),
-			sec(s.Nominal), f64(s.EfficiencyNominal, 4),
-			f64(s.Originals, 1), f64(s.Replicas, 1), f64(s.CancelsHeld, 1), f64(s.CancelsRunning, 1), f64(s.Aborted, 1),
-			sec(s.Wasted), f64(s.Duplicates, 1), f64(s.HeldDropped, 1), f64(s.LateCancels, 1),
-			f64(s.MessagesPerTask, 3), f64(s.ReplicasPerTask, 3), strconv.Itoa(o.copies),
-			f64(o.noise, 3), strconv.FormatUint(o.seed, 10)})
-	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		return fmt.Errorf("csv: %w", err)
-	}
-	return nil
-}
-
-func showSet(w io.Writer, o *options) {
-	if b, err := sim.BuiltinText(o.machines); err == nil {
-		w.Write(b)
-		return
-	}
-	s := o.set
-	fmt.Fprintf(w, "# %s: %d machines, master cost %v per message\n", s.Name, len(s.Machines), s.MasterCost)
-	for k, m := range s.Machines {
-		fmt.Fprintf(w, "%-8s cpus=%d path=%v roundtrip=%v", m.Name, m.CPUs, s.PathDelay(k, 0), s.RoundTrip(k, 0))
-		for _, g := range o.grains {
-			fmt.Fprintf(w, " t%v=%v", g, s.TaskTime(k, g))
-		}
-		fmt.Fprintln(w)
-	}
 }

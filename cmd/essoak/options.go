@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/internal/soak"
 )
 
 // options are essoak's flags.
@@ -26,19 +27,11 @@ type options struct {
 	set      map[string]string // the flags given, with their values
 }
 
-// limits bound the scenarios drawn: the largest grid and ES a run may
-// have. They are part of a scenario's replay.
-type limits struct {
-	Workers int // esworker processes at the start of a run, 1..Workers
-	Gens    int // last generation, 4..Gens
-	Lambda  int // offspring per generation
-	// Silent is the chance that a worker other than the first runs
-	// esworker -silent.
-	Silent float64
-}
+// limits bound the scenarios drawn (soak.Limits).
+type limits = soak.Limits
 
 // defaultLimits keep one run to a few seconds of work on a 2-core machine.
-var defaultLimits = limits{Workers: 4, Gens: 20, Lambda: 30, Silent: 0.05}
+var defaultLimits = soak.DefaultLimits
 
 // usageError is a bad command line: essoak prints it on one line and
 // exits 2.

@@ -288,7 +288,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		refuse(err)
 		return exitConfig
 	}
-	if err := probePlugins(ctx, o.catalog, o.hello, log); err != nil { // config.go
+	if err := worker.ProbePlugins(ctx, o.catalog, o.hello, log); err != nil {
 		log.Error("esworker cannot start: a listed plugin does not work", "err", err)
 		return exitFailure
 	}
@@ -305,11 +305,11 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		return exitFailure
 	}
 	if relay != nil {
-		defer relay.stop()
+		defer relay.Stop()
 		if o.relay.only {
 			return relayOnly(ctx, drain, relay, log)
 		}
-		o.master, o.join = relay.addr, ""
+		o.master, o.join = relay.Addr(), ""
 	}
 	agent, err := worker.New(worker.Config{
 		Master:      o.master,
@@ -364,7 +364,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		if relay != nil {
 			// The workers behind the relay are told after this one:
 			// let the relay pass the word on and end.
-			relay.await(ctx, relayGrace)
+			relay.Await(ctx, relayGrace)
 		}
 		log.Info("the run is over")
 		return exitOK

@@ -104,8 +104,11 @@ func BuiltinText(name string) ([]byte, error) {
 	return b, nil
 }
 
+// MaxSetFile bounds the machine set file LoadSet reads.
+const MaxSetFile = 1 << 20
+
 // LoadSet returns the built-in set called nameOrPath ("lan", "wan"), or
-// else parses the file at that path.
+// else parses the file at that path, of at most MaxSetFile bytes.
 func LoadSet(nameOrPath string) (*Set, error) {
 	if b, err := BuiltinText(nameOrPath); err == nil {
 		return ParseSet(nameOrPath, strings.NewReader(string(b)))
@@ -115,7 +118,14 @@ func LoadSet(nameOrPath string) (*Set, error) {
 		return nil, fmt.Errorf("machine set: %w", err)
 	}
 	defer f.Close()
-	return ParseSet(nameOrPath, f)
+	b, err := io.ReadAll(io.LimitReader(f, MaxSetFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("machine set: %w", err)
+	}
+	if len(b) > MaxSetFile {
+		return nil, fmt.Errorf("machine set %s is larger than %d bytes", nameOrPath, MaxSetFile)
+	}
+	return ParseSet(nameOrPath, strings.NewReader(string(b)))
 }
 
 // ParseSet reads a machine set in esgrid's text format:
@@ -330,6 +340,15 @@ func parseDur(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("negative duration %s", v)
 	}
 	return d, nil
+}
+
+// Slots is the set's slots: its machines' CPUs together.
+func (s *Set) Slots() int {
+	n := 0
+	for _, m := range s.Machines {
+		n += m.CPUs
+	}
+	return n
 }
 
 // Validate checks that the set can be simulated: at least one machine,

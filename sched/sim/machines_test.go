@@ -151,3 +151,23 @@ func TestTaskTimeInterpolation(t *testing.T) {
 		}
 	}
 }
+
+// A machine set file is read up to MaxSetFile bytes, no further.
+func TestLoadSetBounded(t *testing.T) {
+	dir := t.TempDir()
+	text := "machine M1 speed=1\n"
+	ok := filepath.Join(dir, "ok.txt")
+	if err := os.WriteFile(ok, []byte(text+strings.Repeat("#\n", (MaxSetFile-len(text))/2)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := LoadSet(ok); err != nil || len(s.Machines) != 1 {
+		t.Fatalf("a set of MaxSetFile bytes: %v", err)
+	}
+	huge := filepath.Join(dir, "huge.txt")
+	if err := os.WriteFile(huge, []byte(text+strings.Repeat("#\n", MaxSetFile/2)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSet(huge); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("a set past MaxSetFile: %v", err)
+	}
+}

@@ -1,0 +1,286 @@
+package soak
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// finding is one invariant a run broke: its kind (the summary counts by
+// kind) and what was seen.
+type finding struct {
+	Kind   string
+	Detail string
+}
+
+// Kinds of finding.
+const (
+	kindStall      = "stall"
+	kindTrajectory = "trajectory"
+	kindOrigOver   = "counts: originals > tasks"
+	kindOrigUnder  = "counts: originals < tasks"
+	kindSent       = "counts: sent ≠ originals + replicas"
+	kindAccepted   = "counts: accepted ≠ tasks"
+	kindSchedule   = "counts: schedule"
+	kindExit       = "exit: esrun"
+	kindWorkerExit = "exit: esworker"
+	kindMemory     = "memory"
+	kindReference  = "reference"
+	kindHarness    = "harness"
+)
+
+// num is a float64 from esrun's report, where null stands for NaN or ±Inf;
+// two nums are equal when their bits are.
+type num float64
+
+func (n *num) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = num(math.NaN())
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	*n = num(f)
+	return err
+}
+
+func same(a, b num) bool { return math.Float64bits(float64(a)) == math.Float64bits(float64(b)) }
+
+// report is the part of esrun's -report that the checks read.
+type report struct {
+	Config struct {
+		StartGen int `json:"start_gen"`
+	} `json:"config"`
+	Generations []genRecord `json:"generations"`
+	Stop        string      `json:"stop"`
+	Error       string      `json:"error"`
+	Best        struct {
+		F num   `json:"f"`
+		X []num `json:"x"`
+	} `json:"best"`
+	Evals    int       `json:"evals"`
+	NaNs     int       `json:"nans"`
+	Schedule *schedule `json:"schedule"`
+}
+
+// genRecord is one generation of the report; it must not depend on how
+// the run was evaluated.
+type genRecord struct {
+	Gen      int `json:"gen"`
+	Evals    int `json:"evals"`
+	Best     num `json:"best"`
+	Mean     num `json:"mean"`
+	BestEver num `json:"best_ever"`
+	NaNs     int `json:"nans"`
+}
+
+func (g genRecord) equal(h genRecord) bool {
+	return g.Gen == h.Gen && g.Evals == h.Evals && same(g.Best, h.Best) && same(g.Mean, h.Mean) &&
+		same(g.BestEver, h.BestEver) && g.NaNs == h.NaNs
+}
+
+// schedule is the grid's account of the run in the report (sched.Report
+// and grid.MasterStats, as cmd/esrun writes them).
+type schedule struct {
+	Originals   int   `json:"originals"`
+	Resends     int   `json:"resends"`
+	Replicas    int   `json:"replicas"`
+	TasksSent   int64 `json:"tasks_sent"`
+	Results     int64 `json:"results"`
+	Generations []struct {
+		Gen       int `json:"gen"`
+		Tasks     int `json:"tasks"`
+		Originals int `json:"originals"`
+		Replicas  int `json:"replicas"`
+	} `json:"generations"`
+	PerWorker []struct {
+		Accepted int `json:"accepted"`
+	} `json:"per_worker"`
+}
+
+// outcome is what a run leaves: its report, its last checkpoint and the
+// per-generation lines its masters printed.
+type outcome struct {
+	rep   report
+	ckpt  []byte
+	lines []string
+}
+
+// readOutcome reads a run's report and checkpoint; lines are its
+// masters' standard output lines.
+func readOutcome(reportPath, ckptPath string, lines []string) (outcome, error) {
+	o := outcome{lines: genLines(lines)}
+	b, err := os.ReadFile(reportPath)
+	if err != nil {
+		return o, err
+	}
+	if err := json.Unmarshal(b, &o.rep); err != nil {
+		return o, fmt.Errorf("report %s: %w", reportPath, err)
+	}
+	if o.ckpt, err = os.ReadFile(ckptPath); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// genLine is esrun's line for a generation; its last fields, the time,
+// the rate and the ETA, depend on the run and are left out, and so is the
+// last generation after the slash ("gen    3/100"), which depends on the
+// stopping flags of the process that printed it.
+var genLine = regexp.MustCompile(`^gen +(\d+)(/\d+)? +evals +\d+ +best \S+ +mean \S+`)
+
+// genLines keeps the per-generation lines of an esrun's output, without
+// their times nor their last generation.
+func genLines(lines []string) []string {
+	var g []string
+	for _, l := range lines {
+		m := genLine.FindStringSubmatchIndex(l)
+		switch {
+		case m == nil:
+		case m[4] >= 0:
+			g = append(g, l[:m[4]]+l[m[5]:m[1]])
+		default:
+			g = append(g, l[:m[1]])
+		}
+	}
+	return g
+}
+
+// lineGen is the generation of a line from genLines.
+func lineGen(l string) int {
+	m := genLine.FindStringSubmatch(l)
+	if m == nil {
+		return -1
+	}
+	g, _ := strconv.Atoi(m[1])
+	return g
+}
+
+// maxDiffs bounds the differences one finding lists.
+const maxDiffs = 3
+
+// checkTrajectory compares a grid run with the in-process reference: every
+// generation line its masters printed, the report's generations (from the
+// one it started at), its end and the final checkpoint, bit for bit.
+func checkTrajectory(got, want outcome) []finding {
+	var diffs []string
+	add := func(format string, args ...any) {
+		diffs = append(diffs, fmt.Sprintf(format, args...))
+	}
+	ref := map[int]string{}
+	for _, l := range want.lines {
+		ref[lineGen(l)] = l
+	}
+	for _, l := range got.lines {
+		if w := ref[lineGen(l)]; l != w {
+			add("printed %q, in process %q", l, w)
+		}
+	}
+	g, w := got.rep, want.rep
+	if g.Error != "" || g.Stop != w.Stop || g.Evals != w.Evals || g.NaNs != w.NaNs {
+		add("ended with stop %q, error %q, %d evaluations, %d NaN; in process stop %q, %d evaluations, %d NaN",
+			g.Stop, g.Error, g.Evals, g.NaNs, w.Stop, w.Evals, w.NaNs)
+	}
+	start := g.Config.StartGen
+	if start < 0 || start > len(w.Generations) || len(g.Generations) != len(w.Generations)-start {
+		add("report has %d generations from %d, in process %d from 0", len(g.Generations), start, len(w.Generations))
+	} else {
+		for i, r := range g.Generations {
+			if want := w.Generations[start+i]; !r.equal(want) {
+				add("generation %d: %+v, in process %+v", want.Gen, r, want)
+			}
+		}
+	}
+	if !same(g.Best.F, w.Best.F) || !slices.EqualFunc(g.Best.X, w.Best.X, same) {
+		add("final best %v, in process %v", float64(g.Best.F), float64(w.Best.F))
+	}
+	if !bytes.Equal(got.ckpt, want.ckpt) {
+		add("final checkpoint differs (%d bytes, in process %d)", len(got.ckpt), len(want.ckpt))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return []finding{{kindTrajectory, summarise(diffs)}}
+}
+
+// summarise joins the first differences and counts the others.
+func summarise(diffs []string) string {
+	s := strings.Join(diffs[:min(len(diffs), maxDiffs)], "; ")
+	if len(diffs) > maxDiffs {
+		s += fmt.Sprintf("; and %d more", len(diffs)-maxDiffs)
+	}
+	return s
+}
+
+// checkCounts checks the report's schedule against its ES: every
+// generation has its tasks (μ, then λ), each sent once as an original
+// (re-sends are replicas), and the totals agree: tasks sent = originals +
+// replicas, results accepted = tasks.
+func checkCounts(rep report, c esConfig) []finding {
+	s := rep.Schedule
+	if s == nil {
+		return []finding{{kindSchedule, "the report has no schedule"}}
+	}
+	var out []finding
+	if len(s.Generations) != len(rep.Generations) {
+		out = append(out, finding{kindSchedule, fmt.Sprintf("%d generations scheduled, %d in the report", len(s.Generations), len(rep.Generations))})
+	}
+	var over, under, wrong []string
+	tasks, originals := 0, 0
+	for _, g := range s.Generations {
+		want := c.Lambda
+		if g.Gen == 0 {
+			want = c.Mu
+		}
+		tasks += g.Tasks
+		originals += g.Originals
+		switch {
+		case g.Tasks != want:
+			wrong = append(wrong, fmt.Sprintf("generation %d has %d tasks, want %d", g.Gen, g.Tasks, want))
+		case g.Originals > g.Tasks:
+			over = append(over, fmt.Sprintf("generation %d: %d originals for %d tasks (%d replicas)", g.Gen, g.Originals, g.Tasks, g.Replicas))
+		case g.Originals < g.Tasks:
+			under = append(under, fmt.Sprintf("generation %d: %d originals for %d tasks (%d replicas)", g.Gen, g.Originals, g.Tasks, g.Replicas))
+		}
+	}
+	if len(wrong) > 0 {
+		out = append(out, finding{kindSchedule, summarise(wrong)})
+	}
+	if len(over) > 0 {
+		out = append(out, finding{kindOrigOver, summarise(over)})
+	}
+	if len(under) > 0 {
+		out = append(out, finding{kindOrigUnder, summarise(under)})
+	}
+	if s.TasksSent != int64(s.Originals+s.Resends+s.Replicas) || s.Originals != originals {
+		out = append(out, finding{kindSent, fmt.Sprintf("%d sent, %d originals (%d over the generations) + %d resends + %d replicas",
+			s.TasksSent, s.Originals, originals, s.Resends, s.Replicas)})
+	}
+	accepted := 0
+	for _, w := range s.PerWorker {
+		accepted += w.Accepted
+	}
+	if accepted != tasks {
+		out = append(out, finding{kindAccepted, fmt.Sprintf("%d results accepted for %d tasks", accepted, tasks)})
+	}
+	return out
+}
+
+// checkMemory checks each esrun's peak RSS against limit bytes.
+func checkMemory(peaks []int64, limit int64) []finding {
+	var out []finding
+	for i, p := range peaks {
+		if p > limit {
+			out = append(out, finding{kindMemory, fmt.Sprintf("esrun #%d: peak RSS %s, over the bound %s", i+1, mib(p), mib(limit))})
+		}
+	}
+	return out
+}
+
+// mib writes bytes in MiB.
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

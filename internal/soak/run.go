@@ -1,0 +1,327 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Fault kinds counted beside the scenario's own (killWorker, stopWorker).
+const (
+	killMaster  = "kill-master"  // SIGKILL to esrun, then esrun -resume
+	pluginCrash = "plugin-crash" // a plugin process exited during an evaluation
+	pluginHang  = "plugin-hang"  // a plugin's evaluation hung
+	failEvery   = "fail-every"   // an esworker -fail-every failure the master saw
+	hangEvery   = "hang-every"   // an esworker started with -hang-every
+	delayed     = "delay"        // an esworker started with -delay
+	silent      = "silent"       // an esworker started with -silent
+)
+
+// workerGrace bounds how long a worker may take to exit once the run is
+// over (-once) or once it is sent SIGTERM: the master's shutdown grace
+// (5 s) and a worker's drain, with room for a loaded machine.
+const workerGrace = 30 * time.Second
+
+// listening is esrun's line once it is bound; joined the master's line
+// for a worker that joined.
+var (
+	listening = regexp.MustCompile(`^esrun: listening data=(\S+) gossip=(\S+)$`)
+	joined    = regexp.MustCompile(`msg="worker joined".* worker=(\S+)`)
+	masterErr = regexp.MustCompile(listening.String() + `|` + joined.String() + `|level=ERROR`)
+	anyLine   = regexp.MustCompile(``)
+)
+
+// result is one run's account.
+type result struct {
+	Run         int
+	Scenario    scenario
+	Bound       bound
+	Took        time.Duration
+	Faults      map[string]int
+	Findings    []finding
+	PeakRSS     int64  // the largest esrun peak RSS, bytes
+	Logs        string // where its logs are kept, when it has findings
+	Interrupted bool
+}
+
+// runState is a run under way.
+type runState struct {
+	s       *soak
+	sc      scenario
+	dir     string
+	once    bool // workers exit when the run ends (no master restart)
+	report  string
+	ckpt    string
+	gossip  string
+	masters []*proc
+
+	mu      sync.Mutex
+	workers []*proc        // the live process of each scenario worker
+	spares  int            // replacements started
+	stopped map[*proc]bool // workers stopped now
+	killed  map[*proc]bool // workers the chaos killed
+	faults  map[string]int
+	ob      observed
+	gen     int           // the last generation any master printed
+	genCh   chan struct{} // closed and replaced when gen grows
+}
+
+// runOne runs the scenario of seed as run i and checks it.
+func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
+	sc := drawScenario(seed, s.cfg.Limits)
+	res := result{Run: i, Scenario: sc, Bound: boundOf(sc, s.cfg.Slack, observed{}), Faults: map[string]int{}}
+	dir, err := os.MkdirTemp(s.root, fmt.Sprintf("run%d-seed%d-", i, seed))
+	if err != nil {
+		res.Findings = append(res.Findings, finding{kindHarness, err.Error()})
+		return res
+	}
+	defer os.RemoveAll(dir)
+	want, err := s.reference(ctx, sc.ES)
+	if err != nil {
+		if ctx.Err() != nil {
+			res.Interrupted = true
+			return res
+		}
+		res.Findings = append(res.Findings, finding{kindReference, err.Error()})
+		res.Logs = s.keepLogs(dir, res)
+		return res
+	}
+	r := &runState{s: s, sc: sc, dir: dir, once: sc.KillMaster == 0,
+		report: filepath.Join(dir, "report.json"), ckpt: filepath.Join(dir, "state.ckpt"),
+		stopped: map[*proc]bool{}, killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{})}
+	res.Findings = r.exec(ctx, &res, want)
+	if ctx.Err() != nil {
+		res.Interrupted = true
+		return res
+	}
+	if len(res.Findings) > 0 {
+		res.Logs = s.keepLogs(dir, res)
+	}
+	return res
+}
+
+// exec runs the scenario and checks the invariants, killing every process
+// of the run before it returns.
+func (r *runState) exec(ctx context.Context, res *result, want outcome) []finding {
+	defer r.killAll()
+	start := time.Now()
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopWatch := r.watch(start, cancel)
+	last, err := r.drive(rctx)
+	res.Took = time.Since(start)
+	stopWatch()
+	res.Bound = r.bound()
+	r.countEvents()
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(context.Cause(rctx), errStall):
+		r.killAll()
+		r.peakRSS(res)
+		return []finding{{kindStall, fmt.Sprintf("not over after %v (bound %v); last generation printed: %d; killed",
+			res.Took.Round(time.Millisecond), res.Bound, r.lastGen())}}
+	case errors.As(err, new(*earlyExit)):
+		return []finding{{kindExit, err.Error()}}
+	case err != nil:
+		return []finding{{kindHarness, err.Error()}}
+	}
+	return r.check(ctx, res, last, want)
+}
+
+// check checks a run that ended, last being its last master: the
+// workers' exits, the master's, its memory, its trajectory and its counts.
+func (r *runState) check(ctx context.Context, res *result, last *proc, want outcome) []finding {
+	out := r.checkWorkers(ctx)
+	if st := last.status(); st != "exit 0" {
+		out = append(out, finding{kindExit, fmt.Sprintf("esrun: %s, want exit 0; %s", st, lastLine(last.err.kept()))})
+	}
+	out = append(out, checkMemory(r.peakRSS(res), int64(r.s.cfg.MaxRSS)<<20)...)
+	var lines []string
+	for _, m := range r.masters {
+		lines = append(lines, m.out.kept()...)
+	}
+	got, err := readOutcome(r.report, r.ckpt, lines)
+	if err != nil {
+		return append(out, finding{kindExit, fmt.Sprintf("esrun left no report: %v", err)})
+	}
+	out = append(out, checkTrajectory(got, want)...)
+	return append(out, checkCounts(got.rep, r.sc.ES)...)
+}
+
+// peakRSS returns each master's peak RSS and notes the largest in res.
+func (r *runState) peakRSS(res *result) []int64 {
+	var peaks []int64
+	for _, m := range r.masters {
+		peaks = append(peaks, m.peakRSS())
+		res.PeakRSS = max(res.PeakRSS, m.peakRSS())
+	}
+	return peaks
+}
+
+// earlyExit: esrun ended before it listened.
+type earlyExit struct{ msg string }
+
+func (e *earlyExit) Error() string { return e.msg }
+
+// errStall: a run went past its bound.
+var errStall = errors.New("past its bound")
+
+// bound is the run's bound with the faults seen so far.
+func (r *runState) bound() bound {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return boundOf(r.sc, r.s.cfg.Slack, r.ob)
+}
+
+// watch cancels the run with errStall once it has lasted longer than its
+// bound, which grows with the faults seen; the returned function stops it.
+func (r *runState) watch(start time.Time, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if time.Since(start) > r.bound().Total {
+					cancel(errStall)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// drive starts the master and the workers, injects the faults, and
+// returns the last master once it has exited.
+func (r *runState) drive(ctx context.Context) (*proc, error) {
+	m, err := r.startMaster(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range r.sc.Workers {
+		p, err := r.startWorker(w, w.Name)
+		if err != nil {
+			return nil, err
+		}
+		r.workers = append(r.workers, p)
+		if w.Delay > 0 {
+			r.faults[delayed]++
+		}
+		if w.HangEvery > 0 {
+			r.faults[hangEvery]++
+		}
+		if w.Silent {
+			r.faults[silent]++
+		}
+	}
+	cctx, stopChaos := context.WithCancel(ctx)
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		r.chaos(cctx)
+	}()
+	defer func() {
+		stopChaos()
+		<-chaosDone
+		r.continueAll()
+	}()
+	if r.sc.KillMaster > 0 {
+		if m, err = r.restartMaster(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	if !m.wait(ctx) {
+		return nil, ctx.Err()
+	}
+	return m, nil
+}
+
+// startMaster starts esrun, or esrun -resume, and waits until it listens.
+func (r *runState) startMaster(ctx context.Context, resume bool) (*proc, error) {
+	s := r.s
+	args := []string{"-local", "0", "-listen", "127.0.0.1:0", "-policy", r.sc.Policy, "-report", r.report}
+	if r.sc.ES.LoadMS > 0 {
+		args = append(args, "-load-ms", strconv.Itoa(r.sc.ES.LoadMS))
+	}
+	if resume {
+		// Workers come back on their own: the run need not wait for all.
+		args = append(args, "-min-workers", "1", "-gossip", r.gossip, "-resume", r.ckpt,
+			"-plugin", pluginName+"="+s.bin.plugin)
+	} else {
+		args = append(args, "-min-workers", strconv.Itoa(len(r.sc.Workers)), "-gossip", "127.0.0.1:0", "-checkpoint", r.ckpt)
+		args = append(args, r.sc.ES.args(s.bin.plugin)...)
+	}
+	name := fmt.Sprintf("esrun-%d", len(r.masters)+1)
+	m, err := s.procs.start(r.dir, name, s.bin.esrun, []string{s.keyEnv}, watch{
+		keepOut: anyLine, onOut: r.sawLine, keepErr: masterErr,
+		onErr: r.sawMasterLog,
+	}, args...)
+	if err != nil {
+		return nil, err
+	}
+	r.masters = append(r.masters, m)
+	r.mu.Lock()
+	r.ob.Masters++
+	r.mu.Unlock()
+	sub, err := m.err.waitLine(ctx, listening)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		m.wait(ctx)
+		return nil, &earlyExit{fmt.Sprintf("%s ended before it listened: %s; %s", name, m.status(), lastLine(m.err.kept()))}
+	}
+	r.gossip = sub[2]
+	return m, nil
+}
+
+// restartMaster kills m once it has printed generation KillMaster (its
+// checkpoint then exists), and starts esrun -resume at the same gossip
+// address, where the workers look for it. A run over before that is left
+// alone.
+func (r *runState) restartMaster(ctx context.Context, m *proc) (*proc, error) {
+	if !r.waitGen(ctx, r.sc.KillMaster, m.done) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return m, nil
+	}
+	if err := m.signal(syscall.SIGKILL); err != nil {
+		return nil, err
+	}
+	r.count(killMaster)
+	if !m.wait(ctx) {
+		return nil, ctx.Err()
+	}
+	return r.startMaster(ctx, true)
+}
+
+// killAll kills every process of the run.
+func (r *runState) killAll() {
+	r.s.procs.killAll()
+}
+
+// lastLine is the last of lines, for a finding.
+func lastLine(lines []string) string {
+	if len(lines) == 0 {
+		return "(no error line)"
+	}
+	return lines[len(lines)-1]
+}
