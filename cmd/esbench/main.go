@@ -52,15 +52,19 @@ prints, per function and dimension, the median number of evaluations to
 reach the target over the seeds, how many seeds reached it, and the median
 best fitness when the run ended (at the target, or after the budget).
 
-By default: sphere, ellipsoid, rosenbrock, rastrigin, ridge and ackley in
-10 and 30 dimensions, seeds 1..10, target 1e-8, a budget of 10,000·n
-evaluations per run, for the strategies
+By default: sphere, ellipsoid, rosenbrock, rastrigin, ridge, ackley and
+griewank in 10 and 30 dimensions, seeds 1..10, target 1e-8, a budget of
+10,000·n evaluations per run, for the strategies
   paper        the paper's (30+70)-ES: no recombination, plus-selection
   recommended  the recommended ES: ` + recommendedText + `
   cma          CMA-ES with its default population (λ = 4 + ⌊3 ln n⌋, μ = ⌊λ/2⌋)
+  ipop         CMA-ES restarted with λ doubled each time (esrun -restarts ipop)
+  bipop        CMA-ES restarted with large and small populations in turn
+               (esrun -restarts bipop)
 A strategy can also be given as a spec: es or cma followed by settings,
 e.g. "es,mu=15,lambda=100,comma,x=intermediate,s=intermediate,rho=15"
-or "cma,lambda=50" (keys: mu, lambda, rho, x, s, sigma, comma).
+or "cma,lambda=50,restarts=ipop" (keys: mu, lambda, rho, x, s, sigma,
+comma, restarts).
 
 With -collapse it prints the step-size trajectory of one run instead: the
 best fitness and the parents' step sizes every few generations, for the
@@ -71,6 +75,10 @@ Examples:
   esbench                                   the whole table (a few minutes on 2 cores)
   esbench -problems sphere,ellipsoid -dims 30
   esbench -strategies paper,cma -seeds 3
+  esbench -problems rastrigin,griewank -strategies ipop,bipop -budget 100000 -worst
+                                            the restarts with ten times the budget (long)
+  esbench -problems sphere -dims 30 -strategies "cma,lambda=70" -worst
+                                            the tail of evaluations over the seeds
   esbench -collapse                         why the paper's ES stalls
 `
 
@@ -83,6 +91,7 @@ type options struct {
 	budget     int // per dimension
 	strategies []strategy
 	jobs       int
+	worst      bool // -worst: a column of the most evaluations a successful run needed
 	collapse   bool
 	gens       int
 	every      int
@@ -119,17 +128,20 @@ var builtinStrategies = map[string]es.Config{
 	"paper":       paper,
 	"recommended": recommended,
 	"cma":         {Strategy: es.StrategyCMA},
+	"ipop":        {Strategy: es.StrategyCMA, Restarts: es.RestartIPOP},
+	"bipop":       {Strategy: es.StrategyCMA, Restarts: es.RestartBIPOP},
 }
 
 func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("esbench", flag.ContinueOnError)
-	fs.StringVar(probs, "problems", "sphere,ellipsoid,rosenbrock,rastrigin,ridge,ackley", "comma-separated `NAMES` of the test functions")
+	fs.StringVar(probs, "problems", "sphere,ellipsoid,rosenbrock,rastrigin,ridge,ackley,griewank", "comma-separated `NAMES` of the test functions")
 	flagx.IntListVar(fs, &o.dims, "dims", []int{10, 30}, 2, maxDim, "comma-separated `DIMS`")
 	flagx.IntVar(fs, &o.seeds, "seeds", 10, 1, 1000, "runs per cell, with seeds 1..`N`")
 	flagx.FloatVar(fs, &o.target, "target", 1e-8, -math.MaxFloat64, math.MaxFloat64, "a run succeeds once its best fitness is ≤ `F`")
 	flagx.IntVar(fs, &o.budget, "budget", 10000, 1, 10_000_000, "evaluation budget of a run, `N` times the dimension")
-	fs.StringVar(strategies, "strategies", "paper,recommended,cma", "comma-separated strategies: paper, recommended, cma, or `SPECS` (see above; separate specs with ';')")
+	fs.StringVar(strategies, "strategies", "paper,recommended,cma,ipop,bipop", "comma-separated strategies: paper, recommended, cma, ipop, bipop, or `SPECS` (see above; separate specs with ';')")
 	flagx.IntVar(fs, &o.jobs, "j", runtime.NumCPU(), 1, 1024, "`N` runs at once")
+	fs.BoolVar(&o.worst, "worst", false, "add a column per strategy: the most evaluations a run that reached the target needed (the tail the median hides)")
 	fs.BoolVar(&o.collapse, "collapse", false, "print the step-size trajectory of the paper's ES and the recommended one instead")
 	flagx.IntVar(fs, &o.gens, "gens", 3000, 1, 1_000_000, "with -collapse: `G` generations to run")
 	flagx.IntVar(fs, &o.every, "every", 100, 1, 1_000_000, "with -collapse: print every `G` generations")
@@ -200,7 +212,7 @@ func parseStrategy(spec string) (strategy, error) {
 	case "cma":
 		cfg.Strategy = es.StrategyCMA
 	default:
-		return strategy{}, fmt.Errorf("%q is not paper, recommended, cma or a spec starting with es or cma", spec)
+		return strategy{}, fmt.Errorf("%q is not paper, recommended, cma, ipop, bipop or a spec starting with es or cma", spec)
 	}
 	for _, kv := range parts[1:] {
 		k, v, _ := strings.Cut(kv, "=")
@@ -220,6 +232,8 @@ func parseStrategy(spec string) (strategy, error) {
 			cfg.SigmaRecombination = es.Recombination(v)
 		case "comma":
 			cfg.Comma = true
+		case "restarts":
+			cfg.Restarts = es.Restart(v)
 		default:
 			return strategy{}, fmt.Errorf("%q: unknown setting %q", spec, kv)
 		}
@@ -379,6 +393,9 @@ func benchmark(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 	header := []string{"problem", "n"}
 	for _, s := range o.strategies {
 		header = append(header, s.name+" evals", "ok", "best")
+		if o.worst {
+			header = append(header, "worst")
+		}
 	}
 	rows := [][]string{header}
 	for pi, prob := range o.problems {
@@ -393,6 +410,9 @@ func benchmark(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 				}
 				med, ok, best := summarise(cell)
 				row = append(row, med, ok, best)
+				if o.worst {
+					row = append(row, worst(cell))
+				}
 			}
 			rows = append(rows, row)
 		}
@@ -404,7 +424,14 @@ func benchmark(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 // describe names a strategy's settings in the literature's notation.
 func describe(cfg es.Config) string {
 	if cfg.Strategy == es.StrategyCMA {
-		return "CMA-ES, λ = 4 + ⌊3 ln n⌋ and μ = ⌊λ/2⌋ unless set (" + cfg.Notation() + " at n = 30)"
+		d := "CMA-ES, λ = 4 + ⌊3 ln n⌋ and μ = ⌊λ/2⌋ unless set (" + cfg.Notation() + " at n = 30)"
+		switch cfg.Restarts {
+		case es.RestartIPOP:
+			d += ", IPOP restarts: λ doubled at each"
+		case es.RestartBIPOP:
+			d += ", BIPOP restarts: large and small populations in turn"
+		}
+		return d
 	}
 	d := cfg.Notation()
 	if cfg.Recombination != "" || cfg.SigmaRecombination != "" {
@@ -441,6 +468,21 @@ func summarise(runs []outcome) (median, ok, best string) {
 		median = strconv.FormatFloat(m, 'f', 0, 64)
 	}
 	return median, fmt.Sprintf("%d/%d", n, len(runs)), fmt.Sprintf("%.2g", medianOf(bests))
+}
+
+// worst is the most evaluations a run that reached the target needed
+// ("–" if none did).
+func worst(runs []outcome) string {
+	most := -1
+	for _, r := range runs {
+		if r.reached {
+			most = max(most, r.evals)
+		}
+	}
+	if most < 0 {
+		return "–"
+	}
+	return strconv.Itoa(most)
 }
 
 const inf = 1e308
