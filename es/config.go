@@ -336,6 +336,21 @@ func (c Config) firstBatchName() string {
 	return "Mu"
 }
 
+// MaxLambda is the largest batch a run of c can ask for: Lambda (μ for
+// the ES's generation 0 if larger), or with restarts λ doubled as often as
+// they may double it, but never more than the evaluation budget allows.
+func (c Config) MaxLambda() int {
+	c = c.withDefaults()
+	if c.Restarts != RestartIPOP && c.Restarts != RestartBIPOP {
+		return max(c.Lambda, c.firstBatch())
+	}
+	top := c.Lambda << maxDoublings
+	if c.Stop.MaxEvals > 0 {
+		top = min(top, max(c.Lambda, c.Stop.MaxEvals))
+	}
+	return top
+}
+
 // sigma0 is the initial step size after defaults.
 func (c Config) sigma0() float64 {
 	if c.InitSigma > 0 {

@@ -143,3 +143,20 @@ func TestCompareFitness(t *testing.T) {
 		}
 	}
 }
+
+// MaxLambda bounds the batches of a run: λ, or with restarts λ doubled ten
+// times, but never past the budget.
+func TestMaxLambda(t *testing.T) {
+	base := Config{Strategy: StrategyCMA, Dim: 10, Lower: -1, Upper: 1, Stop: Stop{Generations: 5}}
+	ipop, budget := base, base
+	ipop.Restarts = RestartIPOP
+	budget.Restarts, budget.Stop.MaxEvals = RestartBIPOP, 5000
+	for _, tt := range []struct {
+		cfg  Config
+		want int
+	}{{base, 10}, {ipop, 10240}, {budget, 5000}, {Config{Mu: 30, Lambda: 7, Dim: 2, Lower: -1, Upper: 1}, 30}} {
+		if got := tt.cfg.MaxLambda(); got != tt.want {
+			t.Errorf("%+v: MaxLambda() = %d, want %d", tt.cfg, got, tt.want)
+		}
+	}
+}

@@ -157,8 +157,12 @@ Examples:
   esrun -problem rastrigin -dim 10 -gens 300 -seed 7
   esrun -problem sphere -gens 0 -target 1e-8 -mu 10 -recombine intermediate -sigma-recombine intermediate
                                          the recommended ES: recombination of x and σ
-  esrun -strategy cma -problem ellipsoid -gens 0 -target 1e-8
-                                         CMA-ES, on the grid like any run
+  esrun -strategy cma -problem ellipsoid -target 1e-8
+                                         CMA-ES, on the grid like any run, until the
+                                         target or 10⁴·n evaluations
+  esrun -strategy cma -restarts ipop -problem rastrigin -dim 10 -target 1e-8 -max-evals 200000
+                                         CMA-ES restarted with larger populations:
+                                         for multimodal functions
   esrun -load-ms 100 -gens 20            add an LU load of about 100 ms per evaluation
   esrun -sched wq -report wq.json        another scheduling policy, and a JSON report
   esrun -adaptive                        size remote queues from measured round trips

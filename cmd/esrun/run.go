@@ -81,7 +81,8 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		return err
 	}
 	cfg := eng.Config()
-	if err := checkMemory(o, footprint{mu: cfg.Mu, lambda: cfg.Lambda, dim: cfg.Dim, loadN: loadN, cma: cfg.Strategy == es.StrategyCMA}); err != nil {
+	// With restarts λ grows: the largest batch the run can reach decides.
+	if err := checkMemory(o, footprint{mu: cfg.Mu, lambda: cfg.MaxLambda(), dim: cfg.Dim, loadN: loadN, cma: cfg.Strategy == es.StrategyCMA}); err != nil {
 		return err
 	}
 	var (
