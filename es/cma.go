@@ -84,14 +84,14 @@ type cmaState struct {
 // run describes the current run of a CMA-ES with restarts (there is one
 // run without).
 type run struct {
-	Index  int     `msgpack:"index"`  // restarts before it
-	Start  int     `msgpack:"start"`  // its first generation
-	Evals  int     `msgpack:"evals"`  // evaluations before it
-	Lambda int     `msgpack:"lambda"` // its λ and μ
-	Mu     int     `msgpack:"mu"`
-	Sigma0 float64 `msgpack:"sigma0"` // its initial step size
-	Small  bool    `msgpack:"small"`  // BIPOP: of the small-population regime
-	Stop   string  `msgpack:"stop"`   // the criterion that ended the run before it
+	Index  int       `msgpack:"index"`  // restarts before it
+	Start  int       `msgpack:"start"`  // its first generation
+	Evals  int       `msgpack:"evals"`  // evaluations before it
+	Lambda int       `msgpack:"lambda"` // its λ and μ
+	Mu     int       `msgpack:"mu"`
+	Sigma0 float64   `msgpack:"sigma0"` // its initial step size
+	Small  bool      `msgpack:"small"`  // BIPOP: of the small-population regime
+	Stop   Criterion `msgpack:"stop"`   // the criterion that ended the run before it
 }
 
 // regimes counts BIPOP's budgets: the evaluations of each regime and the
@@ -255,21 +255,7 @@ func (s *cmaState) penalty(y []float64) float64 {
 // that meets a stopping criterion is replaced by the next.
 func (s *cmaState) update(e *Engine, batch []Individual) []Individual {
 	n := s.n
-	// The ranking: f plus the bound penalty (NaN last, ties by index).
-	ranked := make([]float64, len(batch))
-	for k := range batch {
-		ranked[k] = batch[k].F
-		if p := s.penalty(s.y[k]); p > 0 {
-			ranked[k] += p
-		}
-	}
-	order := make([]int, len(batch))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(compareFitness(ranked[a], ranked[b]), cmp.Compare(a, b))
-	})
+	order := s.rank(batch)
 	parents := make([]Individual, s.mu)
 	for i := range parents {
 		parents[i] = batch[order[i]]
@@ -361,6 +347,26 @@ func (s *cmaState) update(e *Engine, batch []Individual) []Individual {
 		}
 	}
 	return parents
+}
+
+// rank returns the task indices of batch best first, by fitness plus the
+// bound penalty (NaN last, ties by index).
+func (s *cmaState) rank(batch []Individual) []int {
+	ranked := make([]float64, len(batch))
+	for k := range batch {
+		ranked[k] = batch[k].F
+		if p := s.penalty(s.y[k]); p > 0 {
+			ranked[k] += p
+		}
+	}
+	order := make([]int, len(batch))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(compareFitness(ranked[a], ranked[b]), cmp.Compare(a, b))
+	})
+	return order
 }
 
 // updatePenalty adapts the weights γ of the bound penalty after generation
@@ -462,21 +468,25 @@ func (s *cmaState) record(batch []Individual) {
 	}
 }
 
-// The stopping criteria of a run, as Auger and Hansen (2005) name them.
+// Criterion names a stopping criterion of a run of CMA-ES with restarts.
+type Criterion string
+
+// The stopping criteria of a run, as Auger and Hansen (2005), §2, name
+// them.
 const (
-	StopNoEffectAxis   = "NoEffectAxis"
-	StopNoEffectCoord  = "NoEffectCoord"
-	StopEqualFunValues = "EqualFunValues"
-	StopConditionCov   = "ConditionCov"
-	StopTolX           = "TolX"
-	StopTolFun         = "TolFun"
-	StopTolXUp         = "TolXUp"
-	StopStagnation     = "Stagnation"
+	NoEffectAxis   Criterion = "NoEffectAxis"   // 0.1σ along a principal axis leaves the mean unchanged
+	NoEffectCoord  Criterion = "NoEffectCoord"  // 0.2σ·√C_ii in a coordinate leaves the mean unchanged
+	EqualFunValues Criterion = "EqualFunValues" // the last 10 + ⌈30n/λ⌉ best values are equal
+	ConditionCov   Criterion = "ConditionCov"   // cond C reached 10¹⁴
+	TolX           Criterion = "TolX"           // σ·max(|p_c|, √C_ii) < 10⁻¹²·σ₀ in every coordinate
+	TolFun         Criterion = "TolFun"         // recent best values and the last generation within 10⁻¹²
+	TolXUp         Criterion = "TolXUp"         // σ·max D grew past 10⁴·σ₀
+	Stagnation     Criterion = "Stagnation"     // no progress of the best and median values over the recent generations
 )
 
 // stopCriterion names the first criterion of Auger and Hansen (2005), §2,
 // that the run meets after its generation k (0 first), or "".
-func (s *cmaState) stopCriterion(k int) string {
+func (s *cmaState) stopCriterion(k int) Criterion {
 	n := s.n
 	// The best fitness of each of the last 10 + ⌈30n/λ⌉ generations.
 	window := 10 + (30*n+s.lambda-1)/s.lambda
@@ -484,11 +494,11 @@ func (s *cmaState) stopCriterion(k int) string {
 		recent := h[len(h)-window:]
 		lo, hi := slices.Min(recent), slices.Max(recent)
 		if hi-lo == 0 {
-			return StopEqualFunValues
+			return EqualFunValues
 		}
 		// TolFun: the range of those and of the whole last generation.
 		if max(hi, s.lastHi)-min(lo, s.lastLo) < 1e-12 {
-			return StopTolFun
+			return TolFun
 		}
 	}
 	small := true
@@ -499,14 +509,14 @@ func (s *cmaState) stopCriterion(k int) string {
 		}
 	}
 	if small {
-		return StopTolX
+		return TolX
 	}
 	dmax, dmin := slices.Max(s.d), slices.Min(s.d)
 	if float64(s.sigma*dmax) > 1e4*s.run.Sigma0 {
-		return StopTolXUp
+		return TolXUp
 	}
 	if dmax*dmax >= (1-1e-9)*maxCondition*float64(dmin*dmin) {
-		return StopConditionCov
+		return ConditionCov
 	}
 	// Adding 0.1σ along a principal axis (the next in turn) or 0.2σ·√C_ii
 	// to one coordinate leaves the mean as it is.
@@ -519,11 +529,11 @@ func (s *cmaState) stopCriterion(k int) string {
 		}
 	}
 	if same {
-		return StopNoEffectAxis
+		return NoEffectAxis
 	}
 	for j := range n {
 		if s.mean[j]+float64(0.2*s.sigma*math.Sqrt(s.c[j*n+j])) == s.mean[j] {
-			return StopNoEffectCoord
+			return NoEffectCoord
 		}
 	}
 	// Stagnation: over the last 20% of the run's generations (at least
@@ -540,7 +550,7 @@ func (s *cmaState) stopCriterion(k int) string {
 			return !(median(h[w-part:]) < median(h[:part]))
 		}
 		if stale(s.bestHist) && stale(s.medHist) {
-			return StopStagnation
+			return Stagnation
 		}
 	}
 	return ""
@@ -552,7 +562,7 @@ func (s *cmaState) stopCriterion(k int) string {
 // once more for each of its runs, the small one with
 // λ_s = ⌊λ_def·(½·λ_l/λ_def)^(U₁²)⌋ (λ_l the next large λ) and
 // σ₀ = σ₀,def·10^(−2U₂) (Hansen 2009). Every run takes μ = ⌊λ/2⌋.
-func (s *cmaState) restart(gen, evals int, why string) {
+func (s *cmaState) restart(gen, evals int, why Criterion) {
 	index := s.run.Index + 1
 	rng := genRNG(s.seed, -1-index)
 	next := run{Index: index, Start: gen, Evals: evals, Sigma0: s.sigmaDef, Stop: why}

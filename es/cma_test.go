@@ -124,7 +124,7 @@ func TestIPOPRestarts(t *testing.T) {
 		if i == 0 {
 			continue
 		}
-		if want := runs[i-1].Start + 10 + (30*5+runs[i-1].Lambda-1)/runs[i-1].Lambda; r.Stop != StopEqualFunValues || r.Start != want {
+		if want := runs[i-1].Start + 10 + (30*5+runs[i-1].Lambda-1)/runs[i-1].Lambda; r.Stop != EqualFunValues || r.Start != want {
 			t.Errorf("run %d started at generation %d after %s, want %d after EqualFunValues", i, r.Start, r.Stop, want)
 		}
 	}

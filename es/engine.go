@@ -95,7 +95,7 @@ func New(cfg Config) (*Engine, error) {
 // Restarts returns how many times CMA-ES has restarted (0 without
 // Config.Restarts, and for the ES), and the criterion that ended the last
 // run ("" before the first restart).
-func (e *Engine) Restarts() (int, string) {
+func (e *Engine) Restarts() (int, Criterion) {
 	if e.cma == nil {
 		return 0, ""
 	}
