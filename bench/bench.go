@@ -28,7 +28,8 @@ type Config struct {
 	Target     float64 // a run succeeds once its best fitness is at most this
 	Budget     int     // evaluations of a run, per dimension
 	Strategies []Strategy
-	Jobs       int // runs at once
+	Jobs       int  // runs at once
+	Worst      bool // a column per strategy: the most evaluations a run that reached the target needed
 }
 
 // Strategy is a named configuration; Dim, box, seed and stop are filled
@@ -50,11 +51,14 @@ var Recommended = es.Config{
 	Recombination: es.RecombineIntermediate, SigmaRecombination: es.RecombineIntermediate,
 }
 
-// Builtin are the strategies known by name: paper, recommended and cma.
+// Builtin are the strategies known by name: paper, recommended, cma, and
+// CMA-ES with IPOP or BIPOP restarts.
 var Builtin = map[string]es.Config{
 	"paper":       Paper,
 	"recommended": Recommended,
 	"cma":         {Strategy: es.StrategyCMA},
+	"ipop":        {Strategy: es.StrategyCMA, Restarts: es.RestartIPOP},
+	"bipop":       {Strategy: es.StrategyCMA, Restarts: es.RestartBIPOP},
 }
 
 // ParseStrategy reads a built-in name or a spec such as
@@ -71,7 +75,7 @@ func ParseStrategy(spec string) (Strategy, error) {
 	case "cma":
 		cfg.Strategy = es.StrategyCMA
 	default:
-		return Strategy{}, fmt.Errorf("%q is not paper, recommended, cma or a spec starting with es or cma", spec)
+		return Strategy{}, fmt.Errorf("%q is not paper, recommended, cma, ipop, bipop or a spec starting with es or cma", spec)
 	}
 	for _, kv := range parts[1:] {
 		k, v, _ := strings.Cut(kv, "=")
@@ -91,6 +95,8 @@ func ParseStrategy(spec string) (Strategy, error) {
 			cfg.SigmaRecombination = es.Recombination(v)
 		case "comma":
 			cfg.Comma = true
+		case "restarts":
+			cfg.Restarts = es.Restart(v)
 		default:
 			return Strategy{}, fmt.Errorf("%q: unknown setting %q", spec, kv)
 		}
@@ -237,6 +243,9 @@ func Table(ctx context.Context, o Config, stdout io.Writer) error {
 	header := []string{"problem", "n"}
 	for _, s := range o.Strategies {
 		header = append(header, s.Name+" evals", "ok", "best")
+		if o.Worst {
+			header = append(header, "worst")
+		}
 	}
 	rows := [][]string{header}
 	for pi, prob := range o.Problems {
@@ -251,6 +260,9 @@ func Table(ctx context.Context, o Config, stdout io.Writer) error {
 				}
 				med, ok, best := summarise(cell)
 				row = append(row, med, ok, best)
+				if o.Worst {
+					row = append(row, worst(cell))
+				}
 			}
 			rows = append(rows, row)
 		}
@@ -262,7 +274,14 @@ func Table(ctx context.Context, o Config, stdout io.Writer) error {
 // describe names a strategy's settings in the literature's notation.
 func describe(cfg es.Config) string {
 	if cfg.Strategy == es.StrategyCMA {
-		return "CMA-ES, λ = 4 + ⌊3 ln n⌋ and μ = ⌊λ/2⌋ unless set (" + cfg.Notation() + " at n = 30)"
+		d := "CMA-ES, λ = 4 + ⌊3 ln n⌋ and μ = ⌊λ/2⌋ unless set (" + cfg.Notation() + " at n = 30)"
+		switch cfg.Restarts {
+		case es.RestartIPOP:
+			d += ", IPOP restarts: λ doubled at each"
+		case es.RestartBIPOP:
+			d += ", BIPOP restarts: large and small populations in turn"
+		}
+		return d
 	}
 	d := cfg.Notation()
 	if cfg.Recombination != "" || cfg.SigmaRecombination != "" {
@@ -363,4 +382,19 @@ func printTable(w io.Writer, rows [][]string) {
 	for _, r := range rows[1:] {
 		line(r)
 	}
+}
+
+// worst is the most evaluations a run that reached the target needed
+// ("–" if none did).
+func worst(runs []outcome) string {
+	most := -1
+	for _, r := range runs {
+		if r.reached {
+			most = max(most, r.evals)
+		}
+	}
+	if most < 0 {
+		return "–"
+	}
+	return strconv.Itoa(most)
 }

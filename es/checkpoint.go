@@ -26,10 +26,11 @@ import (
 // The checksum covers the header fields and the whole body, the Config the
 // state belongs to included, so any changed byte is an error rather than a
 // silently different run. Version 1 checkpoints (bare msgpack, no header)
-// are not read.
+// and version 2 (CMA-ES before its bound penalty and restarts) are not
+// read.
 const (
 	checkpointMagic   = "esgrid\x00C"
-	checkpointVersion = 2
+	checkpointVersion = 3
 	headerSize        = 8 + 4 + 8 + sha256.Size
 )
 
@@ -164,7 +165,7 @@ func (e *Engine) decodeBody(header, body []byte) error {
 		if c.CMA == nil {
 			return checkpointErrorf("CMA-ES checkpoint without its state")
 		}
-		if err := fresh.cma.restore(c.CMA, c.Gen); err != nil {
+		if err := fresh.cma.restore(c.CMA, c.Gen, c.Evals); err != nil {
 			return err
 		}
 	} else if c.CMA != nil {
@@ -188,14 +189,23 @@ func (c *checkpoint) check() error {
 	if c.Gen < 1 {
 		return fmt.Errorf("generation %d, want ≥ 1", c.Gen)
 	}
-	if want := cfg.firstBatch() + (c.Gen-1)*cfg.Lambda; c.Evals != want {
+	// CMA-ES's evaluations follow its runs (cmaState.restore), and its
+	// parents are the μ best of the last generation, whose run may have
+	// ended with it.
+	if cfg.Strategy == StrategyCMA {
+		if c.CMA == nil {
+			return checkpointErrorf("CMA-ES checkpoint without its state")
+		}
+		if len(c.Parents) < 1 || len(c.Parents) > cfg.Lambda<<maxDoublings {
+			return fmt.Errorf("%d parents", len(c.Parents))
+		}
+	} else if want := cfg.firstBatch() + (c.Gen-1)*cfg.Lambda; c.Evals != want {
 		return fmt.Errorf("%d evaluations after generation %d, want %d", c.Evals, c.Gen-1, want)
+	} else if len(c.Parents) != cfg.Mu {
+		return fmt.Errorf("%d parents, want %d", len(c.Parents), cfg.Mu)
 	}
 	if c.NaNs < 0 || c.NaNs > c.Evals {
 		return fmt.Errorf("%d NaN values out of %d evaluations", c.NaNs, c.Evals)
-	}
-	if len(c.Parents) != cfg.Mu {
-		return fmt.Errorf("%d parents, want %d", len(c.Parents), cfg.Mu)
 	}
 	for i, p := range append([]Individual{c.Best}, c.Parents...) {
 		if len(p.X) != cfg.Dim || len(p.Sigma) != cfg.Dim {

@@ -53,34 +53,116 @@ func TestCMADefaultParameters(t *testing.T) {
 	}
 }
 
-func TestFold(t *testing.T) {
+// A sample is evaluated at its nearest point of the box, and ranked with
+// the bound penalty Σ γ_i (x_i − clip(x_i))²/n, γ_i = 1 until the weights
+// are set.
+func TestClipAndPenalty(t *testing.T) {
 	e, err := New(Config{Strategy: StrategyCMA, Dim: 2, Lower: -1, Upper: 3, Stop: Stop{Generations: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct{ in, want float64 }{
-		{0, 0}, {-1, -1}, {3, 3}, {2.5, 2.5},
-		{-1.5, -0.5}, // reflected at the lower bound
-		{4, 2},       // reflected at the upper bound
-		{7, -1},      // a whole width past the upper bound: the lower bound
-		{8, 0},       // folded twice
-		{-9, -1},     // a whole period below: back at the lower bound
-		{-10, 0},
-		{1e300, -1}, // far out: still in the box
-		{math.Inf(1), 3},
-		{math.Inf(-1), -1},
-		{math.NaN(), -1},
+	s := e.cma
+	for _, tt := range []struct{ in, want float64 }{
+		{0, 0}, {-1, -1}, {3, 3}, {2.5, 2.5}, {-1.5, -1}, {4, 3}, {1e300, 3},
+		{math.Inf(1), 3}, {math.Inf(-1), -1}, {math.NaN(), -1},
+	} {
+		if got := s.clip(tt.in); got != tt.want {
+			t.Errorf("clip(%v) = %v, want %v", tt.in, got, tt.want)
+		}
 	}
-	for _, tt := range tests {
-		got := e.fold(tt.in)
-		if tt.in == 1e300 {
-			if got < -1 || got > 3 {
-				t.Errorf("fold(%v) = %v, outside the box", tt.in, got)
-			}
+	s.mean, s.sigma = []float64{2, 0}, 1
+	if p := s.penalty([]float64{0.5, 0.5}); p != 0 {
+		t.Errorf("penalty inside the box = %v", p)
+	}
+	// x = (4, −3): 1 past the upper bound, 2 below the lower one.
+	if p := s.penalty([]float64{2, -3}); p != (1+4)/2.0 {
+		t.Errorf("penalty = %v, want 2.5", p)
+	}
+	s.gamma = []float64{10, 0}
+	if p := s.penalty([]float64{2, -3}); p != 10/2.0 {
+		t.Errorf("weighted penalty = %v, want 5", p)
+	}
+}
+
+// drive runs e on f until it stops, calling each after every generation.
+func drive(t *testing.T, e *Engine, f func(x []float64) float64, each func()) {
+	t.Helper()
+	for e.Done() == "" {
+		_, xs := e.Ask()
+		fs := make([]float64, len(xs))
+		for i, x := range xs {
+			fs[i] = f(x)
+		}
+		if err := e.Tell(fs); err != nil {
+			t.Fatal(err)
+		}
+		each()
+	}
+}
+
+// On a flat function every run ends by EqualFunValues once its history
+// (10 + ⌈30n/λ⌉ generations) is full; IPOP doubles λ at each restart, from
+// a new uniform mean, with σ₀ again.
+func TestIPOPRestarts(t *testing.T) {
+	e, err := New(Config{Strategy: StrategyCMA, Restarts: RestartIPOP, Dim: 5, Lower: -1, Upper: 1, Seed: 2, Stop: Stop{MaxEvals: 3000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []run
+	drive(t, e, func([]float64) float64 { return 1 }, func() {
+		if r := e.cma.run; len(runs) == 0 || r.Index != runs[len(runs)-1].Index {
+			runs = append(runs, r)
+		}
+	})
+	if len(runs) < 4 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	for i, r := range runs {
+		if r.Lambda != 8<<i || r.Mu != r.Lambda/2 || r.Sigma0 != 0.6 || r.Small {
+			t.Errorf("run %d: %+v, want λ = %d, μ = λ/2, σ₀ = 0.6", i, r, 8<<i)
+		}
+		if i == 0 {
 			continue
 		}
-		if got != tt.want {
-			t.Errorf("fold(%v) = %v, want %v", tt.in, got, tt.want)
+		if want := runs[i-1].Start + 10 + (30*5+runs[i-1].Lambda-1)/runs[i-1].Lambda; r.Stop != EqualFunValues || r.Start != want {
+			t.Errorf("run %d started at generation %d after %s, want %d after EqualFunValues", i, r.Start, r.Stop, want)
 		}
+	}
+}
+
+// BIPOP runs next the regime that has used fewer evaluations: the large
+// one with λ doubled per large run, the small one with λ between λ_def and
+// half the next large λ and σ₀ between σ₀,def/100 and σ₀,def.
+func TestBIPOPRegimes(t *testing.T) {
+	e, err := New(Config{Strategy: StrategyCMA, Restarts: RestartBIPOP, Dim: 5, Lower: -1, Upper: 1, Seed: 4, Stop: Stop{MaxEvals: 20000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, large, index := 0, 1, 0
+	drive(t, e, func([]float64) float64 { return 1 }, func() {
+		s := e.cma
+		if s.run.Index == index {
+			return
+		}
+		// The Tell that ended a run counted its evaluations, then chose.
+		index = s.run.Index
+		r, b := s.run, s.regimes
+		if r.Small != (b.SmallEvals < b.LargeEvals) {
+			t.Fatalf("run %d (small %v) after budgets %+v", r.Index, r.Small, b)
+		}
+		if r.Small {
+			small++
+			if top := 8 << b.LargeRuns / 2; r.Lambda < 8 || r.Lambda > top || r.Sigma0 < 0.006 || r.Sigma0 > 0.6 {
+				t.Fatalf("small run %+v, want λ in [8, %d], σ₀ in [0.006, 0.6]", r, top)
+			}
+		} else {
+			large++
+			if r.Lambda != 8<<(large-1) || r.Sigma0 != 0.6 || b.LargeRuns != large {
+				t.Fatalf("large run %d: %+v, %+v", large, r, b)
+			}
+		}
+	})
+	if small < 3 || large < 3 {
+		t.Fatalf("%d small and %d large runs", small, large)
 	}
 }

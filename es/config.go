@@ -3,6 +3,7 @@ package es
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Strategy names the algorithm an Engine runs. Both hand out batches
@@ -24,6 +25,28 @@ const (
 
 // Strategies lists the strategy names, the default first.
 var Strategies = []Strategy{StrategyES, StrategyCMA}
+
+// Restart names a restart strategy of CMA-ES.
+type Restart string
+
+// The restart strategies.
+const (
+	// RestartNone runs CMA-ES once, until the run's stopping criteria
+	// (the default; "" means it too).
+	RestartNone Restart = "none"
+	// RestartIPOP restarts a run that meets one of the stopping criteria of
+	// Auger and Hansen ("A restart CMA evolution strategy with increasing
+	// population size", CEC 2005) with λ doubled, from a new uniform mean.
+	RestartIPOP Restart = "ipop"
+	// RestartBIPOP interleaves IPOP's large populations with runs of small
+	// populations of random λ and σ₀, giving each regime about the same
+	// budget (Hansen, "Benchmarking a BI-population CMA-ES on the BBOB-2009
+	// function testbed", GECCO 2009 workshop).
+	RestartBIPOP Restart = "bipop"
+)
+
+// Restarts lists the restart strategies.
+var Restarts = []Restart{RestartNone, RestartIPOP, RestartBIPOP}
 
 // Recombination says how a child's starting point is made from the ρ
 // parents chosen for it, before mutation (Bäck and Schwefel 1993; Beyer
@@ -104,6 +127,10 @@ type Config struct {
 	// appendix B). It must not exceed Upper − Lower, which is also the cap
 	// on every self-adapted step size of the ES.
 	InitSigma float64 `msgpack:"init_sigma" json:"init_sigma"`
+	// Restarts is CMA-ES's restart strategy: RestartNone (default),
+	// RestartIPOP or RestartBIPOP. Restarts change λ and μ from run to run;
+	// Lambda and Mu are those of the first run. CMA-ES only.
+	Restarts Restart `msgpack:"restarts" json:"restarts,omitempty"`
 	// Stop says when a run ends.
 	Stop Stop `msgpack:"stop" json:"stop"`
 }
@@ -171,6 +198,9 @@ func (c Config) Validate() error {
 	case c.InitSigma > c.Upper-c.Lower:
 		return bad("InitSigma", "must be ≤ Upper − Lower (%v), got %v", c.Upper-c.Lower, c.InitSigma)
 	}
+	if !cma && c.Restarts != "" {
+		return bad("Restarts", "applies to CMA-ES only, got %q", c.Restarts)
+	}
 	if cma {
 		if err := c.validateCMA(); err != nil {
 			return err
@@ -221,6 +251,8 @@ func (c Config) validateCMA() error {
 		return bad("Recombination", "does not apply to CMA-ES, whose mean is the weighted mean of the μ best offspring")
 	case c.Rho != 0:
 		return bad("Rho", "does not apply to CMA-ES (ρ = μ, weighted), got %d", c.Rho)
+	case c.Restarts != "" && c.Restarts != RestartNone && c.Restarts != RestartIPOP && c.Restarts != RestartBIPOP:
+		return bad("Restarts", "must be %q, %q or %q, got %q", RestartNone, RestartIPOP, RestartBIPOP, c.Restarts)
 	case d.Lambda < 2:
 		return bad("Lambda", "must be ≥ 2 for CMA-ES, got %d", d.Lambda)
 	case d.Mu > d.Lambda:
@@ -267,6 +299,9 @@ func (c Config) withDefaults() Config {
 		if c.Mu == 0 {
 			c.Mu = c.Lambda / 2
 		}
+		if c.Restarts == "" {
+			c.Restarts = RestartNone
+		}
 		return c
 	}
 	if c.Recombination == "" {
@@ -301,6 +336,21 @@ func (c Config) firstBatchName() string {
 	return "Mu"
 }
 
+// MaxLambda is the largest batch a run of c can ask for: Lambda (μ for
+// the ES's generation 0 if larger), or with restarts λ doubled as often as
+// they may double it, but never more than the evaluation budget allows.
+func (c Config) MaxLambda() int {
+	c = c.withDefaults()
+	if c.Restarts != RestartIPOP && c.Restarts != RestartBIPOP {
+		return max(c.Lambda, c.firstBatch())
+	}
+	top := c.Lambda << maxDoublings
+	if c.Stop.MaxEvals > 0 {
+		top = min(top, max(c.Lambda, c.Stop.MaxEvals))
+	}
+	return top
+}
+
 // sigma0 is the initial step size after defaults.
 func (c Config) sigma0() float64 {
 	if c.InitSigma > 0 {
@@ -318,6 +368,9 @@ func (c Config) sigma0() float64 {
 func (c Config) Notation() string {
 	c = c.withDefaults()
 	if c.Strategy == StrategyCMA {
+		if c.Restarts == RestartIPOP || c.Restarts == RestartBIPOP {
+			return fmt.Sprintf("%s-(%d/%d_W,%d)-CMA-ES", strings.ToUpper(string(c.Restarts)), c.Mu, c.Mu, c.Lambda)
+		}
 		return fmt.Sprintf("(%d/%d_W,%d)-CMA-ES", c.Mu, c.Mu, c.Lambda)
 	}
 	sel := "+"

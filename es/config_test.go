@@ -48,6 +48,10 @@ func TestConfigValidate(t *testing.T) {
 		{"ρ above μ", func(c *Config) { c.Recombination, c.Rho = RecombineDiscrete, 4 }, "Rho"},
 		{"ρ negative", func(c *Config) { c.Recombination, c.Rho = RecombineDiscrete, -1 }, "Rho"},
 		{"ρ without recombination", func(c *Config) { c.Rho = 2 }, "Rho"},
+		{"restarts of the ES", func(c *Config) { c.Restarts = RestartIPOP }, "Restarts"},
+		{"cma ipop", func(c *Config) { c.Strategy, c.Restarts = StrategyCMA, RestartIPOP }, ""},
+		{"cma bipop", func(c *Config) { c.Strategy, c.Restarts = StrategyCMA, RestartBIPOP }, ""},
+		{"cma unknown restarts", func(c *Config) { c.Strategy, c.Restarts = StrategyCMA, "lrcma" }, "Restarts"},
 		{"valid cma, defaults", func(c *Config) { c.Strategy, c.Mu, c.Lambda = StrategyCMA, 0, 0 }, ""},
 		{"valid cma", func(c *Config) { c.Strategy = StrategyCMA }, ""},
 		{"cma μ above λ", func(c *Config) { c.Strategy, c.Mu, c.Lambda = StrategyCMA, 8, 7 }, "Mu"},
@@ -136,6 +140,23 @@ func TestCompareFitness(t *testing.T) {
 			if got := compareFitness(a, b); got != want {
 				t.Errorf("compareFitness(%v, %v) = %d, want %d", a, b, got, want)
 			}
+		}
+	}
+}
+
+// MaxLambda bounds the batches of a run: λ, or with restarts λ doubled ten
+// times, but never past the budget.
+func TestMaxLambda(t *testing.T) {
+	base := Config{Strategy: StrategyCMA, Dim: 10, Lower: -1, Upper: 1, Stop: Stop{Generations: 5}}
+	ipop, budget := base, base
+	ipop.Restarts = RestartIPOP
+	budget.Restarts, budget.Stop.MaxEvals = RestartBIPOP, 5000
+	for _, tt := range []struct {
+		cfg  Config
+		want int
+	}{{base, 10}, {ipop, 10240}, {budget, 5000}, {Config{Mu: 30, Lambda: 7, Dim: 2, Lower: -1, Upper: 1}, 30}} {
+		if got := tt.cfg.MaxLambda(); got != tt.want {
+			t.Errorf("%+v: MaxLambda() = %d, want %d", tt.cfg, got, tt.want)
 		}
 	}
 }

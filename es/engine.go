@@ -92,6 +92,25 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
+// Restarts returns how many times CMA-ES has restarted (0 without
+// Config.Restarts, and for the ES), and the criterion that ended the last
+// run ("" before the first restart).
+func (e *Engine) Restarts() (int, Criterion) {
+	if e.cma == nil {
+		return 0, ""
+	}
+	return e.cma.run.Index, e.cma.run.Stop
+}
+
+// Lambda returns the size of the next generation's batch: Config.Lambda,
+// but for CMA-ES with restarts the λ of the current run.
+func (e *Engine) Lambda() int {
+	if e.cma != nil {
+		return e.cma.lambda
+	}
+	return e.cfg.Lambda
+}
+
 // Config returns the engine's configuration, defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
 
@@ -153,6 +172,9 @@ func (e *Engine) Done() StopReason {
 }
 
 func (e *Engine) batchSize() int {
+	if e.cma != nil {
+		return e.cma.lambda
+	}
 	if e.gen == 0 {
 		return e.cfg.firstBatch()
 	}

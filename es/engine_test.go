@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/problems"
 )
 
 // sphere is a serial reference evaluator: f(x) = Σ x_i².
@@ -362,7 +363,51 @@ func resumeConfigs(gens int) []namedConfig {
 	rec.Recombination, rec.SigmaRecombination = es.RecombineDiscrete, es.RecombineIntermediate
 	cma := sphereConfig(gens)
 	cma.Strategy, cma.Mu, cma.Lambda = es.StrategyCMA, 0, 0
-	return []namedConfig{{"paper", sphereConfig(gens)}, {"recombination", rec}, {"cma", cma}}
+	ipop := cma
+	ipop.Restarts = es.RestartIPOP
+	return []namedConfig{{"paper", sphereConfig(gens)}, {"recombination", rec}, {"cma", cma}, {"cma ipop", ipop}}
+}
+
+// A run with restarts resumed from a checkpoint continues the same runs:
+// stopped at the generation that ended a run (so the checkpoint holds the
+// next run's fresh state), or a few generations into a later run.
+func TestCheckpointResumeAcrossRestarts(t *testing.T) {
+	rastrigin, err := problems.New("rastrigin", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := problems.NewPool(rastrigin, 1)
+	for _, restarts := range []es.Restart{es.RestartIPOP, es.RestartBIPOP} {
+		t.Run(string(restarts), func(t *testing.T) {
+			cfg := restartConfig(restarts, 12000)
+			var ends []int // the generations that ended a run
+			e := newEngine(t, cfg)
+			want := record(t, e, ev, es.RunOptions{OnGeneration: func(s es.Stats) error {
+				if n, _ := e.Restarts(); n > len(ends) {
+					ends = append(ends, s.Gen)
+				}
+				return nil
+			}})
+			if len(ends) < 2 {
+				t.Fatalf("%d restarts: nothing to resume across", len(ends))
+			}
+			for _, k := range []int{ends[0], ends[1] + 3} {
+				path := filepath.Join(t.TempDir(), "run.ckpt")
+				short := cfg
+				short.Stop = es.Stop{Generations: k}
+				first := record(t, newEngine(t, short), ev, es.RunOptions{Checkpoint: path})
+				resumed, err := es.LoadCheckpoint(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := resumed.SetStop(cfg.Stop); err != nil {
+					t.Fatal(err)
+				}
+				second := record(t, resumed, ev, es.RunOptions{})
+				requireSame(t, want, trajectory{stats: append(first.stats, second.stats...), parents: second.parents, best: second.best, reason: second.reason})
+			}
+		})
+	}
 }
 
 // Stopping at generation k and resuming from the checkpoint continues the

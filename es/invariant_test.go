@@ -136,3 +136,39 @@ func TestPaperRunUnchanged(t *testing.T) {
 		t.Fatalf("best %.6e (bits %#x) after %d evaluations, want 1.291272e+04 (0x40c9385c0b950051) after 7030", tr.best.F, got, tr.stats[100].Evals)
 	}
 }
+
+// restartConfig is CMA-ES with restarts on the 4-D Rastrigin function,
+// for evals evaluations: long enough for several restarts.
+func restartConfig(restarts es.Restart, evals int) es.Config {
+	return es.Config{Problem: "rastrigin", Strategy: es.StrategyCMA, Restarts: restarts, Dim: 4, Lower: -5.12, Upper: 5.12, Seed: 5,
+		Stop: es.Stop{MaxEvals: evals}}
+}
+
+// The invariant holds across restarts: IPOP's and BIPOP's runs (their
+// λ, σ₀ and initial means) are the same whatever evaluates the batches.
+func TestRestartsIndependentOfEvaluator(t *testing.T) {
+	rastrigin, err := problems.New("rastrigin", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, restarts := range []es.Restart{es.RestartIPOP, es.RestartBIPOP} {
+		t.Run(string(restarts), func(t *testing.T) {
+			cfg := restartConfig(restarts, 20000)
+			first := newEngine(t, cfg)
+			want := record(t, first, problems.NewPool(rastrigin, 1), es.RunOptions{})
+			if n, _ := first.Restarts(); n < 3 {
+				t.Fatalf("%d restarts in %d evaluations: the comparison proves little", n, first.Evals())
+			}
+			for _, ev := range []es.Evaluator{
+				problems.NewPool(rastrigin, 7),
+				&shuffled{p: rastrigin, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))},
+			} {
+				e := newEngine(t, cfg)
+				requireSame(t, want, record(t, e, ev, es.RunOptions{}))
+				if a, b := first.Lambda(), e.Lambda(); a != b {
+					t.Fatalf("λ %d and %d at the end", a, b)
+				}
+			}
+		})
+	}
+}

@@ -155,6 +155,8 @@ func TestConfigDefaultsAndNotation(t *testing.T) {
 		{Config{Strategy: StrategyCMA, Dim: 10, Lower: -5, Upper: 5}, 5, 10, 0, "(5/5_W,10)-CMA-ES", 3, "", ""},
 		{Config{Strategy: StrategyCMA, Dim: 30, Lower: -5, Upper: 5}, 7, 14, 0, "(7/7_W,14)-CMA-ES", 3, "", ""},
 		{Config{Strategy: StrategyCMA, Dim: 2, Lower: -5, Upper: 5, Lambda: 70}, 35, 70, 0, "(35/35_W,70)-CMA-ES", 3, "", ""},
+		{Config{Strategy: StrategyCMA, Dim: 10, Lower: -5, Upper: 5, Restarts: RestartIPOP}, 5, 10, 0, "IPOP-(5/5_W,10)-CMA-ES", 3, "", ""},
+		{Config{Strategy: StrategyCMA, Dim: 10, Lower: -5, Upper: 5, Restarts: RestartBIPOP}, 5, 10, 0, "BIPOP-(5/5_W,10)-CMA-ES", 3, "", ""},
 	}
 	for _, tt := range tests {
 		tt.cfg.Stop.Generations = 1

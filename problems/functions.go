@@ -18,6 +18,7 @@ func init() {
 	Register("rastrigin", builtin("rastrigin", 1, -5.12, 5.12, rastrigin))
 	Register("rosenbrock", builtin("rosenbrock", 2, -2.048, 2.048, rosenbrock))
 	Register("ackley", builtin("ackley", 1, -32.768, 32.768, ackley))
+	Register("griewank", builtin("griewank", 1, -600, 600, griewank))
 	Register("ellipsoid", newEllipsoid)
 }
 
@@ -102,6 +103,17 @@ func ackley(x []float64) float64 {
 	}
 	n := float64(len(x))
 	return float64(-20*math.Exp(-0.2*math.Sqrt(squares/n))) - math.Exp(cosines/n) + 20 + math.E
+}
+
+// griewank is 1 + Σx_i²/4000 − Π cos(x_i/√i) (i = 1..n); minimum 0 at
+// x = 0, among a lattice of local minima whose depth grows towards it.
+func griewank(x []float64) float64 {
+	squares, product := 0.0, 1.0
+	for i, v := range x {
+		squares += float64(v * v)
+		product *= math.Cos(v / math.Sqrt(float64(i+1)))
+	}
+	return 1 + squares/4000 - product
 }
 
 // newEllipsoid builds the ellipsoid Σ 10^(6(i−1)/(n−1)) x_i² (i = 1..n; the

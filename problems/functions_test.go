@@ -39,6 +39,7 @@ func TestBuiltinsAtOptimum(t *testing.T) {
 		{"rastrigin", 0, -5.12, 5.12, 0},
 		{"rosenbrock", 1, -2.048, 2.048, 0},
 		{"ackley", 0, -32.768, 32.768, 1e-14},
+		{"griewank", 0, -600, 600, 0},
 		{"ellipsoid", 0, -5.12, 5.12, 0},
 	}
 	for _, tt := range tests {
@@ -88,6 +89,8 @@ func TestBuiltinValues(t *testing.T) {
 		{"ellipsoid", []float64{1, 1, 1}, 1 + 1e3 + 1e6},
 		{"ellipsoid", []float64{2, 0, -1}, 4 + 1e6},
 		{"ellipsoid", []float64{3}, 9},
+		// Griewank: 1 + 4π²/4000 − cos(2π)·cos(0).
+		{"griewank", []float64{2 * math.Pi, 0}, math.Pi * math.Pi / 1000},
 	}
 	for _, tt := range tests {
 		p, err := problems.New(tt.name, len(tt.x))
@@ -101,7 +104,7 @@ func TestBuiltinValues(t *testing.T) {
 }
 
 func TestBuiltinsRejectBadInput(t *testing.T) {
-	for _, name := range []string{"ridge", "sphere", "rastrigin", "rosenbrock", "ackley", "ellipsoid"} {
+	for _, name := range []string{"ridge", "sphere", "rastrigin", "rosenbrock", "ackley", "griewank", "ellipsoid"} {
 		if _, err := problems.New(name, 0); err == nil {
 			t.Errorf("%s: dimension 0 accepted", name)
 		}
@@ -120,7 +123,7 @@ func TestBuiltinsRejectBadInput(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	names := problems.Names()
-	for _, want := range []string{"ackley", "mandelbrot", "rastrigin", "ridge", "rosenbrock", "sphere"} {
+	for _, want := range []string{"ackley", "griewank", "mandelbrot", "rastrigin", "ridge", "rosenbrock", "sphere"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("Names() = %v lacks %q", names, want)
 		}

@@ -38,9 +38,14 @@ func NewProgress(c es.Config) *Progress {
 
 // lastGen is the last generation that c's stopping criteria let run:
 // -gens, or the last whose batch fits in -max-evals, whichever is first.
-// A run stopped by -target alone has none (known is false).
+// A run stopped by -target alone has none (known is false), nor has one of
+// CMA-ES with restarts by its budget alone.
 func lastGen(c es.Config) (last int, known bool) {
 	last, known = c.Stop.Generations, c.Stop.Generations > 0
+	if c.Restarts == es.RestartIPOP || c.Restarts == es.RestartBIPOP {
+		// λ changes from run to run: the budget gives no last generation.
+		return last, known
+	}
 	if c.Stop.MaxEvals > 0 {
 		first := c.Mu // generation 0's batch (es.Config's firstBatch)
 		if c.Strategy == es.StrategyCMA {

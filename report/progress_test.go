@@ -25,6 +25,8 @@ func TestLastGen(t *testing.T) {
 		{"gens first", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{Generations: 3, MaxEvals: 400}}, 3, true},
 		{"generation 0 only", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{MaxEvals: 99}}, 0, true},
 		{"cma", es.Config{Mu: 7, Lambda: 14, Strategy: es.StrategyCMA, Stop: es.Stop{MaxEvals: 42}}, 2, true},
+		{"cma ipop budget", es.Config{Mu: 7, Lambda: 14, Strategy: es.StrategyCMA, Restarts: es.RestartIPOP, Stop: es.Stop{MaxEvals: 42}}, 0, false},
+		{"cma bipop gens", es.Config{Mu: 7, Lambda: 14, Strategy: es.StrategyCMA, Restarts: es.RestartBIPOP, Stop: es.Stop{Generations: 9, MaxEvals: 42}}, 9, true},
 		{"target", es.Config{Mu: 30, Lambda: 70, Stop: es.Stop{Target: &target}}, 0, false},
 	} {
 		if last, known := lastGen(tt.c); last != tt.last || known != tt.known {

@@ -35,12 +35,14 @@ type Record struct {
 	Generations []GenRecord  `json:"generations"`
 	// Stop is why the run ended; empty when it failed or was interrupted,
 	// and Error says why.
-	Stop        string     `json:"stop"`
-	Error       string     `json:"error,omitempty"`
-	Best        BestRecord `json:"best"`
-	Evals       int        `json:"evals"`
-	NaNs        int        `json:"nans"`
-	WallSeconds float64    `json:"wall_seconds"`
+	Stop  string     `json:"stop"`
+	Error string     `json:"error,omitempty"`
+	Best  BestRecord `json:"best"`
+	Evals int        `json:"evals"`
+	NaNs  int        `json:"nans"`
+	// Restarts counts CMA-ES's restarts (with -restarts).
+	Restarts    int     `json:"restarts,omitempty"`
+	WallSeconds float64 `json:"wall_seconds"`
 	// Schedule is the grid's time accounting; absent with -inprocess.
 	Schedule *Schedule `json:"schedule,omitempty"`
 }
@@ -218,6 +220,7 @@ func (r *Recorder) Finish(eng *es.Engine, reason es.StopReason, runErr error) *R
 	}
 	r.rep.Best = BestRecord{F: Number(best.F), X: best.X}
 	r.rep.Evals, r.rep.NaNs = eng.Evals(), eng.NaNs()
+	r.rep.Restarts, _ = eng.Restarts()
 	r.rep.WallSeconds = time.Since(r.start).Seconds()
 	return &r.rep
 }
@@ -228,8 +231,16 @@ func (rep *Record) Summary() string {
 	if n := len(rep.Generations); n > 0 {
 		last = rep.Generations[n-1].Gen
 	}
+	stop := rep.Stop
+	if t := rep.Config.Stop.Target; t != nil && stop != "" && stop != string(es.StopTarget) {
+		// Say it: a run given a target may well end by another criterion.
+		stop += fmt.Sprintf(", target %g not reached", *t)
+	}
+	if rep.Config.Restarts == es.RestartIPOP || rep.Config.Restarts == es.RestartBIPOP {
+		stop += fmt.Sprintf(", %d restarts", rep.Restarts)
+	}
 	return fmt.Sprintf("best %.6e after generation %d (%d evaluations, %d NaN, stop: %s, %v)",
-		float64(rep.Best.F), last, rep.Evals, rep.NaNs, rep.Stop, logx.Round(time.Duration(rep.WallSeconds*float64(time.Second))))
+		float64(rep.Best.F), last, rep.Evals, rep.NaNs, stop, logx.Round(time.Duration(rep.WallSeconds*float64(time.Second))))
 }
 
 // PartialSuffix names the report of a run that failed or was interrupted:

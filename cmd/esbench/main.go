@@ -51,15 +51,19 @@ prints, per function and dimension, the median number of evaluations to
 reach the target over the seeds, how many seeds reached it, and the median
 best fitness when the run ended (at the target, or after the budget).
 
-By default: sphere, ellipsoid, rosenbrock, rastrigin, ridge and ackley in
-10 and 30 dimensions, seeds 1..10, target 1e-8, a budget of 10,000·n
-evaluations per run, for the strategies
+By default: sphere, ellipsoid, rosenbrock, rastrigin, ridge, ackley and
+griewank in 10 and 30 dimensions, seeds 1..10, target 1e-8, a budget of
+10,000·n evaluations per run, for the strategies
   paper        the paper's (30+70)-ES: no recombination, plus-selection
   recommended  the recommended ES: ` + recommendedText + `
   cma          CMA-ES with its default population (λ = 4 + ⌊3 ln n⌋, μ = ⌊λ/2⌋)
+  ipop         CMA-ES restarted with λ doubled each time (esrun -restarts ipop)
+  bipop        CMA-ES restarted with large and small populations in turn
+               (esrun -restarts bipop)
 A strategy can also be given as a spec: es or cma followed by settings,
 e.g. "es,mu=15,lambda=100,comma,x=intermediate,s=intermediate,rho=15"
-or "cma,lambda=50" (keys: mu, lambda, rho, x, s, sigma, comma).
+or "cma,lambda=50,restarts=ipop" (keys: mu, lambda, rho, x, s, sigma,
+comma, restarts).
 
 With -collapse it prints the step-size trajectory of one run instead: the
 best fitness and the parents' step sizes every few generations, for the
@@ -70,6 +74,10 @@ Examples:
   esbench                                   the whole table (a few minutes on 2 cores)
   esbench -problem sphere,ellipsoid -dim 30
   esbench -strategies paper,cma -trials 3
+  esbench -problem rastrigin,griewank -strategies ipop,bipop -budget 100000 -worst
+                                            the restarts with ten times the budget (long)
+  esbench -problem sphere -dim 30 -strategies "cma,lambda=70" -worst
+                                            the tail of evaluations over the seeds
   esbench -collapse                         why the paper's ES stalls
 
 Exit status: 0 done, 1 a run failed, 2 a bad command line.
@@ -84,6 +92,7 @@ type options struct {
 	budget     int // per dimension
 	strategies []strategy
 	jobs       int
+	worst      bool // -worst: a column of the most evaluations a successful run needed
 	collapse   bool
 	gens       int
 	every      int
@@ -108,8 +117,9 @@ func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 	flagx.IntVar(fs, &o.seeds, "trials", 10, 1, 1000, "runs per cell, with seeds -seed, -seed+1, …: `N` seeds")
 	flagx.FloatVar(fs, &o.target, "target", 1e-8, -math.MaxFloat64, math.MaxFloat64, "a run succeeds once its best fitness is ≤ `F`")
 	flagx.IntVar(fs, &o.budget, "budget", 10000, 1, 10_000_000, "evaluation budget of a run, `N` times the dimension")
-	fs.StringVar(strategies, "strategies", "paper,recommended,cma", "comma-separated strategies: paper, recommended, cma, or `SPECS` (see above; separate specs with ';')")
+	fs.StringVar(strategies, "strategies", "paper,recommended,cma,ipop,bipop", "comma-separated strategies: paper, recommended, cma, ipop, bipop, or `SPECS` (see above; separate specs with ';')")
 	flagx.IntVar(fs, &o.jobs, "parallel", runtime.NumCPU(), 1, 1024, "`N` runs at once (as essim -parallel)")
+	fs.BoolVar(&o.worst, "worst", false, "add a column per strategy: the most evaluations a run that reached the target needed (the tail the median hides)")
 	fs.BoolVar(&o.collapse, "collapse", false, "print the step-size trajectory of the paper's ES and the recommended one instead")
 	flagx.IntVar(fs, &o.gens, "gens", 3000, 1, 1_000_000, "with -collapse: `G` generations to run")
 	flagx.IntVar(fs, &o.every, "every", 100, 1, 1_000_000, "with -collapse: print every `G` generations")
@@ -123,7 +133,7 @@ func newFlagSet(o *options, probs, strategies *string) *flag.FlagSet {
 }
 
 // defaultProblems are the table's test functions.
-const defaultProblems = "sphere,ellipsoid,rosenbrock,rastrigin,ridge,ackley"
+const defaultProblems = "sphere,ellipsoid,rosenbrock,rastrigin,ridge,ackley,griewank"
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
@@ -227,7 +237,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if o.collapse {
 			err = bench.Collapse(ctx, bench.CollapseConfig{Strategies: o.strategies, Problem: o.problem, Dim: o.dim, Seed: o.seed, Gens: o.gens, Every: o.every}, stdout)
 		} else {
-			err = bench.Table(ctx, bench.Config{Problems: o.problems, Dims: o.dims, Seeds: o.seeds, FirstSeed: o.seed, Target: o.target, Budget: o.budget, Strategies: o.strategies, Jobs: o.jobs}, stdout)
+			err = bench.Table(ctx, bench.Config{Problems: o.problems, Dims: o.dims, Seeds: o.seeds, FirstSeed: o.seed, Target: o.target, Budget: o.budget, Strategies: o.strategies, Jobs: o.jobs, Worst: o.worst}, stdout)
 		}
 	}
 	var ue *usageError

@@ -32,11 +32,12 @@ func TestSmallTable(t *testing.T) {
 			}
 		}
 	}
-	// problem, n, then evals, ok, best for paper, recommended, cma.
-	if len(row) != 11 || row[1] != "10" {
+	// problem, n, then evals, ok, best for paper, recommended, cma, ipop
+	// and bipop.
+	if len(row) != 17 || row[1] != "10" {
 		t.Fatalf("sphere row %q in:\n%s", row, out)
 	}
-	for i, name := range []string{"paper", "recommended", "cma"} {
+	for i, name := range []string{"paper", "recommended", "cma", "ipop", "bipop"} {
 		if row[3+3*i] != "2/2" {
 			t.Errorf("%s: %s seeds reached 1e-8, want 2/2", name, row[3+3*i])
 		}
@@ -47,13 +48,13 @@ func TestSmallTable(t *testing.T) {
 		name   string
 		col    int
 		lo, hi int
-	}{{"recommended", 5, 5000, 9000}, {"cma", 8, 1000, 2000}, {"paper", 2, 12000, 20000}} {
+	}{{"recommended", 5, 5000, 9000}, {"cma", 8, 1000, 2000}, {"ipop", 11, 1000, 2000}, {"bipop", 14, 1000, 2000}, {"paper", 2, 12000, 20000}} {
 		var got int
 		if _, err := fmt.Sscan(row[c.col], &got); err != nil || got < c.lo || got > c.hi {
 			t.Errorf("%s: median evaluations %q, want in [%d, %d]", c.name, row[c.col], c.lo, c.hi)
 		}
 	}
-	for _, want := range []string{"paper        (30+70)-ES", "recommended  (10/10+70)-ES, recombination of x: intermediate, of σ: intermediate", "cma          CMA-ES"} {
+	for _, want := range []string{"paper        (30+70)-ES", "recommended  (10/10+70)-ES, recombination of x: intermediate, of σ: intermediate", "cma          CMA-ES", "ipop         CMA-ES", "IPOP restarts", "bipop        CMA-ES"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -81,7 +82,7 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-problem", "mandelbrot"}, {"-problem", "nosuch"}, {"-dim", "1"}, {"-dim", "x"},
 		{"-trials", "0"}, {"-budget", "0"}, {"-parallel", "0"}, {"-strategies", "nosuch"},
-		{"-strategies", "es,mu=x"}, {"-strategies", "es,colour=red"}, {"-target", "NaN"}, {"extra"},
+		{"-strategies", "es,mu=x"}, {"-strategies", "es,colour=red"}, {"-strategies", "restarts=ipop"}, {"-target", "NaN"}, {"extra"},
 	} {
 		if code, _, errs := runCmd(t, args...); code != 2 || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
@@ -94,5 +95,10 @@ func TestBadFlags(t *testing.T) {
 	// line, found before any run: exit 2.
 	if code, out, errs := runCmd(t, "-problem", "sphere", "-dim", "2", "-trials", "1", "-strategies", "es,mu=5,rho=9,x=discrete"); code != 2 || out != "" || !strings.Contains(errs, "Rho") {
 		t.Errorf("invalid strategy: exit %d, %q", code, errs)
+	}
+	for _, spec := range []string{"cma,restarts=lr", "es,restarts=ipop"} {
+		if code, _, errs := runCmd(t, "-problem", "sphere", "-dim", "2", "-trials", "1", "-strategies", spec); code != 2 || !strings.Contains(errs, "Restarts") {
+			t.Errorf("%s: exit %d, %q", spec, code, errs)
+		}
 	}
 }

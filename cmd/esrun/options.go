@@ -31,6 +31,7 @@ type options struct {
 	seed       uint64
 	comma      bool
 	strategy   string
+	restarts   string // -restarts: CMA-ES's restart strategy
 	recombine  string
 	sigmaRecom string
 	rho        int
@@ -157,8 +158,12 @@ Examples:
   esrun -problem rastrigin -dim 10 -gens 300 -seed 7
   esrun -problem sphere -gens 0 -target 1e-8 -mu 10 -recombine intermediate -sigma-recombine intermediate
                                          the recommended ES: recombination of x and σ
-  esrun -strategy cma -problem ellipsoid -gens 0 -target 1e-8
-                                         CMA-ES, on the grid like any run
+  esrun -strategy cma -problem ellipsoid -target 1e-8
+                                         CMA-ES, on the grid like any run, until the
+                                         target or 10⁴·n evaluations
+  esrun -strategy cma -restarts ipop -problem rastrigin -dim 10 -target 1e-8 -max-evals 200000
+                                         CMA-ES restarted with larger populations:
+                                         for multimodal functions
   esrun -load-ms 100 -gens 20            add an LU load of about 100 ms per evaluation
   esrun -policy wq -report wq.json       another scheduling policy, and a JSON report
   esrun -adaptive                        size remote queues from measured round trips
@@ -178,7 +183,7 @@ var flagGroups = []struct {
 	title string
 	names []string
 }{
-	{"Evolution Strategy", []string{"problem", "plugin", "dim", "strategy", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
+	{"Evolution Strategy", []string{"problem", "plugin", "dim", "strategy", "restarts", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
 	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
 	{"Grid", []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
 	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
@@ -198,16 +203,17 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.dim, "dim", 30, 1, maxDim, "number of dimensions `n`")
 	flagx.IntVar(fs, &o.mu, "mu", 30, 1, maxPopulation, "μ, the number `N` of parents")
 	flagx.IntVar(fs, &o.lambda, "lambda", 70, 1, maxPopulation, "λ, the number `N` of offspring per generation (the tasks of a generation)")
-	flagx.IntVar(fs, &o.gens, "gens", 100, 0, maxGens, "last generation `G` to run (generation 0 evaluates the μ initial parents); 0 = no limit")
+	flagx.IntVar(fs, &o.gens, "gens", 100, 0, maxGens, "last generation `G` to run (generation 0 evaluates the μ initial parents); 0 = no limit; with -target or -strategy cma and no -gens, none: the run goes on until the target or the evaluation budget")
 	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "random `seed`; the same seed gives the same run")
 	fs.BoolVar(&o.comma, "comma", false, "use (μ,λ) selection instead of (μ+λ)")
 	fs.StringVar(&o.strategy, "strategy", "es", "the `STRATEGY` to run: es, the paper's self-adaptive Evolution Strategy (with the recombination flags below), or cma, CMA-ES (Hansen and Ostermeier); with cma, -mu and -lambda default to ⌊λ/2⌋ and 4 + ⌊3 ln n⌋, -sigma to 0.3 × the box width, and -comma, -recombine, -sigma-recombine and -rho do not apply")
+	fs.StringVar(&o.restarts, "restarts", "none", "with -strategy cma: `HOW` to restart a run that has converged or stalls (the stopping criteria of Auger and Hansen 2005): none, ipop (λ doubled at each restart) or bipop (large and small populations in turn, budgets balanced); for multimodal functions such as rastrigin")
 	fs.StringVar(&o.recombine, "recombine", "none", "how a child's object variables are made from its ρ parents: `HOW` is none (copy one parent: the paper's ES), discrete (each coordinate from one of the ρ parents) or intermediate (their mean)")
 	fs.StringVar(&o.sigmaRecom, "sigma-recombine", "none", "how a child's step sizes are made from its ρ parents: `HOW` is none (copy one parent's) or intermediate (their mean); recommended: -mu 10 -recombine intermediate -sigma-recombine intermediate")
 	flagx.IntVar(fs, &o.rho, "rho", 0, 0, maxPopulation, "ρ, the number of parents each child is recombined from (`N`, 2..μ); 0 = all μ when -recombine or -sigma-recombine is set, else 1")
 	flagx.FloatVar(fs, &o.sigma, "sigma", 0, 0, math.MaxFloat64, "initial step size `S`, at most the box width; 0 = a tenth of the box width (with -strategy cma: 0.3 × the box width)")
 	flagx.FloatVar(fs, &o.target, "target", 0, -math.MaxFloat64, math.MaxFloat64, "stop once the best fitness is ≤ `F` (unset: no target)")
-	flagx.IntVar(fs, &o.maxEvals, "max-evals", 0, 0, maxEvals, "evaluation budget `N`: do not start a generation that would exceed it; 0 = none")
+	flagx.IntVar(fs, &o.maxEvals, "max-evals", 0, 0, maxEvals, "evaluation budget `N`: do not start a generation that would exceed it; 0 = none, unless -gens is not given and -target or -strategy cma is: then "+strconv.Itoa(budgetPerDim)+" × -dim")
 
 	flagx.IntVar(fs, &o.lu, "lu", 0, 0, problems.MaxLoadN, "add an `N`×N LU decomposition to every evaluation; 0 = no load")
 	flagx.FloatVar(fs, &o.loadMS, "load-ms", 0, 0, 60_000, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
@@ -249,7 +255,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 // resumeFixed lists the flags that a checkpoint fixes.
-var resumeFixed = []string{"problem", "dim", "strategy", "mu", "lambda", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma"}
+var resumeFixed = []string{"problem", "dim", "strategy", "restarts", "mu", "lambda", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma"}
 
 // parseOptions parses args. -h yields flag.ErrHelp, -version
 // flagx.ErrVersion (with the options, for their deprecation notices);
@@ -447,6 +453,12 @@ func checkStrategyFlags(o *options) error {
 		return usagef("-recombine %q is not a recombination (known: none, discrete, intermediate)", o.recombine)
 	case o.sigmaRecom != string(es.RecombineNone) && o.sigmaRecom != string(es.RecombineIntermediate):
 		return usagef("-sigma-recombine %q is not a recombination of step sizes (known: none, intermediate)", o.sigmaRecom)
+	}
+	if !slices.Contains(es.Restarts, es.Restart(o.restarts)) {
+		return usagef("-restarts %q is not a restart strategy (known: none, ipop, bipop)", o.restarts)
+	}
+	if o.strategy != string(es.StrategyCMA) && o.set["restarts"] && o.resume == "" {
+		return usagef("-restarts applies to -strategy cma only")
 	}
 	if o.strategy == string(es.StrategyCMA) {
 		for _, name := range []string{"comma", "recombine", "sigma-recombine", "rho"} {

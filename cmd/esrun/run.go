@@ -90,7 +90,8 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		return err
 	}
 	cfg := eng.Config()
-	if err := checkMemory(o, footprint{mu: cfg.Mu, lambda: cfg.Lambda, dim: cfg.Dim, loadN: loadN, cma: cfg.Strategy == es.StrategyCMA}); err != nil {
+	// With restarts λ grows: the largest batch the run can reach decides.
+	if err := checkMemory(o, footprint{mu: cfg.Mu, lambda: cfg.MaxLambda(), dim: cfg.Dim, loadN: loadN, cma: cfg.Strategy == es.StrategyCMA}); err != nil {
 		return err
 	}
 	var (
@@ -291,12 +292,16 @@ func setup(o *options) (*es.Engine, problems.Problem, error) {
 		return nil, nil, err
 	}
 	lo, hi := p.Bounds()
+	var restarts es.Restart
+	if o.strategy == string(es.StrategyCMA) {
+		restarts = es.Restart(o.restarts)
+	}
 	cfg := es.Config{
 		Problem: o.problem, Mu: o.mu, Lambda: o.lambda, Dim: o.dim,
 		Lower: lo, Upper: hi, Seed: o.seed, Comma: o.comma, InitSigma: o.sigma,
 		Strategy: es.Strategy(o.strategy), Recombination: es.Recombination(o.recombine),
-		SigmaRecombination: es.Recombination(o.sigmaRecom), Rho: o.rho,
-		Stop: stopCriteria(o, es.Stop{Generations: o.gens, MaxEvals: o.maxEvals}),
+		SigmaRecombination: es.Recombination(o.sigmaRecom), Rho: o.rho, Restarts: restarts,
+		Stop: stopCriteria(o, freshStop(o)),
 	}
 	eng, err := es.New(cfg)
 	if err != nil {
@@ -329,6 +334,24 @@ func resume(o *options) (*es.Engine, problems.Problem, error) {
 	return eng, p, nil
 }
 
+// budgetPerDim is the default evaluation budget per dimension of a run
+// that has a target or runs CMA-ES, and no -gens: 10⁴·n, the budget of
+// the CEC 2005 benchmark on which IPOP-CMA-ES was published, which CMA-ES
+// without restarts needs a small part of on every unimodal function of
+// esbench's table (at most 1,600·n).
+const budgetPerDim = 10_000
+
+// freshStop is the stopping criteria of a new run before the flags are
+// applied: 100 generations, or with -target or -strategy cma and no -gens
+// none but a budget of budgetPerDim·n evaluations (at least one
+// generation's).
+func freshStop(o *options) es.Stop {
+	if o.set["gens"] || !o.set["target"] && o.strategy != string(es.StrategyCMA) {
+		return es.Stop{Generations: o.gens}
+	}
+	return es.Stop{MaxEvals: max(budgetPerDim*o.dim, o.mu, o.lambda)}
+}
+
 // stopCriteria returns base with the stopping flags given on the command
 // line applied.
 func stopCriteria(o *options, base es.Stop) es.Stop {
@@ -350,7 +373,7 @@ var flagOfField = map[string]string{
 	"Mu": "-mu", "Lambda": "-lambda", "Dim": "-dim", "InitSigma": "-sigma",
 	"Stop.Generations": "-gens", "Stop.Target": "-target", "Stop.MaxEvals": "-max-evals",
 	"Strategy": "-strategy", "Comma": "-comma", "Recombination": "-recombine",
-	"SigmaRecombination": "-sigma-recombine", "Rho": "-rho",
+	"SigmaRecombination": "-sigma-recombine", "Rho": "-rho", "Restarts": "-restarts",
 }
 
 // flagError turns an invalid es.Config into a usage error about the flag.

@@ -169,6 +169,7 @@ type reportFile struct {
 		X []float64 `json:"x"`
 	} `json:"best"`
 	Evals    int              `json:"evals"`
+	Restarts int              `json:"restarts"`
 	Schedule *report.Schedule `json:"schedule"`
 }
 

@@ -34,6 +34,9 @@ func TestStrategyFlagErrors(t *testing.T) {
 		{[]string{"-resume", "x.ckpt", "-strategy", "cma"}, "-strategy cannot be given with -resume"},
 		{[]string{"-resume", "x.ckpt", "-recombine", "discrete"}, "-recombine cannot be given with -resume"},
 		{[]string{"-resume", "x.ckpt", "-rho", "2"}, "-rho cannot be given with -resume"},
+		{[]string{"-restarts", "ipop"}, "-restarts applies to -strategy cma only"},
+		{[]string{"-strategy", "cma", "-restarts", "lr"}, `-restarts "lr" is not a restart strategy (known: none, ipop, bipop)`},
+		{[]string{"-resume", "x.ckpt", "-restarts", "bipop"}, "-restarts cannot be given with -resume"},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := esrun(context.Background(), append(tt.args, "-inprocess")...)
@@ -55,6 +58,7 @@ func TestStrategyHeaders(t *testing.T) {
 		{[]string{"-comma", "-mu", "10", "-recombine", "discrete", "-rho", "2"}, "(10/2,70)-ES (recombination: x discrete, σ none) on ridge"},
 		{[]string{"-strategy", "cma"}, "(7/7_W,14)-CMA-ES on ridge, 30-D in [-100, 100], seed 1"},
 		{[]string{"-strategy", "cma", "-lambda", "70"}, "(35/35_W,70)-CMA-ES on ridge"},
+		{[]string{"-strategy", "cma", "-restarts", "bipop"}, "BIPOP-(7/7_W,14)-CMA-ES on ridge"},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := esrun(context.Background(), append(tt.args, "-inprocess", "-gens", "1")...)
@@ -125,4 +129,61 @@ func TestResumeRefusesNonCheckpoints(t *testing.T) {
 		}
 		t.Logf("-resume %s failed in %v", p, time.Since(start))
 	}
+}
+
+// A run given -target, or running CMA-ES, without -gens goes on until the
+// target or the budget of 10⁴·n evaluations; when the target is not what
+// stopped it, the last line says so.
+func TestDefaultStops(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-problem", "sphere", "-dim", "2", "-target", "1e-300"}, "(19980 evaluations, 0 NaN, stop: budget, target 1e-300 not reached,"},
+		{[]string{"-problem", "sphere", "-dim", "2", "-target", "1e-8", "-gens", "3"}, "after generation 3 (240 evaluations, 0 NaN, stop: generations, target 1e-08 not reached,"},
+		{[]string{"-problem", "sphere", "-dim", "2", "-target", "1e-8", "-max-evals", "100"}, "(100 evaluations, 0 NaN, stop: budget, target 1e-08 not reached,"},
+		{[]string{"-strategy", "cma", "-problem", "sphere", "-dim", "2"}, "(19998 evaluations, 0 NaN, stop: budget,"},
+		{[]string{"-strategy", "cma", "-problem", "sphere", "-dim", "2", "-target", "1e-8"}, "stop: target,"},
+		{[]string{"-strategy", "cma", "-restarts", "ipop", "-problem", "rastrigin", "-dim", "2", "-target", "-1"}, "(19860 evaluations, 0 NaN, stop: budget, target -1 not reached, 6 restarts,"},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := esrun(context.Background(), append(tt.args, "-inprocess", "-quiet")...)
+		if code != 0 || !strings.Contains(stdout, tt.want) {
+			t.Errorf("%v: exit %d (%s), %q, want %q", tt.args, code, stderr, stdout, tt.want)
+		}
+	}
+}
+
+// CMA-ES with restarts on the local grid is its in-process run, bit for
+// bit, across several restarts; stopped within a later run and resumed
+// from its checkpoint, it ends the same.
+func TestRestartsOnGridAndResumed(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	args := []string{"-strategy", "cma", "-restarts", "bipop", "-problem", "rastrigin", "-dim", "3", "-seed", "2", "-quiet"}
+	whole, grid, ckpt, resumed := filepath.Join(dir, "whole.json"), filepath.Join(dir, "grid.json"), filepath.Join(dir, "run.ckpt"), filepath.Join(dir, "resumed.json")
+	if code, _, stderr := esrun(t.Context(), append(args, "-max-evals", "4000", "-inprocess", "-report", whole)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	want := readReport(t, whole)
+	if want.Restarts < 3 {
+		t.Fatalf("%d restarts in %d evaluations: the comparison proves little", want.Restarts, want.Evals)
+	}
+	if code, _, stderr := esrun(t.Context(), append(args, "-max-evals", "4000", "-local", "3", "-slots", "2", "-report", grid)...); code != 0 {
+		t.Fatal(stderr)
+	}
+	sameTrajectory(t, readReport(t, grid), want)
+
+	if code, _, stderr := esrun(t.Context(), append(args, "-max-evals", "2500", "-checkpoint", ckpt, "-sched", "wq", "-local", "2")...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := esrun(t.Context(), "-resume", ckpt, "-max-evals", "4000", "-report", resumed, "-inprocess", "-quiet"); code != 0 {
+		t.Fatal(stderr)
+	}
+	r := readReport(t, resumed)
+	if r.Restarts != want.Restarts {
+		t.Errorf("resumed: %d restarts, want %d", r.Restarts, want.Restarts)
+	}
+	r.Generations = append(want.Generations[:r.Config.StartGen:r.Config.StartGen], r.Generations...)
+	sameTrajectory(t, r, want)
 }

@@ -197,3 +197,52 @@ func TestCMAOnAgentsEqualsInProcess(t *testing.T) {
 		t.Fatalf("best %v on the grid, %v in process", gotBest.F, wantBest.F)
 	}
 }
+
+// CMA-ES with BIPOP restarts driven through the master equals its run in
+// process, bit for bit, across restarts (new means, λ and σ₀ drawn from
+// the seed alone).
+func TestCMARestartsOnAgentsEqualsInProcess(t *testing.T) {
+	cfg := es.Config{
+		Problem: "rastrigin", Strategy: es.StrategyCMA, Restarts: es.RestartBIPOP, Dim: 8, Lower: -5.12, Upper: 5.12, Seed: 3,
+		Stop: es.Stop{MaxEvals: 9000},
+	}
+	run := func(ev es.Evaluator) (stats []es.Stats, best es.Individual, restarts int) {
+		e, err := es.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		if _, err := e.Run(ctx, ev, es.RunOptions{OnGeneration: func(s es.Stats) error {
+			stats = append(stats, s)
+			return nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		restarts, _ = e.Restarts()
+		return stats, e.Best(), restarts
+	}
+	p, err := worker.BuildProblem(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantBest, restarts := run(problems.NewPool(p, 2))
+	if restarts < 2 {
+		t.Fatalf("%d restarts: the comparison proves little", restarts)
+	}
+
+	c := newCluster(t, "rwq")
+	for i := range 2 {
+		c.addWorker(t, "bipop-"+string(rune('a'+i)), 2, float64(1+i), c.key)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := c.master.WaitWorkers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	got, gotBest, _ := run(c.master)
+	compare(t, got, want)
+	if math.Float64bits(gotBest.F) != math.Float64bits(wantBest.F) || !slices.Equal(gotBest.X, wantBest.X) {
+		t.Fatalf("best %v on the grid, %v in process", gotBest.F, wantBest.F)
+	}
+}
