@@ -26,7 +26,7 @@ func TestFlagBounds(t *testing.T) {
 }
 
 // -collapse follows one run: one -problem and one -dim, which default to
-// the 30-D sphere; the table's default is the six functions in 10 and 30
+// the 30-D sphere; the table's default is the seven functions in 10 and 30
 // dimensions, seeds -seed, -seed+1, ….
 func TestProblemAndDimLists(t *testing.T) {
 	o, err := parseOptions([]string{"-collapse"})
@@ -34,7 +34,7 @@ func TestProblemAndDimLists(t *testing.T) {
 		t.Fatalf("-collapse: %+v, %v", o, err)
 	}
 	o, err = parseOptions([]string{"-seed", "5", "-trials", "3"})
-	if err != nil || len(o.problems) != 6 || len(o.dims) != 2 || o.seed != 5 || o.seeds != 3 {
+	if err != nil || len(o.problems) != 7 || len(o.dims) != 2 || o.seed != 5 || o.seeds != 3 {
 		t.Fatalf("the table: %+v, %v", o, err)
 	}
 	var stdout, stderr bytes.Buffer
