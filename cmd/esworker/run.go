@@ -104,7 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
-	flagx.DurationVar(fs, &o.linger, "metrics-linger", DefaultMetricsLinger, 0, time.Hour, "with -metrics: once the work ends (-once, -idle-timeout, a drain), keep serving the metrics for `D`, so that Prometheus scrapes the final counts (a signal ends it at once); 0 = stop at once")
+	flagx.DurationVar(fs, &o.linger, "metrics-linger", DefaultMetricsLinger, 0, time.Hour, "with -metrics: once the work ends by itself (-once, -idle-timeout), keep serving the metrics for `D`, so that Prometheus scrapes the final counts (a signal ends it at once); 0 = stop at once")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
 	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see the README); flags on the command line win")
 	flagx.DurationVar(fs, &o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, time.Millisecond, maxPluginStart, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
@@ -231,17 +231,24 @@ func printUsage(w io.Writer) {
 	fmt.Fprint(w, "\n"+exitTable)
 }
 
-// linger keeps the metrics served for d once the work has ended, so that
-// Prometheus scrapes the final counts; ctx (a second signal) ends it.
-func linger(ctx context.Context, d time.Duration, log *slog.Logger) {
+// linger keeps the metrics served for d once the work has ended by
+// itself (-once, -idle-timeout), so that Prometheus scrapes the final
+// counts; a signal (drain closed, or ctx done) ends it, or skips it.
+func linger(ctx context.Context, drain <-chan struct{}, d time.Duration, log *slog.Logger) {
+	select {
+	case <-drain:
+		return
+	default:
+	}
 	if d <= 0 || ctx.Err() != nil {
 		return
 	}
-	log.Info("serving the final metrics", "linger", d)
+	log.Info("serving the final metrics (a signal ends it)", "linger", d)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+	case <-drain:
 	case <-ctx.Done():
 	}
 }
@@ -329,7 +336,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 			return exitFailure
 		}
 		defer func() {
-			linger(ctx, o.linger, log)
+			linger(ctx, drain, o.linger, log)
 			stop()
 			<-done
 		}()
