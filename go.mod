@@ -3,6 +3,9 @@ module github.com/esgrid/esgrid
 go 1.26
 
 require (
+	// Builds dashboards/esgrid.json (internal/dashboard, go generate);
+	// imported by no command, so in no binary. No dependencies of its own.
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/hashicorp/memberlist v0.7.0
 	// Metrics on a registry of our own (package metrics); the version
 	// hashicorp/go-metrics already brings in.
@@ -30,7 +33,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/btree v1.1.3 // indirect
-	github.com/grafana/grafana-foundation-sdk/go v0.0.22 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
 	github.com/hashicorp/go-metrics v0.7.0 // indirect
