@@ -117,7 +117,11 @@ func variables() []cog.Builder[dashboard.VariableModel] {
 			Query(dashboard.StringOrMap{String: cog.ToPtr(query)}).Definition(query).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc)
 		if multi {
-			b.Multi(true).IncludeAll(true).AllValue(".*")
+			// All by default: every run in the time range, each in its
+			// own series (the legends name the run).
+			all := dashboard.StringOrArrayOfString{ArrayOfString: []string{"$__all"}}
+			b.Multi(true).IncludeAll(true).AllValue(".*").
+				Current(dashboard.VariableOption{Selected: cog.ToPtr(true), Text: dashboard.StringOrArrayOfString{ArrayOfString: []string{"All"}}, Value: all})
 		}
 		return b
 	}
