@@ -3,6 +3,9 @@ module github.com/esgrid/esgrid
 go 1.26
 
 require (
+	// Builds dashboards/esgrid.json (internal/dashboard, go generate);
+	// imported by no command, so in no binary. No dependencies of its own.
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/hashicorp/memberlist v0.7.0
 	// Metrics on a registry of our own (package metrics); the version
 	// hashicorp/go-metrics already brings in.

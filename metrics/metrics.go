@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,31 @@ func NewRegistry() *prometheus.Registry {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
+
+// NewRunRegistry returns a registry of our own, to serve, and the
+// registerer to register a run's collectors with: every series it
+// gathers, the Go runtime's and the process's included, carries the
+// label run=name (the run's name, esrun -run-name), so that one
+// Prometheus holds many runs apart.
+func NewRunRegistry(name string) (*prometheus.Registry, prometheus.Registerer) {
+	reg := prometheus.NewRegistry()
+	r := prometheus.WrapRegistererWith(prometheus.Labels{"run": name}, reg)
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, r
+}
+
+// RunInfo describes a run, for esgrid_run_info.
+type RunInfo struct {
+	ID       string // unique to the run (esrun makes one at random)
+	Seed     uint64
+	Policy   string // the scheduling policy
+	Problem  string
+	Strategy string // es or cma
+}
+
+// LastGenerationFigures are the figures of esgrid_last_generation_seconds,
+// one series each, all set when a generation's figures are final.
+var LastGenerationFigures = []string{"duration", "compute", "sync_wait", "comm", "comm_paper", "between", "lb", "barrier_bound", "busy", "wasted"}
 
 // MasterState is what the master knows when Prometheus scrapes: its
 // counters (grid.MasterStats) and its view of each connected worker.
@@ -105,6 +131,7 @@ type Master struct {
 	syncC, commC, commPaperC, computeC, durationC prometheus.Counter
 	lbC, barrierC, busyC, wastedC, betweenC       prometheus.Counter
 	tasks, cancels                                *prometheus.CounterVec
+	last                                          *prometheus.GaugeVec
 
 	mu         sync.Mutex
 	accepted   float64
@@ -129,7 +156,7 @@ func NewMaster(state func() MasterState) *Master {
 	m := &Master{}
 	m.SetState(state)
 	m.info = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "esgrid_run_info",
-		Help: "Always 1; its labels describe the run: the scheduling policy and the problem."}, []string{"policy", "problem"})
+		Help: "Always 1; its labels describe the run: its id (unique to the run), the seed, the scheduling policy, the problem and the strategy."}, []string{"run_id", "seed", "policy", "problem", "strategy"})
 	m.generation = prometheus.NewGauge(prometheus.GaugeOpts{Name: "esgrid_generation",
 		Help: "The ES generation last completed (selection done)."})
 	m.best = prometheus.NewGauge(prometheus.GaugeOpts{Name: "esgrid_best_fitness",
@@ -165,6 +192,11 @@ func NewMaster(state func() MasterState) *Master {
 		Help: "Task instances sent to workers, by kind: original (a task's first instance; one per task), resend (the task sent again from Q once its instances were withdrawn, overdue, failed or lost) or replica (a further instance sent as a replica)."}, []string{"kind"})
 	m.cancels = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "esgrid_cancels_total",
 		Help: "Cancels by what the worker did: held (dropped from its remote queue before it ran), running (stopped), late (it had finished)."}, []string{"outcome"})
+	m.last = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "esgrid_last_generation_seconds",
+		Help: "The last generation's figures, set once they are final (a gauge, so that a panel has a value between generations, where rate() over the counters above, which move once per generation, has none), by figure: duration, compute, sync_wait, comm, comm_paper, between (before it), lb, barrier_bound (LB + the round trip), busy (a slot's time executing, averaged over the workers), wasted."}, []string{"figure"})
+	for _, f := range LastGenerationFigures {
+		m.last.WithLabelValues(f)
+	}
 	for _, k := range []string{"original", "resend", "replica"} {
 		m.tasks.WithLabelValues(k)
 	}
@@ -205,7 +237,7 @@ func (m *Master) owned() []prometheus.Collector {
 	return []prometheus.Collector{m.info, m.generation, m.best, m.mean, m.evals, m.gens,
 		m.syncH, m.commH, m.commPaperH, m.computeH, m.durationH,
 		m.syncC, m.commC, m.commPaperC, m.computeC, m.durationC, m.lbC, m.barrierC, m.busyC, m.wastedC, m.betweenC,
-		m.tasks, m.cancels}
+		m.tasks, m.cancels, m.last}
 }
 
 // Register registers the master's metrics with reg.
@@ -229,9 +261,9 @@ func (m *Master) SetState(state func() MasterState) {
 }
 
 // SetRun labels the run (esgrid_run_info).
-func (m *Master) SetRun(policy, problem string) {
+func (m *Master) SetRun(r RunInfo) {
 	m.info.Reset()
-	m.info.WithLabelValues(policy, problem).Set(1)
+	m.info.WithLabelValues(r.ID, strconv.FormatUint(r.Seed, 10), r.Policy, r.Problem, r.Strategy).Set(1)
 }
 
 // Seconds is how a generation's durations are counted, here and in
@@ -265,6 +297,15 @@ func (m *Master) Generation(g sched.Generation) {
 	if g.LB > 0 {
 		m.lbC.Add(Seconds(g.LB))
 		m.barrierC.Add(Seconds(g.LB + g.RoundTrip))
+	}
+	var lb, bound time.Duration // as the counters: no LB, no bound
+	if g.LB > 0 {
+		lb, bound = g.LB, g.LB+g.RoundTrip
+	}
+	for f, d := range map[string]time.Duration{"duration": g.Total, "compute": g.Compute, "sync_wait": g.SyncWait,
+		"comm": g.Comm, "comm_paper": g.CommPaper, "between": g.Between, "lb": lb, "barrier_bound": bound,
+		"busy": g.Busy, "wasted": g.Wasted} {
+		m.last.WithLabelValues(f).Set(Seconds(d))
 	}
 	m.tasks.WithLabelValues("original").Add(float64(max(g.Originals, 0)))
 	m.tasks.WithLabelValues("resend").Add(float64(max(g.Resends, 0)))

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ func TestRealPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and a grid of processes")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 
@@ -64,7 +65,7 @@ func TestRealPrometheus(t *testing.T) {
 	// machine a scrape can take longer than its 1 s timeout and be lost,
 	// and one of them must succeed.
 	const scrape, linger = time.Second, 20 * time.Second
-	masterAddr, workerAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	masterAddr, workerAddr, splitWorkerAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
@@ -74,8 +75,8 @@ scrape_configs:
       - targets: ["%[2]s"]
   - job_name: esgrid-workers
     static_configs:
-      - targets: ["%[3]s"]
-`, scrape, masterAddr, workerAddr)
+      - targets: ["%[3]s", "%[4]s"]
+`, scrape, masterAddr, workerAddr, splitWorkerAddr)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -93,13 +94,15 @@ scrape_configs:
 		return resp.StatusCode == 200
 	}, promLog)
 
-	// The master waits for three workers: its local one and two
-	// esworkers, the second started only once Prometheus has scraped the
-	// first in the master's view and on its own exporter.
+	// The master waits for four workers: its local one and three
+	// esworkers, the second and third started only once Prometheus has
+	// scraped the first in the master's view and on its own exporter,
+	// and has seen a worker lost: a victim that joins and is killed.
 	report := filepath.Join(dir, "run.json")
 	runLog := &lockedBuf{}
 	const key = "cHJvbWV0aGV1cy10ZXN0LWtleS0wMTIzNDU2Nzg5YWI="
-	esrun := start(t, ctx, runLog, bin["esrun"], "-gens", "40", "-load-ms", "4", "-local", "1", "-slots", "1", "-min-workers", "3",
+	from := time.Now()
+	esrun := start(t, ctx, runLog, bin["esrun"], "-run-name", "first", "-gens", "40", "-load-ms", "4", "-local", "1", "-slots", "1", "-min-workers", "4",
 		"-key", key, "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
 		"-metrics", masterAddr, "-metrics-linger", linger.String(), "-report", report, "-quiet")
 	var gossip string
@@ -137,7 +140,14 @@ scrape_configs:
 	}
 	waitFor(t, ctx, "Prometheus to scrape remote-1 in the master's view", seen(`esgrid_master_worker_slots{job="esgrid-master",worker="remote-1"}`, 1), stringer(diagnose))
 	waitFor(t, ctx, "Prometheus to scrape remote-1's exporter", seen(`esgrid_worker_slots{job="esgrid-workers",worker="remote-1"}`, 1), stringer(diagnose))
-	second := start(t, ctx, &lockedBuf{}, bin["esworker"], "-join", gossip, "-key", key, "-name", "remote-2", "-slots", "1", "-once")
+	victim := start(t, ctx, &lockedBuf{}, bin["esworker"], "-join", gossip, "-key", key, "-name", "victim", "-slots", "1")
+	waitFor(t, ctx, "Prometheus to scrape the victim in the master's view", seen(`esgrid_master_worker_slots{job="esgrid-master",worker="victim"}`, 1), stringer(diagnose))
+	syscall.Kill(-victim.cmd.Process.Pid, syscall.SIGKILL)
+	waitFor(t, ctx, "Prometheus to scrape the victim lost", seen(`sum(esgrid_workers_lost_total{job="esgrid-master"})`, 1), stringer(diagnose))
+	// remote-2's failures are retried elsewhere: the run's evolution is
+	// the same, and the failure panels have something to show.
+	second := start(t, ctx, &lockedBuf{}, bin["esworker"], "-join", gossip, "-key", key, "-name", "remote-2", "-slots", "1", "-once", "-fail-every", "7")
+	third := start(t, ctx, &lockedBuf{}, bin["esworker"], "-join", gossip, "-key", key, "-name", "remote-3", "-slots", "1", "-once")
 	// esrun writes its report, then serves its final figures for the
 	// linger: a scrape that starts once the report is there reads final
 	// figures only. Two more samples than when the report appeared mean
@@ -166,8 +176,10 @@ scrape_configs:
 	if err := wait(ctx, esrun); err != nil {
 		t.Fatalf("esrun: %v\n%s", err, runLog)
 	}
-	if err := wait(ctx, second); err != nil {
-		t.Fatalf("the second esworker: %v", err)
+	for _, w := range []*proc{second, third} {
+		if err := wait(ctx, w); err != nil {
+			t.Fatalf("%s: %v", w.cmd.Args, err)
+		}
 	}
 	// remote-1 waits for the next run: its count is final. Prometheus
 	// must come to hold what its exporter says.
@@ -253,10 +265,162 @@ scrape_configs:
 			t.Errorf("%s = %v; the report says %v", query, got, c.want)
 		}
 	}
-	if got, err := queryScalar(ctx, api, `max_over_time(esgrid_workers{job="esgrid-master"}[1h])`); err != nil || got != 3 {
-		t.Errorf("esgrid_workers at most %v (%v), want 3", got, err)
+	if got, err := queryScalar(ctx, api, `max_over_time(esgrid_workers{job="esgrid-master"}[1h])`); err != nil || got != 4 {
+		t.Errorf("esgrid_workers at most %v (%v), want 4", got, err)
+	}
+	if got, err := queryScalar(ctx, api, `last_over_time(esgrid_failed_evaluations_total{job="esgrid-master"}[1h])`); err != nil || got < 1 {
+		t.Errorf("esgrid_failed_evaluations_total = %v (%v), want remote-2's failures", got, err)
+	}
+	// Every query of the dashboard, on this run: none fails, none is
+	// empty, the run's end included (Prometheus has seen esrun gone).
+	waitFor(t, ctx, "Prometheus to see esrun gone", seen(`up{job="esgrid-master"}`, 0), stringer(diagnose))
+	vars := map[string]string{"job": "esgrid-master", "run": "first", "instance": ".*", "worker": ".*"}
+	checkDashboard(t, ctx, api, vars, from, time.Now(), nil, stringer(diagnose))
+
+	splitRun(t, ctx, api, bin, masterAddr, splitWorkerAddr, key, linger, diagnose)
+	// The dashboard's run variable tells the two runs apart.
+	runs, err := labelValues(ctx, api, "run", `esgrid_run_info{job="esgrid-master"}`, from, time.Now())
+	if err != nil || !slices.Equal(runs, []string{"first", "split"}) {
+		t.Errorf("the run variable's values: %v (%v), want [first split]", runs, err)
 	}
 	stop(t, p)
+}
+
+// splitRun is a second run on the same master address, whose masters
+// split (see docs/topologies.md): eight one-slot workers, one
+// of them (sw0) scraped, the master made slow. Every query of the
+// dashboard is checked on it as on the first; a worker lost may be
+// empty, none being lost. sw0 runs with -once and -metrics-linger: it
+// ends with the run, and serves its final counts until Prometheus has
+// them.
+func splitRun(t *testing.T, ctx context.Context, api string, bin map[string]string, masterAddr, workerAddr, key string, linger time.Duration, diagnose func() string) {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "split.json")
+	runLog := &lockedBuf{}
+	from := time.Now()
+	esrun := start(t, ctx, runLog, bin["esrun"], "-run-name", "split", "-sched", "rwq", "-local", "0", "-min-workers", "8",
+		"-key", key, "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-split", "paper", "-master-cost", "1ms",
+		"-problem", "rastrigin", "-dim", "8", "-mu", "10", "-lambda", "300", "-gens", "3", "-seed", "5",
+		"-metrics", masterAddr, "-metrics-linger", linger.String(), "-report", report, "-quiet")
+	diag := stringer(func() string { return "split run's esrun log:\n" + runLog.String() + "\n" + diagnose() })
+	var gossip string
+	waitFor(t, ctx, "the split run's esrun listening", func() bool {
+		if esrun.exited() {
+			t.Fatalf("esrun exited: %v\n%s", esrun.err, runLog)
+		}
+		m := regexp.MustCompile(`esrun: listening data=\S+ gossip=(\S+)`).FindStringSubmatch(runLog.String())
+		if m != nil {
+			gossip = m[1]
+		}
+		return m != nil
+	}, runLog)
+	seen := func(query string, want float64) func() bool {
+		return func() bool {
+			got, err := queryScalar(ctx, api, query)
+			return err == nil && got == want
+		}
+	}
+	workerArgs := func(name string) []string {
+		return []string{"-join", gossip, "-key", key, "-name", name, "-slots", "1", "-slowdown", "1000", "-once"}
+	}
+	sw0 := start(t, ctx, &lockedBuf{}, bin["esworker"], append(workerArgs("sw0"), "-metrics", workerAddr, "-metrics-linger", "1h")...)
+	waitFor(t, ctx, "Prometheus to scrape sw0 in the split run's master's view", seen(`esgrid_master_worker_slots{run="split",worker="sw0"}`, 1), diag)
+	waitFor(t, ctx, "Prometheus to scrape sw0's exporter", seen(`esgrid_worker_slots{job="esgrid-workers",worker="sw0"}`, 1), diag)
+	var others []*proc
+	for i := 1; i < 8; i++ {
+		others = append(others, start(t, ctx, &lockedBuf{}, bin["esworker"], workerArgs(fmt.Sprintf("sw%d", i))...))
+	}
+	waitFor(t, ctx, "the split run's report", func() bool {
+		if _, err := os.Stat(report); err == nil {
+			return true
+		}
+		if esrun.exited() {
+			t.Fatalf("esrun exited with no report: %v\n%s", esrun.err, runLog)
+		}
+		return false
+	}, runLog)
+	const samples = `count_over_time(esgrid_generations_total{run="split"}[1h])`
+	n0, _ := queryScalar(ctx, api, samples)
+	waitFor(t, ctx, "Prometheus to scrape the split run's final figures", func() bool {
+		exited := esrun.exited()
+		if n, err := queryScalar(ctx, api, samples); err == nil && n >= n0+2 {
+			return true
+		}
+		if exited {
+			t.Fatalf("esrun's %v linger ended before Prometheus scraped its final figures\n%s", linger, diag)
+		}
+		return false
+	}, diag)
+	if err := wait(ctx, esrun); err != nil {
+		t.Fatalf("esrun: %v\n%s", err, runLog)
+	}
+	for _, w := range others {
+		if err := wait(ctx, w); err != nil {
+			t.Fatalf("%s: %v", w.cmd.Args, err)
+		}
+	}
+	// sw0's run is over (-once): it serves its final count for its
+	// linger, until Prometheus holds it.
+	finished := exported(t, ctx, "http://"+workerAddr+"/metrics", `esgrid_worker_tasks_total{outcome="finished",worker="sw0"}`)
+	waitFor(t, ctx, "Prometheus to scrape sw0's final count", seen(`esgrid_worker_tasks_total{job="esgrid-workers",worker="sw0",outcome="finished"}`, finished), diag)
+	stop(t, sw0)
+	if got, err := queryScalar(ctx, api, `last_over_time(esgrid_master_splits_total{run="split",outcome="made"}[1h])`); err != nil || got < 1 {
+		t.Errorf("splits made in the split run: %v (%v), want at least 1\n%s", got, err, runLog)
+	}
+	// The counts of tasks are summed over the masters (a child's travel
+	// back with its results): as many originals as tasks at least (a
+	// task a worker gave back on its promotion is sent by both masters),
+	// and Prometheus says what the report says.
+	var rep struct {
+		Schedule struct {
+			Originals      float64 `json:"originals"`
+			Resends        float64 `json:"resends"`
+			Replicas       float64 `json:"replicas"`
+			CancelsHeld    float64 `json:"cancels_held"`
+			CancelsRunning float64 `json:"cancels_running"`
+			CancelsLate    float64 `json:"cancels_late"`
+			Generations    []struct {
+				Tasks float64 `json:"tasks"`
+			} `json:"generations"`
+			Masters struct {
+				FromChildren float64 `json:"from_children"`
+			} `json:"masters"`
+		} `json:"schedule"`
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	sc := &rep.Schedule
+	tasks := 0.0
+	for _, g := range sc.Generations {
+		tasks += g.Tasks
+	}
+	t.Logf("split run: %v tasks; %v originals, %v resends, %v replicas; %v results from children", tasks, sc.Originals, sc.Resends, sc.Replicas, sc.Masters.FromChildren)
+	if sc.Originals < tasks || sc.Masters.FromChildren == 0 {
+		t.Errorf("split run: %v originals for %v tasks, %v results from children; want every task's original counted, and results from children", sc.Originals, tasks, sc.Masters.FromChildren)
+	}
+	for _, c := range []struct {
+		series string
+		want   float64
+	}{
+		{`esgrid_tasks_sent_total{kind="original",run="split"}`, sc.Originals},
+		{`esgrid_tasks_sent_total{kind="resend",run="split"}`, sc.Resends},
+		{`esgrid_tasks_sent_total{kind="replica",run="split"}`, sc.Replicas},
+		{`esgrid_cancels_total{outcome="held",run="split"}`, sc.CancelsHeld},
+		{`esgrid_cancels_total{outcome="running",run="split"}`, sc.CancelsRunning},
+		{`esgrid_cancels_total{outcome="late",run="split"}`, sc.CancelsLate},
+	} {
+		if got, err := queryScalar(ctx, api, "last_over_time("+c.series+"[1h])"); err != nil || got != c.want {
+			t.Errorf("split run: %s = %v (%v); the report says %v", c.series, got, err, c.want)
+		}
+	}
+	waitFor(t, ctx, "Prometheus to see the split run's esrun gone", seen(`up{job="esgrid-master"}`, 0), diag)
+	vars := map[string]string{"job": "esgrid-master", "run": "split", "instance": ".*", "worker": ".*"}
+	checkDashboard(t, ctx, api, vars, from, time.Now(), map[string]bool{"annotation Worker lost": true}, diag)
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"regexp"
 	"testing"
 
 	"github.com/esgrid/esgrid/internal/flagx/flagxtest"
@@ -39,5 +40,20 @@ func TestOldNameNotice(t *testing.T) {
 	o, err := parseOptions([]string{"-sched", "wq"})
 	if err != nil || o.sched != "wq" || !o.set["policy"] {
 		t.Errorf("-sched wq: %+v, %v", o, err)
+	}
+}
+
+// A run's id is random and its name defaults to the problem and the
+// id's first 8 hex digits; -run-name replaces the name only.
+func TestRunIdentity(t *testing.T) {
+	a, b := newMonitor(&options{metrics: "127.0.0.1:0", sched: "wq"}, "ridge"), newMonitor(&options{metrics: "127.0.0.1:0", sched: "wq"}, "ridge")
+	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(a.id) || a.id == b.id {
+		t.Errorf("run ids %q and %q: want 16 hex digits, each run its own", a.id, b.id)
+	}
+	if a.name != "ridge-"+a.id[:8] {
+		t.Errorf("default run name %q for id %s", a.name, a.id)
+	}
+	if c := newMonitor(&options{metrics: "127.0.0.1:0", sched: "wq", runName: "lab-7"}, "ridge"); c.name != "lab-7" || len(c.id) != 16 {
+		t.Errorf("-run-name lab-7: name %q, id %q", c.name, c.id)
 	}
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
@@ -22,6 +25,9 @@ import (
 // each scrape, the local agents', and the ES's progress.
 type monitor struct {
 	reg    *prometheus.Registry
+	run    prometheus.Registerer // reg, every series labelled run=NAME
+	id     string                // the run's id (esgrid_run_info's run_id)
+	name   string                // -run-name, or its default
 	master *metrics.Master
 	live   *livepage.Page // the status page at /
 	stop   context.CancelFunc
@@ -33,7 +39,39 @@ func newMonitor(o *options, problem string) *monitor {
 	if o.metrics == "" {
 		return nil
 	}
-	return &monitor{reg: metrics.NewRegistry(), master: metrics.NewMaster(nil), live: livepage.New(o.sched, problem)}
+	id := newRunID()
+	name := o.runName
+	if name == "" {
+		name = problem + "-" + id[:8]
+	}
+	reg, run := metrics.NewRunRegistry(name)
+	return &monitor{reg: reg, run: run, id: id, name: name, master: metrics.NewMaster(nil), live: livepage.New(o.sched, problem)}
+}
+
+// newRunID returns a run's id: 16 random hex digits. It names the run
+// in its metrics only, and draws nothing from the ES's random source.
+func newRunID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// maxRunName bounds -run-name.
+const maxRunName = 64
+
+// validRunName accepts 1 to maxRunName letters, digits and . _ - :, so
+// that a run's name is a label value that reads the same in a URL, a
+// dashboard's variable and a shell.
+func validRunName(s string) bool {
+	if s == "" || len(s) > maxRunName {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // onInstance is the ledger's OnInstance for the status page (nil
@@ -61,17 +99,17 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 	}
 	mon.master.SetState(g.master.MetricsState)
 	mon.live.SetMaster(g.master)
-	mon.master.SetRun(o.sched, problem)
-	if err := mon.master.Register(mon.reg); err != nil {
+	mon.master.SetRun(metrics.RunInfo{ID: mon.id, Seed: o.seed, Policy: o.sched, Problem: problem, Strategy: o.strategy})
+	if err := mon.master.Register(mon.run); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if g.gossip != nil {
-		if err := mon.reg.Register(metrics.NewGossip(g.gossip.Refused, grid.GossipRefusedKinds()...)); err != nil {
+		if err := mon.run.Register(metrics.NewGossip(g.gossip.Refused, grid.GossipRefusedKinds()...)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	for _, a := range g.Agents() {
-		if err := mon.reg.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return agentState(a) })); err != nil {
+		if err := mon.run.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return agentState(a) })); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
@@ -83,7 +121,8 @@ func (mon *monitor) start(o *options, g *localGrid, problem string, con logx.Con
 	}
 	mon.stop, mon.done = cancel, done
 	url := "http://" + addr + "/metrics"
-	con.Say(slog.LevelInfo, "esrun: metrics on "+url+", the run's status page on http://"+addr+"/", "serving metrics", "url", url)
+	con.Say(slog.LevelInfo, "esrun: metrics on "+url+" (run="+mon.name+", run_id="+mon.id+"), the run's status page on http://"+addr+"/",
+		"serving metrics", "url", url, "run", mon.name, "run_id", mon.id)
 	return nil
 }
 

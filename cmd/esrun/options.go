@@ -76,6 +76,7 @@ type options struct {
 
 	metrics       string        // -metrics ADDR (metrics.go)
 	metricsLinger time.Duration // -metrics-linger
+	runName       string        // -run-name: the label run= of every series
 
 	set        map[string]bool // the flags given on the command line
 	deprecated []string        // notices for the deprecated names given
@@ -187,13 +188,13 @@ var flagGroups = []struct {
 	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
 	{"Grid", []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
 	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
-	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "version"}},
+	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "run-name", "version"}},
 	{"Deprecated", []string{"sched"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so
 // that -inprocess refuses them.
-var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger"}
+var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger", "run-name"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
@@ -249,6 +250,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines; the line per generation goes there too, as the record \"generation\"")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9464, or 127.0.0.1:0 for any free port): the time accounting per generation, tasks, cancels, results, workers, the master's inbox (see docs/metrics.md)")
 	flagx.DurationVar(fs, &o.metricsLinger, "metrics-linger", 0, 0, time.Hour, "with -metrics: keep serving the metrics for `D` after the run ends, so that Prometheus scrapes its final figures (e.g. 2 scrape intervals)")
+	fs.StringVar(&o.runName, "run-name", "", "with -metrics: the run's `NAME`, the label run= of every series it exports (a dashboard picks runs by it); default the problem and the first 8 hex digits of the run's random id, e.g. ridge-3f9a2c1b")
 	flagx.VersionFlag(fs)
 	flagx.Alias(fs, "sched", "policy")
 	return fs
@@ -292,6 +294,10 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-copies applies to -policy eft only, not %s", o.sched)
 	case o.metricsLinger > 0 && o.metrics == "":
 		return nil, usagef("-metrics-linger needs -metrics")
+	case o.set["run-name"] && o.metrics == "":
+		return nil, usagef("-run-name needs -metrics")
+	case o.set["run-name"] && !validRunName(o.runName):
+		return nil, usagef("-run-name %q: give 1 to %d letters, digits or . _ - : characters", o.runName, maxRunName)
 	case o.key != "" && o.keyFile != "":
 		return nil, usagef("-key and -key-file both give the key; give one")
 	case o.genkey != "" && len(o.set) > 1:

@@ -64,6 +64,10 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-adaptive", "-policy", "wq"}, "-adaptive applies to -policy rwq and r3q only, not wq"},
 		{[]string{"-dim", "1048577"}, "a worker evaluates at most 1048576 dimensions"},
 		{[]string{"-key-file", "/nonexistent/esgrid.key"}, "-key-file: grid: key file: open /nonexistent/esgrid.key"},
+		{[]string{"-run-name", "a"}, "-run-name needs -metrics"},
+		{[]string{"-metrics", "127.0.0.1:0", "-run-name", "a b"}, `-run-name "a b": give 1 to 64 letters, digits or . _ - : characters`},
+		{[]string{"-metrics", "127.0.0.1:0", "-run-name", ""}, `-run-name "": give 1 to 64`},
+		{[]string{"-metrics", "127.0.0.1:0", "-run-name", strings.Repeat("r", 65)}, `give 1 to 64`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

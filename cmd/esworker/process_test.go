@@ -52,7 +52,7 @@ func TestProcessSignals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			cmd := exec.Command(bin, "-master", ln.Addr().String(), "-slots", "1", "-slowdown", c.slowdown, "-metrics", "127.0.0.1:0")
+			cmd := exec.Command(bin, "-master", ln.Addr().String(), "-slots", "1", "-slowdown", c.slowdown, "-metrics", "127.0.0.1:0", "-metrics-linger", "0")
 			cmd.Env = append(os.Environ(), grid.KeyEnv+"="+testSecret)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr

@@ -33,7 +33,8 @@ type options struct {
 	delay    time.Duration
 	verbose  bool
 	logJSON  bool
-	metrics  string // -metrics ADDR
+	metrics  string        // -metrics ADDR
+	linger   time.Duration // -metrics-linger
 	once     bool
 	idle     time.Duration
 	hello    time.Duration // -plugin-start-timeout
@@ -103,6 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write every line on standard error as JSON, one object per line, for machines")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
+	flagx.DurationVar(fs, &o.linger, "metrics-linger", DefaultMetricsLinger, 0, time.Hour, "with -metrics: once the work ends by itself (-once, -idle-timeout), keep serving the metrics for `D`, so that Prometheus scrapes the final counts (a signal ends it at once); 0 = stop at once")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
 	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see docs/install.md); flags on the command line win")
 	flagx.DurationVar(fs, &o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, time.Millisecond, maxPluginStart, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
@@ -143,6 +145,11 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	case o.join == "" && o.master == "":
 		return nil, usagef("give -join HOST[:PORT] (the master's gossip address) or -master HOST:PORT")
+	}
+	lingerSet := false
+	fs.Visit(func(f *flag.Flag) { lingerSet = lingerSet || f.Name == "metrics-linger" })
+	if lingerSet && o.metrics == "" {
+		return nil, usagef("-metrics-linger needs -metrics")
 	}
 	if o.metrics != "" {
 		if err := checkHostPort(o.metrics, 0); err != nil {
@@ -200,6 +207,11 @@ const (
 	maxPluginStart = 10 * time.Minute
 )
 
+// DefaultMetricsLinger is -metrics-linger's default: three of the
+// example prometheus.yml's 5 s scrape intervals, so that one scrape of
+// the final counts succeeds even when another is lost.
+const DefaultMetricsLinger = 15 * time.Second
+
 // checkHostPort accepts HOST:PORT with a numeric port of at least
 // minPort (1 where the port is dialled, 0 where 0 means any free port).
 func checkHostPort(addr string, minPort int) error {
@@ -253,6 +265,28 @@ func printUsage(w io.Writer) {
 	fmt.Fprint(w, usageText)
 	fs.PrintDefaults()
 	fmt.Fprint(w, "\n"+exitTable)
+}
+
+// linger keeps the metrics served for d once the work has ended by
+// itself (-once, -idle-timeout), so that Prometheus scrapes the final
+// counts; a signal (drain closed, or ctx done) ends it, or skips it.
+func linger(ctx context.Context, drain <-chan struct{}, d time.Duration, log *slog.Logger) {
+	select {
+	case <-drain:
+		return
+	default:
+	}
+	if d <= 0 || ctx.Err() != nil {
+		return
+	}
+	log.Info("serving the final metrics (a signal ends it)", "linger", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-drain:
+	case <-ctx.Done():
+	}
 }
 
 // run is esworker without the process around it; it returns the exit
@@ -341,7 +375,11 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 			refuse(fmt.Errorf("-metrics %s: %w", o.metrics, err))
 			return exitFailure
 		}
-		defer func() { stop(); <-done }()
+		defer func() {
+			linger(ctx, drain, o.linger, log)
+			stop()
+			<-done
+		}()
 		log.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	}
 	finished := make(chan struct{})

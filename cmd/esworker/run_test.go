@@ -44,6 +44,8 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"-join", "h", "stray"}, "stray"},
 		{[]string{"-join", "h"}, "no cluster key"},
 		{[]string{"-join", "h", "-key-file", "/does/not/exist"}, "key file"},
+		{[]string{"-join", "h", "-metrics-linger", "1s"}, "-metrics-linger needs -metrics"},
+		{[]string{"-join", "h", "-metrics", ":0", "-metrics-linger", "-1s"}, "-metrics-linger"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
