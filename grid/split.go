@@ -116,8 +116,6 @@ type childMaster struct {
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
 	moved []string
-	// counted is what its counts said last (addChildCounts).
-	counted ChildCounts
 }
 
 // parentLink is a child's view of its parent.
@@ -552,7 +550,7 @@ func (m *Master) forwardResults(now bool) {
 	if !now && len(pl.ids) < resultsBatch && t-pl.last < resultsEvery {
 		return
 	}
-	pl.conn.Send(&ChildResults{Gen: m.cur.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), Counts: m.childCounts()})
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow()})
 	pl.ids, pl.f, pl.last = pl.ids[:0], pl.f[:0], t
 }
 
@@ -783,38 +781,6 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 	}
 }
 
-// childCounts are this child master's counts so far, for its parent.
-func (m *Master) childCounts() *ChildCounts {
-	c := m.ledger.RunCounts()
-	return &ChildCounts{Originals: int64(c.Originals), Resends: int64(c.Resends), Replicas: int64(c.Replicas),
-		CancelsHeld: int64(c.CancelsHeld), CancelsRunning: int64(c.CancelsRunning), CancelsLate: int64(c.CancelsLate),
-		Duplicates: int64(c.Duplicates), Wasted: int64(c.Wasted)}
-}
-
-// addChildCounts adds to the ledger what a child's counts gained since
-// its last word: they are cumulative, and never go back (a count that
-// does is the child's error, and adds nothing).
-func (m *Master) addChildCounts(c *childMaster, r *ChildCounts) {
-	if r == nil {
-		return
-	}
-	d := func(now int64, seen *int64) int {
-		if now <= *seen {
-			return 0
-		}
-		n := now - *seen
-		*seen = now
-		return int(n)
-	}
-	s := &c.counted
-	canR, canH := d(r.CancelsRunning, &s.CancelsRunning), d(r.CancelsHeld, &s.CancelsHeld)
-	m.ledger.AddCounts(m.now(), sched.Counts{
-		Originals: d(r.Originals, &s.Originals), Resends: d(r.Resends, &s.Resends), Replicas: d(r.Replicas, &s.Replicas),
-		CancelsHeld: canH, CancelsRunning: canR, CancelsLate: d(r.CancelsLate, &s.CancelsLate),
-		Aborted: canR, Dropped: canH, Duplicates: d(r.Duplicates, &s.Duplicates), Wasted: time.Duration(d(r.Wasted, &s.Wasted)),
-	})
-}
-
 // onChildResults accepts the results a child returns (Fig. 3 lines
 // 24–27).
 func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
@@ -822,7 +788,6 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	if r.Masters > 0 {
 		c.masters = r.Masters
 	}
-	m.addChildCounts(c, r.Counts)
 	b := m.cur
 	if b != nil && r.Gen == b.id && len(r.IDs) == len(r.F) {
 		at := m.now()
@@ -1203,7 +1168,7 @@ func (m *Master) maybeFinish() {
 			return
 		}
 		pl.finishing = true
-		pl.conn.Send(&ChildResults{Gen: b.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), Counts: m.childCounts(), Done: true})
+		pl.conn.Send(&ChildResults{Gen: b.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), Done: true})
 		pl.ids, pl.f = nil, nil
 		m.log.Info("child master done; its results went to the parent", "gen", b.gen, "workers", m.nLive)
 	}
@@ -1214,7 +1179,7 @@ func (m *Master) maybeFinish() {
 		// This worker comes now: the parent waits for it from now on
 		// (it may have waited here for its own children's workers). The
 		// link's last frame: RunChild waits for it to be written.
-		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Counts: m.childCounts(), Done: true, Moved: []string{pl.self}})
+		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Done: true, Moved: []string{pl.self}})
 		pl.answered = true
 		pl.done <- nil
 	}
@@ -1244,7 +1209,7 @@ func (m *Master) moveBack() {
 	}
 	// The parent waits for them (and this worker) at the end of the run:
 	// it hears of them before they leave.
-	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Counts: m.childCounts(), Done: true, Moved: moved})
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
 	for _, w := range ws {
 		m.setDraining(w)
 		m.moveWorker(w, pl.addr)
@@ -1277,7 +1242,7 @@ func (m *Master) bounce() {
 	if len(moved) == 0 {
 		return
 	}
-	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Counts: m.childCounts(), Done: true, Moved: moved})
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
 	for _, w := range ws {
 		m.setDraining(w)
 		m.moveWorker(w, pl.addr)

@@ -103,23 +103,6 @@ type ChildResults struct {
 	// Moved names the workers the child sent back to the parent (itself
 	// included): the parent waits for them at the end of the run.
 	Moved []string `msgpack:"mv,omitempty"`
-	// Counts are the child's scheduling counts so far, its own
-	// children's included (cumulative: the parent adds what is new).
-	Counts *ChildCounts `msgpack:"c,omitempty"`
-}
-
-// ChildCounts are a child master's counts of instances sent and of
-// cancels' outcomes (sched.Counts), so that a run's counts are summed
-// over its masters: a task lent to a child is sent, and counted, there.
-type ChildCounts struct {
-	Originals      int64 `msgpack:"o"`
-	Resends        int64 `msgpack:"rs"`
-	Replicas       int64 `msgpack:"rp"`
-	CancelsHeld    int64 `msgpack:"ch"`
-	CancelsRunning int64 `msgpack:"cr"`
-	CancelsLate    int64 `msgpack:"cl"`
-	Duplicates     int64 `msgpack:"d"`
-	Wasted         int64 `msgpack:"w"` // nanoseconds
 }
 
 // RelayFrame carries one relayed stream's bytes between a relay and its

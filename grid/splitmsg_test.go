@@ -33,8 +33,7 @@ func TestSplitMessagesRoundTrip(t *testing.T) {
 		&TaskRequest{Gen: 3},
 		&TaskGrant{Gen: 3, Tasks: []Task{{ID: 9, X: []float64{3}}}},
 		&TaskRefusal{Gen: 3},
-		&ChildResults{Gen: 3, IDs: []int32{1, 2}, F: []float64{0.5, -1}, Masters: 2, Done: true, Moved: []string{"w1"},
-			Counts: &ChildCounts{Originals: 5, Resends: 1, Replicas: 2, CancelsHeld: 1, CancelsRunning: 1, CancelsLate: 1, Duplicates: 1, Wasted: 3e6}},
+		&ChildResults{Gen: 3, IDs: []int32{1, 2}, F: []float64{0.5, -1}, Masters: 2, Done: true, Moved: []string{"w1"}},
 		&RelayFrame{S: 12, Op: RelayData, D: []byte("frame bytes")},
 		&RelayFrame{S: 12, Op: RelayClose},
 	} {

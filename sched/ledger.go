@@ -919,20 +919,6 @@ func (l *Ledger) countGen(gi int32) *genRec {
 	return nil
 }
 
-// AddCounts adds counts decided by another master (a child master's, for
-// the tasks this master lent it) to the generation open at at, or else to
-// the first generation whose figures are not final; with none, they count
-// nowhere, so that the run's counts stay the sum of its generations'. No
-// worker of this master's counts them.
-func (l *Ledger) AddCounts(at time.Duration, d Counts) {
-	if g := l.countGen(l.genIndexAt(at)); g != nil {
-		l.add(g, nil, d)
-	}
-}
-
-// RunCounts returns the run's counts so far (AddCounts' included).
-func (l *Ledger) RunCounts() Counts { return l.run }
-
 // add adds d to the run's counts, g's (if any) and w's (if any).
 func (l *Ledger) add(g *genRec, w *ledgerWorker, d Counts) {
 	l.run.add(d)

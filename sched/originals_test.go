@@ -121,25 +121,3 @@ func TestUnsentOriginalLeavesTheResendOriginal(t *testing.T) {
 		t.Errorf("the first withdrawn: %d originals, %d resends, %d replicas; want 1, 0 and 0", c.Originals, c.Resends, c.Replicas)
 	}
 }
-
-// Counts another master decided (a child master's) go to the generation
-// open then; once every generation is final they count nowhere, so that
-// the run's counts stay the sum of its generations'.
-func TestAddCounts(t *testing.T) {
-	l := NewLedger(LedgerConfig{})
-	l.Step(0, join(1, 1), nil)
-	l.Step(0, batch(2), []Action{{Kind: Send, Worker: 1, Task: 0}})
-	l.AddCounts(ms, Counts{Originals: 1, Replicas: 2, CancelsLate: 1})
-	r := l.Report()
-	if g := r.Generations[0]; g.Originals != 2 || g.Replicas != 2 || g.CancelsLate != 1 {
-		t.Errorf("generation: %+v; want 2 originals (1 sent here), 2 replicas, 1 late cancel", g.Counts)
-	}
-	if r.Counts.Originals != 2 || r.Workers[0].Originals != 1 {
-		t.Errorf("run: %d originals, worker 1: %d; want 2 and 1 (no worker of this master's sent the other)", r.Counts.Originals, r.Workers[0].Originals)
-	}
-	l.Finish(2 * ms)
-	l.AddCounts(3*ms, Counts{Originals: 5})
-	if c := l.Report().Counts; c.Originals != 2 || l.RunCounts().Originals != 2 {
-		t.Errorf("after the run: %d originals (RunCounts %d), want 2", c.Originals, l.RunCounts().Originals)
-	}
-}
