@@ -291,7 +291,10 @@ func (m *Master) addChildCounts(c *childMaster, r *ChildResults) {
 	if cc == nil || b == nil {
 		return
 	}
-	ago := int(b.id) - int(r.Gen)
+	// The batch before this one, for a late count of a child that is
+	// done (batch ids may skip, so no further back: the ledger puts a
+	// count of a generation already final in the next anyway).
+	ago := min(int(b.id)-int(r.Gen), 1)
 	if ago < 0 {
 		return // a batch this master never started: made up
 	}
