@@ -35,10 +35,10 @@ import (
 //     refuses (TaskRefusal), and a refused master drops that candidate.
 //     A child with a request outstanding does not finish.
 //   - Return. A child forwards the results it accepts to its parent
-//     (ChildResults, coalesced); when its share is done and no request
-//     is outstanding it sends the last ones with Done, moves its workers
-//     back to the parent, and its agent connects to the parent as a
-//     worker again.
+//     (ChildResults, coalesced, with its tree's counts: ChildCounts);
+//     when its share is done and no request is outstanding it sends the
+//     last ones with Done, moves its workers back to the parent, and
+//     its agent connects to the parent as a worker again.
 //   - Faults. A child whose control link breaks before Done (killed, cut
 //     off) gives back, in the parent, every task lent to it and not
 //     returned (sched.TasksAdded); its workers lose their master and
