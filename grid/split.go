@@ -281,7 +281,8 @@ func (m *Master) childCounts() *ChildCounts {
 // before (here, or through another child), so the originals never exceed
 // the batch's tasks, and each task counts one wherever it went (the
 // first send of a task that c no longer holds, given back or never lent,
-// is a resend); every other count is cut to [0, maxChildCount]. The
+// is a resend); First is cut to the batch's size, every other count to
+// [0, maxChildCount]. The
 // instances it counts are sent here too (TasksSent), so that TasksSent
 // stays originals + resends + replicas. A child that is lost takes with
 // it what it had not reported: the tasks it sent and did not report
@@ -298,7 +299,11 @@ func (m *Master) addChildCounts(c *childMaster, r *ChildResults) {
 	if ago < 0 {
 		return // a batch this master never started: made up
 	}
-	if cc.clamp() {
+	cut := cc.clamp()
+	if len(cc.First) > len(b.xs) {
+		cc.First, cut = cc.First[:len(b.xs)], true // each task at most once
+	}
+	if cut {
 		m.vlog.Warn("a child master's counts were out of bounds; cut to them", "child", c.name)
 	}
 	p := m.split.splitProto

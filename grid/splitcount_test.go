@@ -58,6 +58,16 @@ func TestChildCountsBounded(t *testing.T) {
 	if st.TasksSent != int64(want.Originals+want.Resends) || st.Failed != 3 || st.Overdue != 2 {
 		t.Errorf("sent %d, failed %d, overdue %d; want %d, 3, 2", st.TasksSent, st.Failed, st.Overdue, want.Originals+want.Resends)
 	}
+	// A First longer than the batch is cut to it.
+	long := make([]int32, 3*n)
+	for i := range long {
+		long[i] = lent[0]
+	}
+	rep, st = claim(&ChildResults{Gen: 3, Masters: 1, C: &ChildCounts{First: long}})
+	want.Resends += n
+	if rep.Counts != want || st.TasksSent != int64(want.Originals+want.Resends) {
+		t.Errorf("a First of %d ids: counts %+v, sent %d; want %+v (%d ids counted)", len(long), rep.Counts, st.TasksSent, want, n)
+	}
 	// A batch never started counts nothing; a first send again is a
 	// resend, with the results.
 	if rep, _ = claim(&ChildResults{Gen: 4, Masters: 1, C: &ChildCounts{First: lent, Failed: 1}}); rep.Counts != want {
