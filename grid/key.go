@@ -158,8 +158,10 @@ var ErrKeyFileMode = errors.New("grid: key file open to others")
 // LoadKey finds the cluster key the way the commands' flags describe it:
 // flagKey (-key) if not empty, else the contents of flagFile (-key-file,
 // surrounding white space trimmed) if not empty, else the ESGRID_KEY
-// environment variable. With none of them it returns ErrNoKey; a key too
-// weak to use is ErrWeakKey, naming where it came from. A key file that
+// environment variable, trimmed alike (so that a key file and
+// ESGRID_KEY set from its bytes, final newline and all, are one key).
+// With none of them it returns ErrNoKey; a key too weak to use is
+// ErrWeakKey, naming where it came from. A key file that
 // is a regular file with any permission for group or others is
 // ErrKeyFileMode, unless anyMode (-key-file-insecure) accepts it.
 func LoadKey(flagKey, flagFile string, anyMode bool) (*Key, error) {
@@ -177,7 +179,7 @@ func LoadKey(flagKey, flagFile string, anyMode bool) (*Key, error) {
 		}
 		return keyFrom(s, "key file "+flagFile)
 	default:
-		s := os.Getenv(KeyEnv)
+		s := strings.TrimSpace(os.Getenv(KeyEnv))
 		if s == "" {
 			return nil, ErrNoKey
 		}

@@ -170,3 +170,32 @@ func TestKeyFileMode(t *testing.T) {
 		}
 	}
 }
+
+// ESGRID_KEY is trimmed as a key file is: the file's bytes, final newline
+// and all, in the variable give the file's key; white space alone is no
+// key.
+func TestKeyEnvTrimmed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "K")
+	if err := WriteKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := LoadKey("", path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{string(b) + "\n", " \t" + strings.TrimSpace(string(b)) + "\r\n"} {
+		t.Setenv(KeyEnv, v)
+		k, err := LoadKey("", "", false)
+		if err != nil || k.mac != fromFile.mac {
+			t.Errorf("%s=%q: %v; want the key file's key", KeyEnv, v, err)
+		}
+	}
+	t.Setenv(KeyEnv, " \n")
+	if _, err := LoadKey("", "", false); !errors.Is(err, ErrNoKey) {
+		t.Errorf("%s of white space: %v, want ErrNoKey", KeyEnv, err)
+	}
+}

@@ -888,6 +888,7 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			}
 			w.out = append(w.out, o)
 			m.counts.TasksSent++
+			m.noteSent(int32(a.Task)) // split.go: a child's first sends go up
 			m.markDirty(w)
 		case sched.Cancel:
 			w := m.byID[a.Worker]

@@ -35,10 +35,10 @@ import (
 //     refuses (TaskRefusal), and a refused master drops that candidate.
 //     A child with a request outstanding does not finish.
 //   - Return. A child forwards the results it accepts to its parent
-//     (ChildResults, coalesced); when its share is done and no request
-//     is outstanding it sends the last ones with Done, moves its workers
-//     back to the parent, and its agent connects to the parent as a
-//     worker again.
+//     (ChildResults, coalesced, with its tree's counts: ChildCounts);
+//     when its share is done and no request is outstanding it sends the
+//     last ones with Done, moves its workers back to the parent, and
+//     its agent connects to the parent as a worker again.
 //   - Faults. A child whose control link breaks before Done (killed, cut
 //     off) gives back, in the parent, every task lent to it and not
 //     returned (sched.TasksAdded); its workers lose their master and
@@ -86,6 +86,7 @@ type splitProto struct {
 	rflag     bool           // a task request is outstanding
 	reqChild  *childMaster   // ... to this child (nil: to the parent)
 	stalled   int            // children cut off for a stall (stallDeadline doubles each)
+	first     []sched.TaskID // scratch: a child's first sends that may be originals (addChildCounts)
 
 	parent *parentLink // this master is a child: its link up
 
@@ -134,6 +135,13 @@ type parentLink struct {
 	finishBy  time.Duration // stop waiting for the workers to leave
 	done      chan error    // RunChild's answer; capacity 1
 	answered  bool
+
+	// What goes up as ChildCounts: the tasks sent in this tree since the
+	// last ChildResults (each once: mark is 1 while it is listed here, 2
+	// once its first send was reported), and the counts reported so far.
+	sent     []int32
+	mark     []uint8
+	reported ChildCounts
 }
 
 // proto returns the protocol's state, creating it.
@@ -227,6 +235,96 @@ func (m *Master) onAccept(t sched.TaskID, f float64) {
 		pl.ids = append(pl.ids, int32(t))
 		pl.f = append(pl.f, f)
 	}
+}
+
+// noteSent notes that task t was sent in this child's tree: its first
+// send goes up in the next ChildCounts.
+func (m *Master) noteSent(t int32) {
+	p := m.split.splitProto
+	if p == nil || p.parent == nil {
+		return
+	}
+	pl := p.parent
+	if t >= 0 && int(t) < len(pl.mark) && pl.mark[t] == 0 {
+		pl.mark[t] = 1
+		pl.sent = append(pl.sent, t)
+	}
+}
+
+// childCounts is what this child's tree counted since its last
+// ChildResults, nil if nothing: every ChildResults carries it, so that
+// a task's first send goes up no later than its result.
+func (m *Master) childCounts() *ChildCounts {
+	pl := m.split.splitProto.parent
+	now := countsOf(m.ledger.RunCounts(), &m.counts)
+	d := now.since(pl.reported)
+	pl.reported = now
+	for _, t := range pl.sent {
+		if m.ledger.Sent(sched.TaskID(t)) {
+			pl.mark[t] = 2
+			d.First = append(d.First, t)
+		} else {
+			pl.mark[t] = 0 // taken back before it went out
+		}
+	}
+	pl.sent = pl.sent[:0]
+	if d.zero() {
+		return nil
+	}
+	return &d
+}
+
+// addChildCounts adds what child c's tree counted (r.C) to this master's
+// counts, which are the run's at the root. A child's claims count within
+// bounds that keep the totals consistent: a first send counts as an
+// original only for a task lent to c now of which no instance went out
+// before (here, or through another child), so the originals never exceed
+// the batch's tasks, and each task counts one wherever it went (the
+// first send of a task that c no longer holds, given back or never lent,
+// is a resend); First is cut to the batch's size, every other count to
+// [0, maxChildCount]. The
+// instances it counts are sent here too (TasksSent), so that TasksSent
+// stays originals + resends + replicas. A child that is lost takes with
+// it what it had not reported: the tasks it sent and did not report
+// count as originals where they are sent next.
+func (m *Master) addChildCounts(c *childMaster, r *ChildResults) {
+	b, cc := m.cur, r.C
+	if cc == nil || b == nil {
+		return
+	}
+	// The batch before this one, for a late count of a child that is
+	// done (batch ids may skip, so no further back: the ledger puts a
+	// count of a generation already final in the next anyway).
+	ago := min(int(b.id)-int(r.Gen), 1)
+	if ago < 0 {
+		return // a batch this master never started: made up
+	}
+	cut := cc.clamp()
+	if len(cc.First) > len(b.xs) {
+		cc.First, cut = cc.First[:len(b.xs)], true // each task at most once
+	}
+	if cut {
+		m.vlog.Warn("a child master's counts were out of bounds; cut to them", "child", c.name)
+	}
+	p := m.split.splitProto
+	first := p.first[:0]
+	lc := cc.ledgerCounts()
+	for _, id := range cc.First {
+		switch {
+		case id < 0 || int(id) >= len(b.xs):
+		case ago == 0 && p.lent[id] == c:
+			first = append(first, sched.TaskID(id))
+		default:
+			lc.Resends++
+		}
+	}
+	m.ledger.Elsewhere(ago, first, lc)
+	m.counts.TasksSent += int64(len(first) + lc.Resends + lc.Replicas)
+	cc.addStats(&m.counts)
+	for _, t := range first {
+		m.noteSent(int32(t)) // this master is a child: its first sends go up in turn
+	}
+	p.first = first[:0]
 }
 
 // takeTasks takes up to n tasks out of the batch (the tail of Q).
@@ -550,7 +648,7 @@ func (m *Master) forwardResults(now bool) {
 	if !now && len(pl.ids) < resultsBatch && t-pl.last < resultsEvery {
 		return
 	}
-	pl.conn.Send(&ChildResults{Gen: m.cur.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow()})
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), C: m.childCounts()})
 	pl.ids, pl.f, pl.last = pl.ids[:0], pl.f[:0], t
 }
 
@@ -788,9 +886,11 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	if r.Masters > 0 {
 		c.masters = r.Masters
 	}
+	m.addChildCounts(c, r) // before the results: a task's first send before its result
 	b := m.cur
 	if b != nil && r.Gen == b.id && len(r.IDs) == len(r.F) {
 		at := m.now()
+		dups := 0 // results of tasks decided here already: the tree's duplicates
 		for i, id := range r.IDs {
 			if p.lent[id] != c {
 				continue
@@ -799,6 +899,7 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 			c.lent--
 			c.progress = at
 			if b.done[id] {
+				dups++
 				continue
 			}
 			b.f[id], b.done[id] = r.F[i], true
@@ -811,6 +912,10 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 				pl.ids = append(pl.ids, id)
 				pl.f = append(pl.f, r.F[i])
 			}
+		}
+		if dups > 0 {
+			m.ledger.Elsewhere(0, nil, sched.Counts{Duplicates: dups})
+			m.counts.Duplicates += int64(dups)
 		}
 	}
 	// Workers on their way back from c (and c itself, as a worker):
@@ -1091,6 +1196,7 @@ func (m *Master) startShare(link *Conn, pr *Promote, parent, self string, done c
 			ids = append(ids, sched.TaskID(t.ID))
 		}
 	}
+	p.parent.mark = make([]uint8, n)
 	m.cur = &batch{id: pr.Gen, gen: pr.ESGen, xs: xs, f: make([]float64, n), done: make([]bool, n),
 		reply: make(chan evalReply, 1), failures: map[int32][]string{}}
 	m.lastID = pr.Gen
@@ -1168,7 +1274,7 @@ func (m *Master) maybeFinish() {
 			return
 		}
 		pl.finishing = true
-		pl.conn.Send(&ChildResults{Gen: b.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), Done: true})
+		pl.conn.Send(&ChildResults{Gen: b.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), Done: true, C: m.childCounts()})
 		pl.ids, pl.f = nil, nil
 		m.log.Info("child master done; its results went to the parent", "gen", b.gen, "workers", m.nLive)
 	}
@@ -1179,7 +1285,7 @@ func (m *Master) maybeFinish() {
 		// This worker comes now: the parent waits for it from now on
 		// (it may have waited here for its own children's workers). The
 		// link's last frame: RunChild waits for it to be written.
-		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Done: true, Moved: []string{pl.self}})
+		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Done: true, Moved: []string{pl.self}, C: m.childCounts()})
 		pl.answered = true
 		pl.done <- nil
 	}
@@ -1209,7 +1315,7 @@ func (m *Master) moveBack() {
 	}
 	// The parent waits for them (and this worker) at the end of the run:
 	// it hears of them before they leave.
-	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved, C: m.childCounts()})
 	for _, w := range ws {
 		m.setDraining(w)
 		m.moveWorker(w, pl.addr)
@@ -1242,7 +1348,7 @@ func (m *Master) bounce() {
 	if len(moved) == 0 {
 		return
 	}
-	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved})
+	pl.conn.Send(&ChildResults{Gen: m.cur.id, Masters: m.mastersNow(), Done: true, Moved: moved, C: m.childCounts()})
 	for _, w := range ws {
 		m.setDraining(w)
 		m.moveWorker(w, pl.addr)

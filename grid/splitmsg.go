@@ -103,6 +103,126 @@ type ChildResults struct {
 	// Moved names the workers the child sent back to the parent (itself
 	// included): the parent waits for them at the end of the run.
 	Moved []string `msgpack:"mv,omitempty"`
+	// C is what the child's tree counted since its last ChildResults
+	// (nil: nothing), for the run's totals.
+	C *ChildCounts `msgpack:"c,omitempty"`
+}
+
+// ChildCounts is what a child master's tree (itself and its children)
+// counted since its previous ChildResults: the parent adds it to its own
+// counts, so that a run's counts mean the same whether its masters split
+// or not (the root's are the run's). First lists the tasks whose first
+// instance the tree sent (by its own books; the parent decides which
+// are the run's originals: see Master.addChildCounts); the other fields
+// are increments of sched.Counts and of MasterStats. Workers are not
+// summed: the root counts each by name.
+type ChildCounts struct {
+	First []int32 `msgpack:"o,omitempty"`
+
+	// sched.Counts (Wasted in ns).
+	Resends        int64 `msgpack:"rs,omitempty"`
+	Replicas       int64 `msgpack:"rp,omitempty"`
+	CancelsHeld    int64 `msgpack:"ch,omitempty"`
+	CancelsRunning int64 `msgpack:"cr,omitempty"`
+	CancelsLate    int64 `msgpack:"cl,omitempty"`
+	Aborted        int64 `msgpack:"ab,omitempty"`
+	Wasted         int64 `msgpack:"wa,omitempty"`
+	Dropped        int64 `msgpack:"dr,omitempty"`
+	Duplicates     int64 `msgpack:"du,omitempty"`
+
+	// MasterStats.
+	Results     int64 `msgpack:"r,omitempty"`
+	Stale       int64 `msgpack:"st,omitempty"`
+	DupResults  int64 `msgpack:"dd,omitempty"`
+	Failed      int64 `msgpack:"f,omitempty"`
+	Unsolicited int64 `msgpack:"u,omitempty"`
+	Overdue     int64 `msgpack:"od,omitempty"`
+	Retried     int64 `msgpack:"rt,omitempty"`
+	CancelAcks  int64 `msgpack:"ca,omitempty"`
+}
+
+// Bounds on one ChildCounts, beyond the frame's: a child's tree counts
+// far less between two ChildResults (a few milliseconds apart), and a
+// claim past them is cut to them, so that no claim makes a total wrap.
+const (
+	maxChildCount  = 1 << 32
+	maxChildWasted = int64(1 << 50) // ns, about 13 days
+)
+
+// fields lists the counts, for arithmetic over all of them.
+func (c *ChildCounts) fields() []*int64 {
+	return []*int64{&c.Resends, &c.Replicas, &c.CancelsHeld, &c.CancelsRunning, &c.CancelsLate, &c.Aborted, &c.Wasted,
+		&c.Dropped, &c.Duplicates, &c.Results, &c.Stale, &c.DupResults, &c.Failed, &c.Unsolicited, &c.Overdue, &c.Retried, &c.CancelAcks}
+}
+
+// since returns c − prev, field by field (First is c's).
+func (c ChildCounts) since(prev ChildCounts) ChildCounts {
+	d := c
+	df := d.fields()
+	for i, p := range prev.fields() {
+		*df[i] -= *p
+	}
+	return d
+}
+
+// clamp cuts every count to [0, maxChildCount] (Wasted to [0,
+// maxChildWasted]), and says whether it cut any.
+func (c *ChildCounts) clamp() bool {
+	cut := false
+	for _, f := range c.fields() {
+		hi := int64(maxChildCount)
+		if f == &c.Wasted {
+			hi = maxChildWasted
+		}
+		if v := min(max(*f, 0), hi); v != *f {
+			*f, cut = v, true
+		}
+	}
+	return cut
+}
+
+// zero says c counts nothing.
+func (c *ChildCounts) zero() bool {
+	if len(c.First) > 0 {
+		return false
+	}
+	for _, f := range c.fields() {
+		if *f != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// countsOf is a master's cumulative counts as a ChildCounts (First
+// empty): its ledger's and its own.
+func countsOf(c sched.Counts, st *MasterStats) ChildCounts {
+	return ChildCounts{
+		Resends: int64(c.Resends), Replicas: int64(c.Replicas), CancelsHeld: int64(c.CancelsHeld), CancelsRunning: int64(c.CancelsRunning),
+		CancelsLate: int64(c.CancelsLate), Aborted: int64(c.Aborted), Wasted: int64(c.Wasted), Dropped: int64(c.Dropped), Duplicates: int64(c.Duplicates),
+		Results: st.Results, Stale: st.Stale, DupResults: st.Duplicates, Failed: st.Failed, Unsolicited: st.Unsolicited,
+		Overdue: st.Overdue, Retried: st.Retried, CancelAcks: st.CancelAcks,
+	}
+}
+
+// ledgerCounts is c's share of sched.Counts (Originals aside).
+func (c *ChildCounts) ledgerCounts() sched.Counts {
+	return sched.Counts{
+		Resends: int(c.Resends), Replicas: int(c.Replicas), CancelsHeld: int(c.CancelsHeld), CancelsRunning: int(c.CancelsRunning),
+		CancelsLate: int(c.CancelsLate), Aborted: int(c.Aborted), Wasted: time.Duration(c.Wasted), Dropped: int(c.Dropped), Duplicates: int(c.Duplicates),
+	}
+}
+
+// addStats adds c's share of MasterStats to st.
+func (c *ChildCounts) addStats(st *MasterStats) {
+	st.Results += c.Results
+	st.Stale += c.Stale
+	st.Duplicates += c.DupResults
+	st.Failed += c.Failed
+	st.Unsolicited += c.Unsolicited
+	st.Overdue += c.Overdue
+	st.Retried += c.Retried
+	st.CancelAcks += c.CancelAcks
 }
 
 // RelayFrame carries one relayed stream's bytes between a relay and its

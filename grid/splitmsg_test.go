@@ -34,6 +34,7 @@ func TestSplitMessagesRoundTrip(t *testing.T) {
 		&TaskGrant{Gen: 3, Tasks: []Task{{ID: 9, X: []float64{3}}}},
 		&TaskRefusal{Gen: 3},
 		&ChildResults{Gen: 3, IDs: []int32{1, 2}, F: []float64{0.5, -1}, Masters: 2, Done: true, Moved: []string{"w1"}},
+		&ChildResults{Gen: 3, IDs: []int32{1}, F: []float64{2}, Masters: 1, C: &ChildCounts{First: []int32{1, 7}, Resends: 2, Wasted: 1e9, Failed: 1, CancelAcks: 3}},
 		&RelayFrame{S: 12, Op: RelayData, D: []byte("frame bytes")},
 		&RelayFrame{S: 12, Op: RelayClose},
 	} {

@@ -268,6 +268,10 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// A child master's counts (splitmsg.go).
+	if b, err := AppendFrame(nil, &ChildResults{Gen: 2, IDs: []int32{1}, F: []float64{3}, C: &ChildCounts{First: []int32{1, 4}, Replicas: 2, Wasted: 5}}, 0); err == nil {
+		f.Add(b)
+	}
 	f.Add(frame(MsgTasks, []byte{0xdd, 0xff, 0xff, 0xff, 0xff}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x05})
 	f.Add(frame(MsgHeartbeat, bytes.Repeat([]byte{0x91}, 64)))

@@ -374,7 +374,11 @@ type Ledger struct {
 	// sends counts, per task of the open batch, the instances sent (Send
 	// less Unsent): the first is the task's original.
 	sends []int32
-	run   Counts
+	// elsewhere counts, per task of the open batch, the resends that
+	// another driver sent (Elsewhere), so that one of them becomes the
+	// original when the original's send is taken back (unsend).
+	elsewhere map[TaskID]int32
+	run       Counts
 
 	// Sums over final generations.
 	finSync time.Duration
@@ -539,6 +543,7 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 		}
 		l.inst = l.inst[:n]
 		l.sends = append(l.sends[:0], make([]int32, n)...)
+		clear(l.elsewhere)
 		l.prunePending()
 		l.advance() // the previous generation may be final now
 	case WorkerJoined:
@@ -846,8 +851,66 @@ func (l *Ledger) unsend(gi, wi int32, t TaskID, replica, resend bool) {
 			}
 		}
 	}
-	l.add(g, nil, promote(false)) // its worker is gone: the run's and the generation's counts
+	// Its worker is gone, or another driver sent it: the run's and the
+	// generation's counts.
+	if l.elsewhere[t] > 0 {
+		l.elsewhere[t]--
+		l.add(g, nil, promote(true))
+		return
+	}
+	l.add(g, nil, promote(false))
 }
+
+// Elsewhere adds what another driver counted for this ledger's batches:
+// a child master (papers.md §2) runs part of a batch under a ledger of
+// its own, and its counts join the run's here, so that a run's counts
+// mean the same whether its masters split or not. ago names the batch:
+// 0 the last one started, 1 the one before, and so on. first lists
+// tasks of the last batch whose first instance the other driver sent,
+// by its own books: each counts as an original unless an instance of
+// it was sent already (here or by another driver), and then as a
+// resend, so that a task counts one original however many drivers sent
+// it; of an earlier batch, each counts as a resend; an id outside the
+// tasks' range counts for nothing. c's other counts add as they are; its
+// Originals is ignored. The counts go to the batch's
+// generation, or once that is final to the first that is not (as a
+// cancel's outcome does). It returns how many of first counted as
+// originals.
+func (l *Ledger) Elsewhere(ago int, first []TaskID, c Counts) int {
+	c.Originals = 0
+	for _, t := range first {
+		if t < 0 || t > MaxTaskID {
+			continue
+		}
+		if ago != 0 {
+			c.Resends++
+			continue
+		}
+		growTo(&l.sends, int32(t))
+		if l.sends[t] == 0 {
+			c.Originals++
+		} else {
+			c.Resends++
+			if l.elsewhere == nil {
+				l.elsewhere = map[TaskID]int32{}
+			}
+			l.elsewhere[t]++
+		}
+		l.sends[t]++
+	}
+	l.add(l.countGen(int32(len(l.gens)-1-max(ago, 0))), nil, c)
+	return c.Originals
+}
+
+// Sent says an instance of task t of the last batch was sent (and not
+// taken back), here or elsewhere (Elsewhere).
+func (l *Ledger) Sent(t TaskID) bool {
+	return t >= 0 && int(t) < len(l.sends) && l.sends[t] > 0
+}
+
+// RunCounts returns the run's counts so far (Report's Counts), at no
+// cost.
+func (l *Ledger) RunCounts() Counts { return l.run }
 
 // sends is the count of n sends (-1: one taken back) of an original, a
 // resend or a replica (see Counts).

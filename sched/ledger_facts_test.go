@@ -321,3 +321,48 @@ func TestOnGeneration(t *testing.T) {
 		t.Errorf("generations' counts add up to %+v, the run's are %+v", sum, rep.Counts)
 	}
 }
+
+// A child master's counts join the run's (Elsewhere): a task counts one
+// original wherever it was first sent, and a send of it elsewhere after
+// one here (or here after one elsewhere) is a resend; an original taken
+// back (Unsent) hands its part to a resend elsewhere; counts of an
+// earlier batch go to its generation.
+func TestLedgerElsewhere(t *testing.T) {
+	l := NewLedger(LedgerConfig{})
+	s := time.Second
+	l.Step(0, join(1, 1), nil)
+	l.Step(0, batch(4), []Action{{Kind: Send, Worker: 1, Task: 0}, {Kind: Send, Worker: 1, Task: 1}})
+	// A child sent tasks 1, 2 and 3 first by its books, replicated one,
+	// and saw a cancel stop a running one; task 1 was sent here already.
+	if n := l.Elsewhere(0, []TaskID{1, 2, 3}, Counts{Originals: 99, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: s}); n != 2 {
+		t.Errorf("%d originals elsewhere, want 2", n)
+	}
+	if !l.Sent(2) || l.Sent(-1) || l.Sent(MaxTaskID+1) {
+		t.Error("Sent does not say what was sent")
+	}
+	// Task 2 sent again here, task 3 by another child: resends.
+	l.Step(s, res(1, 0), []Action{{Kind: Accept, Worker: 1, Task: 0}, {Kind: Send, Worker: 1, Task: 2}})
+	l.Elsewhere(0, []TaskID{3, -1, MaxTaskID + 1}, Counts{})
+	// The original of task 1 never went out: the child's resend of it is
+	// the original now.
+	l.Unsent(1, 1)
+	want := Counts{Originals: 4, Resends: 2, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: s}
+	if c := l.Report().Generations[0].Counts; c != want {
+		t.Errorf("generation 0 counts %+v, want %+v", c, want)
+	}
+	// A late cancel's outcome from the child, once the next batch began,
+	// belongs to the batch before, whose figures are final already: it
+	// counts in the next (as a cancel's outcome here does); a send of
+	// that batch, too late to be a first, is a resend.
+	l.Step(2*s, batch(1), nil)
+	l.Elsewhere(1, []TaskID{0}, Counts{CancelsLate: 1})
+	late := Counts{Resends: 1, CancelsLate: 1}
+	rep := l.Report()
+	if c0, c1 := rep.Generations[0].Counts, rep.Generations[1].Counts; c0 != want || c1 != late {
+		t.Errorf("generations' counts %+v and %+v, want %+v and %+v", c0, c1, want, late)
+	}
+	want.add(late)
+	if rep.Counts != want {
+		t.Errorf("run counts %+v, want %+v", rep.Counts, want)
+	}
+}

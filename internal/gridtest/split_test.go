@@ -130,6 +130,7 @@ func TestSplitTrajectoryEqualsInProcess(t *testing.T) {
 	if st.Splits == 0 || st.MastersMax < 2 || st.FromChildren == 0 {
 		t.Errorf("the master never split: %+v", st.SplitStats)
 	}
+	checkRunCounts(t, c.master, got)
 	// As esrun does after the run (before the test's context ends and
 	// takes the agents with it).
 	c.master.Close()
@@ -213,6 +214,7 @@ func TestSplitChildKilledMidGeneration(t *testing.T) {
 	defer m.Close()
 	select {
 	case name := <-killed:
+		checkRunCounts(t, m, got)
 		st := m.Stats()
 		t.Logf("killed the child master on %s; children lost %d, given back %d, splits %d", name, st.ChildrenLost, st.GivenBack, st.Splits)
 		if st.ChildrenLost == 0 {
@@ -220,5 +222,32 @@ func TestSplitChildKilledMidGeneration(t *testing.T) {
 		}
 	default:
 		t.Fatal("no worker was promoted")
+	}
+}
+
+// checkRunCounts: a run whose masters split counts as one that did not
+// (the children's counts reach the root): each task of each generation
+// one original, every instance sent one original, resend or replica.
+func checkRunCounts(t *testing.T, m *grid.Master, traj []es.Stats) {
+	t.Helper()
+	rep, st := m.Report(), m.Stats()
+	evals := traj[len(traj)-1].Evals
+	c := rep.Counts
+	t.Logf("%d evaluations: %d originals, %d resends, %d replicas; %d sent, %d from children", evals, c.Originals, c.Resends, c.Replicas, st.TasksSent, st.FromChildren)
+	if c.Originals != evals {
+		t.Errorf("%d originals for %d evaluations", c.Originals, evals)
+	}
+	if st.TasksSent != int64(c.Originals+c.Resends+c.Replicas) {
+		t.Errorf("%d instances sent, counted %d originals + %d resends + %d replicas", st.TasksSent, c.Originals, c.Resends, c.Replicas)
+	}
+	sum := 0
+	for _, g := range rep.Generations {
+		sum += g.Originals
+		if g.Originals != g.Tasks {
+			t.Errorf("generation %d: %d originals for %d tasks", g.Index, g.Originals, g.Tasks)
+		}
+	}
+	if sum != c.Originals {
+		t.Errorf("the generations count %d originals, the run %d", sum, c.Originals)
 	}
 }

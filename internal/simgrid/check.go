@@ -219,9 +219,9 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 		if accepted < done || accepted > all {
 			fail("master %d accepted %d results; its completed batches had %d tasks, all its batches %d", inc, accepted, done, all)
 		}
-		// The counters agree: every task counted once as an original.
-		// (With splits, what children send is in their own ledgers.)
-		if inc < len(out.Reports) && !sc.Split {
+		// The counters agree: every task counted once as an original,
+		// with splits too (the children's counts reach the root).
+		if inc < len(out.Reports) {
 			c := out.Reports[inc].Counts
 			if c.Originals < done || c.Originals > all {
 				fail("counts: master %d counted %d originals; its completed batches had %d tasks, all its batches %d", inc, c.Originals, done, all)
