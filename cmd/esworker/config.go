@@ -33,6 +33,7 @@ const maxConfigBytes = 1 << 20
 //	  "join": "master.lab:7946",          (or a list of addresses)
 //	  "master": "",                       (the master's data address, to skip gossip)
 //	  "gossip": "0.0.0.0:7946",
+//	  "child_port": 7949,                 (the port of a child master, if the master splits: -child-port)
 //	  "key_file": "/etc/esgrid/key",
 //	  "key_file_insecure": false,         (accept a key file others may read: -key-file-insecure)
 //	  "slots": 4,
@@ -47,6 +48,7 @@ type fileConfig struct {
 	Join        addrList          `json:"join"`
 	Master      string            `json:"master"`
 	Gossip      string            `json:"gossip"`
+	ChildPort   *int              `json:"child_port"`
 	KeyFile     string            `json:"key_file"`
 	KeyInsecure *bool             `json:"key_file_insecure"`
 	Slots       *int              `json:"slots"`
@@ -165,6 +167,11 @@ func (o *options) applyConfig(fs *flag.FlagSet) error {
 		}
 		if c.Slots != nil {
 			if err := number("slots", "slots", strconv.Itoa(*c.Slots)); err != nil {
+				return err
+			}
+		}
+		if c.ChildPort != nil {
+			if err := number("child-port", "child_port", strconv.Itoa(*c.ChildPort)); err != nil {
 				return err
 			}
 		}
