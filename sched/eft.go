@@ -1127,36 +1127,43 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		p.eftPushDue(wi)
 	}
 	sent := false
-	for len(e.due) > 0 && p.qLive > owed {
-		wi := p.eftPopDue()
-		w := &p.workers[wi]
-		if e.ew[wi].probe {
-			owed-- // served now, or never this step
-		}
-		if !w.open() || !p.eftDue(wi) {
-			continue
-		}
-		if ef := p.efPlan(wi); ef > floor && ef > horizon() && !e.ew[wi].probe {
-			p.pushPassed(wi, float64(e.now)+ef)
-			continue
-		}
-		ti, ok := p.popQFor(wi)
-		if !ok {
-			continue
-		}
-		out = p.eftSend(wi, ti, false, out)
-		sent = true
-		if p.eftDue(wi) {
-			p.eftPushDue(wi)
-		}
-	}
-	// Q is down to the probes owed: they take it, whatever the plan says.
-	for _, wi := range e.due {
-		if e.ew[wi].probe && p.qLive > 0 && p.workers[wi].open() && p.eftDue(wi) {
-			if ti, ok := p.popQFor(wi); ok {
-				out, sent = p.eftSend(wi, ti, false, out), true
+	for pass := 0; pass < 2; pass++ {
+		for len(e.due) > 0 && p.qLive > owed {
+			wi := p.eftPopDue()
+			w := &p.workers[wi]
+			if e.ew[wi].probe {
+				owed-- // served now, or not at all this step
+			}
+			if !w.open() || !p.eftDue(wi) {
+				continue
+			}
+			if ef := p.efPlan(wi); ef > floor && ef > horizon() && !e.ew[wi].probe {
+				p.pushPassed(wi, float64(e.now)+ef)
+				continue
+			}
+			ti, ok := p.popQFor(wi)
+			if !ok {
+				continue
+			}
+			out = p.eftSend(wi, ti, false, out)
+			sent = true
+			if p.eftDue(wi) {
+				p.eftPushDue(wi)
 			}
 		}
+		if pass > 0 || owed == 0 {
+			break
+		}
+		// Q is down to the probes owed: they take it, whatever the plan
+		// says; the other due workers then take what they leave.
+		for _, wi := range e.due {
+			if e.ew[wi].probe && p.qLive > 0 && p.workers[wi].open() {
+				if ti, ok := p.popQFor(wi); ok {
+					out, sent = p.eftSend(wi, ti, false, out), true
+				}
+			}
+		}
+		owed = 0
 	}
 	// Those still due when Q ran out wait in the free queue (for
 	// replicas).
