@@ -26,7 +26,8 @@ type ConnConfig struct {
 	// IdleTimeout closes the connection when nothing (not even a heartbeat)
 	// arrives for this long. Default 30s.
 	IdleTimeout time.Duration
-	// WriteTimeout bounds one write to the socket. Default 10s.
+	// WriteTimeout bounds one write to the socket: a write that does not
+	// end within it (within half of it at the least) fails. Default 10s.
 	WriteTimeout time.Duration
 	// Heartbeat is how long the writer stays silent before it sends a
 	// Heartbeat. Default IdleTimeout/3.
@@ -422,6 +423,12 @@ func (c *Conn) readFailed(err error) {
 func (c *Conn) writeLoop() {
 	defer c.exit()
 	var out []byte
+	// Timers are moved lazily, not at every write (two timer operations
+	// a frame were a tenth of a busy master's CPU): the heartbeat timer,
+	// when it fires, waits out what is left since the last write; the
+	// write deadline is moved on once less than half of WriteTimeout is
+	// left, so a write has between half of it and all of it.
+	var lastWrite, deadline time.Time
 	hb := time.NewTimer(c.cfg.Heartbeat)
 	defer hb.Stop()
 	var due *time.Timer // with Delay: fires when the next frame is due
@@ -438,6 +445,10 @@ func (c *Conn) writeLoop() {
 		case <-c.wake:
 		case <-dueC:
 		case <-hb.C:
+			if quiet := time.Since(lastWrite); quiet < c.cfg.Heartbeat {
+				hb.Reset(c.cfg.Heartbeat - quiet)
+				continue
+			}
 			c.Send(Heartbeat{})
 			hb.Reset(c.cfg.Heartbeat)
 			continue
@@ -447,15 +458,19 @@ func (c *Conn) writeLoop() {
 		var closeNow bool
 		out, frames, next, closeNow = c.takeDue(out[:0])
 		if len(out) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+			now := time.Now()
+			if deadline.Sub(now) < c.cfg.WriteTimeout/2 {
+				deadline = now.Add(c.cfg.WriteTimeout)
+				c.nc.SetWriteDeadline(deadline)
+			}
 			if _, err := c.nc.Write(out); err != nil {
 				c.closeWithError(fmt.Errorf("grid: write: %w", err))
 				return
 			}
+			lastWrite = time.Now()
 			c.stats.writes.Add(1)
 			c.stats.framesOut.Add(int64(frames))
 			c.stats.bytesOut.Add(int64(len(out)))
-			hb.Reset(c.cfg.Heartbeat)
 		}
 		if cap(out) > 1<<20 {
 			out = nil // let a rare huge batch go

@@ -62,6 +62,9 @@ type mworker struct {
 	late     bool // Overdue has been stepped and the worker has not answered since
 	// lateSince is when it last became late.
 	lateSince time.Duration
+	// overran is the longest run of its instances found overdue since it
+	// last finished one (sched.Deadlines.OfWorker).
+	overran time.Duration
 	// fails counts its evaluations that failed in a row; aside is set
 	// once they reached MaxFailures (workers.go).
 	fails int
@@ -531,6 +534,7 @@ func (m *Master) checkDeadlines() {
 			}
 			if !o.overdue && deadline > 0 && run > m.cfg.deadlines().Again(deadline, m.cur.overruns(o.task)) {
 				o.overdue = true
+				w.overran = max(w.overran, run)
 				m.overdue = append(m.overdue, o.task)
 			}
 		}
@@ -561,7 +565,7 @@ func (m *Master) checkDeadlines() {
 
 // deadline is how long an instance may run on w before it is overdue.
 func (m *Master) deadline(w *mworker) time.Duration {
-	return m.cfg.deadlines().Of(w.exec, m.exec, w.rtt)
+	return m.cfg.deadlines().OfWorker(w.exec, m.exec, w.rtt, w.overran)
 }
 
 // moveWorker tells w to go to the master at addr: a planned move, which
@@ -701,6 +705,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	if finished {
 		sched.Smooth(&w.exec, exec)
 		sched.Smooth(&m.exec, exec)
+		w.overran = 0 // measured: its mean says how long it takes
 	}
 	switch {
 	case b == nil || r.Gen != b.id:

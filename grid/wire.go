@@ -2,12 +2,15 @@ package grid
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/esgrid/esgrid/grid/wire"
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // A frame on the wire is grid/wire's frame:
@@ -296,12 +299,33 @@ func (t Task) EncodeMsgpack(e *msgpack.Encoder) error {
 	if err := e.EncodeArrayLen(len(t.X)); err != nil {
 		return err
 	}
-	for _, x := range t.X {
-		if err := e.EncodeFloat64(x); err != nil {
-			return err
-		}
+	if err := encodeFloats(e, t.X); err != nil {
+		return err
 	}
 	return e.EncodeUint(t.Token)
+}
+
+// encodeFloats writes xs as EncodeFloat64 does each (a msgpack float 64:
+// its code and 8 bytes, big-endian), all at once into the frame's buffer
+// when the encoder writes to one: a write per float was a tenth of a
+// busy master's own work per task.
+func encodeFloats(e *msgpack.Encoder, xs []float64) error {
+	buf, ok := e.Writer().(*bytes.Buffer)
+	if !ok {
+		for _, x := range xs {
+			if err := e.EncodeFloat64(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	buf.Grow(9 * len(xs))
+	b := buf.AvailableBuffer()
+	for _, x := range xs {
+		b = binary.BigEndian.AppendUint64(append(b, msgpcode.Double), math.Float64bits(x))
+	}
+	_, err := buf.Write(b)
+	return err
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.

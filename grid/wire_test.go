@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // allMessages has one filled-in value of every message type.
@@ -343,6 +345,40 @@ func BenchmarkDecodeResult(b *testing.B) {
 	for b.Loop() {
 		if _, err := d.decode(MsgResults, frameBytes[5:]); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// encodeFloats writes the bytes EncodeFloat64 writes, float by float,
+// for any length (across its chunks) and any value.
+func TestEncodeFloatsAsMsgpack(t *testing.T) {
+	for _, n := range []int{0, 1, 31, 32, 33, 65, 1000} {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = math.Float64frombits(uint64(i)*0x9e3779b97f4a7c15 + 12345)
+		}
+		if n > 3 {
+			xs[0], xs[1], xs[2], xs[3] = math.NaN(), math.Inf(1), 0, 3 // a whole number too: no compact form
+		}
+		var want, got, other bytes.Buffer
+		we := msgpack.NewEncoder(&want)
+		want.WriteString("head")
+		got.WriteString("head")
+		for _, x := range xs {
+			if err := we.EncodeFloat64(x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Into a bytes.Buffer (a frame's), and through another writer.
+		if err := encodeFloats(msgpack.NewEncoder(&got), xs); err != nil {
+			t.Fatal(err)
+		}
+		other.WriteString("head")
+		if err := encodeFloats(msgpack.NewEncoder(struct{ io.Writer }{&other}), xs); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) || !bytes.Equal(other.Bytes(), want.Bytes()) {
+			t.Errorf("%d floats: encodeFloats wrote %x and %x, EncodeFloat64 %x", n, got.Bytes(), other.Bytes(), want.Bytes())
 		}
 	}
 }

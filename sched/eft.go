@@ -138,6 +138,7 @@ type eftState struct {
 	// over exponentially weighted sums. Each worker's RTT mean is kept
 	// without it (its base, r).
 	stepSends int       // sends so far in this step
+	probing   []int32   // scratch for eftBegin: the workers due a probe
 	sumKK     float64   // Σ k² (weighted)
 	sumKR     float64   // Σ k·(RTT − base)
 	msgCost   float64   // m, ns
@@ -221,6 +222,7 @@ type eftWorker struct {
 	starting bool     // joined Starting, and nothing came from it since (Event.Starting)
 	sent     int      // instances sent to it in this batch
 	probe    bool     // due a probe (eftBegin) until it is sent something
+	unsent   int      // batches in a row that sent it nothing (eftBegin)
 	ef, rf   eftFigure
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
@@ -333,31 +335,54 @@ func (p *policy) eftW(wi int32) *eftWorker {
 	x := &e.ew[wi]
 	if id := p.workers[wi].id; x.id != id {
 		x.id, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, false, false, false, false, false, x.run[:0]
-		x.ef, x.rf, x.real, x.sent, x.probe = eftFigure{}, eftFigure{}, 0, 0, false
+		x.ef, x.rf, x.real, x.sent, x.probe, x.unsent = eftFigure{}, eftFigure{}, 0, 0, false, 0
 		e.version++
 	}
 	return x
 }
 
 // eftBegin starts a step (begin); at a batch's start, a worker that the
-// last batch sent nothing, though it took work, is due a probe: one task
-// whatever the plan says (eftFromQ), so that figures measured in a bad
-// moment (a plugin's process starting, a stall of the machine) are
-// measured again and do not shut it out for good.
+// last probeAfter batches sent nothing, though it took work, is due a
+// probe: one task whatever the plan says (eftFromQ), so that figures
+// measured in a bad moment (a plugin's process starting, a stall of the
+// machine, copies that all lost their races), or none at all (a worker
+// that joined once the batch was handed out), are measured again and do
+// not shut it out for good. Not after one batch, and at most
+// max(probeMin, workers/probeShare) in a batch, those sent nothing
+// longest first: where the master is the bottleneck the plan leaves many
+// workers out by turns, and each probe adds messages (its copy is often
+// replicated). Of s workers due a probe, each runs a task within
+// probeAfter + ⌈s / that cap⌉ batches.
 func (p *policy) eftBegin(ev Event) {
-	p.eft.begin(ev)
+	e := p.eft
+	e.begin(ev)
 	if ev.Kind != BatchStarted {
 		return
 	}
-	first := !p.eft.batched
-	p.eft.batched = true
-	for i := range p.eft.ew {
-		x := &p.eft.ew[i]
+	first := !e.batched
+	e.batched = true
+	e.probing = e.probing[:0]
+	for i := range e.ew {
+		x := &e.ew[i]
 		if i >= len(p.workers) || x.id != p.workers[i].id {
 			continue
 		}
-		x.probe = !first && x.sent == 0 && p.workers[i].open() && p.workers[i].exec > 0
+		if x.sent > 0 {
+			x.unsent = 0
+		} else {
+			x.unsent++
+		}
+		x.probe = !first && x.unsent >= probeAfter && p.workers[i].open()
 		x.sent = 0
+		if x.probe {
+			e.probing = append(e.probing, int32(i))
+		}
+	}
+	if n := max(probeMin, len(p.workers)/probeShare); len(e.probing) > n {
+		slices.SortStableFunc(e.probing, func(a, b int32) int { return e.ew[b].unsent - e.ew[a].unsent })
+		for _, wi := range e.probing[n:] {
+			e.ew[wi].probe = false
+		}
 	}
 }
 
@@ -590,6 +615,12 @@ const (
 	// repZ: replication compares finishes should the task run repZ
 	// spreads long (repTail).
 	repZ = 2.0
+	// probeAfter: a worker sent nothing in this many batches in a row is
+	// due a probe (eftBegin).
+	probeAfter = 2
+	// probeMin, probeShare: at most max(probeMin, workers/probeShare)
+	// probes in a batch (eftBegin).
+	probeMin, probeShare = 4, 32
 	// censorGrow: a worker known only by censored runs is taken to need
 	// censorGrow times what its stopped instance ran (eftCensor).
 	censorGrow = 1.5
@@ -1040,10 +1071,16 @@ func (p *policy) sendPlace() int32 {
 func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 	e := p.eft
 	e.due, e.key = e.due[:0], e.key[:0]
+	// Probes owed (eftBegin) keep their tasks in Q: in the plan's order a
+	// faster worker could take the whole batch before a probe's turn.
+	owed := 0
 	for {
 		wi, ok := p.popFree()
 		if !ok {
 			break
+		}
+		if p.eftW(wi).probe {
+			owed++
 		}
 		p.eftPushDue(wi)
 	}
@@ -1090,25 +1127,43 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		p.eftPushDue(wi)
 	}
 	sent := false
-	for len(e.due) > 0 && p.qLive > 0 {
-		wi := p.eftPopDue()
-		w := &p.workers[wi]
-		if !w.open() || !p.eftDue(wi) {
-			continue
+	for pass := 0; pass < 2; pass++ {
+		for len(e.due) > 0 && p.qLive > owed {
+			wi := p.eftPopDue()
+			w := &p.workers[wi]
+			if e.ew[wi].probe {
+				owed-- // served now, or not at all this step
+			}
+			if !w.open() || !p.eftDue(wi) {
+				continue
+			}
+			if ef := p.efPlan(wi); ef > floor && ef > horizon() && !e.ew[wi].probe {
+				p.pushPassed(wi, float64(e.now)+ef)
+				continue
+			}
+			ti, ok := p.popQFor(wi)
+			if !ok {
+				continue
+			}
+			out = p.eftSend(wi, ti, false, out)
+			sent = true
+			if p.eftDue(wi) {
+				p.eftPushDue(wi)
+			}
 		}
-		if ef := p.efPlan(wi); ef > floor && ef > horizon() && !e.ew[wi].probe {
-			p.pushPassed(wi, float64(e.now)+ef)
-			continue
+		if pass > 0 || owed == 0 {
+			break
 		}
-		ti, ok := p.popQFor(wi)
-		if !ok {
-			continue
+		// Q is down to the probes owed: they take it, whatever the plan
+		// says; the other due workers then take what they leave.
+		for _, wi := range e.due {
+			if e.ew[wi].probe && p.qLive > 0 && p.workers[wi].open() {
+				if ti, ok := p.popQFor(wi); ok {
+					out, sent = p.eftSend(wi, ti, false, out), true
+				}
+			}
 		}
-		out = p.eftSend(wi, ti, false, out)
-		sent = true
-		if p.eftDue(wi) {
-			p.eftPushDue(wi)
-		}
+		owed = 0
 	}
 	// Those still due when Q ran out wait in the free queue (for
 	// replicas).

@@ -74,6 +74,31 @@ func (d Deadlines) Of(exec, gridExec, rtt float64) time.Duration {
 	return max(time.Duration(d.Factor*exec+rtt), d.Floor)
 }
 
+// OfWorker is Of for a worker whose instances were cut short as overdue,
+// the longest after running for overran (0: none), while it had finished
+// none (exec 0) and others had. Its deadline then comes from the grid's
+// mean or the floor, which say nothing of it, and such a run says its
+// execution time is at least overran: so that counts as its execution
+// time where the grid's says less. A worker whose tasks take longer than
+// the floor gets a deadline Factor times longer at each overrun (up to
+// Ceiling) and finishes a task within log_Factor(task time / Floor) + 1
+// overruns, instead of being cut short at the floor in every generation
+// and never measured. A worker measured already keeps Factor times its
+// own mean (a stall of one known to be fast is cut short and its task
+// run elsewhere), and while nothing is measured anywhere the generous
+// First stands.
+func (d Deadlines) OfWorker(exec, gridExec, rtt float64, overran time.Duration) time.Duration {
+	base := d.Of(exec, gridExec, rtt)
+	if exec > 0 || gridExec == 0 || overran <= 0 || base == 0 {
+		return base
+	}
+	grown := d.Of(max(gridExec, float64(overran)), gridExec, rtt)
+	if d.Ceiling > 0 {
+		grown = min(grown, max(d.Ceiling, base))
+	}
+	return grown
+}
+
 // maxOverruns caps the doubling of Again.
 const maxOverruns = 10
 

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -67,5 +68,57 @@ func TestDeadlinesAgain(t *testing.T) {
 		if got := d.Again(c.base, c.n); got != c.want {
 			t.Errorf("with a ceiling of 5m, Again(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
 		}
+	}
+}
+
+// OfWorker: a worker never measured whose tasks outlast the floor is cut
+// short at the floor by Of for ever; each overrun it is cut at says its
+// execution time is at least that, so its deadline grows by the factor
+// and it finishes a task within log_4(task/floor) + 1 overruns. A worker
+// measured keeps its own mean (a stall of a fast one is cut short).
+func TestDeadlinesOfWorker(t *testing.T) {
+	d := Deadlines{}.WithDefaults()
+	grid, rtt := float64(10*time.Millisecond), float64(time.Millisecond)
+	for _, task := range []time.Duration{1500 * time.Millisecond, 2 * time.Second, 30 * time.Second, 5 * time.Minute} {
+		if old := d.Of(0, grid, rtt); old >= task {
+			t.Fatalf("the floor's deadline %v already covers a %v task", old, task)
+		}
+		var overran time.Duration
+		n := 0
+		for ; ; n++ {
+			deadline := d.OfWorker(0, grid, rtt, overran)
+			if deadline > task {
+				break
+			}
+			overran = deadline // cut short there
+			if n > 20 {
+				t.Fatalf("%v task: still cut short after %d overruns (deadline %v)", task, n, deadline)
+			}
+		}
+		bound := int(math.Ceil(math.Log(float64(task)/float64(d.Floor))/math.Log(d.Factor))) + 1
+		t.Logf("%v task: finished after %d overruns (bound %d)", task, n, bound)
+		if n > bound {
+			t.Errorf("%v task: %d overruns before a deadline covers it, more than %d", task, n, bound)
+		}
+	}
+	// Measured: its own mean, whatever it overran.
+	if got, want := d.OfWorker(float64(500*time.Millisecond), grid, rtt, time.Minute), d.Of(float64(500*time.Millisecond), grid, rtt); got != want {
+		t.Errorf("a measured worker's deadline %v, want its own %v", got, want)
+	}
+	// Nothing overran: Of.
+	if got, want := d.OfWorker(0, grid, rtt, 0), d.Of(0, grid, rtt); got != want {
+		t.Errorf("OfWorker without overruns %v, want %v", got, want)
+	}
+}
+
+// OfWorker's growth stops at Ceiling, and waits for a measurement
+// somewhere: while nothing is measured, First stands.
+func TestDeadlinesOfWorkerBounds(t *testing.T) {
+	d := Deadlines{Ceiling: 5 * time.Minute}.WithDefaults()
+	if got := d.OfWorker(0, float64(10*time.Millisecond), 0, time.Hour); got != 5*time.Minute {
+		t.Errorf("grown past the ceiling: %v", got)
+	}
+	if got := d.OfWorker(0, 0, 0, time.Minute); got != d.First {
+		t.Errorf("nothing measured: %v, want First %v", got, d.First)
 	}
 }

@@ -104,6 +104,11 @@ type Config struct {
 	// Conn tunes the data connection (timeouts, frame cap). Its Delay is
 	// set from Delay.
 	Conn grid.ConnConfig
+	// ChildPort is the TCP port the child master listens on when the
+	// agent is promoted (a master that splits, -split): the workers moved
+	// to it connect there, so where a firewall stands between the
+	// machines it must be fixed and open. Default 0: any free port.
+	ChildPort int
 	// Network opens the agent's connections, and the listener of a child
 	// master it is promoted to. Default grid.TCP; a simulated network in
 	// tests.
@@ -137,6 +142,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Delay < 0 {
 		return c, fmt.Errorf("worker: negative delay %v", c.Delay)
+	}
+	if c.ChildPort < 0 || c.ChildPort > 65535 {
+		return c, fmt.Errorf("worker: child port %d is not in [0, 65535]", c.ChildPort)
 	}
 	if err := c.Faults.check(); err != nil {
 		return c, err

@@ -29,6 +29,7 @@ const maxConfigBytes = 1 << 20
 //	  "join": "master.lab:7946",          (or a list of addresses)
 //	  "master": "",                       (the master's data address, to skip gossip)
 //	  "gossip": "0.0.0.0:7946",
+//	  "child_port": 7949,                 (the port of a child master, if the master splits: -child-port)
 //	  "key_file": "/etc/esgrid/key",
 //	  "key_file_insecure": false,         (accept a key file others may read: -key-file-insecure)
 //	  "slots": 4,
@@ -43,6 +44,7 @@ type FileConfig struct {
 	Join        AddrList          `json:"join"`
 	Master      string            `json:"master"`
 	Gossip      string            `json:"gossip"`
+	ChildPort   *int              `json:"child_port"`
 	KeyFile     string            `json:"key_file"`
 	KeyInsecure *bool             `json:"key_file_insecure"`
 	Slots       *int              `json:"slots"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/esgrid/esgrid/grid"
 )
@@ -143,7 +144,7 @@ func (s *session) onPromote(pr *grid.Promote) {
 	}
 	s.log.Info("promoted to a child master", "tasks", len(pr.Tasks), "gen", pr.ESGen, "parent", parent)
 	cfg := grid.ChildConfig{
-		Promote: pr, Parent: parent, Listen: net.JoinHostPort(host, "0"),
+		Promote: pr, Parent: parent, Listen: net.JoinHostPort(host, strconv.Itoa(s.a.cfg.ChildPort)),
 		Key: s.a.cfg.Key, Name: s.a.cfg.Name, Problem: problem, MaxFrame: s.conn.Config().MaxFrame,
 		Network: s.a.cfg.Network,
 	}

@@ -53,6 +53,11 @@ func (o *options) applyConfig(fs *flag.FlagSet) error {
 				return err
 			}
 		}
+		if c.ChildPort != nil {
+			if err := number("child-port", "child_port", strconv.Itoa(*c.ChildPort)); err != nil {
+				return err
+			}
+		}
 		if !set["once"] && c.Once != nil {
 			o.once = *c.Once
 		}

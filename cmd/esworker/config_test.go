@@ -110,6 +110,19 @@ func TestConfigFile(t *testing.T) {
 	if _, err := parseOptions([]string{"-config", too}); err == nil || !strings.Contains(err.Error(), "mem_share 1: must be a number between 0.01 and 0.9") {
 		t.Errorf("mem_share 1 in the file: %v", err)
 	}
+
+	// The child master's port, likewise.
+	cp := writeFile(t, dir, "cp.json", `{"join": "m.lab", "child_port": 7949}`, 0o600)
+	if o, err := parseOptions([]string{"-config", cp}); err != nil || o.child != 7949 {
+		t.Errorf("child_port from the file: %+v, %v", o, err)
+	}
+	if o, err := parseOptions([]string{"-config", cp, "-child-port", "7950"}); err != nil || o.child != 7950 {
+		t.Errorf("child_port from the command line: %+v, %v", o, err)
+	}
+	bad := writeFile(t, dir, "badport.json", `{"join": "m.lab", "child_port": 70000}`, 0o600)
+	if _, err := parseOptions([]string{"-config", bad}); err == nil || !strings.Contains(err.Error(), "child_port 70000") {
+		t.Errorf("child_port 70000 in the file: %v", err)
+	}
 }
 
 func TestBadConfigFiles(t *testing.T) {

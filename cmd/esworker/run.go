@@ -24,6 +24,7 @@ type options struct {
 	join     string
 	master   string
 	gossip   string
+	child    int // -child-port
 	slots    int
 	name     string
 	key      string
@@ -89,6 +90,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.master, "master", "", "the master's data address `HOST:PORT`, to connect without asking gossip; or a relay's (esworker -relay); several, comma-separated, are tried in turn (another path when one is gone)")
 	addRelayFlags(fs, &o.relay) // relay.go
 	fs.StringVar(&o.gossip, "gossip", "", "`HOST:PORT` this worker's gossip listens on; default "+loopbackGossip+" when every -join and -master address is on this machine (loopback), else "+anyGossip+"; port 0 = any free port (fix it when a firewall sits between the machines)")
+	flagx.IntVar(fs, &o.child, "child-port", 0, 0, 65535, "the TCP `PORT` a child master listens on if the master splits (esrun -split) and promotes this worker; the workers moved to it connect there: fix it and open it where a firewall sits between the machines; 0 = any free port")
 	flagx.IntVar(fs, &o.slots, "slots", 0, 0, grid.MaxMetaSlots, "run `N` tasks at once; 0 = one per CPU")
 	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME` (default hostname-pid)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible to other users in ps: prefer -key-file or ESGRID_KEY)")
@@ -106,7 +108,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (e.g. :9465): slots busy, tasks held, tasks run, idle slot-seconds, labelled with the worker's name")
 	flagx.DurationVar(fs, &o.linger, "metrics-linger", DefaultMetricsLinger, 0, time.Hour, "with -metrics: once the work ends by itself (-once, -idle-timeout), keep serving the metrics for `D`, so that Prometheus scrapes the final counts (a signal ends it at once); 0 = stop at once")
 	fs.StringVar(&o.plan, "plan", "", "take this worker's slots from the esplan plan `FILE` (by its -name, or its group); the master, given the same -plan, sets aside a worker the plan leaves out")
-	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see docs/install.md); flags on the command line win")
+	fs.StringVar(&o.config, "config", "", "read settings from the JSON `FILE` (join, master, gossip, child_port, key_file, slots, name, plugins, plugin_start_timeout, once, idle_timeout, mem_share; see docs/install.md); flags on the command line win")
 	flagx.DurationVar(fs, &o.hello, "plugin-start-timeout", plugin.DefaultStartTimeout, time.Millisecond, maxPluginStart, "how long a plugin process has `D` to say hello: at the start-up check and at every start")
 	flagx.FloatVar(fs, &o.memShare, "mem-share", worker.DefaultMemShare, 0.01, worker.MaxMemShare, "refuse a master's problem that needs more than the share `F` of this machine's memory (its problem, LU load, vectors and frames on every slot)")
 	fs.Var(&o.plugins, "plugin", "allow the problem plugin `NAME=PATH` (repeatable): a master that names the problem NAME gets the executable PATH run; nothing else is ever run; refused if anyone but root and this user could change PATH (its mode, owner, directories)")
@@ -354,6 +356,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		Slots:       o.slots,
 		Slowdown:    o.slowdown,
 		Delay:       o.delay,
+		ChildPort:   o.child,
 		Faults:      o.faults,
 		Serve:       !o.once,
 		IdleTimeout: o.idle,

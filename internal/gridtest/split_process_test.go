@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -98,6 +102,13 @@ type splitRun struct {
 // startSplitRun starts a slow master with rule and its workers.
 func startSplitRun(t *testing.T, rule string) *splitRun {
 	t.Helper()
+	return startSplitRunWith(t, rule, nil)
+}
+
+// startSplitRunWith is startSplitRun with more flags for worker i
+// (extra(i); extra may be nil).
+func startSplitRunWith(t *testing.T, rule string, extra func(i int) []string) *splitRun {
+	t.Helper()
 	esrun, _ := binaries(t)
 	dir := t.TempDir()
 	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
@@ -116,7 +127,11 @@ func startSplitRun(t *testing.T, rule string) *splitRun {
 	r := &splitRun{m: m, workers: map[string]*proc{}}
 	for i := range splitWorkers {
 		name := fmt.Sprintf("sw%d", i)
-		r.workers[name] = startWorker(t, name, keyEnv, "-join", m.gossip, "-slots", "1", "-slowdown", "1000")
+		args := []string{"-join", m.gossip, "-slots", "1", "-slowdown", "1000"}
+		if extra != nil {
+			args = append(args, extra(i)...)
+		}
+		r.workers[name] = startWorker(t, name, keyEnv, args...)
 	}
 	return r
 }
@@ -220,4 +235,69 @@ func TestProcessesSplitChildKilled(t *testing.T) {
 			t.Errorf("%s exited with status %d, want 0", name, code)
 		}
 	}
+}
+
+// TestProcessesSplitChildPort: each worker is given its own -child-port.
+// A promoted worker's child master listens on that port, and every move
+// a worker makes goes to the root's data port or to a promoted worker's
+// child port: no worker needs an inbound port beyond the one it was given.
+func TestProcessesSplitChildPort(t *testing.T) {
+	want := splitReference(t)
+	ports := make([]string, splitWorkers)
+	for i := range ports {
+		ports[i] = freePort(t)
+	}
+	r := startSplitRunWith(t, "paper", func(i int) []string { return []string{"-child-port", ports[i]} })
+	got := r.m.finish(t)
+	sameRun(t, got, want)
+	exitedCleanly(t, slices.Collect(maps.Values(r.workers))...)
+	// Promotions are logged by the root and by child masters (in their
+	// worker's log), moves by the worker moved.
+	logs := r.m.stderr.String()
+	for _, w := range r.workers {
+		logs += w.stderr.String()
+	}
+	_, rootPort, _ := net.SplitHostPort(r.m.data)
+	allowed := map[string]string{rootPort: "the root"}
+	for _, m := range promoting.FindAllStringSubmatch(logs, -1) {
+		name := strings.Trim(m[1], `"`)
+		var i int
+		if _, err := fmt.Sscanf(name, "sw%d", &i); err != nil || i < 0 || i >= splitWorkers {
+			t.Fatalf("promoted worker %q is not one of ours", name)
+		}
+		allowed[ports[i]] = name
+	}
+	if len(allowed) < 2 {
+		t.Fatal("no worker promoted")
+	}
+	toChild := 0
+	for _, m := range moving.FindAllStringSubmatch(logs, -1) {
+		_, port, err := net.SplitHostPort(m[1])
+		who, ok := allowed[port]
+		switch {
+		case err != nil || !ok:
+			t.Errorf("a worker moved to %s, neither the root's data port nor a promoted worker's -child-port (%v)", m[1], allowed)
+		case who != "the root":
+			toChild++
+		}
+	}
+	t.Logf("child ports used: %v; moves to a child master: %d", allowed, toChild)
+	if toChild == 0 {
+		t.Errorf("no worker moved to a child master")
+	}
+}
+
+// moving is a worker's log line when it is moved to another master.
+var moving = regexp.MustCompile(`msg="moving to another master"[^\n]*? addr=(\S+)`)
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
 }

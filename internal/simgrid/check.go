@@ -293,8 +293,61 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 			fail("workers still looking for a master %v after the run ended: %v", lingerAfter, waiting)
 		}
 	}
+	for _, name := range unmeasured(sc, out) {
+		fail("no worker left unmeasured: %s ran no evaluation in %d generations in a row", name, measureWithin)
+	}
 	if out.Unclosed > 0 {
 		fail("leak: %d connections still open a minute after the run ended", out.Unclosed)
+	}
+	return bad
+}
+
+// measureWithin is how many generations in a row may pass without a
+// worker running an evaluation: a policy may pass a slow worker over, or
+// its copies lose their races, but it is measured again within that many
+// (eft's probe: one task at the start of a batch after one that sent it
+// nothing).
+const measureWithin = 3
+
+// unmeasured lists the workers that ran no evaluation in measureWithin
+// generations in a row. It checks the workers that are there from the
+// start, always answer and reach the master directly, in runs with one
+// master, unverified, whose generations each have a task for every slot
+// (a smaller one may leave a worker out, which says nothing of its
+// measurement).
+func unmeasured(sc Scenario, out *Outcome) []string {
+	slots := 0
+	for _, w := range sc.Workers {
+		slots += w.Slots
+	}
+	if out.Err != nil || sc.Split || sc.Restart != nil || sc.Verify > 0 || sc.ES.Lambda < slots || len(out.BatchAt) != 1 {
+		return nil
+	}
+	// The generations' spans (the first batch, the initial parents, is
+	// μ tasks and is skipped).
+	at := out.BatchAt[0]
+	type span struct{ from, to time.Duration }
+	var spans []span
+	for i := 1; i < len(at); i++ {
+		to := out.Elapsed
+		if i+1 < len(at) {
+			to = at[i+1]
+		}
+		spans = append(spans, span{at[i], to})
+	}
+	var bad []string
+	for _, w := range sc.Workers {
+		if !w.healthy() || w.Join > 0 || w.Relayed || w.NoCancel > 0 {
+			continue
+		}
+		began := out.Began[w.Name]
+		for i := 0; i+measureWithin <= len(spans); i++ {
+			from, to := spans[i].from, spans[i+measureWithin-1].to
+			if !slices.ContainsFunc(began, func(t time.Duration) bool { return t >= from && t < to }) {
+				bad = append(bad, fmt.Sprintf("%s (generations %d–%d)", w.Name, i+1, i+measureWithin))
+				break
+			}
+		}
 	}
 	return bad
 }

@@ -73,6 +73,11 @@ type Outcome struct {
 	// Waiting lists the workers still running then, out of any session:
 	// looking for a master (as esworker -once would, for ever).
 	Waiting []string
+	// Began lists, per worker name, the virtual times at which its
+	// evaluations began; BatchAt, per incarnation, when each of its
+	// batches began.
+	Began   map[string][]time.Duration
+	BatchAt [][]time.Duration
 }
 
 // world is one simulated run in progress.
@@ -88,6 +93,7 @@ type world struct {
 	live      map[string]*worker.Agent
 
 	agents sync.WaitGroup
+	start  time.Time // the run's start on the virtual clock
 }
 
 // Run runs sc in the simulated world and returns what happened. It must
@@ -95,8 +101,9 @@ type world struct {
 // the code it drives use is then virtual. log receives the trace: every
 // line of the master and the workers, stamped with virtual time.
 func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
-	w := &world{sc: sc, net: NewNetwork(sc.Seed), live: map[string]*worker.Agent{}}
-	start := time.Now()
+	w := &world{sc: sc, net: NewNetwork(sc.Seed), live: map[string]*worker.Agent{}, start: time.Now()}
+	w.out.Began = map[string][]time.Duration{}
+	start := w.start
 	w.log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -202,6 +209,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	}
 	w.mu.Lock()
 	w.out.Batches = append(w.out.Batches, nil)
+	w.out.BatchAt = append(w.out.BatchAt, nil)
 	w.out.Completed = append(w.out.Completed, 0)
 	w.mu.Unlock()
 	cfg := masterTiming
@@ -236,6 +244,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	ev := es.EvaluatorFunc(func(ctx context.Context, gen int, xs [][]float64) ([]float64, error) {
 		w.mu.Lock()
 		w.out.Batches[inc] = append(w.out.Batches[inc], len(xs))
+		w.out.BatchAt[inc] = append(w.out.BatchAt[inc], time.Since(w.start))
 		w.mu.Unlock()
 		f, err := m.Evaluate(ctx, gen, xs)
 		if err == nil {
@@ -486,7 +495,12 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 		if err != nil {
 			return nil, err
 		}
-		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel,
+		began := func() {
+			w.mu.Lock()
+			w.out.Began[ws.Name] = append(w.out.Began[ws.Name], time.Since(w.start))
+			w.mu.Unlock()
+		}
+		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began,
 			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: map[uint64]uint64{}, stop: stop}, nil
 	}
 	return cfg
@@ -509,6 +523,7 @@ type timed struct {
 	liar                 int             // one value in about liar is wrong
 	nan                  bool            // every value is NaN
 	stop                 <-chan struct{} // the machine's life ends
+	began                func()          // an evaluation begins (Outcome.Began)
 	// start, when > 0: a plugin that cannot be cancelled, whose
 	// processes take start to start (WorkerSpec.NoCancel).
 	start time.Duration
@@ -519,6 +534,7 @@ type timed struct {
 }
 
 func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
+	p.began()
 	h := mix(p.seed, p.name)
 	for _, v := range x {
 		h = mix(h, math.Float64bits(v))

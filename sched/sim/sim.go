@@ -151,6 +151,9 @@ type worker struct {
 	// whether Overdue has been stepped and it has not answered since.
 	exec, rtt float64
 	late      bool
+	// overran is the longest run of its instances found overdue since it
+	// last finished one (sched.Deadlines.OfWorker).
+	overran time.Duration
 }
 
 // slot is one execution slot of a worker.
@@ -694,6 +697,7 @@ func (e *engine) masterHandle(m msg) {
 	exec := time.Duration(m.exec) * time.Microsecond
 	sched.Smooth(&w.exec, exec)
 	sched.Smooth(&e.exec, exec)
+	w.overran = 0 // measured: its mean says how long it takes
 	if !e.open || m.batch != e.batch {
 		e.stats.StaleResults++
 		e.answered(int(m.w))
@@ -735,7 +739,7 @@ func (e *engine) checkDeadlines() {
 		if w.gone || w.nSent == 0 {
 			continue
 		}
-		d := e.deadlines.Of(w.exec, e.exec, w.rtt)
+		d := e.deadlines.OfWorker(w.exec, e.exec, w.rtt, w.overran)
 		n := 0
 		for i := w.sentLo; i < len(w.sent) && n < w.m.CPUs; i++ {
 			s := &w.sent[i]
@@ -748,6 +752,7 @@ func (e *engine) checkDeadlines() {
 			}
 			s.overdue = true
 			w.late = true
+			w.overran = max(w.overran, e.now-s.started)
 			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
 				e.overran[s.task]++
 			}

@@ -77,3 +77,35 @@ func TestDeadlinesStalledMachine(t *testing.T) {
 		t.Errorf("with deadlines %v, without %v: the stalled task should hold the run far longer without", with, without)
 	}
 }
+
+// TestSlowerThanTheFloorIsMeasured: a worker 200 times slower than the
+// others from the start, its tasks (2 s) longer than the floor of the
+// deadlines (1 s). Never measured, its deadline was the floor: under wq
+// it was found late and its task cut short in every generation, and it
+// never finished one. Each overrun now says how long at least its tasks
+// take (sched.Deadlines.OfWorker), so it finishes one after an overrun;
+// under the policies that wait for no task (wq, rwq, cyclic) it then
+// works on. Under every policy it runs tasks in every third generation
+// at least (those that replicate cancel its copies: their races are lost,
+// but run). Virtual time only.
+func TestSlowerThanTheFloorIsMeasured(t *testing.T) {
+	set := &Set{Name: "slow", Machines: []Machine{
+		{Name: "A", CPUs: 1, Speed: 1}, {Name: "B", CPUs: 1, Speed: 1}, {Name: "C", CPUs: 1, Speed: 1},
+		{Name: "S", CPUs: 1, Speed: 1.0 / 200},
+	}}
+	const gens = 20
+	for _, policy := range sched.Names {
+		r, err := Run(Config{Set: set, Policy: policy, Workload: ES(30, 70, gens, 10*time.Millisecond), AddedDelay: time.Millisecond, Seed: 1, NoOptimum: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.Report.Workers[3]
+		t.Logf("%s: S accepted %d, executions %d (aborted %d), run %v", policy, s.Accepted, s.Executions, s.Aborted, r.End)
+		if s.Executions < gens/3 {
+			t.Errorf("%s: S ran %d tasks in %d generations", policy, s.Executions, gens)
+		}
+		if waits := policy == "wq" || policy == "rwq" || policy == "cyclic"; waits && s.Accepted < gens/2 {
+			t.Errorf("%s: S finished %d tasks in %d generations: cut short at the floor", policy, s.Accepted, gens)
+		}
+	}
+}
