@@ -63,6 +63,10 @@ func NewInstances(limit int) *Instances { return &Instances{limit: max(limit, 1)
 func (t *Instances) Add(in sched.Instance) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// An instance that ended before the first generation began (the
+	// ledger's -1: a task sent while the run was being set up) belongs to
+	// the run's start, not to the generations the limit dropped.
+	in.Gen = max(in.Gen, 0)
 	if in.Gen < t.from {
 		t.omitted++
 		return

@@ -42,3 +42,15 @@ func TestTimelineBound(t *testing.T) {
 		t.Errorf("%d instances kept, %d omitted; want 100 and 150", len(r.Instances), r.Omitted)
 	}
 }
+
+// An instance the ledger places before the first generation (Gen -1) is
+// kept with the first generation: nothing is omitted under the limit.
+func TestTimelineBeforeFirstGeneration(t *testing.T) {
+	tl := NewInstances(100)
+	tl.Add(sched.Instance{Worker: 1, Task: 1, Gen: -1, Kind: sched.InstanceCancelledHeld})
+	tl.Add(sched.Instance{Worker: 1, Task: 2, Gen: 0, Kind: sched.InstanceFinished, Known: true})
+	r := tl.Record(0, 3)
+	if r.Omitted != 0 || r.FromGen != 3 || len(r.Instances) != 2 || r.Instances[0].Gen != 3 || r.Instances[1].Gen != 3 {
+		t.Errorf("timeline %+v: want both instances, of generation 3, none omitted", r)
+	}
+}

@@ -862,7 +862,7 @@ func (l *Ledger) unsend(gi, wi int32, t TaskID, replica, resend bool) {
 }
 
 // Elsewhere adds what another driver counted for this ledger's batches:
-// a child master (papers.md §2) runs part of a batch under a ledger of
+// a child master (docs/papers.md §2) runs part of a batch under a ledger of
 // its own, and its counts join the run's here, so that a run's counts
 // mean the same whether its masters split or not. ago names the batch:
 // 0 the last one started, 1 the one before, and so on. first lists
