@@ -165,7 +165,7 @@ func TestCMASmallShapes(t *testing.T) {
 
 // Restarts solve multimodal functions that one run of CMA-ES does not: on
 // the 10-D Rastrigin function IPOP and BIPOP reach 1e-8 with seeds 1..3
-// (README, "Benchmarks": IPOP needs 53,000 to 90,000 evaluations, BIPOP
+// (docs/optimising.md, "Restarts": IPOP needs 53,000 to 90,000 evaluations, BIPOP
 // up to 200,000), CMA-ES without restarts stalls in a local minimum with
 // the same budget (seed 1); on the 10-D Griewank function (box ±600) IPOP needs
 // at most 27,000 evaluations with seeds 1..10.

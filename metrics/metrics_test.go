@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/docstest"
 	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/prometheus/client_golang/prometheus"
@@ -478,5 +479,25 @@ func TestLastGenerationAndRunInfo(t *testing.T) {
 	}
 	for _, name := range []string{"esgrid_generations_total", "go_goroutines"} {
 		value(t, gather(t, runReg), name, "run", "ridge-0123abcd")
+	}
+}
+
+// Every family of esgrid's is documented: docs/metrics.md names it in
+// code, as `name` or `name{labels}`, so that a user reading a panel or a
+// scrape finds what it counts.
+func TestDocsNameEveryExportedFamily(t *testing.T) {
+	doc := string(docstest.Read(t, "docs/metrics.md"))
+	ours := 0
+	for name := range gather(t, exercised(t)) {
+		if !strings.HasPrefix(name, "esgrid_") {
+			continue
+		}
+		ours++
+		if !strings.Contains(doc, "`"+name+"`") && !strings.Contains(doc, "`"+name+"{") {
+			t.Errorf("docs/metrics.md does not name %s", name)
+		}
+	}
+	if ours < 30 {
+		t.Errorf("only %d esgrid families", ours)
 	}
 }
