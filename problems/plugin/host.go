@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/esgrid/esgrid/grid/wire"
@@ -415,6 +416,9 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 	pr, err := p.spawn(s)
 	if err != nil {
 		p.startFailures.Add(1)
+		if errors.Is(err, syscall.ENOEXEC) { // the usual cause: a script written without its #! line
+			return nil, p.errorf(s, "%w: %v (a script needs a first line such as #!/usr/bin/env python3)", ErrStart, err)
+		}
 		return nil, p.errorf(s, "%w: %v", ErrStart, err)
 	}
 	t := time.NewTimer(p.cfg.StartTimeout)

@@ -310,6 +310,8 @@ func TestBadStarts(t *testing.T) {
 	leaktest.Check(t)
 	notExec := t.TempDir() + "/plain"
 	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	noShebang := t.TempDir() + "/noshebang.py"
+	os.WriteFile(noShebang, []byte("print('hello')\n"), 0o755)
 	// printfPlugin writes the bytes of the printf format on its stdout,
 	// then waits.
 	printfPlugin := func(format string) string {
@@ -334,6 +336,7 @@ func TestBadStarts(t *testing.T) {
 		{"dimension refused", Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_DIMS=2,4"), Dim: 5}, "dimension 5 not accepted (accepts 2..4)"},
 		{"not executable", Config{Path: notExec}, "permission denied"},
 		{"missing", Config{Path: "/does/not/exist"}, "no such file"},
+		{"no #! line", Config{Path: noShebang}, "exec format error (a script needs a first line such as #!/usr/bin/env python3)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
