@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
+// decisionHash is a policy that hashes every event it is stepped and every
+// action its policy answers: two policies with the same hash made the same
+// decisions, in the same order, at the same virtual times.
+type decisionHash struct {
+	sched.Policy
+	h   hash.Hash64
+	buf []byte
+}
+
+func (r *decisionHash) Step(ev sched.Event, out []sched.Action) []sched.Action {
+	start := len(out)
+	out = r.Policy.Step(ev, out)
+	b := r.buf[:0]
+	b = append(b, byte(ev.Kind))
+	for _, v := range []int64{int64(ev.Worker), int64(ev.Slots), int64(ev.Task), int64(ev.N), int64(ev.RTT), int64(ev.Exec), int64(ev.At), int64(len(ev.IDs))} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	for _, a := range out[start:] {
+		b = append(b, 0xA0|byte(a.Kind), flag(a.Replica), flag(a.Held))
+		b = binary.LittleEndian.AppendUint32(b, uint32(a.Worker))
+		b = binary.LittleEndian.AppendUint32(b, uint32(a.Task))
+		b = binary.LittleEndian.AppendUint32(b, uint32(a.Slots))
+	}
+	r.h.Write(b)
+	r.buf = b
+	return out
+}
+
+func flag(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fingerprintSet writes a set of n machines of four random kinds (speeds
+// spread up to 20×, 1 to 4 CPUs, 100 µs to 20 ms one way), a master at 0,
+// 10 or 25 µs a message.
+func fingerprintSet(seed uint64, n int) string {
+	r := rand.New(rand.NewPCG(seed, 0xf1f1))
+	var b strings.Builder
+	fmt.Fprintf(&b, "master cost=%s\n", []string{"0s", "10us", "25us"}[r.IntN(3)])
+	delays := []string{"100us", "500us", "2ms", "5ms", "20ms"}
+	q := max(n/4, 1)
+	for k := range 4 {
+		fmt.Fprintf(&b, "machine K%d count=%d cpus=%d speed=%.3g delay=%s send=10us recv=10us\n",
+			k, q, 1+r.IntN(4), math.Pow(20, r.Float64())/4, delays[r.IntN(len(delays))])
+	}
+	return b.String()
+}
+
+// fingerprintCase is one seeded simulated run for TestEFTFingerprint.
+type fingerprintCase struct {
+	name string
+	cfg  Config
+}
+
+// fingerprintCases are eft's runs whose decisions TestEFTFingerprint pins:
+// the random sets of TestEFTRandomSets (3 to 20 machines, slowdowns and
+// leaves, with 1 to 3 copies and capped depths), and grids of 16 to 1,024
+// workers with noise, a machine that slows 10 or 50 times (overdue) and
+// one that leaves mid-run, under the master's deadlines and Ticks.
+func fingerprintCases(tb testing.TB) []fingerprintCase {
+	var cs []fingerprintCase
+	for seed := range uint64(16) {
+		text := randomSet(seed)
+		set, err := ParseSet(fmt.Sprintf("random%d", seed), strings.NewReader(text))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		noise := []float64{0, 0.1, 0.3}[seed%3]
+		grain := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second}[seed%3]
+		cfg := Config{Set: set, Workload: ES(30, 70, 8, grain), Noise: noise, Seed: seed + 1, NoOptimum: true}
+		cfg.PolicyConfig.Copies = []int{0, 3, 1, 0}[seed%4]
+		cfg.PolicyConfig.AdaptiveMax = []int{0, 0, 0, 4, 0}[seed%5]
+		cs = append(cs, fingerprintCase{fmt.Sprintf("random%d", seed), cfg})
+	}
+	for i, n := range []int{16, 64, 256, 1024} {
+		for v := range uint64(2) {
+			seed := uint64(100+10*i) + v
+			set, err := ParseSet(fmt.Sprintf("fp%d", n), strings.NewReader(fingerprintSet(seed, n)))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			slots := 0
+			for _, m := range set.Machines {
+				slots += m.CPUs
+			}
+			grain := []time.Duration{10 * time.Millisecond, 100 * time.Millisecond}[v]
+			cfg := Config{Set: set, Workload: ES(0, 2*slots, 4+4*int(v), grain), Noise: 0.1 * float64(1+v), Seed: seed, NoOptimum: true,
+				Slowdowns: []Slowdown{{Machine: set.Machines[1].Name, At: grain, Factor: 10 + 40*float64(v)}},
+				Leaves:    []Leave{{Machine: set.Machines[len(set.Machines)-1].Name, At: 3 * grain}}}
+			cs = append(cs, fingerprintCase{fmt.Sprintf("fp%d/%d", n, v), cfg})
+		}
+	}
+	return cs
+}
+
+// eftFingerprint runs c under eft and returns the hash of its decisions.
+func eftFingerprint(tb testing.TB, c fingerprintCase) uint64 {
+	rec := &decisionHash{h: fnv.New64a()}
+	cfg := c.cfg
+	cfg.NewPolicy = func() (sched.Policy, error) {
+		p, err := sched.New("eft", c.cfg.PolicyConfig)
+		rec.Policy = p
+		return rec, err
+	}
+	if _, err := Run(cfg); err != nil {
+		tb.Fatalf("%s: %v", c.name, err)
+	}
+	return rec.h.Sum64()
+}
+
+// eftFingerprints are the hashes of eft's decisions over fingerprintCases,
+// recorded before its cost was cut (issue 28): an optimisation of eft
+// must leave every one of them as it is. A change of eft's decisions
+// that is meant records new ones (go test -run TestEFTFingerprint -v
+// prints them) and says why in its commit.
+var eftFingerprints = map[string]uint64{
+	"random0":  0xae15eed8514c478b,
+	"random1":  0xf596927719f94a55,
+	"random2":  0x5b9d096a3c6bac58,
+	"random3":  0x7101cedf333d4956,
+	"random4":  0x2adcd4fbb2768c55,
+	"random5":  0x39619e00f1dd331c,
+	"random6":  0x8cd327c7cc385087,
+	"random7":  0x301b731e75516ba,
+	"random8":  0x9a6ab9287069f549,
+	"random9":  0x81389e9b76d3e138,
+	"random10": 0xeab5f8836dc48916,
+	"random11": 0x6d915534599d6264,
+	"random12": 0x4ac92460d94d90ec,
+	"random13": 0xedf71e6710cf858e,
+	"random14": 0x77fe56a9c12fab57,
+	"random15": 0x80e58a820f21caca,
+	"fp16/0":   0x72c592d12d2d0661,
+	"fp16/1":   0x4393cdac7285cd2e,
+	"fp64/0":   0xddf34c55b62ba96c,
+	"fp64/1":   0xf3a7511602e887e2,
+	"fp256/0":  0x33a418c507ba3ff2,
+	"fp256/1":  0xa268ef3e33e50917,
+	"fp1024/0": 0x69fdcd97fbd47a4c,
+	"fp1024/1": 0x47d55530ef88c288,
+}
+
+// TestEFTFingerprint proves that eft decides as it did: the same events
+// in, the same actions out, over random grids of 3 to 1,024 workers with
+// noise, slowdowns, departures, deadlines and Ticks.
+func TestEFTFingerprint(t *testing.T) {
+	for _, c := range fingerprintCases(t) {
+		got := eftFingerprint(t, c)
+		t.Logf("%q: %#x,", c.name, got)
+		if want, ok := eftFingerprints[c.name]; !ok || got != want {
+			t.Errorf("%s: eft's decisions hash to %#x, want %#x", c.name, got, want)
+		}
+	}
+}
