@@ -161,6 +161,7 @@ type eftState struct {
 	// task times that the late band, the plan's tail and replication
 	// allow for.
 	cv2 float64
+	cv  float64 // √cv2, kept with it
 
 	// The horizon of the plan of Q, as last computed.
 	h       float64
@@ -207,6 +208,10 @@ type eftState struct {
 	skip    []eftCand // scratch: candidates a receiver holds already
 	free    []float64 // scratch: slot free times
 
+	places    []eftPlaces // per worker place: the horizon's figures of it
+	open      []int32     // scratch of horizon: the open workers
+	unsettled []int32     // scratch of horizon: workers whose places vary between lo and hi
+
 	orderKeys []eftSendKey // scratch of eftOrder
 	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
 }
@@ -231,6 +236,7 @@ type eftWorker struct {
 type eftFigure struct {
 	slow, fast int     // consecutive measurements far above the mean (a change of pace), far below it
 	v          float64 // their spread about the mean, as they count (within twice and half of it): ns², exponentially weighted (MeasureGain)
+	noise      float64 // noiseZ standard errors of the mean, kept with v (withinNoise)
 	lv         float64 // the mean square of the log of a measurement over the mean (within far²), alike
 }
 
@@ -262,11 +268,13 @@ func (f *eftFigure) fold(m *float64, v float64) bool {
 	if f.slow >= 2 || f.fast >= 2 {
 		// A change of pace: the spread, relative to the mean, stays.
 		f.v *= (v / *m) * (v / *m)
+		f.noise = noiseZ * noiseSE(f.v)
 		*m, f.slow, f.fast = v, 0, 0
 		return true
 	}
 	d := min(max(v, *m/2), 2**m) - *m
 	f.v += (d*d - f.v) * MeasureGain
+	f.noise = noiseZ * noiseSE(f.v)
 	*m += d * MeasureGain
 	return false
 }
@@ -449,6 +457,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 		if w.exec > 0 && v <= 2*w.exec && v >= w.exec/2 {
 			d := v/w.exec - 1
 			p.eft.cv2 += (d*d - p.eft.cv2) / 64
+			p.eft.cv = math.Sqrt(p.eft.cv2)
 		}
 		if x.ef.fold(&w.exec, v) {
 			p.eft.version++
@@ -542,7 +551,7 @@ func (p *policy) model(wi int32) (e, r float64, c int) {
 // lo, the grid's lowest mean, if m is within noiseZ standard errors of lo,
 // else m.
 func withinNoise(m float64, f *eftFigure, lo float64) float64 {
-	if lo > 0 && m > lo && m-lo <= noiseZ*noiseSE(f.v) {
+	if lo > 0 && m > lo && m-lo <= f.noise {
 		return lo
 	}
 	return m
@@ -606,7 +615,7 @@ const (
 // worker of execution time e and round trip r may be before the model
 // stops blaming the spread of task times (and the way up) for it.
 func (p *policy) lateBand(e, r float64) float64 {
-	return max(math.Sqrt(p.eft.cv2)*lateZ, lateMin)*e + r/2
+	return max(p.eft.cv*lateZ, lateMin)*e + r/2
 }
 
 // eftJoined notes whether a worker that joined is still starting
@@ -742,37 +751,67 @@ func (p *policy) efNext(wi int32) float64 { return p.efPos(wi, p.workers[wi].cou
 // last task risks the barrier more than a fast one's).
 func (p *policy) tail(wi int32) float64 {
 	e, _, _ := p.model(wi)
-	return tailZ * math.Sqrt(p.eft.cv2) * e
+	return tailZ * p.eft.cv * e
 }
 
 // efPlan is what the plan judges worker wi's next place by: its expected
 // finish plus its tail.
 func (p *policy) efPlan(wi int32) float64 { return p.efNext(wi) + p.tail(wi) }
 
-// placesBy is how many further instances worker wi could have back by h
-// (relative to now).
-func (p *policy) placesBy(wi int32, h float64) int {
-	e, r, c := p.model(wi)
+// eftPlaces is what the horizon's count needs of a worker, fixed while
+// one horizon is computed (the model's figures, now and the master's queue
+// do not change meanwhile): figured once per worker and horizon, not once
+// per pass of its bisection.
+type eftPlaces struct {
+	e, r, tail float64 // the model's e and r, the plan's tail
+	arrive     float64 // when a new instance would arrive
+	idle, held int     // idle slots, held instances
+	ends       []float64
+	lo, hi, at int // placesBy at the bisection's lo, hi and mid
+}
+
+// placeFigures figures worker wi's places for the horizon. It reads the
+// running starts as eftSync would make them now, without making them so:
+// the horizon syncs only the workers its passes would have come to
+// (horizonSync), since a start the model missed counts from when it is
+// synced.
+func (p *policy) placeFigures(wi int32, x *eftPlaces) {
+	ex, r, c := p.model(wi)
 	w := &p.workers[wi]
-	last := h - e - p.tail(wi) - r/2 // the latest start that is back by h
-	arrive := r/2 + p.sendWait()
-	if last < arrive {
+	x.e, x.r, x.tail = ex, r, p.tail(wi)
+	x.arrive = r/2 + p.sendWait()
+	x.idle = max(c-w.count(), 0)
+	x.held = w.count() - min(w.count(), c)
+	var run []time.Duration // as eftW would have it: none if the place holds a new worker
+	if int(wi) < len(p.eft.ew) && p.eft.ew[wi].id == w.id {
+		run = p.eft.ew[wi].run
+	}
+	want := min(w.count(), w.slots)
+	x.ends = x.ends[:0]
+	for _, st := range run[:min(len(run), want)] {
+		x.ends = append(x.ends, max(p.runEnd(st, ex, r), 0))
+	}
+	for range want - len(run) {
+		x.ends = append(x.ends, max(p.runEnd(p.eft.now, ex, r), 0))
+	}
+}
+
+// placesBy is how many further instances the worker of these figures
+// could have back by h (relative to now). It never falls as h grows.
+func (x *eftPlaces) placesBy(h float64) int {
+	last := h - x.e - x.tail - x.r/2 // the latest start that is back by h
+	if last < x.arrive {
 		return 0
 	}
-	n := 0
-	if w.count() < c {
-		// Idle slots: from when a new instance arrives.
-		n += (c - w.count()) * (int(min((last-arrive)/e, math.MaxInt32)) + 1)
-	}
+	// Idle slots: from when a new instance arrives.
+	n := x.idle * (int(min((last-x.arrive)/x.e, math.MaxInt32)) + 1)
 	// Running slots: from the end of what they run.
-	p.eftSync(wi)
-	for _, st := range p.eft.ew[wi].run {
-		if s := max(p.runEnd(st, e, r), 0); s <= last {
-			n += int(min((last-s)/e, math.MaxInt32)) + 1
+	for _, s := range x.ends {
+		if s <= last {
+			n += int(min((last-s)/x.e, math.MaxInt32)) + 1
 		}
 	}
-	held := w.count() - min(w.count(), c)
-	return max(n-held, 0)
+	return max(n-x.held, 0)
 }
 
 // eftDefaults sets the model's figures for workers not measured yet.
@@ -820,6 +859,12 @@ func (p *policy) eftDefaults() {
 // horizon returns the plan's horizon for the tasks in Q (see eft) as an
 // absolute time in ns, recomputing it when Q or the grid has changed
 // enough since.
+//
+// The horizon is the least h (to a thousandth, by bisection) at which the
+// open workers' places by h (placesBy) number |Q|. placesBy never falls
+// as h grows, so a worker with as many places at the bisection's lo as at
+// its hi has as many at every h between: each pass counts only the
+// workers not settled so, about half fewer every pass.
 func (p *policy) horizon() float64 {
 	e := p.eft
 	if e.hValid && e.hVer == e.version && e.hLive == p.live && p.qLive <= e.hQ &&
@@ -828,18 +873,6 @@ func (p *policy) horizon() float64 {
 	}
 	p.eftDefaults()
 	q := p.qLive
-	count := func(h float64) int {
-		n := 0
-		for i := range p.workers {
-			if w := &p.workers[i]; w.open() {
-				n += p.placesBy(int32(i), h)
-				if n >= q {
-					return n
-				}
-			}
-		}
-		return n
-	}
 	// Bracket it, from the last horizon when there is one (Q has only
 	// shrunk since, so the horizon has not grown much), then bisect to a
 	// thousandth.
@@ -857,22 +890,97 @@ func (p *policy) horizon() float64 {
 	if math.IsInf(hi, 1) || hi <= 0 {
 		hi = 1
 	}
-	for count(hi) < q && hi < 1e18 {
-		lo, hi = hi, 2*hi
+	e.places = grown(e.places, len(p.workers))
+	open := e.open[:0]
+	for i := range p.workers {
+		if p.workers[i].open() {
+			open = append(open, int32(i))
+			p.placeFigures(int32(i), &e.places[i])
+		}
+	}
+	e.open = open
+	// placesBy at hi, every worker's; lo is 0 (no places) until the
+	// bracket doubles.
+	n := 0
+	for _, i := range open {
+		x := &e.places[i]
+		x.lo, x.hi = 0, x.placesBy(hi)
+		n += x.hi
+	}
+	short := n < q // some pass counted fewer than |Q|
+	for n < q && hi < 1e18 {
+		lo, hi, n = hi, 2*hi, 0
+		for _, i := range open {
+			x := &e.places[i]
+			x.lo, x.hi = x.hi, x.placesBy(hi)
+			n += x.hi
+		}
+	}
+	// The unsettled workers, and what the settled ones count.
+	left, settled := e.unsettled[:0], 0
+	for _, i := range open {
+		if x := &e.places[i]; x.lo != x.hi {
+			left = append(left, i)
+		} else {
+			settled += x.lo
+		}
 	}
 	for range 48 {
 		if hi-lo <= max(hi*1e-3, float64(10*time.Microsecond)) {
 			break
 		}
 		mid := lo + (hi-lo)/2
-		if count(mid) >= q {
+		n := settled
+		for _, i := range left {
+			x := &e.places[i]
+			x.at = x.placesBy(mid)
+			n += x.at
+		}
+		up := n >= q
+		if up {
 			hi = mid
 		} else {
-			lo = mid
+			lo, short = mid, true
 		}
+		k := 0
+		for _, i := range left {
+			x := &e.places[i]
+			if up {
+				x.hi = x.at
+			} else {
+				x.lo = x.at
+			}
+			if x.lo == x.hi {
+				settled += x.lo
+				continue
+			}
+			left[k] = i
+			k++
+		}
+		left = left[:k]
 	}
+	e.unsettled = left
+	p.horizonSync(q, short)
 	e.h, e.hValid, e.hQ, e.hSteps, e.hVer, e.hLive = float64(e.now)+hi, true, q, 0, e.version, p.live
 	return e.h
+}
+
+// horizonSync syncs the running starts (eftSync) of the workers that a
+// count stopping at the first |Q| places, worker by worker in order,
+// would have come to in one of the bisection's passes: every open worker
+// if a pass counted fewer than q (short), else those up to the one that
+// made q at the last hi (the least h counted). A start the model missed
+// counts from when it is synced, so which workers are synced when is part
+// of eft's decisions.
+func (p *policy) horizonSync(q int, short bool) {
+	e := p.eft
+	n := 0
+	for _, i := range e.open {
+		p.eftSync(i)
+		if n += e.places[i].hi; !short && n >= q {
+			return
+		}
+	}
 }
 
 // eftTick handles Tick: once Q is empty, the replication candidates are
@@ -1256,7 +1364,7 @@ func (p *policy) instanceEF(ti TaskID) float64 {
 // may (the copy it races is no later for it).
 func (p *policy) repTail(wi int32) float64 {
 	e, _, _ := p.model(wi)
-	return repZ * math.Sqrt(p.eft.cv2) * e
+	return repZ * p.eft.cv * e
 }
 
 // efRep is a further place's expected finish on worker wi for

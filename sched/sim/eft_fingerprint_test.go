@@ -32,7 +32,7 @@ func (r *decisionHash) Step(ev sched.Event, out []sched.Action) []sched.Action {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	for _, a := range out[start:] {
-		b = append(b, 0xA0|byte(a.Kind), flag(a.Replica), flag(a.Held))
+		b = append(b, 0xA0|byte(a.Kind), bit(a.Replica), bit(a.Held))
 		b = binary.LittleEndian.AppendUint32(b, uint32(a.Worker))
 		b = binary.LittleEndian.AppendUint32(b, uint32(a.Task))
 		b = binary.LittleEndian.AppendUint32(b, uint32(a.Slots))
@@ -42,7 +42,7 @@ func (r *decisionHash) Step(ev sched.Event, out []sched.Action) []sched.Action {
 	return out
 }
 
-func flag(b bool) byte {
+func bit(b bool) byte {
 	if b {
 		return 1
 	}
