@@ -116,6 +116,7 @@ func fingerprintCases(tb testing.TB) []fingerprintCase {
 func eftFingerprint(tb testing.TB, c fingerprintCase) uint64 {
 	rec := &decisionHash{h: fnv.New64a()}
 	cfg := c.cfg
+	cfg.PolicyCost = -1 // the simulator as it was when they were recorded
 	cfg.NewPolicy = func() (sched.Policy, error) {
 		p, err := sched.New("eft", c.cfg.PolicyConfig)
 		rec.Policy = p
