@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -73,18 +74,28 @@ func (l *eventLog) Step(ev sched.Event, out []sched.Action) []sched.Action {
 }
 
 // replay steps events into a new policy of that name and returns the time
-// it took per event.
+// it took per event: the CPU time of its thread where the system tells
+// it (so that other processes on a loaded machine do not count), else
+// real time.
 func replay(tb testing.TB, name string, events []sched.Event) float64 {
 	p, err := sched.New(name, sched.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	out := make([]sched.Action, 0, 1024)
+	runtime.GC() // not another's garbage during the replay
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0, cpu := threadCPU()
 	t := time.Now()
 	for _, ev := range events {
 		out = p.Step(ev, out[:0])
 	}
-	return float64(time.Since(t).Nanoseconds()) / float64(len(events))
+	d := time.Since(t)
+	if c1, ok := threadCPU(); cpu && ok {
+		d = c1 - c0
+	}
+	return float64(d.Nanoseconds()) / float64(len(events))
 }
 
 // costPolicies restricts BenchmarkPolicyCost to some policies.
@@ -96,7 +107,8 @@ var costPolicies = flag.String("sim.cost-policies", strings.Join(sched.Names, ",
 // deadlines as the master has them). Each policy's events over one
 // simulated run of about 20,000 tasks (two generations at least) are
 // noted, then replayed into a fresh policy of its kind, the policies in
-// turn in each loop so that they share the machine's load. It reports,
+// turn in each loop so that they share the machine's load, timed by the
+// CPU time of the replaying thread (Linux; real time elsewhere). It reports,
 // per policy, the median and the least ns per event over the loops, and
 // the median of eft's cost over r3q's in the same loop. policycost.go
 // holds a table of its figures.

@@ -11,18 +11,18 @@ var policyCostSizes = [...]int{16, 64, 256, 1024, 4096}
 // policyCosts is what one Step of each policy costs a master, in ns per
 // event, at the sizes of policyCostSizes: the least over the loops of
 // BenchmarkPolicyCost (each policy's events over a simulated run of the
-// scale sets, λ = 2 × slots, 100 ms tasks, noise 0.1, replayed), on an
-// AMD EPYC core under a load of about 8 on 2 cores, so an upper figure
-// rather than a lower. Remeasure with
+// scale sets, λ = 2 × slots, 100 ms tasks, noise 0.1, replayed and timed
+// by the replaying thread's CPU time), on one core of an AMD EPYC. Remeasure
+// with
 //
 //	go test -run X -bench PolicyCost -benchtime 5x ./sched/sim
 var policyCosts = map[string][len(policyCostSizes)]float64{
-	"wq":     {89, 106, 154, 742, 2850},
-	"rr":     {485, 463, 3238, 15505, 63237},
-	"rwq":    {90, 132, 371, 1006, 4203},
-	"r3q":    {758, 351, 599, 1412, 9850},
-	"cyclic": {79, 87, 86, 103, 133},
-	"eft":    {3987, 3963, 4261, 2349, 2374},
+	"wq":     {92, 108, 157, 378, 1668},
+	"rr":     {247, 456, 1149, 2628, 25817},
+	"rwq":    {91, 125, 246, 752, 3054},
+	"r3q":    {265, 322, 405, 936, 7892},
+	"cyclic": {80, 82, 90, 104, 143},
+	"eft":    {1025, 1161, 1332, 1377, 1753},
 }
 
 // MeasuredPolicyCost is what one Step of the named policy costs a master
