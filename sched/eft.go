@@ -106,10 +106,13 @@ import (
 // every worker, so a faster one gains the more, the longer it is), the task
 // has fewer than Config.Copies live instances, and the worker does not
 // hold it (it then takes the next such task). Nor is a replica sent of
-// an instance expected back before the master could have taken a result
-// of every task not done, m apart after its queued sends: where the master
-// is the bottleneck, such a replica gains nothing and its messages delay
-// the rest. A worker that cannot beat the latest instance cannot beat any
+// an instance that ends before the master could have taken a result of
+// every task not done and a cancel of every replica live, m apart after
+// its queued sends (its drain): where the master is the bottleneck, such
+// a replica gains nothing and its messages delay the rest. The instance
+// is judged by when it ends, not by when its result is expected back:
+// a worker's measured round trip then holds the wait of its results in
+// the master's queue, which the drain counts already. A worker that cannot beat the latest instance cannot beat any
 // other, and a slower one neither: the round stops. The rest is the
 // engine the paper's policies share: the first result wins and cancels
 // the other instances (held ones as held), and Overdue, Failed, Returned,
@@ -211,6 +214,8 @@ type eftState struct {
 	places    []eftPlaces // per worker place: the horizon's figures of it
 	open      []int32     // scratch of horizon: the open workers
 	unsettled []int32     // scratch of horizon: workers whose places vary between lo and hi
+
+	repTasks []TaskID // tasks of the batch sent a replica, some of them no longer replicated (eftReplicasLive)
 
 	orderKeys []eftSendKey // scratch of eftOrder
 	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
@@ -359,6 +364,7 @@ func (p *policy) eftBegin(ev Event) {
 	}
 	first := !p.eft.batched
 	p.eft.batched = true
+	p.eft.repTasks = p.eft.repTasks[:0]
 	for i := range p.eft.ew {
 		x := &p.eft.ew[i]
 		if i >= len(p.workers) || x.id != p.workers[i].id {
@@ -1356,6 +1362,25 @@ func (p *policy) instanceEF(ti TaskID) float64 {
 	return best
 }
 
+// instanceBase is instanceEF without the way up (half its worker's round
+// trip): when the instance ends, against which the master's drain is
+// judged. Where the master is the bottleneck its results wait for it, so
+// a worker's measured round trip holds that wait, which the drain counts
+// already (at 1,024 workers and 25 µs a message, 30 ms for a link of 0.4).
+func (p *policy) instanceBase(ti TaskID) float64 {
+	best := math.Inf(1)
+	for _, vi := range p.tasks[ti].on {
+		if v := &p.workers[vi]; !v.late {
+			if k := v.pos(ti); k >= 0 {
+				_, r, _ := p.model(vi)
+				ef := p.efPos(vi, k) + p.repTail(vi) - r/2
+				best = min(best, ef)
+			}
+		}
+	}
+	return best
+}
+
 // repTail is what replication adds to an instance's or a further place's
 // expected finish on worker wi: repZ spreads of its run time, the finish
 // should the task be a long one. A task is as long on every worker, so a
@@ -1450,6 +1475,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		}
 	}
+	extra := p.eftReplicasLive()
 	for tries := 0; len(e.recv) > 0 && len(e.cand) > 0 && tries < 4*(len(e.recv)+len(e.cand))+16; tries++ {
 		wi := e.recv[0]
 		w := &p.workers[wi]
@@ -1485,16 +1511,15 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		// message at a time: on a grid whose master is the bottleneck, a
 		// replica that beats its copy before then gains nothing, and its
 		// messages (send, result, cancel) delay all the rest.
-		drain := now + p.sendWait() + float64(p.n-p.nDone)*e.msgCost
-		if drain >= c.key {
+		drain := now + p.sendWait() + float64(p.n-p.nDone+extra)*e.msgCost
+		if drain >= now+p.instanceBase(c.task) {
 			break
 		}
-		mine = max(mine, drain)
 		// The latest instance this receiver may take.
 		for len(e.cand) > 0 {
 			c = e.cand[0]
 			t = &p.tasks[c.task]
-			if mine >= c.key {
+			if mine >= c.key || drain >= now+p.instanceBase(c.task) {
 				break
 			}
 			if t.done || len(t.on) == 0 || len(t.on) >= e.copies || w.pos(c.task) >= 0 || p.excluded(t, w.id) {
@@ -1502,6 +1527,10 @@ func (p *policy) eftReplicas(out []Action) []Action {
 				continue
 			}
 			e.candPop()
+			if len(t.on) == 1 {
+				e.repTasks = append(e.repTasks, c.task)
+			}
+			extra++
 			out = p.eftSend(wi, c.task, true, out)
 			if len(t.on) < e.copies {
 				e.candPush(eftCand{key: now + p.instanceEF(c.task), task: c.task})
@@ -1527,6 +1556,23 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		}
 	}
 	return out
+}
+
+// eftReplicasLive counts the live instances beyond one of the tasks not
+// done: each will cost the master a message (its cancel, or a result that
+// loses), as each task's one instance costs it a result.
+func (p *policy) eftReplicasLive() int {
+	e := p.eft
+	n, k := 0, 0
+	for _, ti := range e.repTasks {
+		if t := &p.tasks[ti]; !t.done && len(t.on) > 1 {
+			n += len(t.on) - 1
+			e.repTasks[k] = ti
+			k++
+		}
+	}
+	e.repTasks = e.repTasks[:k]
+	return n
 }
 
 // heapify makes f a min-heap.

@@ -22,7 +22,7 @@ var policyCosts = map[string][len(policyCostSizes)]float64{
 	"rwq":    {91, 125, 246, 752, 3054},
 	"r3q":    {265, 322, 405, 936, 7892},
 	"cyclic": {80, 82, 90, 104, 143},
-	"eft":    {1025, 1161, 1332, 1377, 1753},
+	"eft":    {1034, 1174, 1333, 1478, 1943},
 }
 
 // MeasuredPolicyCost is what one Step of the named policy costs a master
