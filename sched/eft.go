@@ -106,10 +106,13 @@ import (
 // every worker, so a faster one gains the more, the longer it is), the task
 // has fewer than Config.Copies live instances, and the worker does not
 // hold it (it then takes the next such task). Nor is a replica sent of
-// an instance expected back before the master could have taken a result
-// of every task not done, m apart after its queued sends: where the master
-// is the bottleneck, such a replica gains nothing and its messages delay
-// the rest. A worker that cannot beat the latest instance cannot beat any
+// an instance that ends before the master could have taken a result of
+// every task not done and a cancel of every replica live, m apart after
+// its queued sends (its drain): where the master is the bottleneck, such
+// a replica gains nothing and its messages delay the rest. The instance
+// is judged by when it ends, not by when its result is expected back:
+// a worker's measured round trip then holds the wait of its results in
+// the master's queue, which the drain counts already. A worker that cannot beat the latest instance cannot beat any
 // other, and a slower one neither: the round stops. The rest is the
 // engine the paper's policies share: the first result wins and cancels
 // the other instances (held ones as held), and Overdue, Failed, Returned,
@@ -162,6 +165,7 @@ type eftState struct {
 	// task times that the late band, the plan's tail and replication
 	// allow for.
 	cv2 float64
+	cv  float64 // √cv2, kept with it
 
 	// The horizon of the plan of Q, as last computed.
 	h       float64
@@ -208,6 +212,12 @@ type eftState struct {
 	skip    []eftCand // scratch: candidates a receiver holds already
 	free    []float64 // scratch: slot free times
 
+	places    []eftPlaces // per worker place: the horizon's figures of it
+	open      []int32     // scratch of horizon: the open workers
+	unsettled []int32     // scratch of horizon: workers whose places vary between lo and hi
+
+	repTasks []TaskID // tasks of the batch sent a replica, some of them no longer replicated (eftReplicasLive)
+
 	orderKeys []eftSendKey // scratch of eftOrder
 	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
 }
@@ -233,6 +243,7 @@ type eftWorker struct {
 type eftFigure struct {
 	slow, fast int     // consecutive measurements far above the mean (a change of pace), far below it
 	v          float64 // their spread about the mean, as they count (within twice and half of it): ns², exponentially weighted (MeasureGain)
+	noise      float64 // noiseZ standard errors of the mean, kept with v (withinNoise)
 	lv         float64 // the mean square of the log of a measurement over the mean (within far²), alike
 }
 
@@ -264,11 +275,13 @@ func (f *eftFigure) fold(m *float64, v float64) bool {
 	if f.slow >= 2 || f.fast >= 2 {
 		// A change of pace: the spread, relative to the mean, stays.
 		f.v *= (v / *m) * (v / *m)
+		f.noise = noiseZ * noiseSE(f.v)
 		*m, f.slow, f.fast = v, 0, 0
 		return true
 	}
 	d := min(max(v, *m/2), 2**m) - *m
 	f.v += (d*d - f.v) * MeasureGain
+	f.noise = noiseZ * noiseSE(f.v)
 	*m += d * MeasureGain
 	return false
 }
@@ -362,6 +375,7 @@ func (p *policy) eftBegin(ev Event) {
 	first := !e.batched
 	e.batched = true
 	e.probing = e.probing[:0]
+	e.repTasks = e.repTasks[:0]
 	for i := range e.ew {
 		x := &e.ew[i]
 		if i >= len(p.workers) || x.id != p.workers[i].id {
@@ -474,6 +488,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 		if w.exec > 0 && v <= 2*w.exec && v >= w.exec/2 {
 			d := v/w.exec - 1
 			p.eft.cv2 += (d*d - p.eft.cv2) / 64
+			p.eft.cv = math.Sqrt(p.eft.cv2)
 		}
 		if x.ef.fold(&w.exec, v) {
 			p.eft.version++
@@ -567,7 +582,7 @@ func (p *policy) model(wi int32) (e, r float64, c int) {
 // lo, the grid's lowest mean, if m is within noiseZ standard errors of lo,
 // else m.
 func withinNoise(m float64, f *eftFigure, lo float64) float64 {
-	if lo > 0 && m > lo && m-lo <= noiseZ*noiseSE(f.v) {
+	if lo > 0 && m > lo && m-lo <= f.noise {
 		return lo
 	}
 	return m
@@ -637,7 +652,7 @@ const (
 // worker of execution time e and round trip r may be before the model
 // stops blaming the spread of task times (and the way up) for it.
 func (p *policy) lateBand(e, r float64) float64 {
-	return max(math.Sqrt(p.eft.cv2)*lateZ, lateMin)*e + r/2
+	return max(p.eft.cv*lateZ, lateMin)*e + r/2
 }
 
 // eftJoined notes whether a worker that joined is still starting
@@ -773,37 +788,67 @@ func (p *policy) efNext(wi int32) float64 { return p.efPos(wi, p.workers[wi].cou
 // last task risks the barrier more than a fast one's).
 func (p *policy) tail(wi int32) float64 {
 	e, _, _ := p.model(wi)
-	return tailZ * math.Sqrt(p.eft.cv2) * e
+	return tailZ * p.eft.cv * e
 }
 
 // efPlan is what the plan judges worker wi's next place by: its expected
 // finish plus its tail.
 func (p *policy) efPlan(wi int32) float64 { return p.efNext(wi) + p.tail(wi) }
 
-// placesBy is how many further instances worker wi could have back by h
-// (relative to now).
-func (p *policy) placesBy(wi int32, h float64) int {
-	e, r, c := p.model(wi)
+// eftPlaces is what the horizon's count needs of a worker, fixed while
+// one horizon is computed (the model's figures, now and the master's queue
+// do not change meanwhile): figured once per worker and horizon, not once
+// per pass of its bisection.
+type eftPlaces struct {
+	e, r, tail float64 // the model's e and r, the plan's tail
+	arrive     float64 // when a new instance would arrive
+	idle, held int     // idle slots, held instances
+	ends       []float64
+	lo, hi, at int // placesBy at the bisection's lo, hi and mid
+}
+
+// placeFigures figures worker wi's places for the horizon. It reads the
+// running starts as eftSync would make them now, without making them so:
+// the horizon syncs only the workers its passes would have come to
+// (horizonSync), since a start the model missed counts from when it is
+// synced.
+func (p *policy) placeFigures(wi int32, x *eftPlaces) {
+	ex, r, c := p.model(wi)
 	w := &p.workers[wi]
-	last := h - e - p.tail(wi) - r/2 // the latest start that is back by h
-	arrive := r/2 + p.sendWait()
-	if last < arrive {
+	x.e, x.r, x.tail = ex, r, p.tail(wi)
+	x.arrive = r/2 + p.sendWait()
+	x.idle = max(c-w.count(), 0)
+	x.held = w.count() - min(w.count(), c)
+	var run []time.Duration // as eftW would have it: none if the place holds a new worker
+	if int(wi) < len(p.eft.ew) && p.eft.ew[wi].id == w.id {
+		run = p.eft.ew[wi].run
+	}
+	want := min(w.count(), w.slots)
+	x.ends = x.ends[:0]
+	for _, st := range run[:min(len(run), want)] {
+		x.ends = append(x.ends, max(p.runEnd(st, ex, r), 0))
+	}
+	for range want - len(run) {
+		x.ends = append(x.ends, max(p.runEnd(p.eft.now, ex, r), 0))
+	}
+}
+
+// placesBy is how many further instances the worker of these figures
+// could have back by h (relative to now). It never falls as h grows.
+func (x *eftPlaces) placesBy(h float64) int {
+	last := h - x.e - x.tail - x.r/2 // the latest start that is back by h
+	if last < x.arrive {
 		return 0
 	}
-	n := 0
-	if w.count() < c {
-		// Idle slots: from when a new instance arrives.
-		n += (c - w.count()) * (int(min((last-arrive)/e, math.MaxInt32)) + 1)
-	}
+	// Idle slots: from when a new instance arrives.
+	n := x.idle * (int(min((last-x.arrive)/x.e, math.MaxInt32)) + 1)
 	// Running slots: from the end of what they run.
-	p.eftSync(wi)
-	for _, st := range p.eft.ew[wi].run {
-		if s := max(p.runEnd(st, e, r), 0); s <= last {
-			n += int(min((last-s)/e, math.MaxInt32)) + 1
+	for _, s := range x.ends {
+		if s <= last {
+			n += int(min((last-s)/x.e, math.MaxInt32)) + 1
 		}
 	}
-	held := w.count() - min(w.count(), c)
-	return max(n-held, 0)
+	return max(n-x.held, 0)
 }
 
 // eftDefaults sets the model's figures for workers not measured yet.
@@ -851,6 +896,12 @@ func (p *policy) eftDefaults() {
 // horizon returns the plan's horizon for the tasks in Q (see eft) as an
 // absolute time in ns, recomputing it when Q or the grid has changed
 // enough since.
+//
+// The horizon is the least h (to a thousandth, by bisection) at which the
+// open workers' places by h (placesBy) number |Q|. placesBy never falls
+// as h grows, so a worker with as many places at the bisection's lo as at
+// its hi has as many at every h between: each pass counts only the
+// workers not settled so, about half fewer every pass.
 func (p *policy) horizon() float64 {
 	e := p.eft
 	if e.hValid && e.hVer == e.version && e.hLive == p.live && p.qLive <= e.hQ &&
@@ -859,18 +910,6 @@ func (p *policy) horizon() float64 {
 	}
 	p.eftDefaults()
 	q := p.qLive
-	count := func(h float64) int {
-		n := 0
-		for i := range p.workers {
-			if w := &p.workers[i]; w.open() {
-				n += p.placesBy(int32(i), h)
-				if n >= q {
-					return n
-				}
-			}
-		}
-		return n
-	}
 	// Bracket it, from the last horizon when there is one (Q has only
 	// shrunk since, so the horizon has not grown much), then bisect to a
 	// thousandth.
@@ -888,22 +927,97 @@ func (p *policy) horizon() float64 {
 	if math.IsInf(hi, 1) || hi <= 0 {
 		hi = 1
 	}
-	for count(hi) < q && hi < 1e18 {
-		lo, hi = hi, 2*hi
+	e.places = grown(e.places, len(p.workers))
+	open := e.open[:0]
+	for i := range p.workers {
+		if p.workers[i].open() {
+			open = append(open, int32(i))
+			p.placeFigures(int32(i), &e.places[i])
+		}
+	}
+	e.open = open
+	// placesBy at hi, every worker's; lo is 0 (no places) until the
+	// bracket doubles.
+	n := 0
+	for _, i := range open {
+		x := &e.places[i]
+		x.lo, x.hi = 0, x.placesBy(hi)
+		n += x.hi
+	}
+	short := n < q // some pass counted fewer than |Q|
+	for n < q && hi < 1e18 {
+		lo, hi, n = hi, 2*hi, 0
+		for _, i := range open {
+			x := &e.places[i]
+			x.lo, x.hi = x.hi, x.placesBy(hi)
+			n += x.hi
+		}
+	}
+	// The unsettled workers, and what the settled ones count.
+	left, settled := e.unsettled[:0], 0
+	for _, i := range open {
+		if x := &e.places[i]; x.lo != x.hi {
+			left = append(left, i)
+		} else {
+			settled += x.lo
+		}
 	}
 	for range 48 {
 		if hi-lo <= max(hi*1e-3, float64(10*time.Microsecond)) {
 			break
 		}
 		mid := lo + (hi-lo)/2
-		if count(mid) >= q {
+		n := settled
+		for _, i := range left {
+			x := &e.places[i]
+			x.at = x.placesBy(mid)
+			n += x.at
+		}
+		up := n >= q
+		if up {
 			hi = mid
 		} else {
-			lo = mid
+			lo, short = mid, true
 		}
+		k := 0
+		for _, i := range left {
+			x := &e.places[i]
+			if up {
+				x.hi = x.at
+			} else {
+				x.lo = x.at
+			}
+			if x.lo == x.hi {
+				settled += x.lo
+				continue
+			}
+			left[k] = i
+			k++
+		}
+		left = left[:k]
 	}
+	e.unsettled = left
+	p.horizonSync(q, short)
 	e.h, e.hValid, e.hQ, e.hSteps, e.hVer, e.hLive = float64(e.now)+hi, true, q, 0, e.version, p.live
 	return e.h
+}
+
+// horizonSync syncs the running starts (eftSync) of the workers that a
+// count stopping at the first |Q| places, worker by worker in order,
+// would have come to in one of the bisection's passes: every open worker
+// if a pass counted fewer than q (short), else those up to the one that
+// made q at the last hi (the least h counted). A start the model missed
+// counts from when it is synced, so which workers are synced when is part
+// of eft's decisions.
+func (p *policy) horizonSync(q int, short bool) {
+	e := p.eft
+	n := 0
+	for _, i := range e.open {
+		p.eftSync(i)
+		if n += e.places[i].hi; !short && n >= q {
+			return
+		}
+	}
 }
 
 // eftTick handles Tick: once Q is empty, the replication candidates are
@@ -1303,6 +1417,25 @@ func (p *policy) instanceEF(ti TaskID) float64 {
 	return best
 }
 
+// instanceBase is instanceEF without the way up (half its worker's round
+// trip): when the instance ends, against which the master's drain is
+// judged. Where the master is the bottleneck its results wait for it, so
+// a worker's measured round trip holds that wait, which the drain counts
+// already (at 1,024 workers and 25 µs a message, 30 ms for a link of 0.4).
+func (p *policy) instanceBase(ti TaskID) float64 {
+	best := math.Inf(1)
+	for _, vi := range p.tasks[ti].on {
+		if v := &p.workers[vi]; !v.late {
+			if k := v.pos(ti); k >= 0 {
+				_, r, _ := p.model(vi)
+				ef := p.efPos(vi, k) + p.repTail(vi) - r/2
+				best = min(best, ef)
+			}
+		}
+	}
+	return best
+}
+
 // repTail is what replication adds to an instance's or a further place's
 // expected finish on worker wi: repZ spreads of its run time, the finish
 // should the task be a long one. A task is as long on every worker, so a
@@ -1311,7 +1444,7 @@ func (p *policy) instanceEF(ti TaskID) float64 {
 // may (the copy it races is no later for it).
 func (p *policy) repTail(wi int32) float64 {
 	e, _, _ := p.model(wi)
-	return repZ * math.Sqrt(p.eft.cv2) * e
+	return repZ * p.eft.cv * e
 }
 
 // efRep is a further place's expected finish on worker wi for
@@ -1397,6 +1530,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		}
 	}
+	extra := p.eftReplicasLive()
 	for tries := 0; len(e.recv) > 0 && len(e.cand) > 0 && tries < 4*(len(e.recv)+len(e.cand))+16; tries++ {
 		wi := e.recv[0]
 		w := &p.workers[wi]
@@ -1432,16 +1566,15 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		// message at a time: on a grid whose master is the bottleneck, a
 		// replica that beats its copy before then gains nothing, and its
 		// messages (send, result, cancel) delay all the rest.
-		drain := now + p.sendWait() + float64(p.n-p.nDone)*e.msgCost
-		if drain >= c.key {
+		drain := now + p.sendWait() + float64(p.n-p.nDone+extra)*e.msgCost
+		if drain >= now+p.instanceBase(c.task) {
 			break
 		}
-		mine = max(mine, drain)
 		// The latest instance this receiver may take.
 		for len(e.cand) > 0 {
 			c = e.cand[0]
 			t = &p.tasks[c.task]
-			if mine >= c.key {
+			if mine >= c.key || drain >= now+p.instanceBase(c.task) {
 				break
 			}
 			if t.done || len(t.on) == 0 || len(t.on) >= e.copies || w.pos(c.task) >= 0 || p.excluded(t, w.id) {
@@ -1449,6 +1582,10 @@ func (p *policy) eftReplicas(out []Action) []Action {
 				continue
 			}
 			e.candPop()
+			if len(t.on) == 1 {
+				e.repTasks = append(e.repTasks, c.task)
+			}
+			extra++
 			out = p.eftSend(wi, c.task, true, out)
 			if len(t.on) < e.copies {
 				e.candPush(eftCand{key: now + p.instanceEF(c.task), task: c.task})
@@ -1474,6 +1611,23 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		}
 	}
 	return out
+}
+
+// eftReplicasLive counts the live instances beyond one of the tasks not
+// done: each will cost the master a message (its cancel, or a result that
+// loses), as each task's one instance costs it a result.
+func (p *policy) eftReplicasLive() int {
+	e := p.eft
+	n, k := 0, 0
+	for _, ti := range e.repTasks {
+		if t := &p.tasks[ti]; !t.done && len(t.on) > 1 {
+			n += len(t.on) - 1
+			e.repTasks[k] = ti
+			k++
+		}
+	}
+	e.repTasks = e.repTasks[:k]
+	return n
 }
 
 // heapify makes f a min-heap.

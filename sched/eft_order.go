@@ -94,7 +94,14 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		keys = append(keys, key)
 	}
 	e.orderKeys = keys
-	slices.SortStableFunc(keys, func(x, y eftSendKey) int { return cmp.Compare(y.chain, x.chain) })
+	// Stable: ties keep their order (pdqsort with the place as the tie
+	// breaker, which costs less than a stable sort of a large burst).
+	slices.SortFunc(keys, func(x, y eftSendKey) int {
+		if c := cmp.Compare(y.chain, x.chain); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.pos, y.pos)
+	})
 	for k := range keys {
 		run[k] = keys[k].a
 		p.eftMoved(keys[k].a, keys[k].pos, first+k)

@@ -75,6 +75,12 @@ type MastersConfig struct {
 	// Latency is a message's one-way delay; MasterCost a master's time to
 	// handle one message.
 	Latency, MasterCost time.Duration
+	// PolicyCost is a master's time for one step of its policy, besides
+	// the messages' cost: it delays the next message the master takes.
+	// 0: the policy's measured cost at the master's number of workers
+	// (MeasuredPolicyCost) when MasterCost > 0, none when it is 0.
+	// Negative: none.
+	PolicyCost time.Duration
 	// Rule is SplitOff, SplitPaper or SplitGain.
 	Rule string
 	// Window is the overload test's n; 0: 2 × the master's processors.
@@ -271,6 +277,8 @@ type sMaster struct {
 	inbox            []*mMsg
 	inHead           int
 	serving          bool
+	owed             time.Duration // policy steps not yet charged (they delay the next message)
+	freeAt           time.Duration // when its last policy steps end
 
 	wid     map[int32]sched.WorkerID // worker proc → its policy id
 	procOf  map[sched.WorkerID]int32
@@ -468,6 +476,12 @@ func (s *mastersSim) forget(m *sMaster, id sched.WorkerID) {
 // it returns the number of tasks sent.
 func (s *mastersSim) stepPolicy(m *sMaster, ev sched.Event) (sent int, taken []int32) {
 	s.acts = m.pol.Step(ev, s.acts[:0])
+	switch c := s.cfg.PolicyCost; {
+	case c > 0:
+		m.owed += c
+	case c == 0 && s.cfg.MasterCost > 0:
+		m.owed += MeasuredPolicyCost(s.cfg.Policy, len(m.order))
+	}
 	for _, a := range s.acts {
 		switch a.Kind {
 		case sched.Send:
@@ -544,7 +558,7 @@ func (s *mastersSim) enqueue(m *sMaster, msg *mMsg) {
 	m.inbox = append(m.inbox, msg)
 	if !m.serving {
 		m.serving = true
-		s.q.push(mEvent{at: s.now + s.cfg.MasterCost, kind: mevServed, proc: m.id})
+		s.q.push(mEvent{at: max(s.now, m.freeAt) + s.cfg.MasterCost, kind: mevServed, proc: m.id})
 	}
 }
 
@@ -596,8 +610,11 @@ func (s *mastersSim) served(m *sMaster) {
 	if !m.done {
 		s.handle(m, msg)
 	}
+	// The policy's steps since the last message delay the next one.
+	owed := m.owed
+	m.busy, m.freeAt, m.owed = m.busy+owed, s.now+owed, 0
 	if m.inHead < len(m.inbox) {
-		s.q.push(mEvent{at: s.now + s.cfg.MasterCost, kind: mevServed, proc: m.id})
+		s.q.push(mEvent{at: s.now + owed + s.cfg.MasterCost, kind: mevServed, proc: m.id})
 	} else {
 		m.serving = false
 	}

@@ -75,7 +75,10 @@ func runScale(t *testing.T, file string, cost time.Duration, mu, gens int, noise
 	for _, m := range set.Machines {
 		slots += m.CPUs
 	}
-	r, err := Run(Config{Set: set, Policy: "eft", PolicyConfig: pc, Workload: ES(mu, 2*slots, gens, 100*time.Millisecond), Noise: noise, Seed: 1})
+	// No policy cost (PolicyCost −1): these tests judge where and in
+	// which order eft sends against the master's floor, which counts the
+	// messages alone.
+	r, err := Run(Config{Set: set, Policy: "eft", PolicyConfig: pc, Workload: ES(mu, 2*slots, gens, 100*time.Millisecond), Noise: noise, Seed: 1, PolicyCost: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

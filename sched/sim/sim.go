@@ -53,6 +53,13 @@ type Config struct {
 	PolicyConfig sched.Config
 	// NewPolicy, when set, builds the policy instead of Policy.
 	NewPolicy func() (sched.Policy, error)
+	// PolicyCost is the master's time for one step of its policy (its
+	// own CPU, besides the cost of the messages): the master is busy
+	// that long with each event it steps, before it hands over the
+	// step's sends. 0: the policy's measured cost at the set's size
+	// (MeasuredPolicyCost) when the set's master has a cost per
+	// message, none when it has none. Negative: none.
+	PolicyCost time.Duration
 	// Workload is what the master runs (required).
 	Workload Workload
 	// AddedDelay is added to the one-way delay of every link that starts
@@ -196,6 +203,7 @@ type engine struct {
 	routes     []route
 	relayBusy  []time.Duration // per machine: busy-until of its forwarding
 	masterBusy time.Duration   // busy-until of the master
+	policyCost time.Duration   // the master's time per policy step
 	batch      int32           // current batch; -1 before the first
 	open       bool            // the current batch is running
 	exec       float64         // the master's smoothed execution time over the grid, ns
@@ -258,6 +266,12 @@ func newEngine(cfg Config) (*engine, error) {
 		relayBusy: make([]time.Duration, len(cfg.Set.Machines)),
 		batch:     -1,
 		deadlines: cfg.Deadlines.WithDefaults(),
+	}
+	switch {
+	case cfg.PolicyCost > 0:
+		e.policyCost = cfg.PolicyCost
+	case cfg.PolicyCost == 0 && cfg.Set.MasterCost > 0:
+		e.policyCost = MeasuredPolicyCost(pol.Name(), len(cfg.Set.Machines))
 	}
 	e.workers = make([]worker, len(cfg.Set.Machines))
 	for k := range e.workers {
@@ -360,6 +374,9 @@ func (e *engine) handle(ev event) {
 func (e *engine) step(ev sched.Event) {
 	ev.At = e.now
 	e.acts = e.pol.Step(ev, e.acts[:0])
+	if e.policyCost > 0 {
+		e.masterBusy = max(e.masterBusy, e.now) + e.policyCost
+	}
 	e.acct.step(e.now, ev, e.acts)
 	for _, a := range e.acts {
 		switch a.Kind {
