@@ -16,6 +16,7 @@ import (
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/metrics"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/sched"
@@ -296,8 +297,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-metrics-linger needs -metrics")
 	case o.set["run-name"] && o.metrics == "":
 		return nil, usagef("-run-name needs -metrics")
-	case o.set["run-name"] && !validRunName(o.runName):
-		return nil, usagef("-run-name %q: give 1 to %d letters, digits or . _ - : characters", o.runName, maxRunName)
+	case o.set["run-name"] && !metrics.ValidRunName(o.runName):
+		return nil, usagef("-run-name %q: give 1 to %d letters, digits or . _ - : characters", o.runName, metrics.MaxRunName)
 	case o.key != "" && o.keyFile != "":
 		return nil, usagef("-key and -key-file both give the key; give one")
 	case o.genkey != "" && len(o.set) > 1:

@@ -16,6 +16,7 @@ import (
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/internal/logx"
+	"github.com/esgrid/esgrid/livepage"
 	"github.com/esgrid/esgrid/localgrid"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/report"
@@ -98,7 +99,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		ev    es.Evaluator
 		slots int
 		g     *localGrid
-		mon   *monitor // -metrics (metrics.go)
+		mon   *livepage.Monitor // -metrics (metrics.go)
 	)
 	if o.inprocess {
 		pool := problems.NewPool(problems.WithLoad(prob, loadN), o.slots)
@@ -110,7 +111,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 			return err
 		}
 		defer func() { err = errors.Join(err, g.close(false)) }()
-		defer mon.close(o.metricsLinger, con)
+		defer closeMonitor(mon, o.metricsLinger, con)
 		ev, slots = g.master, o.local*o.localSlots()
 	}
 
@@ -135,7 +136,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	if runErr == nil {
 		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: func(s es.Stats) error {
 			err := rec.Generation(s)
-			mon.progress(s, rec.Estimate())
+			mon.Progress(s, rec.Estimate())
 			return err
 		}})
 	}
@@ -222,16 +223,16 @@ func genkey(path string, stdout io.Writer) error {
 
 // openGrid starts the run's grid and tells the user where it listens, and
 // how remote workers join when they can.
-func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *monitor) (*localGrid, error) {
+func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *livepage.Monitor) (*localGrid, error) {
 	k, err := loadClusterKey(o)
 	if err != nil {
 		return nil, err
 	}
-	g, err := startGrid(o, spec, k.key, con.Log, mon.onGeneration(), mon.onInstance())
+	g, err := startGrid(o, spec, k.key, con.Log, mon.OnGeneration(), mon.OnInstance())
 	if err != nil {
 		return nil, err
 	}
-	if err := mon.start(o, g, spec.Name, con); err != nil {
+	if err := startMonitor(mon, o, g, spec.Name, con); err != nil {
 		g.close(false)
 		return nil, err
 	}
