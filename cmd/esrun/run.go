@@ -77,7 +77,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	if o.resume == "" {
 		// Before anything is allocated: the problem itself may hold a
 		// vector of -dim numbers.
-		if err := checkMemory(o, footprint{mu: o.mu, lambda: o.lambda, dim: o.dim, loadN: o.lu}); err != nil {
+		if err := checkMemory(footprint(o, o.mu, o.lambda, o.dim, o.lu, false)); err != nil {
 			return err
 		}
 	}
@@ -92,7 +92,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	}
 	cfg := eng.Config()
 	// With restarts λ grows: the largest batch the run can reach decides.
-	if err := checkMemory(o, footprint{mu: cfg.Mu, lambda: cfg.MaxLambda(), dim: cfg.Dim, loadN: loadN, cma: cfg.Strategy == es.StrategyCMA}); err != nil {
+	if err := checkMemory(footprint(o, cfg.Mu, cfg.MaxLambda(), cfg.Dim, loadN, cfg.Strategy == es.StrategyCMA)); err != nil {
 		return err
 	}
 	var (
