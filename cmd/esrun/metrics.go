@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/livepage"
 	"github.com/esgrid/esgrid/metrics"
@@ -29,7 +30,7 @@ func startMonitor(mon *livepage.Monitor, o *options, g *localGrid, problem strin
 	}
 	addr, err := mon.Serve(o.metrics, con.Log)
 	if err != nil {
-		return addrError("-metrics", o.metrics, err)
+		return flagx.ListenError("-metrics", o.metrics, err)
 	}
 	url := "http://" + addr + "/metrics"
 	con.Say(slog.LevelInfo, "esrun: metrics on "+url+" (run="+mon.Name+", run_id="+mon.ID+"), the run's status page on http://"+addr+"/",
