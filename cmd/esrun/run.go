@@ -19,6 +19,7 @@ import (
 	"github.com/esgrid/esgrid/livepage"
 	"github.com/esgrid/esgrid/localgrid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/report"
 )
 
@@ -106,7 +107,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		ev, slots = pool, pool.Slots()
 	} else {
 		mon = newMonitor(o, cfg.Problem)
-		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || pluginNonFinite(prob)}
+		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || plugin.DeclaresNonFinite(prob)}
 		if g, err = openGrid(o, spec, con, mon); err != nil {
 			return err
 		}
