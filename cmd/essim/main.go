@@ -424,14 +424,6 @@ func runSweep(ctx context.Context, o *options, stdout io.Writer) error {
 			return err
 		}
 	}
-	var tasks, inst, events int
-	for _, s := range res.Sums {
-		tasks += s.Tasks
-		inst += s.Instances
-		events += s.Events
-	}
-	sec := elapsed.Seconds()
-	fmt.Fprintf(stdout, "\nsimulated %d runs, %d tasks (%d instances, %d events) in %.2f s real: %.0f tasks/s, %.0f events/s\n",
-		len(res.Sums)*o.trials, tasks, inst, events, sec, float64(tasks)/sec, float64(events)/sec)
+	res.PrintSpeed(stdout, elapsed)
 	return nil
 }
