@@ -316,7 +316,7 @@ func parseOptions(args []string) (*options, error) {
 		if a.addr == "" && !o.set[a.name] {
 			continue
 		}
-		if err := checkHostPort(a.addr); err != nil {
+		if err := flagx.CheckHostPort(a.addr, 0); err != nil {
 			return nil, usagef("-%s %q: %v", a.name, a.addr, err)
 		}
 	}
@@ -368,19 +368,6 @@ func parseOptions(args []string) (*options, error) {
 		}
 	}
 	return o, nil
-}
-
-// checkHostPort accepts host:port with a numeric port (the host may be
-// empty: every interface).
-func checkHostPort(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port %q is not a number in [0, 65535]", port)
-	}
-	return nil
 }
 
 // wantWorkers is the number of workers to wait for before generation 0:
