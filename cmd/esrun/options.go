@@ -181,16 +181,13 @@ done). -version prints the build's version.
 `
 
 // flagGroups orders the help text; every flag is in exactly one group.
-var flagGroups = []struct {
-	title string
-	names []string
-}{
-	{"Evolution Strategy", []string{"problem", "plugin", "dim", "strategy", "restarts", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
-	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
-	{"Grid", []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
-	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
-	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "run-name", "version"}},
-	{"Deprecated", []string{"sched"}},
+var flagGroups = []flagx.Group{
+	{Title: "Evolution Strategy", Names: []string{"problem", "plugin", "dim", "strategy", "restarts", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
+	{Title: "Load (extra work per evaluation)", Names: []string{"lu", "load-ms"}},
+	{Title: "Grid", Names: []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
+	{Title: "Faults (hung, failing and oversized tasks)", Names: []string{"task-timeout", "max-retries", "max-frame"}},
+	{Title: "Output", Names: []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "run-name", "version"}},
+	{Title: "Deprecated", Names: []string{"sched"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so
@@ -404,37 +401,8 @@ func (o *options) localSlots() int {
 // printUsage writes the help text with the flags in groups, in the
 // order of flagGroups, formatted as flag.PrintDefaults does.
 func printUsage(w io.Writer) {
-	all := newFlagSet(&options{})
 	fmt.Fprint(w, usageText)
-	for _, g := range flagGroups {
-		fmt.Fprintf(w, "\n%s flags:\n", g.title)
-		for _, name := range g.names {
-			printFlag(w, all.Lookup(name))
-		}
-	}
-}
-
-// printFlag writes one flag's help.
-func printFlag(w io.Writer, f *flag.Flag) {
-	arg, usage := flag.UnquoteUsage(f)
-	line := "  -" + f.Name
-	if arg != "" {
-		line += " " + arg
-	}
-	if len(line) <= 4 {
-		line += "\t"
-	} else {
-		line += "\n    \t"
-	}
-	line += strings.ReplaceAll(usage, "\n", "\n    \t")
-	switch d := f.DefValue; {
-	case d == "" || d == "0" || d == "false":
-	case arg == "string" || arg == "POLICY":
-		line += fmt.Sprintf(" (default %q)", d)
-	default:
-		line += fmt.Sprintf(" (default %s)", d)
-	}
-	fmt.Fprintln(w, line)
+	flagx.PrintGroups(w, newFlagSet(&options{}), flagGroups, "POLICY")
 }
 
 // checkStrategyFlags checks -strategy and the recombination flags, and
