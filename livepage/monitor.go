@@ -11,7 +11,6 @@ import (
 	"github.com/esgrid/esgrid/metrics"
 	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/sched"
-	"github.com/esgrid/esgrid/worker"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -84,7 +83,7 @@ func (m *Monitor) Register(g *localgrid.Grid, run metrics.RunInfo) error {
 		}
 	}
 	for _, a := range g.Agents() {
-		if err := m.run.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return AgentState(a) })); err != nil {
+		if err := m.run.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return metrics.AgentState(a.Activity()) })); err != nil {
 			return err
 		}
 	}
@@ -130,13 +129,4 @@ func (m *Monitor) Close(linger time.Duration) {
 	m.stop()
 	<-m.done
 	m.stop = nil
-}
-
-// AgentState is a local agent's activity, as the metrics take it.
-func AgentState(a *worker.Agent) metrics.AgentState {
-	act := a.Activity()
-	return metrics.AgentState{
-		Slots: act.Slots, Connected: act.Connected, Held: act.Held, Running: act.Running,
-		Finished: act.Finished, Cancelled: act.Cancelled, Failed: act.Failed, Busy: act.Busy, Session: act.Session,
-	}
 }
