@@ -150,18 +150,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		if cerr := g.close(runErr == nil); cerr != nil && runErr == nil {
 			runErr = cerr
 		}
-		sr := g.master.Report()
-		rep.Schedule = report.NewSchedule(g.master.Policy(), sr, g.master.Stats(), rep.Config.StartGen)
-		if len(sr.Generations) > 0 {
-			rep.Schedule.Timeline = g.Timeline().Record(sr.Generations[0].Start, rep.Config.StartGen)
-		}
-		rep.Schedule.NameWorkers(g.master.WorkerInfo)
-		// The overload test and the splits.
-		var t0 time.Duration
-		if len(sr.Generations) > 0 {
-			t0 = sr.Generations[0].Start
-		}
-		rep.Schedule.Masters = report.NewMasters(o.split.rule, g.master.Stats(), t0)
+		rep.Schedule = g.Schedule(rep.Config.StartGen, o.split.rule)
 	}
 	if runErr != nil {
 		// The report of a run that did not end goes beside -report FILE,
