@@ -212,7 +212,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.rho, "rho", 0, 0, maxPopulation, "ρ, the number of parents each child is recombined from (`N`, 2..μ); 0 = all μ when -recombine or -sigma-recombine is set, else 1")
 	flagx.FloatVar(fs, &o.sigma, "sigma", 0, 0, math.MaxFloat64, "initial step size `S`, at most the box width; 0 = a tenth of the box width (with -strategy cma: 0.3 × the box width)")
 	flagx.FloatVar(fs, &o.target, "target", 0, -math.MaxFloat64, math.MaxFloat64, "stop once the best fitness is ≤ `F` (unset: no target)")
-	flagx.IntVar(fs, &o.maxEvals, "max-evals", 0, 0, maxEvals, "evaluation budget `N`: do not start a generation that would exceed it; 0 = none, unless -gens is not given and -target or -strategy cma is: then "+strconv.Itoa(budgetPerDim)+" × -dim")
+	flagx.IntVar(fs, &o.maxEvals, "max-evals", 0, 0, maxEvals, "evaluation budget `N`: do not start a generation that would exceed it; 0 = none, unless -gens is not given and -target or -strategy cma is: then "+strconv.Itoa(es.BudgetPerDim)+" × -dim")
 
 	flagx.IntVar(fs, &o.lu, "lu", 0, 0, problems.MaxLoadN, "add an `N`×N LU decomposition to every evaluation; 0 = no load")
 	flagx.FloatVar(fs, &o.loadMS, "load-ms", 0, 0, 60_000, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")

@@ -325,22 +325,14 @@ func resume(o *options) (*es.Engine, problems.Problem, error) {
 	return eng, p, nil
 }
 
-// budgetPerDim is the default evaluation budget per dimension of a run
-// that has a target or runs CMA-ES, and no -gens: 10⁴·n, the budget of
-// the CEC 2005 benchmark on which IPOP-CMA-ES was published, which CMA-ES
-// without restarts needs a small part of on every unimodal function of
-// esbench's table (at most 1,600·n).
-const budgetPerDim = 10_000
-
 // freshStop is the stopping criteria of a new run before the flags are
 // applied: 100 generations, or with -target or -strategy cma and no -gens
-// none but a budget of budgetPerDim·n evaluations (at least one
-// generation's).
+// none but the default budget (es.DefaultBudget).
 func freshStop(o *options) es.Stop {
 	if o.set["gens"] || !o.set["target"] && o.strategy != string(es.StrategyCMA) {
 		return es.Stop{Generations: o.gens}
 	}
-	return es.Stop{MaxEvals: max(budgetPerDim*o.dim, o.mu, o.lambda)}
+	return es.Stop{MaxEvals: es.DefaultBudget(o.dim, o.mu, o.lambda)}
 }
 
 // stopCriteria returns base with the stopping flags given on the command
