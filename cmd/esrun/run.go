@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
@@ -35,7 +34,7 @@ import (
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The grid logs from its own goroutines while esrun writes its lines:
 	// one writer at a time, whatever stdout and stderr are.
-	stdout, stderr = &syncWriter{w: stdout}, &syncWriter{w: stderr}
+	stdout, stderr = &logx.SyncWriter{W: stdout}, &logx.SyncWriter{W: stderr}
 	o, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout)
@@ -381,16 +380,4 @@ func loadSize(o *options) (int, error) {
 		return 0, usagef("-load-ms %v: %v", o.loadMS, err)
 	}
 	return n, nil
-}
-
-// syncWriter serialises the writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
