@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/report"
 )
 
 // checkFileSet refuses a command line on which one file the run writes
@@ -24,7 +25,7 @@ func checkFileSet(o *options) error {
 		{What: "-report " + o.report, Path: o.report, Write: true},
 	}
 	if o.report != "" {
-		partial := o.report + partialSuffix
+		partial := o.report + report.PartialSuffix
 		files = append(files, flagx.File{What: "the partial report " + partial + " of -report " + o.report, Path: partial, Write: true})
 	}
 	if o.resume != "" && !flagx.SameFile(o.resume, o.checkpoint) {

@@ -19,6 +19,7 @@ import (
 	"github.com/esgrid/esgrid/metrics"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
+	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
 )
@@ -241,7 +242,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the state to `FILE` after every generation")
 	fs.StringVar(&o.resume, "resume", "", "continue the run saved in checkpoint `FILE` (and keep checkpointing to it unless -checkpoint is given)")
-	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE` when the run ends: config, per-generation best, mean and wall time, final best, schedule; a run that fails or is interrupted writes what it has to FILE"+partialSuffix+" instead and leaves FILE as it was")
+	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE` when the run ends: config, per-generation best, mean and wall time, final best, schedule; a run that fails or is interrupted writes what it has to FILE"+report.PartialSuffix+" instead and leaves FILE as it was")
 	fs.BoolVar(&o.force, "force", false, "overwrite the -checkpoint and -report files even if they exist (without it, a run refuses to start rather than replace a file it did not write; -resume FILE may always rewrite FILE)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the final summary")
 	fs.BoolVar(&o.verbose, "v", false, "log the grid's debug detail on standard error (by default: workers joining and leaving, refused connections, warnings; nothing per task)")

@@ -160,12 +160,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 			hints = append(hints, "continue with -resume "+ckpt)
 		}
 		if o.report != "" {
-			partial := o.report + report.PartialSuffix
-			if err := report.Write(partial, rep); err != nil {
-				hints = append(hints, err.Error())
-			} else {
-				hints = append(hints, "partial report in "+partial)
-			}
+			hints = append(hints, report.WritePartial(o.report, rep))
 		}
 		if len(hints) > 0 {
 			return fmt.Errorf("%w (%s)", runErr, strings.Join(hints, "; "))
@@ -197,9 +192,6 @@ func newRecorder(eng *es.Engine, o *options, loadN, slots int) *report.Recorder 
 	}
 	return report.NewRecorder(eng, c)
 }
-
-// partialSuffix names the report of a run that failed or was interrupted.
-const partialSuffix = report.PartialSuffix
 
 // genkey writes a fresh cluster key to path (esrun -genkey).
 func genkey(path string, stdout io.Writer) error {
