@@ -115,6 +115,42 @@ func ParseStrategy(spec string) (Strategy, error) {
 	return Strategy{Name: spec, Config: cfg}, nil
 }
 
+// ParseStrategies reads a list of strategies: built-in names separated by
+// commas or semicolons, and specs (ParseStrategy, whose settings are
+// separated by commas) separated by semicolons.
+func ParseStrategies(list string) ([]Strategy, error) {
+	var out []Strategy
+	for _, piece := range strings.Split(list, ";") {
+		piece = strings.TrimSpace(piece)
+		names := strings.Split(piece, ",")
+		if piece == "es" || strings.HasPrefix(piece, "es,") || strings.HasPrefix(piece, "cma,") {
+			names = []string{piece}
+		}
+		for _, s := range names {
+			st, err := ParseStrategy(s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// ParseProblems reads a comma-separated list of test functions: the
+// built-in problems but mandelbrot (which has no optimum to reach).
+func ParseProblems(list string) ([]string, error) {
+	known := slices.DeleteFunc(problems.Names(), func(s string) bool { return s == "mandelbrot" })
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		if !slices.Contains(known, p) {
+			return nil, fmt.Errorf("%q is not a test function (known: %s)", p, strings.Join(known, ", "))
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // outcome is one run's result.
 type outcome struct {
 	evals   int     // evaluations spent

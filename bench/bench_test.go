@@ -29,6 +29,25 @@ func TestParseStrategy(t *testing.T) {
 	}
 }
 
+// A list of strategies takes names and specs, and a list of problems
+// the test functions only.
+func TestParseLists(t *testing.T) {
+	ss, err := ParseStrategies("paper,cma; es,mu=5,lambda=20;cma,lambda=9")
+	if err != nil || len(ss) != 4 || ss[0].Name != "paper" || ss[1].Name != "cma" || ss[2].Config.Mu != 5 || ss[3].Config.Lambda != 9 {
+		t.Fatalf("%+v, %v", ss, err)
+	}
+	if _, err := ParseStrategies("paper,nope"); err == nil {
+		t.Error("an unknown strategy accepted")
+	}
+	ps, err := ParseProblems("sphere,rastrigin")
+	if err != nil || strings.Join(ps, " ") != "sphere rastrigin" {
+		t.Fatalf("%v, %v", ps, err)
+	}
+	if _, err := ParseProblems("sphere,mandelbrot"); err == nil || !strings.HasPrefix(err.Error(), `"mandelbrot" is not a test function (known: `) || strings.Contains(err.Error(), "mandelbrot,") {
+		t.Errorf("%v", err)
+	}
+}
+
 // The median counts a missed target as infinitely many evaluations.
 func TestSummarise(t *testing.T) {
 	if m := medianOf([]float64{3, 1, 2, math.NaN()}); m != 2.5 {

@@ -151,6 +151,18 @@ type Stop struct {
 	MaxEvals int `msgpack:"max_evals" json:"max_evals"`
 }
 
+// BudgetPerDim is the default evaluation budget per dimension of a run
+// that has a target or runs CMA-ES, and no generation count: 10⁴·n, the
+// budget of the CEC 2005 benchmark on which IPOP-CMA-ES was published,
+// which CMA-ES without restarts needs a small part of on every unimodal
+// function of esbench's table (at most 1,600·n).
+const BudgetPerDim = 10_000
+
+// DefaultBudget is the default evaluation budget (Stop.MaxEvals) of a run
+// in dim dimensions: BudgetPerDim·dim, and at least one generation's
+// batch (mu, lambda).
+func DefaultBudget(dim, mu, lambda int) int { return max(BudgetPerDim*dim, mu, lambda) }
+
 // ConfigError says which field of a Config is invalid and why.
 type ConfigError struct {
 	Field string // the Go field name, e.g. "Mu" or "Stop.MaxEvals"

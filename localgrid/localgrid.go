@@ -324,3 +324,22 @@ func SaveRunKey(secret string) (string, error) {
 	}
 	return f.Name(), nil
 }
+
+// Schedule is the run's schedule for its report, once Close has ended
+// the run: the master's report and counters, the timeline from the first
+// generation, the workers' names and the masters' splits under rule (as
+// the run names it: off, paper or gain). startGen is the run's first
+// generation (a resumed run's).
+func (g *Grid) Schedule(startGen int, rule string) *report.Schedule {
+	sr := g.master.Report()
+	s := report.NewSchedule(g.master.Policy(), sr, g.master.Stats(), startGen)
+	var t0 time.Duration
+	if len(sr.Generations) > 0 {
+		t0 = sr.Generations[0].Start
+		s.Timeline = g.timeline.Record(t0, startGen)
+	}
+	s.NameWorkers(g.master.WorkerInfo)
+	// The overload test and the splits.
+	s.Masters = report.NewMasters(rule, g.master.Stats(), t0)
+	return s
+}

@@ -58,6 +58,12 @@ func TestLocalGridEvaluates(t *testing.T) {
 	if tl := g.Timeline().Record(0, 0); len(tl.Instances) < len(xs) || len(seen) != len(tl.Instances) {
 		t.Errorf("timeline of %d instances, %d seen, for %d tasks", len(tl.Instances), len(seen), len(xs))
 	}
+	// The report's schedule: the policy, both workers by name, the
+	// timeline and the (absent) splits.
+	sc := g.Schedule(0, "off")
+	if sc.Policy != "wq" || len(sc.PerWorker) != 2 || sc.PerWorker[0].Name == "" || sc.Timeline == nil || sc.Masters == nil || sc.Masters.Rule != "off" {
+		t.Errorf("schedule %+v", sc)
+	}
 }
 
 // An address in use is an AddrError naming which.

@@ -416,7 +416,8 @@ func (c masterState) Collect(ch chan<- prometheus.Metric) {
 }
 
 // AgentState is a worker agent's activity (worker.Activity): cumulative
-// figures never decrease.
+// figures never decrease. Its fields are worker.Activity's, in order, so
+// that AgentState(agent.Activity()) converts one.
 type AgentState struct {
 	Slots                       int
 	Connected                   bool

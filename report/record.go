@@ -248,6 +248,17 @@ func (rep *Record) Summary() string {
 // exists, keeps the report of a run that ended.
 const PartialSuffix = ".partial"
 
+// WritePartial writes rep, the report of a run that did not end, beside
+// path (path+PartialSuffix), leaving path as it was, and returns what to
+// tell the user: where the report is, or why it is not there.
+func WritePartial(path string, rep *Record) string {
+	partial := path + PartialSuffix
+	if err := Write(partial, rep); err != nil {
+		return err.Error()
+	}
+	return "partial report in " + partial
+}
+
 // Write writes rep as indented JSON to path, whole or not at all: to
 // a temporary file in the same directory, synced, then renamed over path.
 func Write(path string, rep *Record) (err error) {

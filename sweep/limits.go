@@ -4,8 +4,111 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/sysmem"
 )
+
+// Bounds on what one simulated run may hold. A run is not interruptible
+// (Ctrl-C stops the sweep between runs), so it is kept to seconds: the
+// simulator does some 2·10⁶ tasks a second, and cyclic's cost grows with
+// the square of a batch (10⁶ tasks in one batch: about 80 s, 10⁵: 0.9 s).
+const (
+	// MaxBatchTasks bounds the tasks of one batch: Lambda, Mu, Tasks.
+	MaxBatchTasks = 1_000_000
+	// MaxRunTasks bounds the tasks of one run: Mu + Gens × Lambda.
+	MaxRunTasks = 10_000_000
+	// MaxTime bounds every time of a Config: grains, delays, costs.
+	MaxTime = time.Hour
+	// MaxSlowdown bounds a slowdown's factor.
+	MaxSlowdown = 1e6
+	// MaxParallel bounds Parallel.
+	MaxParallel = 1024
+	// MaxTrials bounds Trials.
+	MaxTrials = 10_000
+	// MaxPerSlot bounds the F of essim's -lambda Fx (F tasks a slot).
+	MaxPerSlot = 1e6
+	// MaxCyclicWork bounds Σ batch² of a run under cyclic, whose cost in
+	// the simulator grows with the square of a batch (it holds a worker's
+	// whole share at once): about 8 s of real time.
+	MaxCyclicWork = 1e11
+	// MaxVirtualTime is the longest simulated run accepted: well inside
+	// what a time.Duration holds (292 years), so no clock overflows.
+	MaxVirtualTime = 100 * 365 * 24 * time.Hour
+)
+
+// CheckLimits checks c against what one run may hold (the bounds above)
+// and what this machine's memory allows (sysmem.Limit). Its errors name
+// c's fields as names gives them (essim: its flags, such as "Lambda":
+// "-lambda"); a field missing from names is named as it is.
+func (c *Config) CheckLimits(names map[string]string) error {
+	name := func(field string) string {
+		if n, ok := names[field]; ok {
+			return n
+		}
+		return field
+	}
+	for _, g := range c.Grains {
+		if g > MaxTime {
+			return fmt.Errorf("%s: %v is longer than %v", name("Grains"), g, MaxTime)
+		}
+	}
+	for _, d := range c.Delays {
+		if d > MaxTime {
+			return fmt.Errorf("%s: %v is longer than %v", name("Delays"), d, MaxTime)
+		}
+	}
+	if c.EngineCost > MaxTime {
+		return fmt.Errorf("%s: %v is longer than %v", name("EngineCost"), c.EngineCost, MaxTime)
+	}
+	for _, s := range c.Slowdowns {
+		if s.Factor > MaxSlowdown {
+			return fmt.Errorf("%s %s: factor %g is larger than %g", name("Slowdowns"), s.Machine, s.Factor, float64(MaxSlowdown))
+		}
+	}
+	// Each bound on its own first, so that the products below cannot
+	// overflow.
+	batchField, runFields := "Tasks", name("Tasks")
+	if c.Workload != "bag" {
+		for _, b := range []struct {
+			field  string
+			v, max int
+		}{{"Lambda", c.Lambda, MaxBatchTasks}, {"Mu", c.Mu, MaxBatchTasks}, {"Gens", c.Gens, MaxRunTasks}} {
+			if c.Workload == "es" && b.v > b.max {
+				return fmt.Errorf("%s must be at most %d, got %d", name(b.field), b.max, b.v)
+			}
+		}
+		batchField, runFields = "Lambda", name("Gens")+", "+name("Lambda")+" or "+name("Mu")
+		if c.Mu > 0 && c.Mu > c.Lambda {
+			batchField = "Mu"
+		}
+	}
+	w := c.Size()
+	switch {
+	case w.MaxBatch > MaxBatchTasks:
+		return fmt.Errorf("%s must be at most %d, got %d", name(batchField), MaxBatchTasks, w.MaxBatch)
+	case w.Tasks > MaxRunTasks:
+		return fmt.Errorf("one run would have %d tasks, more than %d; lower %s", w.Tasks, MaxRunTasks, runFields)
+	}
+	if slices.Contains(c.Policies, "cyclic") && float64(w.Batches)*float64(w.MaxBatch)*float64(w.MaxBatch) > MaxCyclicWork {
+		return fmt.Errorf("cyclic's simulation cost grows with the square of a batch: %d batches of %d tasks are more than a run does in seconds; lower %s, or leave cyclic out of %s", w.Batches, w.MaxBatch, runFields, name("Policies"))
+	}
+	total, err := c.VirtualTime()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name("Set"), err)
+	}
+	if !(total <= float64(MaxVirtualTime)) {
+		return fmt.Errorf("one run could last %.3g years of simulated time, past the %d years the virtual clock is kept to; lower %s, %s, the costs, the slowdowns, the machines' task times or %s",
+			total/float64(365*24*time.Hour), int(MaxVirtualTime/(365*24*time.Hour)), name("Grains"), name("Delays"), runFields)
+	}
+	runs := len(c.Policies) * len(c.Grains) * len(c.Delays)
+	what := fmt.Sprintf("%d settings × %d trials of %d tasks in %d batches", runs, c.Trials, w.Tasks, w.Batches)
+	if err := sysmem.Limit().Check(what, c.MemoryEstimate()); err != nil {
+		return fmt.Errorf("%w; lower %s, the lists, %s or %s", err, name("Trials"), name("Parallel"), runFields)
+	}
+	return nil
+}
 
 // Size is the shape of one run's workload.
 type Size struct {

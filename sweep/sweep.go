@@ -286,3 +286,17 @@ func ShowSet(w io.Writer, machines string, c *Config) {
 		fmt.Fprintln(w)
 	}
 }
+
+// PrintSpeed prints the simulator's own speed: the runs, tasks,
+// instances and events it simulated in elapsed real time.
+func (r *Result) PrintSpeed(w io.Writer, elapsed time.Duration) {
+	var tasks, inst, events int
+	for _, s := range r.Sums {
+		tasks += s.Tasks
+		inst += s.Instances
+		events += s.Events
+	}
+	sec := elapsed.Seconds()
+	fmt.Fprintf(w, "\nsimulated %d runs, %d tasks (%d instances, %d events) in %.2f s real: %.0f tasks/s, %.0f events/s\n",
+		len(r.Sums)*r.Config.Trials, tasks, inst, events, sec, float64(tasks)/sec, float64(events)/sec)
+}

@@ -41,7 +41,8 @@ func TestSweep(t *testing.T) {
 	Describe(&out, c)
 	res.PrintTable(&out)
 	res.PrintShape(&out)
-	for _, want := range []string{"machines lan: 7 machines", "effLB", " r3q ", "paper's shape", "opt: "} {
+	res.PrintSpeed(&out, 2*time.Second)
+	for _, want := range []string{"machines lan: 7 machines", "effLB", " r3q ", "paper's shape", "opt: ", "simulated 32 runs, "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -5,14 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
 
@@ -73,6 +77,91 @@ func (a *AddrList) UnmarshalJSON(b []byte) error {
 	}
 	*a = l
 	return nil
+}
+
+// Setting is one setting a FileConfig gives, as the esworker flag it
+// stands for takes it.
+type Setting struct {
+	Flag  string // the flag's name
+	Key   string // the file's key
+	Value string // the value, as the flag's text
+}
+
+// Settings returns the settings the file gives (plugins apart), each as
+// the value of the flag it stands for, in a fixed order.
+func (c *FileConfig) Settings() []Setting {
+	var out []Setting
+	add := func(flag, key, v string) {
+		if v != "" {
+			out = append(out, Setting{Flag: flag, Key: key, Value: v})
+		}
+	}
+	add("join", "join", strings.Join(c.Join, ","))
+	add("master", "master", c.Master)
+	add("gossip", "gossip", c.Gossip)
+	add("key-file", "key_file", c.KeyFile)
+	add("name", "name", c.Name)
+	if c.KeyInsecure != nil {
+		add(grid.InsecureKeyFileFlag, "key_file_insecure", strconv.FormatBool(*c.KeyInsecure))
+	}
+	if c.Slots != nil {
+		add("slots", "slots", strconv.Itoa(*c.Slots))
+	}
+	if c.ChildPort != nil {
+		add("child-port", "child_port", strconv.Itoa(*c.ChildPort))
+	}
+	if c.Once != nil {
+		add("once", "once", strconv.FormatBool(*c.Once))
+	}
+	if c.MemShare != nil {
+		add("mem-share", "mem_share", strconv.FormatFloat(*c.MemShare, 'g', -1, 64))
+	}
+	add("idle-timeout", "idle_timeout", c.IdleTimeout)
+	add("plugin-start-timeout", "plugin_start_timeout", c.PluginStart)
+	return out
+}
+
+// ApplyFlags merges the file under esworker's flags fs: it sets each of
+// its settings through its flag (so that a number has the flag's bounds),
+// unless the command line set that flag. An error names the file's key
+// and value.
+func (c *FileConfig) ApplyFlags(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, s := range c.Settings() {
+		if set[s.Flag] {
+			continue
+		}
+		f := fs.Lookup(s.Flag)
+		if f == nil {
+			return fmt.Errorf("%s: no flag -%s", s.Key, s.Flag)
+		}
+		if err := f.Value.Set(s.Value); err != nil {
+			return fmt.Errorf("%s %s: %w", s.Key, s.Value, err)
+		}
+	}
+	return nil
+}
+
+// PluginEntries returns the file's plugins in name order, leaving out
+// those skip says the command line gives; an invalid name is an error.
+func (c *FileConfig) PluginEntries(skip func(name string) bool) ([]plugin.Entry, error) {
+	names := make([]string, 0, len(c.Plugins))
+	for name := range c.Plugins {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var entries []plugin.Entry
+	for _, name := range names {
+		if skip(name) {
+			continue
+		}
+		if err := plugin.CheckName(name); err != nil {
+			return nil, err
+		}
+		entries = append(entries, plugin.Entry{Name: name, Path: c.Plugins[name]})
+	}
+	return entries, nil
 }
 
 // LoadFileConfig reads and checks a -config file: a regular file that

@@ -20,13 +20,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"slices"
-	"strings"
 
 	"github.com/esgrid/esgrid/bench"
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/internal/flagx"
-	"github.com/esgrid/esgrid/problems"
 )
 
 func main() {
@@ -140,7 +137,8 @@ func parseOptions(args []string) (*options, error) {
 	var probs, strategies string
 	fs := newFlagSet(o, &probs, &strategies)
 	fs.SetOutput(io.Discard)
-	if err := flagx.Parse(fs, args); err != nil {
+	err := flagx.Parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -155,18 +153,14 @@ func parseOptions(args []string) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	known := problems.Names()
 	switch {
 	case probs == "" && o.collapse:
 		probs = "sphere"
 	case probs == "":
 		probs = defaultProblems
 	}
-	for _, p := range strings.Split(probs, ",") {
-		if !slices.Contains(known, p) || p == "mandelbrot" {
-			return nil, usagef("-problem: %q is not a test function (known: %s)", p, strings.Join(slices.DeleteFunc(known, func(s string) bool { return s == "mandelbrot" }), ", "))
-		}
-		o.problems = append(o.problems, p)
+	if o.problems, err = bench.ParseProblems(probs); err != nil {
+		return nil, usagef("-problem: %v", err)
 	}
 	switch {
 	case len(o.dims) == 0 && o.collapse:
@@ -183,19 +177,8 @@ func parseOptions(args []string) (*options, error) {
 	if o.collapse && !set["strategies"] {
 		strategies = "paper,recommended"
 	}
-	for _, piece := range strings.Split(strategies, ";") {
-		piece = strings.TrimSpace(piece)
-		names := strings.Split(piece, ",")
-		if piece == "es" || strings.HasPrefix(piece, "es,") || strings.HasPrefix(piece, "cma,") {
-			names = []string{piece}
-		}
-		for _, s := range names {
-			st, err := bench.ParseStrategy(s)
-			if err != nil {
-				return nil, usagef("-strategies: %v", err)
-			}
-			o.strategies = append(o.strategies, st)
-		}
+	if o.strategies, err = bench.ParseStrategies(strategies); err != nil {
+		return nil, usagef("-strategies: %v", err)
 	}
 	// A strategy the engine refuses is a bad command line, not a failed
 	// run: say so before any run starts.

@@ -124,7 +124,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		return writeJSON(o.out, cal, stdout)
+		return calibrate.WriteJSON(o.out, cal, stdout)
 	case o.workers < 1:
 		return usagef("give -workers W (the workers to measure), or esrun -report files")
 	case len(o.sizes) < plan.MinSizes:
@@ -145,7 +145,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cal, err := calibrate.Grid(ctx, calibrate.Config{Workers: o.workers, Listen: o.listen, Gossip: o.gossip, Key: key,
 		Sizes: o.sizes, Slots: o.slots, Reps: o.reps, Wait: o.wait, GroupBy: o.groupBy, Logger: log, Progress: stderr})
 	if cal != nil && len(cal.Samples) > 0 {
-		if werr := writeJSON(o.out, cal, stdout); werr != nil {
+		if werr := calibrate.WriteJSON(o.out, cal, stdout); werr != nil {
 			return errors.Join(err, werr)
 		}
 		if err != nil {

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -18,38 +14,6 @@ import (
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/plan"
 )
-
-// writeJSON writes v to path through a temporary file and a rename, so a
-// reader never sees half a file; "-" is standard output.
-func writeJSON(path string, v any, stdout io.Writer) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if path == "-" {
-		_, err := stdout.Write(b)
-		return err
-	}
-	// A temporary name of its own: never a file the command line names.
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after the rename, nothing
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
 
 // sortedSet is l sorted, each value once.
 func sortedSet(l []int) []int {
@@ -193,38 +157,17 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	); err != nil {
 		return usagef("%v", err)
 	}
-	slots := sortedSet(o.slots)
 	cal, err := calibrate.ReadCalibration(o.cal)
 	if err != nil {
 		return err
 	}
-	ms, err := plan.Fit(cal, o.fit)
+	p, err := calibrate.Search(stdout, cal, calibrate.Request{N: o.n, TaskMS: o.taskMS, Ref: o.ref, Tasks: o.tasks, Policy: o.policy,
+		Slots: sortedSet(o.slots), Top: o.top, Fit: o.fit, Models: o.verbose})
 	if err != nil {
 		return err
 	}
-	if o.verbose {
-		calibrate.PrintModels(stdout, cal, ms)
-		fmt.Fprintln(stdout)
-	}
-	size := float64(o.n)
-	if o.taskMS > 0 {
-		g, s, err := calibrate.SizeForTime(ms, cal, o.ref, o.taskMS/1000)
-		if err != nil {
-			return err
-		}
-		size = math.Round(s)
-		fmt.Fprintf(stdout, "tasks of %g ms on group %s alone with 1 slot: N = %.0f\n", o.taskMS, g, size)
-	}
-	replicate := o.policy == "rr" || o.policy == "r3q" || o.policy == "eft"
-	groups := cal.Groups()
-	res, err := plan.Search(ms, plan.Request{N: size, Tasks: o.tasks, Groups: groups, Slots: slots, Replicate: replicate, Top: o.top})
-	if err != nil {
-		return err
-	}
-	calibrate.PrintPlan(stdout, size, o.tasks, o.policy, groups, res)
 	if o.out != "" {
-		p := calibrate.PlanFile(cal, groups, size, o.tasks, res)
-		if err := writeJSON(o.out, p, stdout); err != nil {
+		if err := calibrate.WriteJSON(o.out, p, stdout); err != nil {
 			return err
 		}
 		if o.out != "-" {

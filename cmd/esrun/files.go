@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/report"
 )
 
 // checkFileSet refuses a command line on which one file the run writes
@@ -27,7 +25,7 @@ func checkFileSet(o *options) error {
 		{What: "-report " + o.report, Path: o.report, Write: true},
 	}
 	if o.report != "" {
-		partial := o.report + partialSuffix
+		partial := o.report + report.PartialSuffix
 		files = append(files, flagx.File{What: "the partial report " + partial + " of -report " + o.report, Path: partial, Write: true})
 	}
 	if o.resume != "" && !flagx.SameFile(o.resume, o.checkpoint) {
@@ -52,24 +50,20 @@ func checkFileSet(o *options) error {
 // -resume continues) or -report, without -force.
 func checkOutputFiles(o *options) error {
 	for _, f := range []struct{ flag, path string }{{"-checkpoint", o.checkpoint}, {"-report", o.report}} {
+		// A file that cannot be written at all fails now, not after
+		// the first generation's work.
 		if f.path == "" {
 			continue
 		}
-		// A file that cannot be written at all fails now, not after
-		// the first generation's work.
-		dir := filepath.Dir(f.path)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return usagef("%s %s: there is no directory %s to write it in", f.flag, f.path, dir)
-		}
-		if fi, err := os.Stat(f.path); err == nil && fi.IsDir() {
-			return usagef("%s %s is a directory", f.flag, f.path)
+		if err := flagx.CheckWritable(f.flag, f.path); err != nil {
+			return usagef("%v", err)
 		}
 	}
 	if o.force {
 		return nil
 	}
 	if o.checkpoint != "" && !(o.resume != "" && flagx.SameFile(o.checkpoint, o.resume)) {
-		switch exists, err := fileExists(o.checkpoint); {
+		switch exists, err := flagx.Exists(o.checkpoint); {
 		case err != nil:
 			return usagef("-checkpoint %s: %v", o.checkpoint, err)
 		case exists:
@@ -77,7 +71,7 @@ func checkOutputFiles(o *options) error {
 		}
 	}
 	if o.report != "" {
-		switch exists, err := fileExists(o.report); {
+		switch exists, err := flagx.Exists(o.report); {
 		case err != nil:
 			return usagef("-report %s: %v", o.report, err)
 		case exists:
@@ -87,40 +81,14 @@ func checkOutputFiles(o *options) error {
 	return nil
 }
 
-// fileExists says whether path names anything at all (a dangling symbolic
-// link included: writing through it would create a file elsewhere).
-func fileExists(path string) (bool, error) {
-	_, err := os.Lstat(path)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	}
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err // the path is in the message already
-	}
-	return false, err
-}
-
 // resumableCheckpoint is the checkpoint a failed run can be continued
 // from, or "" when there is none: the -checkpoint file if this run wrote
 // it (wrote: a generation completed, and the engine writes the checkpoint
 // before it reports one), else the -resume file the run started from;
 // either only if it is there now.
 func resumableCheckpoint(o *options, wrote bool) string {
-	var candidates []string
-	if wrote {
-		candidates = append(candidates, o.checkpoint)
+	if !wrote {
+		return flagx.FirstRegular(o.resume)
 	}
-	for _, path := range append(candidates, o.resume) {
-		if path == "" {
-			continue
-		}
-		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-			return path
-		}
-	}
-	return ""
+	return flagx.FirstRegular(o.checkpoint, o.resume)
 }

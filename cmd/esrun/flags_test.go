@@ -47,13 +47,13 @@ func TestOldNameNotice(t *testing.T) {
 // id's first 8 hex digits; -run-name replaces the name only.
 func TestRunIdentity(t *testing.T) {
 	a, b := newMonitor(&options{metrics: "127.0.0.1:0", sched: "wq"}, "ridge"), newMonitor(&options{metrics: "127.0.0.1:0", sched: "wq"}, "ridge")
-	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(a.id) || a.id == b.id {
-		t.Errorf("run ids %q and %q: want 16 hex digits, each run its own", a.id, b.id)
+	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(a.ID) || a.ID == b.ID {
+		t.Errorf("run ids %q and %q: want 16 hex digits, each run its own", a.ID, b.ID)
 	}
-	if a.name != "ridge-"+a.id[:8] {
-		t.Errorf("default run name %q for id %s", a.name, a.id)
+	if a.Name != "ridge-"+a.ID[:8] {
+		t.Errorf("default run name %q for id %s", a.Name, a.ID)
 	}
-	if c := newMonitor(&options{metrics: "127.0.0.1:0", sched: "wq", runName: "lab-7"}, "ridge"); c.name != "lab-7" || len(c.id) != 16 {
-		t.Errorf("-run-name lab-7: name %q, id %q", c.name, c.id)
+	if c := newMonitor(&options{metrics: "127.0.0.1:0", sched: "wq", runName: "lab-7"}, "ridge"); c.Name != "lab-7" || len(c.ID) != 16 {
+		t.Errorf("-run-name lab-7: name %q, id %q", c.Name, c.ID)
 	}
 }

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/localgrid"
 	"github.com/esgrid/esgrid/sched"
@@ -59,7 +57,7 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 	}
 	g, err := localgrid.Start(cfg)
 	if ae := (*localgrid.AddrError)(nil); errors.As(err, &ae) {
-		return nil, addrError("-"+ae.What, ae.Addr, ae.Err)
+		return nil, flagx.ListenError("-"+ae.What, ae.Addr, ae.Err)
 	}
 	if err != nil {
 		return nil, err
@@ -110,11 +108,10 @@ func loadClusterKey(o *options) (*clusterKey, error) {
 		}
 		return &clusterKey{key: k, workerArg: arg}, nil
 	case errors.Is(err, grid.ErrNoKey) && o.key == "" && o.keyFile == "":
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
+		secret, err := grid.GenerateKey()
+		if err != nil {
 			return nil, fmt.Errorf("cluster key: %w", err)
 		}
-		secret := base64.StdEncoding.EncodeToString(b[:])
 		if k, err = grid.NewKey(secret); err != nil {
 			return nil, fmt.Errorf("cluster key: %w", err)
 		}
@@ -137,21 +134,6 @@ func orNone[T int | time.Duration](v T) T {
 		return -1
 	}
 	return v
-}
-
-// addrError says in one line why the address given with flag cannot be
-// used: the system's reason (address in use, not an address of this
-// machine) rather than the whole chain of wrapping.
-func addrError(flag, addr string, err error) error {
-	var se *os.SyscallError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%s %s: cannot listen: %v", flag, addr, se)
-	}
-	// Gossip's errors arrive as text only.
-	if i := strings.LastIndex(err.Error(), "bind: "); i >= 0 {
-		return fmt.Errorf("%s %s: cannot listen: %s", flag, addr, err.Error()[i:])
-	}
-	return fmt.Errorf("%s %s: cannot listen: %w", flag, addr, err)
 }
 
 // joinCommand is the command line that starts a remote worker.

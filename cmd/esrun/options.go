@@ -16,8 +16,10 @@ import (
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/flagx"
+	"github.com/esgrid/esgrid/metrics"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/problems/plugin"
+	"github.com/esgrid/esgrid/report"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/worker"
 )
@@ -180,16 +182,13 @@ done). -version prints the build's version.
 `
 
 // flagGroups orders the help text; every flag is in exactly one group.
-var flagGroups = []struct {
-	title string
-	names []string
-}{
-	{"Evolution Strategy", []string{"problem", "plugin", "dim", "strategy", "restarts", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
-	{"Load (extra work per evaluation)", []string{"lu", "load-ms"}},
-	{"Grid", []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
-	{"Faults (hung, failing and oversized tasks)", []string{"task-timeout", "max-retries", "max-frame"}},
-	{"Output", []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "run-name", "version"}},
-	{"Deprecated", []string{"sched"}},
+var flagGroups = []flagx.Group{
+	{Title: "Evolution Strategy", Names: []string{"problem", "plugin", "dim", "strategy", "restarts", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
+	{Title: "Load (extra work per evaluation)", Names: []string{"lu", "load-ms"}},
+	{Title: "Grid", Names: []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
+	{Title: "Faults (hung, failing and oversized tasks)", Names: []string{"task-timeout", "max-retries", "max-frame"}},
+	{Title: "Output", Names: []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "run-name", "version"}},
+	{Title: "Deprecated", Names: []string{"sched"}},
 }
 
 // gridFlags are the flags that only mean something for the grid, so
@@ -214,7 +213,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.rho, "rho", 0, 0, maxPopulation, "ρ, the number of parents each child is recombined from (`N`, 2..μ); 0 = all μ when -recombine or -sigma-recombine is set, else 1")
 	flagx.FloatVar(fs, &o.sigma, "sigma", 0, 0, math.MaxFloat64, "initial step size `S`, at most the box width; 0 = a tenth of the box width (with -strategy cma: 0.3 × the box width)")
 	flagx.FloatVar(fs, &o.target, "target", 0, -math.MaxFloat64, math.MaxFloat64, "stop once the best fitness is ≤ `F` (unset: no target)")
-	flagx.IntVar(fs, &o.maxEvals, "max-evals", 0, 0, maxEvals, "evaluation budget `N`: do not start a generation that would exceed it; 0 = none, unless -gens is not given and -target or -strategy cma is: then "+strconv.Itoa(budgetPerDim)+" × -dim")
+	flagx.IntVar(fs, &o.maxEvals, "max-evals", 0, 0, maxEvals, "evaluation budget `N`: do not start a generation that would exceed it; 0 = none, unless -gens is not given and -target or -strategy cma is: then "+strconv.Itoa(es.BudgetPerDim)+" × -dim")
 
 	flagx.IntVar(fs, &o.lu, "lu", 0, 0, problems.MaxLoadN, "add an `N`×N LU decomposition to every evaluation; 0 = no load")
 	flagx.FloatVar(fs, &o.loadMS, "load-ms", 0, 0, 60_000, "add an LU load sized so one evaluation takes about `MS` milliseconds on this machine (calibrated at start, then sent to every worker)")
@@ -243,7 +242,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the state to `FILE` after every generation")
 	fs.StringVar(&o.resume, "resume", "", "continue the run saved in checkpoint `FILE` (and keep checkpointing to it unless -checkpoint is given)")
-	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE` when the run ends: config, per-generation best, mean and wall time, final best, schedule; a run that fails or is interrupted writes what it has to FILE"+partialSuffix+" instead and leaves FILE as it was")
+	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE` when the run ends: config, per-generation best, mean and wall time, final best, schedule; a run that fails or is interrupted writes what it has to FILE"+report.PartialSuffix+" instead and leaves FILE as it was")
 	fs.BoolVar(&o.force, "force", false, "overwrite the -checkpoint and -report files even if they exist (without it, a run refuses to start rather than replace a file it did not write; -resume FILE may always rewrite FILE)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the final summary")
 	fs.BoolVar(&o.verbose, "v", false, "log the grid's debug detail on standard error (by default: workers joining and leaving, refused connections, warnings; nothing per task)")
@@ -296,8 +295,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-metrics-linger needs -metrics")
 	case o.set["run-name"] && o.metrics == "":
 		return nil, usagef("-run-name needs -metrics")
-	case o.set["run-name"] && !validRunName(o.runName):
-		return nil, usagef("-run-name %q: give 1 to %d letters, digits or . _ - : characters", o.runName, maxRunName)
+	case o.set["run-name"] && !metrics.ValidRunName(o.runName):
+		return nil, usagef("-run-name %q: give 1 to %d letters, digits or . _ - : characters", o.runName, metrics.MaxRunName)
 	case o.key != "" && o.keyFile != "":
 		return nil, usagef("-key and -key-file both give the key; give one")
 	case o.genkey != "" && len(o.set) > 1:
@@ -315,7 +314,7 @@ func parseOptions(args []string) (*options, error) {
 		if a.addr == "" && !o.set[a.name] {
 			continue
 		}
-		if err := checkHostPort(a.addr); err != nil {
+		if err := flagx.CheckHostPort(a.addr, 0); err != nil {
 			return nil, usagef("-%s %q: %v", a.name, a.addr, err)
 		}
 	}
@@ -369,19 +368,6 @@ func parseOptions(args []string) (*options, error) {
 	return o, nil
 }
 
-// checkHostPort accepts host:port with a numeric port (the host may be
-// empty: every interface).
-func checkHostPort(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port %q is not a number in [0, 65535]", port)
-	}
-	return nil
-}
-
 // wantWorkers is the number of workers to wait for before generation 0:
 // -min-workers, or by default every local agent (and at least one, so
 // that a grid of remote workers only does not start empty).
@@ -416,37 +402,8 @@ func (o *options) localSlots() int {
 // printUsage writes the help text with the flags in groups, in the
 // order of flagGroups, formatted as flag.PrintDefaults does.
 func printUsage(w io.Writer) {
-	all := newFlagSet(&options{})
 	fmt.Fprint(w, usageText)
-	for _, g := range flagGroups {
-		fmt.Fprintf(w, "\n%s flags:\n", g.title)
-		for _, name := range g.names {
-			printFlag(w, all.Lookup(name))
-		}
-	}
-}
-
-// printFlag writes one flag's help.
-func printFlag(w io.Writer, f *flag.Flag) {
-	arg, usage := flag.UnquoteUsage(f)
-	line := "  -" + f.Name
-	if arg != "" {
-		line += " " + arg
-	}
-	if len(line) <= 4 {
-		line += "\t"
-	} else {
-		line += "\n    \t"
-	}
-	line += strings.ReplaceAll(usage, "\n", "\n    \t")
-	switch d := f.DefValue; {
-	case d == "" || d == "0" || d == "false":
-	case arg == "string" || arg == "POLICY":
-		line += fmt.Sprintf(" (default %q)", d)
-	default:
-		line += fmt.Sprintf(" (default %s)", d)
-	}
-	fmt.Fprintln(w, line)
+	flagx.PrintGroups(w, newFlagSet(&options{}), flagGroups, "POLICY")
 }
 
 // checkStrategyFlags checks -strategy and the recombination flags, and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -85,23 +84,11 @@ func newProblem(o *options, name string, dim int) (problems.Problem, error) {
 
 // openPlugin starts the listed plugin name; dim 0 accepts any.
 func openPlugin(o *options, name string, dim int) (*plugin.Problem, error) {
-	e, _ := o.catalog.Lookup(name)
-	procs := o.slots
-	if procs <= 0 {
-		procs = runtime.NumCPU()
-	}
-	p, err := plugin.Open(context.Background(), plugin.Config{Name: e.Name, Path: e.Path, Dim: dim, Procs: procs})
+	p, err := o.catalog.Start(context.Background(), name, dim, poolSlots(o)) // limits.go
 	if err != nil {
-		return nil, fmt.Errorf("-plugin %s: %w", e, err)
+		return nil, fmt.Errorf("-plugin %w", err)
 	}
 	return p, nil
-}
-
-// pluginNonFinite says p is a plugin whose hello declares NaN and ±Inf
-// its answers (as -nonfinite does for any problem).
-func pluginNonFinite(p problems.Problem) bool {
-	h, ok := p.(interface{ Hello() plugin.Hello })
-	return ok && h.Hello().NonFinite
 }
 
 // closeProblem stops a plugin problem's processes; built-ins hold none.

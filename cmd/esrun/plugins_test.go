@@ -11,8 +11,6 @@ import (
 
 	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/internal/testplugin"
-	"github.com/esgrid/esgrid/problems"
-	"github.com/esgrid/esgrid/problems/plugin"
 )
 
 // trajectory reads a -report file: the evolution (every generation's
@@ -164,32 +162,5 @@ func TestPluginResume(t *testing.T) {
 	code, out, errOut = esrun(context.Background(), "-inprocess", "-resume", ckpt, "-plugin", plug, "-gens", "6", "-quiet")
 	if code != 0 || !strings.Contains(out, "after generation 6") {
 		t.Errorf("resume: exit %d\n%s%s", code, out, errOut)
-	}
-}
-
-// nonFiniteProblem is a problem that says what its hello says.
-type nonFiniteProblem struct {
-	problems.Problem
-	h plugin.Hello
-}
-
-func (p nonFiniteProblem) Hello() plugin.Hello { return p.h }
-
-// A plugin whose hello says "nonfinite" makes the master take NaN and
-// ±Inf as answers, as -nonfinite does; a built-in problem or a plugin
-// that does not say so does not.
-func TestPluginNonFinite(t *testing.T) {
-	sphere, err := problems.New("sphere", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pluginNonFinite(sphere) {
-		t.Error("a built-in problem counted as declaring non-finite answers")
-	}
-	if pluginNonFinite(nonFiniteProblem{Problem: sphere}) {
-		t.Error("a plugin whose hello does not say nonfinite counted as saying it")
-	}
-	if !pluginNonFinite(nonFiniteProblem{Problem: sphere, h: plugin.Hello{NonFinite: true}}) {
-		t.Error("a plugin whose hello says nonfinite did not count")
 	}
 }

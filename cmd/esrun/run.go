@@ -9,15 +9,16 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/internal/logx"
+	"github.com/esgrid/esgrid/livepage"
 	"github.com/esgrid/esgrid/localgrid"
 	"github.com/esgrid/esgrid/problems"
+	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/report"
 )
 
@@ -33,7 +34,7 @@ import (
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The grid logs from its own goroutines while esrun writes its lines:
 	// one writer at a time, whatever stdout and stderr are.
-	stdout, stderr = &syncWriter{w: stdout}, &syncWriter{w: stderr}
+	stdout, stderr = &logx.SyncWriter{W: stdout}, &logx.SyncWriter{W: stderr}
 	o, err := parseOptions(args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout)
@@ -76,7 +77,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	if o.resume == "" {
 		// Before anything is allocated: the problem itself may hold a
 		// vector of -dim numbers.
-		if err := checkMemory(o, footprint{mu: o.mu, lambda: o.lambda, dim: o.dim, loadN: o.lu}); err != nil {
+		if err := checkMemory(footprint(o, o.mu, o.lambda, o.dim, o.lu, false)); err != nil {
 			return err
 		}
 	}
@@ -91,26 +92,26 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	}
 	cfg := eng.Config()
 	// With restarts λ grows: the largest batch the run can reach decides.
-	if err := checkMemory(o, footprint{mu: cfg.Mu, lambda: cfg.MaxLambda(), dim: cfg.Dim, loadN: loadN, cma: cfg.Strategy == es.StrategyCMA}); err != nil {
+	if err := checkMemory(footprint(o, cfg.Mu, cfg.MaxLambda(), cfg.Dim, loadN, cfg.Strategy == es.StrategyCMA)); err != nil {
 		return err
 	}
 	var (
 		ev    es.Evaluator
 		slots int
 		g     *localGrid
-		mon   *monitor // -metrics (metrics.go)
+		mon   *livepage.Monitor // -metrics (metrics.go)
 	)
 	if o.inprocess {
 		pool := problems.NewPool(problems.WithLoad(prob, loadN), o.slots)
 		ev, slots = pool, pool.Slots()
 	} else {
 		mon = newMonitor(o, cfg.Problem)
-		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || pluginNonFinite(prob)}
+		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || plugin.DeclaresNonFinite(prob)}
 		if g, err = openGrid(o, spec, con, mon); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, g.close(false)) }()
-		defer mon.close(o.metricsLinger, con)
+		defer closeMonitor(mon, o.metricsLinger, con)
 		ev, slots = g.master, o.local*o.localSlots()
 	}
 
@@ -135,7 +136,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	if runErr == nil {
 		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: func(s es.Stats) error {
 			err := rec.Generation(s)
-			mon.progress(s, rec.Estimate())
+			mon.Progress(s, rec.Estimate())
 			return err
 		}})
 	}
@@ -148,18 +149,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		if cerr := g.close(runErr == nil); cerr != nil && runErr == nil {
 			runErr = cerr
 		}
-		sr := g.master.Report()
-		rep.Schedule = report.NewSchedule(g.master.Policy(), sr, g.master.Stats(), rep.Config.StartGen)
-		if len(sr.Generations) > 0 {
-			rep.Schedule.Timeline = g.Timeline().Record(sr.Generations[0].Start, rep.Config.StartGen)
-		}
-		rep.Schedule.NameWorkers(g.master.WorkerInfo)
-		// The overload test and the splits.
-		var t0 time.Duration
-		if len(sr.Generations) > 0 {
-			t0 = sr.Generations[0].Start
-		}
-		rep.Schedule.Masters = report.NewMasters(o.split.rule, g.master.Stats(), t0)
+		rep.Schedule = g.Schedule(rep.Config.StartGen, o.split.rule)
 	}
 	if runErr != nil {
 		// The report of a run that did not end goes beside -report FILE,
@@ -170,12 +160,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 			hints = append(hints, "continue with -resume "+ckpt)
 		}
 		if o.report != "" {
-			partial := o.report + report.PartialSuffix
-			if err := report.Write(partial, rep); err != nil {
-				hints = append(hints, err.Error())
-			} else {
-				hints = append(hints, "partial report in "+partial)
-			}
+			hints = append(hints, report.WritePartial(o.report, rep))
 		}
 		if len(hints) > 0 {
 			return fmt.Errorf("%w (%s)", runErr, strings.Join(hints, "; "))
@@ -208,9 +193,6 @@ func newRecorder(eng *es.Engine, o *options, loadN, slots int) *report.Recorder 
 	return report.NewRecorder(eng, c)
 }
 
-// partialSuffix names the report of a run that failed or was interrupted.
-const partialSuffix = report.PartialSuffix
-
 // genkey writes a fresh cluster key to path (esrun -genkey).
 func genkey(path string, stdout io.Writer) error {
 	if err := grid.WriteKeyFile(path); err != nil {
@@ -222,16 +204,16 @@ func genkey(path string, stdout io.Writer) error {
 
 // openGrid starts the run's grid and tells the user where it listens, and
 // how remote workers join when they can.
-func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *monitor) (*localGrid, error) {
+func openGrid(o *options, spec grid.ProblemSpec, con logx.Console, mon *livepage.Monitor) (*localGrid, error) {
 	k, err := loadClusterKey(o)
 	if err != nil {
 		return nil, err
 	}
-	g, err := startGrid(o, spec, k.key, con.Log, mon.onGeneration(), mon.onInstance())
+	g, err := startGrid(o, spec, k.key, con.Log, mon.OnGeneration(), mon.OnInstance())
 	if err != nil {
 		return nil, err
 	}
-	if err := mon.start(o, g, spec.Name, con); err != nil {
+	if err := startMonitor(mon, o, g, spec.Name, con); err != nil {
 		g.close(false)
 		return nil, err
 	}
@@ -334,22 +316,14 @@ func resume(o *options) (*es.Engine, problems.Problem, error) {
 	return eng, p, nil
 }
 
-// budgetPerDim is the default evaluation budget per dimension of a run
-// that has a target or runs CMA-ES, and no -gens: 10⁴·n, the budget of
-// the CEC 2005 benchmark on which IPOP-CMA-ES was published, which CMA-ES
-// without restarts needs a small part of on every unimodal function of
-// esbench's table (at most 1,600·n).
-const budgetPerDim = 10_000
-
 // freshStop is the stopping criteria of a new run before the flags are
 // applied: 100 generations, or with -target or -strategy cma and no -gens
-// none but a budget of budgetPerDim·n evaluations (at least one
-// generation's).
+// none but the default budget (es.DefaultBudget).
 func freshStop(o *options) es.Stop {
 	if o.set["gens"] || !o.set["target"] && o.strategy != string(es.StrategyCMA) {
 		return es.Stop{Generations: o.gens}
 	}
-	return es.Stop{MaxEvals: max(budgetPerDim*o.dim, o.mu, o.lambda)}
+	return es.Stop{MaxEvals: es.DefaultBudget(o.dim, o.mu, o.lambda)}
 }
 
 // stopCriteria returns base with the stopping flags given on the command
@@ -398,16 +372,4 @@ func loadSize(o *options) (int, error) {
 		return 0, usagef("-load-ms %v: %v", o.loadMS, err)
 	}
 	return n, nil
-}
-
-// syncWriter serialises the writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

@@ -108,7 +108,7 @@ func TestHelp(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for _, g := range flagGroups {
-		for _, name := range g.names {
+		for _, name := range g.Names {
 			seen[name]++
 		}
 	}

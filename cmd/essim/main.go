@@ -117,30 +117,30 @@ func newFlagSet(o *options, c *costFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	o.policyList = policyList(sched.Names)
 	fs.Var(&o.policyList, "policy", "policies to compare: `list` of "+strings.Join(sched.Names, ", "))
-	flagx.DurationListVar(fs, &o.grains, "grain", []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second}, time.Microsecond, maxFlagTime, time.Millisecond,
+	flagx.DurationListVar(fs, &o.grains, "grain", []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second}, time.Microsecond, sweep.MaxTime, time.Millisecond,
 		"task grain(s): time of one task on the reference machine (M1), `list`")
-	flagx.DurationListVar(fs, &o.delays, "delay", []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 50 * time.Millisecond}, 0, maxFlagTime, time.Millisecond,
+	flagx.DurationListVar(fs, &o.delays, "delay", []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 50 * time.Millisecond}, 0, sweep.MaxTime, time.Millisecond,
 		"added one-way delay(s) on every link from the master (not to M1), `list`")
 	fs.StringVar(&o.machines, "machines", "lan", "machine set: "+strings.Join(sim.BuiltinSets(), ", ")+", or a set `file` (format: -show-machines)")
-	flagx.IntVar(fs, &o.trials, "trials", 10, 1, maxTrials, "seeded `trials` per setting (averaged)")
-	flagx.IntVar(fs, &o.gens, "gens", 100, 1, maxRunTasks, "ES `generations` (workload es)")
+	flagx.IntVar(fs, &o.trials, "trials", 10, 1, sweep.MaxTrials, "seeded `trials` per setting (averaged)")
+	flagx.IntVar(fs, &o.gens, "gens", 100, 1, sweep.MaxRunTasks, "ES `generations` (workload es)")
 	o.lambdaFlag.n = 70
 	fs.Var(&o.lambdaFlag, "lambda", "offspring per generation: tasks per batch (workload es); `N`, or Fx for F per slot of the set (2x: two per CPU) ("+o.lambdaFlag.Range()+")")
-	flagx.IntVar(fs, &o.mu, "mu", 30, 0, maxBatchTasks, "parents: size `N` of the initial batch, generation 0 (workload es; 0: none)")
+	flagx.IntVar(fs, &o.mu, "mu", 30, 0, sweep.MaxBatchTasks, "parents: size `N` of the initial batch, generation 0 (workload es; 0: none)")
 	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "base `seed` of the trials")
 	fs.StringVar(&o.workload, "workload", "es", "the `workload`: es (generations behind a barrier) or bag (one batch)")
-	flagx.IntVar(fs, &o.tasks, "tasks", 1000, 1, maxBatchTasks, "`tasks` in the bag (workload bag)")
+	flagx.IntVar(fs, &o.tasks, "tasks", 1000, 1, sweep.MaxBatchTasks, "`tasks` in the bag (workload bag)")
 	fs.StringVar(&o.shape, "shape", "uniform", "the `shape` of the bag's task grains: uniform, or mandelbrot (Clop's strips, mean = -grain)")
 	flagx.FloatVar(fs, &o.noise, "noise", 0.1, 0, 2, "`sigma` of log-normal noise on each task's time (0: none)")
 	flagx.IntVar(fs, &o.depth, "depth", 0, 0, sched.MaxDepth, "instances `N` per slot a worker may hold (0: policy default, 1 for wq/rr, 2 for rwq/r3q, 1 for eft: its least)")
 	fs.BoolVar(&o.adaptive, "adaptive", false, "rwq, r3q: size each worker's remote queue from measured round trip and task time (-depth is then the floor)")
 	flagx.IntVar(fs, &o.copies, "copies", 0, 0, sched.MaxCopies, "eft: most live instances `N` of a task, original and replicas (0: 2; 1: no replicas)")
-	flagx.BareDurationVar(fs, &o.engineCost, "engine-cost", 0, 0, maxFlagTime, time.Millisecond, "master's own `time` between generations (selection, mutation)")
+	flagx.BareDurationVar(fs, &o.engineCost, "engine-cost", 0, 0, sweep.MaxTime, time.Millisecond, "master's own `time` between generations (selection, mutation)")
 	fs.Var(&o.slowFlag, "slowdown", "`M@T*F`: machine M runs F times slower from time T on, or M*F from the start (repeatable, e.g. L1@60s*4; as esworker -slowdown F, for one machine of the set; "+o.slowFlag.Range()+")")
-	flagx.BareDurationVar(fs, &c.master, "master-cost", 0, 0, maxFlagTime, time.Millisecond, "override the set's master `time` per message")
-	flagx.BareDurationVar(fs, &c.send, "send-cost", 0, 0, maxFlagTime, time.Millisecond, "override every machine's `time` to send a message")
-	flagx.BareDurationVar(fs, &c.recv, "recv-cost", 0, 0, maxFlagTime, time.Millisecond, "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
-	flagx.IntVar(fs, &o.parallel, "parallel", 0, 0, maxParallel, "`N` simulations run at once (0: GOMAXPROCS)")
+	flagx.BareDurationVar(fs, &c.master, "master-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override the set's master `time` per message")
+	flagx.BareDurationVar(fs, &c.send, "send-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to send a message")
+	flagx.BareDurationVar(fs, &c.recv, "recv-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
+	flagx.IntVar(fs, &o.parallel, "parallel", 0, 0, sweep.MaxParallel, "`N` simulations run at once (0: GOMAXPROCS)")
 	fs.StringVar(&o.csvPath, "csv", "", "write the table as CSV to `file`")
 	fs.StringVar(&o.pngPath, "png", "", "draw stacked bars of compute/sync/comm to PNG `file`")
 	fs.BoolVar(&o.showSet, "show-machines", false, "print the machine set (built-in text, or a summary of a file) and exit")
@@ -288,7 +288,7 @@ func (l *lambdaFlag) String() string {
 func (l *lambdaFlag) Set(v string) error {
 	if f, ok := strings.CutSuffix(v, "x"); ok {
 		x, err := strconv.ParseFloat(f, 64)
-		if err != nil || !(x > 0 && x <= maxPerSlot) {
+		if err != nil || !(x > 0 && x <= sweep.MaxPerSlot) {
 			return l.Refuse(v, fmt.Errorf("must be %s", l.Range()))
 		}
 		l.n, l.perSlot = 1, x
@@ -296,7 +296,7 @@ func (l *lambdaFlag) Set(v string) error {
 		return nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > maxBatchTasks {
+	if err != nil || n < 1 || n > sweep.MaxBatchTasks {
 		return l.Refuse(v, fmt.Errorf("must be %s", l.Range()))
 	}
 	l.n, l.perSlot = n, 0
@@ -306,12 +306,12 @@ func (l *lambdaFlag) Set(v string) error {
 
 // Range is what Set takes.
 func (l *lambdaFlag) Range() string {
-	return fmt.Sprintf("1 to %d, or Fx with F above 0 and up to %.0f", maxBatchTasks, float64(maxPerSlot))
+	return fmt.Sprintf("1 to %d, or Fx with F above 0 and up to %.0f", sweep.MaxBatchTasks, float64(sweep.MaxPerSlot))
 }
 
 // Outside lists values Set refuses.
 func (l *lambdaFlag) Outside() []string {
-	return []string{"NaN", "Inf", "NaNx", "Infx", "0x", "-1x", "1e7x", "0", "-1", strconv.Itoa(maxBatchTasks + 1), "9223372036854775807", "1e300"}
+	return []string{"NaN", "Inf", "NaNx", "Infx", "0x", "-1x", "1e7x", "0", "-1", strconv.Itoa(sweep.MaxBatchTasks + 1), "9223372036854775807", "1e300"}
 }
 
 // slowFlag collects -slowdown M@T*F values.
@@ -334,13 +334,13 @@ func (s *slowFlag) Set(v string) error {
 		if !ok1 || !ok2 || name == "" {
 			return s.Refuse(v, fmt.Errorf("want MACHINE@TIME*FACTOR or MACHINE*FACTOR, got %q", one))
 		}
-		d, err := (&flagx.Duration{Max: maxVirtualTime, Bare: time.Millisecond}).Check(at)
+		d, err := (&flagx.Duration{Max: sweep.MaxVirtualTime, Bare: time.Millisecond}).Check(at)
 		if err != nil {
 			return s.Refuse(v, fmt.Errorf("time %q: %w", at, err))
 		}
 		f, err := strconv.ParseFloat(factor, 64)
-		if err != nil || !(f > 0 && f <= maxSlowdown) {
-			return s.Refuse(v, fmt.Errorf("factor %q must be a number above 0 and up to %.0f", factor, float64(maxSlowdown)))
+		if err != nil || !(f > 0 && f <= sweep.MaxSlowdown) {
+			return s.Refuse(v, fmt.Errorf("factor %q must be a number above 0 and up to %.0f", factor, float64(sweep.MaxSlowdown)))
 		}
 		s.list = append(s.list, sim.Slowdown{Machine: name, At: d, Factor: f})
 	}
@@ -350,7 +350,7 @@ func (s *slowFlag) Set(v string) error {
 
 // Range is what Set takes.
 func (s *slowFlag) Range() string {
-	return fmt.Sprintf("T up to %s, F above 0 and up to %.0f", flagx.FormatDuration(maxVirtualTime), float64(maxSlowdown))
+	return fmt.Sprintf("T up to %s, F above 0 and up to %.0f", flagx.FormatDuration(sweep.MaxVirtualTime), float64(sweep.MaxSlowdown))
 }
 
 // Outside lists values Set refuses.
@@ -424,14 +424,6 @@ func runSweep(ctx context.Context, o *options, stdout io.Writer) error {
 			return err
 		}
 	}
-	var tasks, inst, events int
-	for _, s := range res.Sums {
-		tasks += s.Tasks
-		inst += s.Instances
-		events += s.Events
-	}
-	sec := elapsed.Seconds()
-	fmt.Fprintf(stdout, "\nsimulated %d runs, %d tasks (%d instances, %d events) in %.2f s real: %.0f tasks/s, %.0f events/s\n",
-		len(res.Sums)*o.trials, tasks, inst, events, sec, float64(tasks)/sec, float64(events)/sec)
+	res.PrintSpeed(stdout, elapsed)
 	return nil
 }

@@ -12,13 +12,7 @@ import (
 // process's) on addr until ctx is done.
 func serveMetrics(ctx context.Context, addr string, a *worker.Agent, log *slog.Logger) (string, <-chan struct{}, error) {
 	reg := metrics.NewRegistry()
-	if err := reg.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState {
-		act := a.Activity()
-		return metrics.AgentState{
-			Slots: act.Slots, Connected: act.Connected, Held: act.Held, Running: act.Running,
-			Finished: act.Finished, Cancelled: act.Cancelled, Failed: act.Failed, Busy: act.Busy, Session: act.Session,
-		}
-	})); err != nil {
+	if err := reg.Register(metrics.NewAgent(a.Name(), func() metrics.AgentState { return metrics.AgentState(a.Activity()) })); err != nil {
 		return "", nil, err
 	}
 	return metrics.Serve(ctx, addr, reg, log, nil)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/worker"
 )
 
@@ -41,7 +42,7 @@ func (o *relayOptions) check() error {
 		}
 		return nil
 	}
-	if err := checkHostPort(o.addr, 0); err != nil {
+	if err := flagx.CheckHostPort(o.addr, 0); err != nil {
 		return usagef("-relay %q: %v", o.addr, err)
 	}
 	return nil
@@ -54,7 +55,7 @@ func checkMasters(list string) error {
 		if a = strings.TrimSpace(a); a == "" {
 			continue
 		}
-		if err := checkHostPort(a, 1); err != nil {
+		if err := flagx.CheckHostPort(a, 1); err != nil {
 			return usagef("-master %q: %v", a, err)
 		}
 		n++
@@ -79,7 +80,7 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 	if o.name == "" {
 		o.name = worker.DefaultName() // the agent behind it has the same name: one machine, one member
 	}
-	r, err := worker.StartRelay(ctx, worker.RelayConfig{Listen: o.relay.addr, Master: o.master, Join: joinAddrs(o.join),
+	r, err := worker.StartRelay(ctx, worker.RelayConfig{Listen: o.relay.addr, Master: o.master, Join: flagx.HostPorts(o.join, grid.DefaultGossipPort),
 		Gossip: o.gossip, Key: key, Name: o.name, Once: o.once, Logger: log})
 	if err != nil {
 		return nil, err

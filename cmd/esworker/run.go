@@ -154,7 +154,7 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-metrics-linger needs -metrics")
 	}
 	if o.metrics != "" {
-		if err := checkHostPort(o.metrics, 0); err != nil {
+		if err := flagx.CheckHostPort(o.metrics, 0); err != nil {
 			return nil, usagef("-metrics %q: %v", o.metrics, err)
 		}
 	}
@@ -168,11 +168,11 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if o.gossip == "" {
 		o.gossip = anyGossip
-		if allLoopback(joinAddrs(o.join)) && allLoopback(strings.Split(o.master, ",")) {
+		if flagx.AllLoopback(flagx.HostPorts(o.join, grid.DefaultGossipPort)) && flagx.AllLoopback(strings.Split(o.master, ",")) {
 			o.gossip = loopbackGossip
 		}
 	}
-	if err := checkHostPort(o.gossip, 0); err != nil {
+	if err := flagx.CheckHostPort(o.gossip, 0); err != nil {
 		return nil, usagef("-gossip %q: %v", o.gossip, err)
 	}
 	if host, _, _ := net.SplitHostPort(o.gossip); host != "" && net.ParseIP(host) == nil {
@@ -180,12 +180,12 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-gossip %q: the host must be an IP address, such as 0.0.0.0", o.gossip)
 	}
 	if o.join != "" {
-		addrs := joinAddrs(o.join)
+		addrs := flagx.HostPorts(o.join, grid.DefaultGossipPort)
 		if len(addrs) == 0 {
 			return nil, usagef("-join %q names no address", o.join)
 		}
 		for _, a := range addrs {
-			if err := checkHostPort(a, 1); err != nil {
+			if err := flagx.CheckHostPort(a, 1); err != nil {
 				return nil, usagef("-join %q: %v", a, err)
 			}
 		}
@@ -213,53 +213,6 @@ const (
 // example prometheus.yml's 5 s scrape intervals, so that one scrape of
 // the final counts succeeds even when another is lost.
 const DefaultMetricsLinger = 15 * time.Second
-
-// checkHostPort accepts HOST:PORT with a numeric port of at least
-// minPort (1 where the port is dialled, 0 where 0 means any free port).
-func checkHostPort(addr string, minPort int) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < minPort || n > 65535 {
-		return fmt.Errorf("port %q is not a number in [%d, 65535]", port, minPort)
-	}
-	return nil
-}
-
-// allLoopback says whether every address of addrs (HOST:PORT, or empty)
-// is on this machine: localhost or a loopback IP.
-func allLoopback(addrs []string) bool {
-	for _, a := range addrs {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
-		host, _, err := net.SplitHostPort(a)
-		if err != nil {
-			return false
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return false
-		}
-	}
-	return true
-}
-
-// joinAddrs splits -join and gives a bare host the default gossip port.
-func joinAddrs(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			a = net.JoinHostPort(strings.Trim(a, "[]"), strconv.Itoa(grid.DefaultGossipPort))
-		}
-		out = append(out, a)
-	}
-	return out
-}
 
 func printUsage(w io.Writer) {
 	fs := newFlagSet(&options{})
@@ -349,7 +302,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	}
 	agent, err := worker.New(worker.Config{
 		Master:      o.master,
-		Join:        joinAddrs(o.join),
+		Join:        flagx.HostPorts(o.join, grid.DefaultGossipPort),
 		GossipBind:  o.gossip,
 		Key:         key,
 		Name:        o.name,

@@ -57,14 +57,6 @@ func TestBadCommandLines(t *testing.T) {
 	}
 }
 
-func TestJoinAddrs(t *testing.T) {
-	got := joinAddrs("a, b:1,[::1],")
-	want := []string{"a:7946", "b:1", "[::1]:7946"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("joinAddrs = %v, want %v", got, want)
-	}
-}
-
 // syncBuffer is a log sink safe for concurrent use.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -1,7 +1,9 @@
 package flagx
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -79,4 +81,50 @@ func canonical(path string) string {
 		return filepath.Join(dir, filepath.Base(abs))
 	}
 	return abs
+}
+
+// CheckWritable refuses, before any work, a file a command is to write
+// that it cannot: there is no directory to write it in, or it is a
+// directory. What names it ("-report").
+func CheckWritable(what, path string) error {
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s %s: there is no directory %s to write it in", what, path, dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s %s is a directory", what, path)
+	}
+	return nil
+}
+
+// Exists says whether path names anything at all (a dangling symbolic
+// link included: writing through it would create a file elsewhere). Its
+// error does not repeat the path.
+func Exists(path string) (bool, error) {
+	_, err := os.Lstat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is in the message already
+	}
+	return false, err
+}
+
+// FirstRegular is the first of paths that is a regular file now, or ""
+// (empty paths skipped).
+func FirstRegular(paths ...string) string {
+	for _, path := range paths {
+		if path == "" {
+			continue
+		}
+		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+			return path
+		}
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -194,3 +195,26 @@ func (c *Catalog) Len() int {
 // ErrNotListed is returned for a problem name that is neither built in
 // nor listed.
 var ErrNotListed = errors.New("neither a built-in problem nor a listed plugin")
+
+// Start starts the listed plugin name (Open) for dimension dim (0: any
+// its hello accepts) with up to procs processes. Its error names the
+// entry, NAME=PATH.
+func (c *Catalog) Start(ctx context.Context, name string, dim, procs int) (*Problem, error) {
+	e, ok := c.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("plugin %q is not listed", name)
+	}
+	p, err := Open(ctx, Config{Name: e.Name, Path: e.Path, Dim: dim, Procs: procs})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e, err)
+	}
+	return p, nil
+}
+
+// DeclaresNonFinite says p is a plugin problem (or wraps one, with its
+// Hello) whose hello declares NaN and ±Inf its answers (NonFinite), so
+// that the master takes them (grid.ProblemSpec.NonFinite).
+func DeclaresNonFinite(p problems.Problem) bool {
+	h, ok := p.(interface{ Hello() Hello })
+	return ok && h.Hello().NonFinite
+}

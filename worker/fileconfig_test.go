@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/esgrid/esgrid/problems/plugin"
+)
+
+// ApplyFlags sets each flag the file gives unless the command line set
+// it, numbers through the flag's own parsing; PluginEntries lists the
+// file's plugins in name order, less the command line's.
+func TestFileConfigApplyFlags(t *testing.T) {
+	slots, port, once, share := 4, 7949, true, 0.5
+	c := &FileConfig{Join: AddrList{"m1:7946", "m2"}, Master: "m:1", Name: "file-name", Slots: &slots, ChildPort: &port,
+		Once: &once, MemShare: &share, IdleTimeout: "5m", Plugins: map[string]string{"b": "/b", "a": "/a", "c": "/c"}}
+	fs := flag.NewFlagSet("esworker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	join, master, name, gossip := fs.String("join", "", ""), fs.String("master", "", ""), fs.String("name", "", ""), fs.String("gossip", "", "")
+	nslots, nport := fs.Int("slots", 0, ""), fs.Int("child-port", 0, "")
+	bonce, mem := fs.Bool("once", false, ""), fs.Float64("mem-share", 0, "")
+	idle := fs.Duration("idle-timeout", 0, "")
+	if err := fs.Parse([]string{"-name", "cli-name"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyFlags(fs); err != nil {
+		t.Fatal(err)
+	}
+	if *join != "m1:7946,m2" || *master != "m:1" || *name != "cli-name" || *gossip != "" || *nslots != 4 || *nport != 7949 ||
+		!*bonce || *mem != 0.5 || idle.String() != "5m0s" {
+		t.Errorf("join %q master %q name %q gossip %q slots %d port %d once %v mem %v idle %v",
+			*join, *master, *name, *gossip, *nslots, *nport, *bonce, *mem, *idle)
+	}
+	es, err := c.PluginEntries(func(n string) bool { return n == "b" })
+	if err != nil || len(es) != 2 || es[0] != (plugin.Entry{Name: "a", Path: "/a"}) || es[1] != (plugin.Entry{Name: "c", Path: "/c"}) {
+		t.Errorf("plugins %v, %v", es, err)
+	}
+}
+
+// A value its flag refuses is an error naming the file's key and value.
+func TestFileConfigApplyFlagsBadValue(t *testing.T) {
+	c := &FileConfig{IdleTimeout: "soon"}
+	fs := flag.NewFlagSet("esworker", flag.ContinueOnError)
+	fs.Duration("idle-timeout", 0, "")
+	if err := c.ApplyFlags(fs); err == nil || !strings.HasPrefix(err.Error(), "idle_timeout soon: ") {
+		t.Errorf("%v, want idle_timeout soon: …", err)
+	}
+	if _, err := (&FileConfig{Plugins: map[string]string{"bad name": "/x"}}).PluginEntries(func(string) bool { return false }); err == nil {
+		t.Error("an invalid plugin name accepted")
+	}
+}
