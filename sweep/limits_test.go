@@ -22,12 +22,12 @@ func TestCheckLimits(t *testing.T) {
 	if err := base().CheckLimits(nil); err != nil {
 		t.Fatalf("a small sweep: %v", err)
 	}
-	names := map[string]string{"Lambda": "-lambda", "Gens": "-gens", "Mu": "-mu", "Grains": "-gran", "Policies": "-policy"}
+	names := map[string]string{"Lambda": "-lambda", "Gens": "-gens", "Mu": "-mu", "Grains": "-grain", "Policies": "-policy"}
 	for _, tt := range []struct {
 		edit func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Grains = []time.Duration{2 * time.Hour} }, "-gran: 2h0m0s is longer than 1h0m0s"},
+		{func(c *Config) { c.Grains = []time.Duration{2 * time.Hour} }, "-grain: 2h0m0s is longer than 1h0m0s"},
 		{func(c *Config) { c.EngineCost = 2 * time.Hour }, "EngineCost: 2h0m0s is longer than 1h0m0s"},
 		{func(c *Config) { c.Slowdowns = []sim.Slowdown{{Machine: "M1", Factor: 1e7}} }, "Slowdowns M1: factor 1e+07 is larger than 1e+06"},
 		{func(c *Config) { c.Lambda = MaxBatchTasks + 1 }, "-lambda must be at most 1000000, got 1000001"},

@@ -3,7 +3,7 @@ package main
 // fieldFlags names sweep.Config's fields as essim's flags, for the
 // messages of sweep.Config.CheckLimits.
 var fieldFlags = map[string]string{
-	"Grains": "-gran", "Delays": "-delay", "EngineCost": "-engine-cost", "Slowdowns": "-slowdown",
+	"Grains": "-grain", "Delays": "-delay", "EngineCost": "-engine-cost", "Slowdowns": "-slowdown",
 	"Lambda": "-lambda", "Mu": "-mu", "Gens": "-gens", "Tasks": "-tasks", "Policies": "-policy",
 	"Set": "-machines", "Trials": "-trials", "Parallel": "-parallel",
 }
