@@ -314,7 +314,8 @@ const measureWithin = 3
 // start, always answer and reach the master directly, in runs with one
 // master, unverified, whose generations each have a task for every slot
 // (a smaller one may leave a worker out, which says nothing of its
-// measurement).
+// measurement); each from when it first could have work, over windows
+// long enough for two of its tasks.
 func unmeasured(sc Scenario, out *Outcome) []string {
 	slots := 0
 	for _, w := range sc.Workers {
@@ -341,8 +342,17 @@ func unmeasured(sc Scenario, out *Outcome) []string {
 			continue
 		}
 		began := out.Began[w.Name]
+		ready, ok := out.Ready[w.Name]
+		if !ok {
+			continue // never in a session (its handshakes outlasted the run): nothing to measure
+		}
 		for i := 0; i+measureWithin <= len(spans); i++ {
 			from, to := spans[i].from, spans[i+measureWithin-1].to
+			if from < ready || to-from < 2*w.Task {
+				// Before it could have work, or too short a window for
+				// a task of its own to end and another to begin.
+				continue
+			}
 			if !slices.ContainsFunc(began, func(t time.Duration) bool { return t >= from && t < to }) {
 				bad = append(bad, fmt.Sprintf("%s (generations %d–%d)", w.Name, i+1, i+measureWithin))
 				break

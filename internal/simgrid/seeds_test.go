@@ -81,6 +81,9 @@ var fixedSeeds = []struct {
 		"for ever (a child that returns none of its tasks for a deadline is cut off as lost now)"},
 	{4, "a worker that answers NaN to everything (issue 26): every task it took failed and was " +
 		"retried, for ever; it is set aside after MaxFailures failures in a row now"},
+	{10359, "a false alarm of the check itself: a worker 25 ms away, whose handshake outlasted the " +
+		"56 ms run, was found 'unmeasured'; the check counts a worker from when it first could " +
+		"have work, over windows long enough for two of its tasks"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.

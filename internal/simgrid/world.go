@@ -78,6 +78,9 @@ type Outcome struct {
 	// batches began.
 	Began   map[string][]time.Duration
 	BatchAt [][]time.Duration
+	// Ready is, per worker name, when it first had a session's problem
+	// built: the first time a master could give it work.
+	Ready map[string]time.Duration
 }
 
 // world is one simulated run in progress.
@@ -103,6 +106,7 @@ type world struct {
 func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
 	w := &world{sc: sc, net: NewNetwork(sc.Seed), live: map[string]*worker.Agent{}, start: time.Now()}
 	w.out.Began = map[string][]time.Duration{}
+	w.out.Ready = map[string]time.Duration{}
 	start := w.start
 	w.log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
@@ -495,6 +499,11 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 		if err != nil {
 			return nil, err
 		}
+		w.mu.Lock()
+		if _, ok := w.out.Ready[ws.Name]; !ok {
+			w.out.Ready[ws.Name] = time.Since(w.start)
+		}
+		w.mu.Unlock()
 		began := func() {
 			w.mu.Lock()
 			w.out.Began[ws.Name] = append(w.out.Began[ws.Name], time.Since(w.start))
