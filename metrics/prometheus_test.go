@@ -544,33 +544,44 @@ func exported(t *testing.T, ctx context.Context, page, series string) float64 {
 
 // queryScalar runs an instant PromQL query and returns its single value.
 func queryScalar(ctx context.Context, api, query string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", api+"/api/v1/query?query="+url.QueryEscape(query), nil)
-	if err != nil {
+	var data struct {
+		Result []struct {
+			Value [2]any `json:"value"`
+		} `json:"result"`
+	}
+	if err := apiGet(ctx, api, "/api/v1/query?query="+url.QueryEscape(query), &data); err != nil {
 		return 0, err
+	}
+	if len(data.Result) != 1 {
+		return 0, fmt.Errorf("%d series, want 1", len(data.Result))
+	}
+	s, _ := data.Result[0].Value[1].(string)
+	return strconv.ParseFloat(s, 64)
+}
+
+// apiGet asks Prometheus's HTTP API for path (with its query) and decodes
+// the answer's data into data; an answer that is not a success is an
+// error that gives Prometheus's reason.
+func apiGet(ctx context.Context, api, path string, data any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", api+path, nil)
+	if err != nil {
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer resp.Body.Close()
 	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Value [2]any `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
 	}
-	if err := json.NewDecoder(bufio.NewReader(resp.Body)).Decode(&r); err != nil {
-		return 0, err
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return err
 	}
 	if r.Status != "success" {
-		return 0, fmt.Errorf("query failed: %s", r.Error)
+		return fmt.Errorf("query failed: %s", r.Error)
 	}
-	if len(r.Data.Result) != 1 {
-		return 0, fmt.Errorf("%d series, want 1", len(r.Data.Result))
-	}
-	s, _ := r.Data.Result[0].Value[1].(string)
-	return strconv.ParseFloat(s, 64)
+	return json.Unmarshal(r.Data, data)
 }
