@@ -2,53 +2,41 @@ package calibrate
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/esgrid/esgrid/calibrate/calibratetest"
 	"github.com/esgrid/esgrid/grid"
-	"github.com/esgrid/esgrid/sched/plan"
 )
 
-// knownCalibration is a calibration of two fast machines and a slow one
-// (30 times slower) whose times follow a known N–T model.
-func knownCalibration() *plan.Calibration {
-	truth := plan.Cubic{0.002, 1e-6, 2e-9, 5e-11}
-	cal := &plan.Calibration{Version: plan.CalibrationVersion, Source: "test", Machines: []plan.Machine{
-		{Name: "fast-1", Group: "fast", CPUs: 2}, {Name: "fast-2", Group: "fast", CPUs: 2}, {Name: "slow-1", Group: "slow", CPUs: 2},
-	}}
-	add := func(g, w string, n, p, m int, x float64) {
-		cal.Samples = append(cal.Samples, plan.Sample{Group: g, Worker: w, N: n, P: p, M: m, Exec: x, Count: 3})
-	}
-	for _, n := range []int{100, 200, 400, 800, 1600, 3200} {
-		for _, m := range []int{1, 2} {
-			t1 := truth.At(float64(n)) * (1 + 0.1*float64(m-1))
-			add("fast", "fast-1", n, m, m, t1)
-			add("slow", "slow-1", n, m, m, 30*t1)
-			for _, p := range []int{m + 1, m + 2, m + 4, m + 6} {
-				add("fast", "fast-2", n, p, m, t1*(1+0.08*float64(p)))
-			}
-		}
-	}
-	return cal
-}
-
-// Search sets the slow machine aside in the plan it returns, prints the
-// models when asked, and the size a task time stands for; WriteJSON
-// writes the plan as a file grid.ReadPlan reads.
+// Search sets the slow machine aside in the plan it returns, with more
+// slots for the fast ones, a task-time prior and a predicted gain over
+// the baseline; it prints the comparison with the baseline, the models
+// when asked, and the size a task time stands for, and refuses a task
+// time outside what was measured; WriteJSON writes the plan as a file
+// grid.ReadPlan reads.
 func TestSearch(t *testing.T) {
-	cal := knownCalibration()
+	cal := calibratetest.Known()
 	var out bytes.Buffer
 	p, err := Search(&out, cal, Request{N: 1600, Tasks: 70, Policy: "r3q", Top: 5, Models: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slow, ok := p.SlotsFor("slow-1"); !ok || slow != 0 {
-		t.Errorf("slow-1 gets %d slots (%v); want it set aside", slow, ok)
+	fast, _ := p.SlotsFor("fast-1")
+	if slow, ok := p.SlotsFor("slow-1"); !ok || slow != 0 || fast < 2 {
+		t.Errorf("fast-1 gets %d slots, slow-1 %d (%v); want the slow one set aside", fast, slow, ok)
 	}
-	if !strings.Contains(out.String(), "fast") || !strings.Contains(out.String(), "base") {
-		t.Errorf("printed:\n%s", out.String())
+	if d, ok := p.ExecFor("fast-1", 1600); !ok || d <= 0 {
+		t.Errorf("no task-time prior for fast-1: %v %v", d, ok)
+	}
+	if p.BaselineBatch <= p.PredictedBatch || p.PredictedGainPc <= 0 {
+		t.Errorf("plan predicts %+v", p)
+	}
+	if !strings.Contains(out.String(), "faster") || !strings.Contains(out.String(), "base") {
+		t.Errorf("no comparison with the baseline:\n%s", out.String())
 	}
 	path := filepath.Join(t.TempDir(), "plan.json")
 	if err := WriteJSON(path, p, nil); err != nil {
@@ -67,5 +55,8 @@ func TestSearch(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "tasks of 100 ms on group fast alone with 1 slot: N = ") {
 		t.Errorf("TaskMS 100:\n%s", out.String())
+	}
+	if _, err := Search(io.Discard, cal, Request{TaskMS: 1e6, Tasks: 70, Policy: "wq", Top: 1}); err == nil || !strings.Contains(err.Error(), "outside the measured range") {
+		t.Errorf("TaskMS 1e6: %v, want outside the measured range", err)
 	}
 }

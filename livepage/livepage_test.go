@@ -3,8 +3,6 @@ package livepage
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -148,25 +146,7 @@ func TestLivePageHandler(t *testing.T) {
 	l := New("wq", "ridge")
 	srv := httptest.NewServer(l.Handler())
 	defer srv.Close()
-	get := func(method, path string) (*http.Response, string) {
-		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(b)
-	}
-
-	resp, page := get("GET", "/")
+	resp, page := request(t, "GET", srv.URL+"/")
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
 		resp.Header.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(page, "status.json") {
 		t.Errorf("GET /: %s, headers %v", resp.Status, resp.Header)
@@ -181,7 +161,7 @@ func TestLivePageHandler(t *testing.T) {
 		t.Error("the page's CSS loads something")
 	}
 
-	resp, body := get("GET", "/status.json")
+	resp, body := request(t, "GET", srv.URL+"/status.json")
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" ||
 		resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("GET /status.json: %s, headers %v", resp.Status, resp.Header)
@@ -195,7 +175,7 @@ func TestLivePageHandler(t *testing.T) {
 		method, path string
 		code         int
 	}{{"POST", "/", 405}, {"PUT", "/status.json", 405}, {"GET", "/other", 404}, {"HEAD", "/", 200}} {
-		if resp, _ := get(c.method, c.path); resp.StatusCode != c.code {
+		if resp, _ := request(t, c.method, srv.URL+c.path); resp.StatusCode != c.code {
 			t.Errorf("%s %s: %s, want %d", c.method, c.path, resp.Status, c.code)
 		}
 	}

@@ -97,9 +97,22 @@ func TestMonitorServesGrid(t *testing.T) {
 	}
 }
 
+// get is the body of a GET of url.
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	_, body := request(t, "GET", url)
+	return body
+}
+
+// request makes a request of method to url and returns the response and
+// its body, read whole.
+func request(t *testing.T, method, url string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +121,5 @@ func get(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return resp, string(b)
 }

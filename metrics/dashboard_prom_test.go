@@ -2,10 +2,8 @@ package metrics
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -57,31 +55,15 @@ func checkDashboard(t *testing.T, ctx context.Context, api string, vars map[stri
 func queryRange(ctx context.Context, api, query string, from, to time.Time) (series int, finite bool, err error) {
 	from = to.Add(-to.Sub(from).Truncate(time.Second) - time.Second)
 	v := url.Values{"query": {query}, "start": {ts(from)}, "end": {ts(to)}, "step": {"1"}}
-	req, err := http.NewRequestWithContext(ctx, "GET", api+"/api/v1/query_range?"+v.Encode(), nil)
-	if err != nil {
+	var data struct {
+		Result []struct {
+			Values [][2]any `json:"values"`
+		} `json:"result"`
+	}
+	if err := apiGet(ctx, api, "/api/v1/query_range?"+v.Encode(), &data); err != nil {
 		return 0, false, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, false, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Values [][2]any `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return 0, false, err
-	}
-	if r.Status != "success" {
-		return 0, false, fmt.Errorf("query failed: %s", r.Error)
-	}
-	for _, s := range r.Data.Result {
+	for _, s := range data.Result {
 		for _, p := range s.Values {
 			str, _ := p[1].(string)
 			if f, err := strconv.ParseFloat(str, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
@@ -89,7 +71,7 @@ func queryRange(ctx context.Context, api, query string, from, to time.Time) (ser
 			}
 		}
 	}
-	return len(r.Data.Result), finite, nil
+	return len(data.Result), finite, nil
 }
 
 func ts(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
@@ -99,25 +81,7 @@ func ts(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/
 // variable asks it.
 func labelValues(ctx context.Context, api, label, match string, from, to time.Time) ([]string, error) {
 	v := url.Values{"match[]": {match}, "start": {ts(from)}, "end": {ts(to)}}
-	req, err := http.NewRequestWithContext(ctx, "GET", api+"/api/v1/label/"+label+"/values?"+v.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string   `json:"status"`
-		Error  string   `json:"error"`
-		Data   []string `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, err
-	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("label values: %s", r.Error)
-	}
-	return r.Data, nil
+	var values []string
+	err := apiGet(ctx, api, "/api/v1/label/"+label+"/values?"+v.Encode(), &values)
+	return values, err
 }

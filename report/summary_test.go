@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"image"
 	"image/color"
 	"image/png"
 	"os"
@@ -74,18 +75,7 @@ func TestSummaryAndPicture(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)
 		}
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b := img.Bounds(); b.Dx() != 900 || b.Dy() != 1100 {
-		t.Fatalf("picture is %v, want 900×1100", b)
-	}
+	img := readPNG(t, out, 900, 1100)
 	// Not blank: many pixels that are not the background, in several
 	// colours (the three parts of the bars, the two lines).
 	colours := map[color.RGBA]int{}
@@ -109,4 +99,22 @@ func TestSummaryAndPicture(t *testing.T) {
 			t.Errorf("colour %v not drawn", want)
 		}
 	}
+}
+
+// readPNG decodes the PNG file at path, which must be w×h pixels.
+func readPNG(t *testing.T, path string, w, h int) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("picture is %v, want %d×%d", b, w, h)
+	}
+	return img
 }

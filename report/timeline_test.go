@@ -6,7 +6,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"image/color"
-	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -148,18 +147,7 @@ func TestPicturesOfARealRun(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 
-	f, err := os.Open(pngPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b := img.Bounds(); b.Dx() != 1000 || b.Dy() != 1800 {
-		t.Fatalf("picture is %v, want 1000×1800", b)
-	}
+	img := readPNG(t, pngPath, 1000, 1800)
 	drawn := map[color.RGBA]bool{}
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/cputime"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -399,11 +400,11 @@ func (s *session) execute(ctx context.Context, rt *runningTask) {
 		// The evaluation's CPU time is its thread's only while it keeps
 		// the thread.
 		runtime.LockOSThread()
-		cpu0, ok0 = threadCPU()
+		cpu0, ok0 = cputime.Thread()
 	}
 	f, err := evaluate(ctx, s.problem, rt.task.X)
 	if locked {
-		cpu1, ok1 = threadCPU()
+		cpu1, ok1 = cputime.Thread()
 		runtime.UnlockOSThread()
 	}
 	byCPU := ok0 && ok1

@@ -3,11 +3,11 @@ package worker
 import (
 	"context"
 	"io"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/cputime"
 	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/problems"
 )
@@ -42,38 +42,16 @@ type spinProblem struct{ cpu time.Duration }
 func (spinProblem) Name() string                   { return "spin" }
 func (spinProblem) Bounds() (lower, upper float64) { return 0, 1 }
 func (p spinProblem) Eval(ctx context.Context, x []float64) (float64, error) {
-	c0, ok := threadCPU()
+	c0, ok := cputime.Thread()
 	if !ok {
 		time.Sleep(p.cpu)
 		return x[0], nil
 	}
 	for {
-		c, _ := threadCPU()
+		c, _ := cputime.Thread()
 		if c-c0 >= p.cpu || ctx.Err() != nil {
 			return x[0], ctx.Err()
 		}
-	}
-}
-
-func TestThreadCPUCountsComputeNotWaits(t *testing.T) {
-	if _, ok := threadCPU(); !ok {
-		t.Skip("this system cannot tell a thread's CPU time")
-	}
-	// On one thread throughout: a goroutine that wakes on another thread
-	// would read that thread's CPU time, whatever it ran before.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	c0, _ := threadCPU()
-	spinProblem{10 * time.Millisecond}.Eval(t.Context(), []float64{0})
-	c1, _ := threadCPU()
-	if c1-c0 < 10*time.Millisecond {
-		t.Errorf("a 10 ms spin advanced the thread's CPU time by %v", c1-c0)
-	}
-	// A goroutine that sleeps uses no CPU while it sleeps.
-	time.Sleep(50 * time.Millisecond)
-	c2, _ := threadCPU()
-	if c2 >= c1+50*time.Millisecond {
-		t.Errorf("a 50 ms sleep advanced the thread's CPU time by %v", c2-c1)
 	}
 }
 
@@ -82,7 +60,7 @@ func TestThreadCPUCountsComputeNotWaits(t *testing.T) {
 // the cores.
 func TestAgentSlowdownByCPU(t *testing.T) {
 	leaktest.Check(t)
-	if _, ok := threadCPU(); !ok {
+	if _, ok := cputime.Thread(); !ok {
 		t.Skip("this system cannot tell a thread's CPU time")
 	}
 	key, _ := grid.NewKey(testSecret)

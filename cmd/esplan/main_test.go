@@ -8,68 +8,38 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/esgrid/esgrid/calibrate/calibratetest"
 	"github.com/esgrid/esgrid/grid"
-	"github.com/esgrid/esgrid/sched/plan"
 )
 
-func writeFile(t *testing.T, name string, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
+// esplan plan reads -cal, plans for -lu and -tasks and writes the plan
+// file -o names, one that the master and esworker read; -load-ms plans
+// for a task time, and one outside what was measured exits 1. What the
+// plan is, calibrate's TestSearch checks.
+func TestPlanCommand(t *testing.T) {
+	b, err := json.Marshal(calibratetest.Known())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	calPath := filepath.Join(t.TempDir(), "cal.json")
+	if err := os.WriteFile(calPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return p
-}
-
-// esplan plan on a calibration with known models: the slow machine is
-// left out, the fast ones get more slots than it, and the plan file is
-// one that the master and esworker read.
-func TestPlanCommand(t *testing.T) {
-	truth := plan.Cubic{0.002, 1e-6, 2e-9, 5e-11}
-	cal := &plan.Calibration{Version: plan.CalibrationVersion, Source: "test", Machines: []plan.Machine{
-		{Name: "fast-1", Group: "fast", CPUs: 2}, {Name: "fast-2", Group: "fast", CPUs: 2}, {Name: "slow-1", Group: "slow", CPUs: 2},
-	}}
-	add := func(g, w string, n, p, m int, x float64) {
-		cal.Samples = append(cal.Samples, plan.Sample{Group: g, Worker: w, N: n, P: p, M: m, Exec: x, Count: 3})
-	}
-	for _, n := range []int{100, 200, 400, 800, 1600, 3200} {
-		for _, m := range []int{1, 2} {
-			t1 := truth.At(float64(n)) * (1 + 0.1*float64(m-1))
-			add("fast", "fast-1", n, m, m, t1)
-			add("slow", "slow-1", n, m, m, 30*t1)
-			for _, p := range []int{m + 1, m + 2, m + 4, m + 6} {
-				add("fast", "fast-2", n, p, m, t1*(1+0.08*float64(p)))
-			}
-		}
-	}
-	calPath := writeFile(t, "cal.json", cal)
 	out := filepath.Join(t.TempDir(), "plan.json")
 	var stdout, stderr bytes.Buffer
 	if code := run(t.Context(), []string{"plan", "-cal", calPath, "-lu", "1600", "-tasks", "70", "-o", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 	t.Log(stdout.String())
-	if !strings.Contains(stdout.String(), "faster") || !strings.Contains(stdout.String(), "base") {
-		t.Errorf("no comparison with the baseline:\n%s", stdout.String())
+	if !strings.Contains(stdout.String(), "plan written to "+out) {
+		t.Errorf("no line naming the plan file:\n%s", stdout.String())
 	}
 	p, err := grid.ReadPlan(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, _ := p.SlotsFor("fast-1")
-	slow, ok := p.SlotsFor("slow-1")
-	if !ok || slow != 0 || fast < 2 {
-		t.Errorf("plan gives fast-1 %d and slow-1 %d slots; want the slow one set aside:\n%s", fast, slow, stdout.String())
-	}
-	if d, ok := p.ExecFor("fast-1", 1600); !ok || d <= 0 {
-		t.Errorf("no task-time prior for fast-1: %v %v", d, ok)
-	}
-	if p.BaselineBatch <= p.PredictedBatch || p.PredictedGainPc <= 0 {
-		t.Errorf("plan predicts %+v", p)
+	if slow, ok := p.SlotsFor("slow-1"); !ok || slow != 0 {
+		t.Errorf("plan gives slow-1 %d slots (%v); want the slow one set aside:\n%s", slow, ok, stdout.String())
 	}
 	// -load-ms picks the size from the fastest group alone.
 	stdout.Reset()
@@ -77,7 +47,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Fatalf("-load-ms: exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "on group fast alone with 1 slot: N = ") {
-		t.Errorf("-task-ms:\n%s", stdout.String())
+		t.Errorf("-load-ms:\n%s", stdout.String())
 	}
 	// Outside what was measured, -load-ms refuses.
 	stderr.Reset()

@@ -161,26 +161,11 @@ func TestCMAOnAgentsEqualsInProcess(t *testing.T) {
 		Problem: "rastrigin", Strategy: es.StrategyCMA, Lambda: 20, Dim: 8, Lower: -5.12, Upper: 5.12, Seed: 7,
 		Stop: es.Stop{Generations: 6},
 	}
-	run := func(ev es.Evaluator) (stats []es.Stats, best es.Individual) {
-		e, err := es.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		if _, err := e.Run(ctx, ev, es.RunOptions{OnGeneration: func(s es.Stats) error {
-			stats = append(stats, s)
-			return nil
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		return stats, e.Best()
-	}
 	p, err := worker.BuildProblem(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, wantBest := run(problems.NewPool(p, 2))
+	want, ref := runEngine(t, cfg, problems.NewPool(p, 2))
 
 	c := newCluster(t, "r3q")
 	for i, slow := range []float64{1, 2, 4} {
@@ -191,11 +176,9 @@ func TestCMAOnAgentsEqualsInProcess(t *testing.T) {
 	if err := c.master.WaitWorkers(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	got, gotBest := run(c.master)
+	got, e := runEngine(t, cfg, c.master)
 	compare(t, got, want)
-	if math.Float64bits(gotBest.F) != math.Float64bits(wantBest.F) || !slices.Equal(gotBest.X, wantBest.X) {
-		t.Fatalf("best %v on the grid, %v in process", gotBest.F, wantBest.F)
-	}
+	sameBest(t, e.Best(), ref.Best())
 }
 
 // CMA-ES with BIPOP restarts driven through the master equals its run in
@@ -206,28 +189,12 @@ func TestCMARestartsOnAgentsEqualsInProcess(t *testing.T) {
 		Problem: "rastrigin", Strategy: es.StrategyCMA, Restarts: es.RestartBIPOP, Dim: 8, Lower: -5.12, Upper: 5.12, Seed: 3,
 		Stop: es.Stop{MaxEvals: 9000},
 	}
-	run := func(ev es.Evaluator) (stats []es.Stats, best es.Individual, restarts int) {
-		e, err := es.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
-		if _, err := e.Run(ctx, ev, es.RunOptions{OnGeneration: func(s es.Stats) error {
-			stats = append(stats, s)
-			return nil
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		restarts, _ = e.Restarts()
-		return stats, e.Best(), restarts
-	}
 	p, err := worker.BuildProblem(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, wantBest, restarts := run(problems.NewPool(p, 2))
-	if restarts < 2 {
+	want, ref := runEngine(t, cfg, problems.NewPool(p, 2))
+	if restarts, _ := ref.Restarts(); restarts < 2 {
 		t.Fatalf("%d restarts: the comparison proves little", restarts)
 	}
 
@@ -240,9 +207,36 @@ func TestCMARestartsOnAgentsEqualsInProcess(t *testing.T) {
 	if err := c.master.WaitWorkers(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	got, gotBest, _ := run(c.master)
+	got, e := runEngine(t, cfg, c.master)
 	compare(t, got, want)
-	if math.Float64bits(gotBest.F) != math.Float64bits(wantBest.F) || !slices.Equal(gotBest.X, wantBest.X) {
-		t.Fatalf("best %v on the grid, %v in process", gotBest.F, wantBest.F)
+	sameBest(t, e.Best(), ref.Best())
+}
+
+// runEngine runs cfg's ES to its end on ev and returns its statistics,
+// a generation's each, and the engine.
+func runEngine(t *testing.T, cfg es.Config, ev es.Evaluator) ([]es.Stats, *es.Engine) {
+	t.Helper()
+	e, err := es.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var stats []es.Stats
+	if _, err := e.Run(ctx, ev, es.RunOptions{OnGeneration: func(s es.Stats) error {
+		stats = append(stats, s)
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return stats, e
+}
+
+// sameBest fails the test unless the grid's best is the in-process
+// run's, bit for bit.
+func sameBest(t *testing.T, got, want es.Individual) {
+	t.Helper()
+	if math.Float64bits(got.F) != math.Float64bits(want.F) || !slices.Equal(got.X, want.X) {
+		t.Fatalf("best %v on the grid, %v in process", got.F, want.F)
 	}
 }

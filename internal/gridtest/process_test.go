@@ -68,8 +68,6 @@ type runReport struct {
 		F float64   `json:"f"`
 		X []float64 `json:"x"`
 	} `json:"best"`
-	// Schedule is the grid's account of the run (absent in process): it
-	// may differ from run to run, and is checked on its own.
 	// Schedule is the grid's account of the run (none in process). It
 	// depends on the run's timing and is checked on its own.
 	Schedule *schedule `json:"schedule"`

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/cputime"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -86,13 +87,13 @@ func replay(tb testing.TB, name string, events []sched.Event) float64 {
 	runtime.GC() // not another's garbage during the replay
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	c0, cpu := threadCPU()
+	c0, cpu := cputime.Thread()
 	t := time.Now()
 	for _, ev := range events {
 		out = p.Step(ev, out[:0])
 	}
 	d := time.Since(t)
-	if c1, ok := threadCPU(); cpu && ok {
+	if c1, ok := cputime.Thread(); cpu && ok {
 		d = c1 - c0
 	}
 	return float64(d.Nanoseconds()) / float64(len(events))

@@ -1,4 +1,4 @@
-package sim
+package cputime
 
 import (
 	"time"
@@ -6,9 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadCPU is the CPU time the calling OS thread has used, and whether
-// the system could tell. The caller locks its goroutine to the thread.
-func threadCPU() (time.Duration, bool) {
+// Thread is the CPU time the calling OS thread has used, and whether the
+// system could tell. The caller locks its goroutine to the thread.
+func Thread() (time.Duration, bool) {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0, false
