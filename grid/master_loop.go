@@ -714,6 +714,9 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		// that it is alive.
 		m.counts.Stale++
 		if finished && w.tell(r.Gen, r.ID) {
+			// Stale: the open batch may have sent w the same task
+			// again, an instance this execution must not end.
+			ran.Stale = true
 			m.ledger.Ran(ran)
 		}
 		if !w.left && (w.late || m.adaptive && finished) {

@@ -79,6 +79,12 @@ type Execution struct {
 	// far (its clock offset, this instance's own round trip included).
 	// A simulator, which knows when an execution ended, leaves it false.
 	Arrival bool
+	// Stale says the instance was of an earlier batch than the open one
+	// (its result is stale): it counts for the worker's busy time and
+	// speed, but is none of the open batch's instances, even one of the
+	// same task on the same worker (Instance.Known false). A finished
+	// execution only: a cancelled one is matched to its cancel.
+	Stale bool
 }
 
 // Counts are the scheduling events of a generation or a run. The cancel
@@ -1372,7 +1378,7 @@ func (l *Ledger) Ran(e Execution) {
 			return // no cancel of it was sent: not an instance of ours
 		}
 		in.Kind, in.Replica, in.Known = InstanceCancelledRunning, p.replica, true
-	} else if r := l.findInst(e.Task, wi); r != nil && r.has&hasRan == 0 {
+	} else if r := l.findInst(e.Task, wi); r != nil && r.has&hasRan == 0 && !e.Stale {
 		in.Replica, in.Known = r.replica, true
 		r.ran, r.has = d, r.has|hasRan
 		if e.Arrival {

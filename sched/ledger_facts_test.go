@@ -90,6 +90,39 @@ func TestLedgerUnsent(t *testing.T) {
 	}
 }
 
+// A stale result (of an earlier batch) is none of the open batch's
+// instances, even when that batch sent its worker the same task again:
+// it must not end that instance, whose send may still be taken back
+// (Unsent), so that originals + resends + replicas stay the instances
+// sent (simgrid seed 10984: a master killed just after a batch started).
+func TestLedgerStaleRanEndsNoInstance(t *testing.T) {
+	l := NewLedger(LedgerConfig{})
+	s := time.Second
+	l.Step(0, join(1, 1), nil)
+	l.Step(0, join(2, 1), nil)
+	l.Step(0, batch(2), []Action{{Kind: Send, Worker: 1, Task: 0}, {Kind: Send, Worker: 2, Task: 1}})
+	l.Ran(Execution{Worker: 1, Task: 0, Start: 0, End: s})
+	l.Step(s, res(1, 0), []Action{{Kind: Accept, Worker: 1, Task: 0}, {Kind: Send, Worker: 1, Task: 1, Replica: true}})
+	l.Ran(Execution{Worker: 1, Task: 1, Start: s, End: 2 * s})
+	l.Step(2*s, res(1, 1), []Action{{Kind: Accept, Worker: 1, Task: 1}, {Kind: Cancel, Worker: 2, Task: 1}})
+	sent := 3
+	// The next batch sends task 1 to worker 2 again, before the result of
+	// its earlier instance arrives.
+	l.Step(3*s, batch(2), []Action{{Kind: Send, Worker: 1, Task: 0}, {Kind: Send, Worker: 2, Task: 1}})
+	sent += 2
+	l.Ran(Execution{Worker: 2, Task: 1, Start: 3*s - s/2, End: 3 * s, Arrival: true, Stale: true})
+	l.Step(3*s, alive(2), nil)
+	// Worker 2 leaves before its new instance went out.
+	l.Unsent(2, 1)
+	sent--
+	l.Step(3*s, leave(2), nil)
+	c := l.Report().Counts
+	if got := c.Originals + c.Resends + c.Replicas; got != sent || c.Originals != 3 {
+		t.Errorf("counts %d originals + %d resends + %d replicas = %d; want %d instances sent, 3 originals",
+			c.Originals, c.Resends, c.Replicas, got, sent)
+	}
+}
+
 // With a shrinking adaptive depth, a result that sends its worker nothing
 // while Q still holds tasks is not the start of the sync wait: the
 // policy says when Q is empty.

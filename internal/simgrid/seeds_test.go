@@ -84,6 +84,10 @@ var fixedSeeds = []struct {
 	{10359, "a false alarm of the check itself: a worker 25 ms away, whose handshake outlasted the " +
 		"56 ms run, was found 'unmeasured'; the check counts a worker from when it first could " +
 		"have work, over windows long enough for two of its tasks"},
+	{10984, "a master killed just after a batch started: a stale result of the batch before, of a " +
+		"task the new batch had just sent its worker again, ended that new instance in the ledger, " +
+		"so the worker's loss could not take back its send (sent 76, counted 77); a stale " +
+		"execution is none of the open batch's instances now (sched.Execution.Stale)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
