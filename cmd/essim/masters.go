@@ -72,7 +72,7 @@ func newMastersFlagSet(o *mastersOptions) *flag.FlagSet {
 	flagx.BareDurationVar(fs, &o.grain, "grain", 10*time.Millisecond, time.Microsecond, time.Hour, time.Millisecond, "scale: mean task `time`")
 	flagx.BareDurationVar(fs, &o.latency, "delay", 100*time.Microsecond, 0, time.Hour, time.Millisecond, "scale: one-way message `delay`")
 	flagx.FloatVar(fs, &o.noise, "noise", 0.3, 0, 2, "scale: `sigma` of the log-normal task-time noise")
-	flagx.IntVar(fs, &o.window, "overload-window", 0, 0, sched.MaxOverloadWindow, "the overload test's `n` (0: 2 × processors, the paper's)")
+	flagx.IntVar(fs, &o.window, "overload-window", 0, 0, sched.MaxOverloadWindow, "the overload test's `n` (0: the paper's 2 × processors, at most 512)")
 	fs.StringVar(&o.policy, "policy", "wq", "each master's `POLICY`: wq (the paper's), rwq, eft... (any of esrun -policy)")
 	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "`seed` of the task-time noise")
 	flagx.VersionFlag(fs)
