@@ -59,8 +59,9 @@ type SplitConfig struct {
 	// Window is n of the overload test: the master is overloaded when
 	// the messages waiting for it right after an assignment, averaged
 	// over the last n assignments, reach 1. 0 means the paper's 2 ×
-	// processors: 2 × (1 + the slots of the workers connected), at most
-	// MaxOverloadWindow.
+	// processors, 2 × (1 + the slots of the workers connected), at most
+	// sched.MaxDefaultOverloadWindow (512): beyond a few hundred, a
+	// larger n only delays the decision.
 	Window int
 	// MessageCost, when > 0, makes the master spend that long (asleep) on
 	// every message from a worker before handling it: a master made
@@ -157,7 +158,7 @@ func (m *Master) window() int {
 	if n := m.cfg.Split.Window; n > 0 {
 		return min(n, MaxOverloadWindow)
 	}
-	return min(2*(1+max(m.split.slots, 0)), MaxOverloadWindow)
+	return sched.DefaultOverloadWindow(1 + max(m.split.slots, 0))
 }
 
 // noteAssigned records k assignments (docs/papers.md §2: the messages already

@@ -134,6 +134,21 @@ func (p *policy) queued() int { return p.qLive }
 // MaxOverloadWindow bounds an Overload's window.
 const MaxOverloadWindow = 1 << 16
 
+// MaxDefaultOverloadWindow caps DefaultOverloadWindow: a few hundred
+// assignments already give a steady mean, and a master overloaded k
+// times over takes 2k task times to make 2 × processors of them (0.2 s
+// at 4,096 workers and 25 µs a message), once to decide its first split
+// and again after each, which the children's start and a run's end
+// cannot afford.
+const MaxDefaultOverloadWindow = 512
+
+// DefaultOverloadWindow is the overload test's n when none is set: the
+// paper's 2 × processors (the master and its workers' slots), at most
+// MaxDefaultOverloadWindow.
+func DefaultOverloadWindow(processors int) int {
+	return min(2*max(processors, 1), MaxDefaultOverloadWindow)
+}
+
 // Overload is docs/papers.md §2's overload test: right after each assignment
 // of a task, the master counts the messages already waiting for it; it
 // is overloaded when that count, averaged over the last n assignments,

@@ -305,3 +305,16 @@ func TestSplitWorthIt(t *testing.T) {
 		t.Errorf("nothing measured: split")
 	}
 }
+
+// TestDefaultOverloadWindow: the paper's 2 × processors, capped, so that
+// a master of thousands of workers decides within a few hundred
+// assignments.
+func TestDefaultOverloadWindow(t *testing.T) {
+	for _, c := range []struct{ procs, want int }{
+		{0, 2}, {1, 2}, {9, 18}, {19, 38}, {256, 512}, {257, MaxDefaultOverloadWindow}, {4097, MaxDefaultOverloadWindow},
+	} {
+		if got := DefaultOverloadWindow(c.procs); got != c.want {
+			t.Errorf("DefaultOverloadWindow(%d) = %d, want %d", c.procs, got, c.want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
 )
 
@@ -28,8 +29,8 @@ type Masters struct {
 	Grain     time.Duration   // scale: mean task time
 	Latency   time.Duration   // scale: one-way message delay
 	Noise     float64         // scale: sigma of the log-normal task-time noise
-	Window    int             // the overload test's n (0: 2 × processors, the paper's)
-	Policy    string          // each master's policy: wq (the paper's) or rwq
+	Window    int             // the overload test's n (0: sched.DefaultOverloadWindow)
+	Policy    string          // each master's policy, one of sched.Names: wq (the paper's), rwq, eft...
 	Seed      uint64          // seed of the task-time noise
 }
 
@@ -225,7 +226,7 @@ func MastersScale(ctx context.Context, o *Masters, w io.Writer) error {
 
 func windowName(n int) string {
 	if n == 0 {
-		return "2 × processors"
+		return fmt.Sprintf("2 × processors, at most %d", sched.MaxDefaultOverloadWindow)
 	}
 	return strconv.Itoa(n)
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/internal/flagx"
@@ -70,8 +72,8 @@ func newMastersFlagSet(o *mastersOptions) *flag.FlagSet {
 	flagx.BareDurationVar(fs, &o.grain, "grain", 10*time.Millisecond, time.Microsecond, time.Hour, time.Millisecond, "scale: mean task `time`")
 	flagx.BareDurationVar(fs, &o.latency, "delay", 100*time.Microsecond, 0, time.Hour, time.Millisecond, "scale: one-way message `delay`")
 	flagx.FloatVar(fs, &o.noise, "noise", 0.3, 0, 2, "scale: `sigma` of the log-normal task-time noise")
-	flagx.IntVar(fs, &o.window, "overload-window", 0, 0, sched.MaxOverloadWindow, "the overload test's `n` (0: 2 × processors, the paper's)")
-	fs.StringVar(&o.policy, "policy", "wq", "each master's `POLICY`: wq (the paper's) or rwq")
+	flagx.IntVar(fs, &o.window, "overload-window", 0, 0, sched.MaxOverloadWindow, "the overload test's `n` (0: the paper's 2 × processors, at most 512)")
+	fs.StringVar(&o.policy, "policy", "wq", "each master's `POLICY`: wq (the paper's), rwq, eft... (any of esrun -policy)")
 	flagx.Uint64Var(fs, &o.seed, "seed", 1, 0, math.MaxUint64, "`seed` of the task-time noise")
 	flagx.VersionFlag(fs)
 	flagx.Alias(fs, "costs", "master-cost")
@@ -109,6 +111,8 @@ func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case o.fig != "paper" && o.fig != "scale" && o.fig != "all":
 		err = fmt.Errorf("-fig %q: want paper, scale or all", o.fig)
+	case !slices.Contains(sched.Names, o.policy):
+		err = fmt.Errorf("-policy %q: want one of %s", o.policy, strings.Join(sched.Names, ", "))
 	}
 	for _, w := range o.workers {
 		if w*o.perWorker > maxMastersTasks {

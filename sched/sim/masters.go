@@ -83,10 +83,14 @@ type MastersConfig struct {
 	PolicyCost time.Duration
 	// Rule is SplitOff, SplitPaper or SplitGain.
 	Rule string
-	// Window is the overload test's n; 0: 2 × the master's processors.
+	// Window is the overload test's n; 0: sched.DefaultOverloadWindow of
+	// the master's processors (2 × them, at most 512), as the real
+	// master's.
 	Window int
-	// Policy is the masters' policy: "wq" (the paper's, default) or
-	// "rwq".
+	// Policy is the masters' policy, one of sched.Names: "wq" (the
+	// paper's, default), "rwq", "eft"... Each master steps it as the
+	// single-master simulator does: events carry At, and results their
+	// Exec and (for an instance sent to an idle worker) RTT.
 	Policy string
 	// GainMargin is SplitGain's margin (default 0.1).
 	GainMargin float64
@@ -150,8 +154,9 @@ func (c *MastersConfig) check() error {
 		return fmt.Errorf("sim: masters: noise %v outside [0, 3]", c.Noise)
 	case c.Rule != SplitOff && c.Rule != SplitPaper && c.Rule != SplitGain:
 		return fmt.Errorf("sim: masters: rule %q (off, paper, gain)", c.Rule)
-	case c.Policy != "wq" && c.Policy != "rwq":
-		return fmt.Errorf("sim: masters: policy %q (wq, rwq)", c.Policy)
+	}
+	if _, err := sched.New(c.Policy, sched.Config{}); err != nil {
+		return fmt.Errorf("sim: masters: %w", err)
 	}
 	return nil
 }
@@ -177,6 +182,7 @@ const (
 	mmReturn                       // child → parent: results, workers, itself
 	mmCancel                       // master → worker: drop task
 	mmReturned                     // worker → master: task given back unrun (a promoted worker's)
+	mmAck                          // worker → master: a cancel that found no waiting task (it killed the running one, or came late)
 )
 
 type mMsg struct {
@@ -190,6 +196,7 @@ type mMsg struct {
 	tasks   []int32 // mmStart, mmGrant; mmReturn: the results
 	workers []int32 // mmStart, mmReturn: worker procs
 	master  int32   // mmStart: the new master's id
+	ver     uint32  // mevDone: the run it ends (a cancel kills a run)
 }
 
 type mEvent struct {
@@ -304,8 +311,19 @@ type sMaster struct {
 	// Smoothed as the real master smooths them (gain 1/8), in seconds.
 	exec, rtt float64
 	execN     int
-	sentAt    map[int32]time.Duration
-	prior     measures // the parent's, until this master has its own
+	sentAt    map[instance]sentRec // instances out, for their measures
+	prior     measures             // the parent's, until this master has its own
+}
+
+// instance is one task sent to one worker (a replica is another).
+type instance struct{ proc, task int32 }
+
+// sentRec is when an instance was sent, and whether its worker had
+// nothing out then (so the instance did not wait: its round trip is a
+// measure).
+type sentRec struct {
+	at   time.Duration
+	idle bool
 }
 
 // measures are what SplitGain's estimate needs, as a master measured
@@ -399,7 +417,7 @@ func (s *mastersSim) newMaster(proc, parent int32) (*sMaster, error) {
 		id: int32(len(s.masters)), proc: proc, parent: parent, batch: s.batch, pol: p,
 		wid: map[int32]sched.WorkerID{}, procOf: map[sched.WorkerID]int32{}, out: map[sched.WorkerID]int{},
 		leaving: map[sched.WorkerID]bool{}, rejoin: map[int32]bool{}, inR: map[int32]bool{}, lentTo: map[int32]int32{},
-		sentAt: map[int32]time.Duration{}, reqTo: -1,
+		sentAt: map[instance]sentRec{}, reqTo: -1,
 	}
 	s.masters = append(s.masters, m)
 	s.procs[proc].master = m.id
@@ -475,7 +493,9 @@ func (s *mastersSim) forget(m *sMaster, id sched.WorkerID) {
 // stepPolicy applies ev to m's policy and carries out the actions;
 // it returns the number of tasks sent.
 func (s *mastersSim) stepPolicy(m *sMaster, ev sched.Event) (sent int, taken []int32) {
+	ev.At = s.now
 	s.acts = m.pol.Step(ev, s.acts[:0])
+	var gone []sched.WorkerID
 	switch c := s.cfg.PolicyCost; {
 	case c > 0:
 		m.owed += c
@@ -486,14 +506,18 @@ func (s *mastersSim) stepPolicy(m *sMaster, ev sched.Event) (sent int, taken []i
 		switch a.Kind {
 		case sched.Send:
 			proc := m.procOf[a.Worker]
+			m.sentAt[instance{proc, int32(a.Task)}] = sentRec{at: s.now, idle: m.out[a.Worker] == 0}
 			m.out[a.Worker]++
-			m.sentAt[int32(a.Task)] = s.now
 			s.send(&mMsg{kind: mmTask, from: m.id, to: proc, task: int32(a.Task), batch: s.batch})
 			sent++
 		case sched.Cancel:
 			proc := m.procOf[a.Worker]
-			m.out[a.Worker]--
-			s.send(&mMsg{kind: mmCancel, from: m.id, to: proc, task: int32(a.Task), batch: s.batch})
+			if s.settle(m, a.Worker, proc, int32(a.Task)) {
+				s.send(&mMsg{kind: mmCancel, from: m.id, to: proc, task: int32(a.Task), batch: s.batch})
+				if m.leaving[a.Worker] && m.out[a.Worker] <= 0 {
+					gone = append(gone, a.Worker)
+				}
+			}
 		case sched.Accept:
 			m.results = append(m.results, int32(a.Task))
 			m.decided++
@@ -505,7 +529,25 @@ func (s *mastersSim) stepPolicy(m *sMaster, ev sched.Event) (sent int, taken []i
 			taken = append(taken, int32(a.Task))
 		}
 	}
+	// A moved worker whose last instance here was cancelled is done here.
+	for _, id := range gone {
+		if m.leaving[id] && m.out[id] <= 0 {
+			s.forget(m, id)
+		}
+	}
 	return sent, taken
+}
+
+// settle takes instance (proc, task) off worker id's books at m: it
+// reports whether it was out (a cancelled one's late result is not).
+func (s *mastersSim) settle(m *sMaster, id sched.WorkerID, proc, task int32) bool {
+	k := instance{proc, task}
+	if _, ok := m.sentAt[k]; !ok {
+		return false
+	}
+	delete(m.sentAt, k)
+	m.out[id]--
+	return true
 }
 
 func (s *mastersSim) send(msg *mMsg) {
@@ -541,6 +583,17 @@ func (s *mastersSim) arrive(msg *mMsg) {
 				p.queue = slices.Delete(p.queue, i, i+1)
 				return
 			}
+		}
+		// Not waiting: running (the worker kills it) or done already;
+		// either way it answers, as the real one does.
+		if c := p.cur; p.running && c.task == msg.task && c.master == msg.from && c.batch == msg.batch {
+			p.running = false
+			p.runVer++
+			p.idleFrom = s.now
+			s.startNext(msg.to)
+		}
+		if msg.batch == s.batch {
+			s.send(&mMsg{kind: mmAck, from: msg.to, to: msg.from, batch: msg.batch})
 		}
 	case mmStart:
 		// The worker becomes a master: it handles the message as one.
@@ -583,11 +636,14 @@ func (s *mastersSim) startNext(proc int32) {
 		d = 0 // a leftover of an earlier batch: dropped at once
 	}
 	p.busy += d
-	s.q.push(mEvent{at: s.now + d, kind: mevDone, proc: proc, m: &mMsg{exec: d}})
+	s.q.push(mEvent{at: s.now + d, kind: mevDone, proc: proc, m: &mMsg{exec: d, ver: p.runVer}})
 }
 
 func (s *mastersSim) taskDone(proc int32, info *mMsg) {
 	p := &s.procs[proc]
+	if !p.running || p.runVer != info.ver {
+		return // killed by a cancel
+	}
 	t := p.cur
 	p.running = false
 	p.idleFrom = s.now
@@ -629,19 +685,23 @@ func (s *mastersSim) handle(m *sMaster, msg *mMsg) {
 	switch msg.kind {
 	case mmResult:
 		id, ok := m.wid[msg.from]
+		ev := sched.Event{Kind: sched.ResultArrived, Worker: id, Task: sched.TaskID(msg.task), Exec: msg.exec}
 		if ok {
-			m.out[id]--
-			if at, ok := m.sentAt[msg.task]; ok {
+			if rec, out := m.sentAt[instance{msg.from, msg.task}]; out {
+				s.settle(m, id, msg.from, msg.task)
 				smoothSec(&m.exec, msg.exec.Seconds())
-				smoothSec(&m.rtt, max(s.now-at-msg.exec, 0).Seconds())
+				smoothSec(&m.rtt, max(s.now-rec.at-msg.exec, 0).Seconds())
 				m.execN++
+				if rec.idle {
+					ev.RTT = max(s.now-rec.at-msg.exec, 0)
+				}
 			}
 		}
 		if ok && !m.leaving[id] && s.wantSplit(m, id) {
-			s.split(m, id, msg)
+			s.split(m, id, ev)
 			break
 		}
-		n, _ := s.stepPolicy(m, sched.Event{Kind: sched.ResultArrived, Worker: id, Task: sched.TaskID(msg.task)})
+		n, _ := s.stepPolicy(m, ev)
 		sent += n
 		if ok && m.leaving[id] && m.out[id] <= 0 {
 			s.forget(m, id)
@@ -650,13 +710,15 @@ func (s *mastersSim) handle(m *sMaster, msg *mMsg) {
 		s.startChild(m, msg)
 	case mmReturned:
 		if id, ok := m.wid[msg.from]; ok {
-			m.out[id]--
+			s.settle(m, id, msg.from, msg.task)
 			n, _ := s.stepPolicy(m, sched.Event{Kind: sched.Returned, Worker: id, Task: sched.TaskID(msg.task)})
 			sent += n
 			if m.leaving[id] && m.out[id] <= 0 {
 				s.forget(m, id)
 			}
 		}
+	case mmAck:
+		// Nothing to do: it costs the master its time.
 	case mmRequest:
 		s.onRequest(m, msg)
 	case mmGrant:
@@ -679,7 +741,7 @@ func (s *mastersSim) window(m *sMaster) int {
 	if s.cfg.Window > 0 {
 		return s.cfg.Window
 	}
-	return 2 * (1 + len(m.order))
+	return sched.DefaultOverloadWindow(1 + len(m.order))
 }
 
 // running is W_r: m's workers with a task out, not leaving, in join order.
@@ -738,10 +800,10 @@ func (s *mastersSim) wantSplit(m *sMaster, p sched.WorkerID) bool {
 }
 
 // split is Fig. 3 lines 15–18: p becomes a child master.
-func (s *mastersSim) split(m *sMaster, p sched.WorkerID, msg *mMsg) {
+func (s *mastersSim) split(m *sMaster, p sched.WorkerID, result sched.Event) {
 	// p's result first, without a new task for it.
 	s.stepPolicy(m, sched.Event{Kind: sched.WorkerDraining, Worker: p})
-	s.stepPolicy(m, sched.Event{Kind: sched.ResultArrived, Worker: p, Task: sched.TaskID(msg.task)})
+	s.stepPolicy(m, result)
 	pproc := m.procOf[p]
 	// The others (p may still hold a task, under rwq).
 	run := slices.DeleteFunc(s.running(m), func(x sched.WorkerID) bool { return x == p })
