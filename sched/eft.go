@@ -220,6 +220,7 @@ type eftState struct {
 
 	orderKeys []eftSendKey // scratch of eftOrder
 	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
+	orderActs []Action     // scratch of eftOrder: the run's sends before the sort
 }
 
 type eftWorker struct {
@@ -262,7 +263,11 @@ func (f *eftFigure) fold(m *float64, v float64) bool {
 	// The spread takes a lone outlier in, as the mean does, as if it
 	// were no more than far² from the mean: one stall does not hide the
 	// next from the rule.
-	l := min(math.Abs(math.Log(v / *m)), 2*math.Log(far))
+	lf := ln2
+	if far != 2 {
+		lf = math.Log(far)
+	}
+	l := min(math.Abs(math.Log(v / *m)), 2*lf)
 	f.lv += (l*l - f.lv) * MeasureGain
 	switch {
 	case v > far**m:
@@ -290,7 +295,20 @@ func (f *eftFigure) fold(m *float64, v float64) bool {
 // far from it: twice, or paceZ spreads of the log of the measurements if
 // that is more (with a figure that spreads that far, a change of pace
 // shows in the mean).
-func (f *eftFigure) far() float64 { return max(2, math.Exp(paceZ*math.Sqrt(f.lv))) }
+func (f *eftFigure) far() float64 {
+	z := paceZ * math.Sqrt(f.lv)
+	if z < farExact {
+		return 2 // e^z < 2: spare the Exp (the common case)
+	}
+	return max(2, math.Exp(z))
+}
+
+// farExact is an exponent safely below ln 2, under which e^z < 2 whatever
+// Exp's rounding, so far is 2 without computing it; ln2 is math.Log(2),
+// computed as fold would.
+const farExact = 0.69
+
+var ln2 = math.Log(2)
 
 // eftSent is what the model notes of a task's latest send.
 type eftSent struct {
@@ -526,7 +544,7 @@ func (p *policy) eftDue(wi int32) bool {
 		return true
 	}
 	e, r, c := p.model(wi)
-	f := p.slotFree(wi) // running ends (relative to now), a min-heap
+	f := p.slotFreeM(wi, e, r, c) // running ends (relative to now), a min-heap
 	first := f[0]
 	var start float64
 	for range w.count() - c + 1 {
@@ -722,6 +740,12 @@ func (p *policy) eftCensor(wi int32, k int) {
 // It returns them as a min-heap.
 func (p *policy) slotFree(wi int32) []float64 {
 	e, r, c := p.model(wi)
+	return p.slotFreeM(wi, e, r, c)
+}
+
+// slotFreeM is slotFree given worker wi's model (model), which callers
+// that need it too figure once.
+func (p *policy) slotFreeM(wi int32, e, r float64, c int) []float64 {
 	p.eftSync(wi)
 	x := &p.eft.ew[wi]
 	f := p.eft.free[:0]
@@ -741,6 +765,11 @@ func (p *policy) slotFree(wi int32) []float64 {
 // further one when k is its count.
 func (p *policy) efPos(wi int32, k int) float64 {
 	e, r, c := p.model(wi)
+	return p.efPosM(wi, k, e, r, c)
+}
+
+// efPosM is efPos given worker wi's model (model).
+func (p *policy) efPosM(wi int32, k int, e, r float64, c int) float64 {
 	w := &p.workers[wi]
 	if k < c && k < w.count() {
 		p.eftSync(wi)
@@ -750,7 +779,7 @@ func (p *policy) efPos(wi int32, k int) float64 {
 	if k < c {
 		return r + e + p.sendWait() // an idle slot: down, run, up
 	}
-	f := p.slotFree(wi)
+	f := p.slotFreeM(wi, e, r, c)
 	var start float64
 	for j := c; j <= k; j++ {
 		start = f[0]
@@ -793,7 +822,10 @@ func (p *policy) tail(wi int32) float64 {
 
 // efPlan is what the plan judges worker wi's next place by: its expected
 // finish plus its tail.
-func (p *policy) efPlan(wi int32) float64 { return p.efNext(wi) + p.tail(wi) }
+func (p *policy) efPlan(wi int32) float64 {
+	e, r, c := p.model(wi)
+	return p.efPosM(wi, p.workers[wi].count(), e, r, c) + tailZ*p.eft.cv*e // efNext + tail
+}
 
 // eftPlaces is what the horizon's count needs of a worker, fixed while
 // one horizon is computed (the model's figures, now and the master's queue
@@ -815,7 +847,7 @@ type eftPlaces struct {
 func (p *policy) placeFigures(wi int32, x *eftPlaces) {
 	ex, r, c := p.model(wi)
 	w := &p.workers[wi]
-	x.e, x.r, x.tail = ex, r, p.tail(wi)
+	x.e, x.r, x.tail = ex, r, tailZ*p.eft.cv*ex // tail
 	x.arrive = r/2 + p.sendWait()
 	x.idle = max(c-w.count(), 0)
 	x.held = w.count() - min(w.count(), c)
@@ -856,19 +888,16 @@ func (p *policy) eftDefaults() {
 	e := p.eft
 	var se, sr float64
 	n := 0
-	for i := range p.workers {
-		w := &p.workers[i]
-		if w.alive && w.exec > 0 {
-			se += w.exec
-			sr += w.rtt
-			n++
-		}
-	}
-	e.known = n > 0
 	e.eMin, e.rMin = 0, 0
 	for i := range p.workers {
 		w := &p.workers[i]
-		if !w.alive || w.exec <= 0 || i >= len(e.ew) || e.ew[i].id != w.id || e.ew[i].censored {
+		if !w.alive || w.exec <= 0 {
+			continue
+		}
+		se += w.exec
+		sr += w.rtt
+		n++
+		if i >= len(e.ew) || e.ew[i].id != w.id || e.ew[i].censored {
 			continue
 		}
 		if e.eMin == 0 || w.exec < e.eMin {
@@ -878,6 +907,7 @@ func (p *policy) eftDefaults() {
 			e.rMin = w.rtt
 		}
 	}
+	e.known = n > 0
 	if n == 0 {
 		e.eDef, e.rDef = float64(time.Millisecond), 0
 	} else {
@@ -1410,7 +1440,8 @@ func (p *policy) instanceEF(ti TaskID) float64 {
 	for _, vi := range p.tasks[ti].on {
 		if v := &p.workers[vi]; !v.late {
 			if k := v.pos(ti); k >= 0 {
-				best = min(best, p.efPos(vi, k)+p.repTail(vi))
+				e, r, c := p.model(vi)
+				best = min(best, p.efPosM(vi, k, e, r, c)+repZ*p.eft.cv*e) // efPos + repTail
 			}
 		}
 	}
@@ -1427,8 +1458,8 @@ func (p *policy) instanceBase(ti TaskID) float64 {
 	for _, vi := range p.tasks[ti].on {
 		if v := &p.workers[vi]; !v.late {
 			if k := v.pos(ti); k >= 0 {
-				_, r, _ := p.model(vi)
-				ef := p.efPos(vi, k) + p.repTail(vi) - r/2
+				e, r, c := p.model(vi)
+				ef := p.efPosM(vi, k, e, r, c) + repZ*p.eft.cv*e - r/2 // efPos + repTail − r/2
 				best = min(best, ef)
 			}
 		}
@@ -1449,7 +1480,10 @@ func (p *policy) repTail(wi int32) float64 {
 
 // efRep is a further place's expected finish on worker wi for
 // replication (see repTail).
-func (p *policy) efRep(wi int32) float64 { return p.efNext(wi) + p.repTail(wi) }
+func (p *policy) efRep(wi int32) float64 {
+	e, r, c := p.model(wi)
+	return p.efPosM(wi, p.workers[wi].count(), e, r, c) + repZ*p.eft.cv*e // efNext + repTail
+}
 
 // eftBuildCand takes every task with a live instance and room for another
 // as a replication candidate, keyed by its expected finish (absolute).

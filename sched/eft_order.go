@@ -23,11 +23,12 @@ import (
 // burst's length later than it need; at 4,608 sends of 25 µs that is
 // 115 ms on a 230 ms generation.
 
-// eftSendKey is one send of a step, for the sort.
+// eftSendKey is one send of a step, for the sort: small, so that the sort
+// moves little (the sends themselves are moved once, after it).
 type eftSendKey struct {
-	a     Action
 	chain float64 // r + e·(instances its slot runs from this one on)
-	pos   int     // its place among the step's sends, as sent
+	pos   int32   // its place among the step's sends, as sent
+	k     int32   // its index in the run
 }
 
 // eftOrder reorders the sends of out (this step's actions) as described
@@ -82,7 +83,7 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		}
 	}
 	for k, a := range run {
-		key := eftSendKey{a: a, pos: first + k}
+		key := eftSendKey{pos: int32(first + k), k: int32(k)}
 		if wi, ok := p.idx[a.Worker]; ok {
 			ex, r, c := p.model(wi)
 			n := p.workers[wi].count()
@@ -94,6 +95,9 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		keys = append(keys, key)
 	}
 	e.orderKeys = keys
+	if slices.IsSortedFunc(keys, func(x, y eftSendKey) int { return cmp.Compare(y.chain, x.chain) }) {
+		return // in order already (places ascend): nothing moves
+	}
 	// Stable: ties keep their order (pdqsort with the place as the tie
 	// breaker, which costs less than a stable sort of a large burst).
 	slices.SortFunc(keys, func(x, y eftSendKey) int {
@@ -102,9 +106,11 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		}
 		return cmp.Compare(x.pos, y.pos)
 	})
-	for k := range keys {
-		run[k] = keys[k].a
-		p.eftMoved(keys[k].a, keys[k].pos, first+k)
+	acts := append(e.orderActs[:0], run...)
+	e.orderActs = acts
+	for k, key := range keys {
+		run[k] = acts[key.k]
+		p.eftMoved(run[k], int(key.pos), first+k)
 	}
 }
 
