@@ -544,6 +544,18 @@ func (p *policy) eftDue(wi int32) bool {
 		return true
 	}
 	e, r, c := p.model(wi)
+	return p.eftDueM(wi, e, r, c)
+}
+
+// eftDueM is eftDue given worker wi's model (model).
+func (p *policy) eftDueM(wi int32, e, r float64, c int) bool {
+	w := &p.workers[wi]
+	if w.count() >= w.cap {
+		return false
+	}
+	if w.count() < max(p.depth, 1)*w.slots || w.exec <= 0 {
+		return true
+	}
 	f := p.slotFreeM(wi, e, r, c) // running ends (relative to now), a min-heap
 	first := f[0]
 	var start float64
@@ -824,6 +836,11 @@ func (p *policy) tail(wi int32) float64 {
 // finish plus its tail.
 func (p *policy) efPlan(wi int32) float64 {
 	e, r, c := p.model(wi)
+	return p.efPlanM(wi, e, r, c)
+}
+
+// efPlanM is efPlan given worker wi's model (model).
+func (p *policy) efPlanM(wi int32, e, r float64, c int) float64 {
 	return p.efPosM(wi, p.workers[wi].count(), e, r, c) + tailZ*p.eft.cv*e // efNext + tail
 }
 
@@ -885,6 +902,20 @@ func (x *eftPlaces) placesBy(h float64) int {
 
 // eftDefaults sets the model's figures for workers not measured yet.
 func (p *policy) eftDefaults() {
+	p.eftMeans()
+	e := p.eft
+	e.rate, e.slots = 0, 0
+	for i := range p.workers {
+		if w := &p.workers[i]; w.open() {
+			ew, _, c := p.model(int32(i))
+			e.rate += float64(c) / ew
+			e.slots += float64(c)
+		}
+	}
+}
+
+// eftMeans is eftDefaults but for rate and slots.
+func (p *policy) eftMeans() {
 	e := p.eft
 	var se, sr float64
 	n := 0
@@ -913,14 +944,6 @@ func (p *policy) eftDefaults() {
 	} else {
 		e.eDef, e.rDef = se/float64(n), sr/float64(n)
 	}
-	e.rate, e.slots = 0, 0
-	for i := range p.workers {
-		if w := &p.workers[i]; w.open() {
-			ew, _, c := p.model(int32(i))
-			e.rate += float64(c) / ew
-			e.slots += float64(c)
-		}
-	}
 }
 
 // horizon returns the plan's horizon for the tasks in Q (see eft) as an
@@ -938,7 +961,7 @@ func (p *policy) horizon() float64 {
 		p.qLive > e.hQ-max(1, e.hQ/3) && e.hSteps < max(1, p.live/4) {
 		return e.h
 	}
-	p.eftDefaults()
+	p.eftMeans() // and rate and slots with the figures below (eftDefaults)
 	q := p.qLive
 	// Bracket it, from the last horizon when there is one (Q has only
 	// shrunk since, so the horizon has not grown much), then bisect to a
@@ -959,10 +982,15 @@ func (p *policy) horizon() float64 {
 	}
 	e.places = grown(e.places, len(p.workers))
 	open := e.open[:0]
+	e.rate, e.slots = 0, 0
 	for i := range p.workers {
 		if p.workers[i].open() {
 			open = append(open, int32(i))
-			p.placeFigures(int32(i), &e.places[i])
+			x := &e.places[i]
+			p.placeFigures(int32(i), x)
+			c := p.workers[i].slots
+			e.rate += float64(c) / x.e
+			e.slots += float64(c)
 		}
 	}
 	e.open = open
@@ -1278,10 +1306,14 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			if e.ew[wi].probe {
 				owed-- // served now, or not at all this step
 			}
-			if !w.open() || !p.eftDue(wi) {
+			if !w.open() {
 				continue
 			}
-			if ef := p.efPlan(wi); ef > floor && ef > horizon() && !e.ew[wi].probe {
+			ex, r, c := p.model(wi) // for eftDue and efPlan
+			if !p.eftDueM(wi, ex, r, c) {
+				continue
+			}
+			if ef := p.efPlanM(wi, ex, r, c); ef > floor && ef > horizon() && !e.ew[wi].probe {
 				p.pushPassed(wi, float64(e.now)+ef)
 				continue
 			}
@@ -1291,8 +1323,8 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			}
 			out = p.eftSend(wi, ti, false, out)
 			sent = true
-			if p.eftDue(wi) {
-				p.eftPushDue(wi)
+			if ex, r, c := p.model(wi); p.eftDueM(wi, ex, r, c) {
+				p.eftPushDueM(wi, ex, r, c)
 			}
 		}
 		if pass > 0 || owed == 0 {
@@ -1379,6 +1411,14 @@ func heapPop(ids []int32, keys []float64) ([]int32, []float64) {
 // eftPushDue adds worker wi to the due heap, keyed by its next place's
 // expected finish (ties by place, so the order is deterministic).
 func (p *policy) eftPushDue(wi int32) {
+	if !p.eftW(wi).inDue {
+		e, r, c := p.model(wi)
+		p.eftPushDueM(wi, e, r, c)
+	}
+}
+
+// eftPushDueM is eftPushDue given worker wi's model (model).
+func (p *policy) eftPushDueM(wi int32, ex, r float64, c int) {
 	e := p.eft
 	x := p.eftW(wi)
 	if x.inDue {
@@ -1386,7 +1426,7 @@ func (p *policy) eftPushDue(wi int32) {
 	}
 	x.inDue = true
 	e.due = append(e.due, wi)
-	e.key = append(e.key, p.efPlan(wi))
+	e.key = append(e.key, p.efPlanM(wi, ex, r, c))
 	for i := len(e.due) - 1; i > 0; {
 		par := (i - 1) / 2
 		if !e.dueLess(i, par) {
