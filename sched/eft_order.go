@@ -29,6 +29,7 @@ type eftSendKey struct {
 	chain float64 // r + e·(instances its slot runs from this one on)
 	pos   int32   // its place among the step's sends, as sent
 	k     int32   // its index in the run
+	wi    int32   // its worker's place (−1: none)
 }
 
 // eftOrder reorders the sends of out (this step's actions) as described
@@ -77,14 +78,17 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		left = make([]int32, len(p.workers))
 		e.orderLeft = left
 	}
-	for _, a := range run {
+	for k, a := range run {
+		key := eftSendKey{pos: int32(first + k), k: int32(k), wi: -1}
 		if wi, ok := p.idx[a.Worker]; ok {
+			key.wi = wi
 			left[wi]++
 		}
+		keys = append(keys, key)
 	}
-	for k, a := range run {
-		key := eftSendKey{pos: int32(first + k), k: int32(k)}
-		if wi, ok := p.idx[a.Worker]; ok {
+	for k := range keys {
+		key := &keys[k]
+		if wi := key.wi; wi >= 0 {
 			ex, r, c := p.model(wi)
 			n := p.workers[wi].count()
 			i := n - int(left[wi]) // its instance number on the worker
@@ -92,7 +96,6 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 			// Its slot runs it and every c-th instance after it.
 			key.chain = r + ex*float64((n-i+c-1)/max(c, 1))
 		}
-		keys = append(keys, key)
 	}
 	e.orderKeys = keys
 	if slices.IsSortedFunc(keys, func(x, y eftSendKey) int { return cmp.Compare(y.chain, x.chain) }) {
@@ -110,7 +113,7 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 	e.orderActs = acts
 	for k, key := range keys {
 		run[k] = acts[key.k]
-		p.eftMoved(run[k], int(key.pos), first+k)
+		p.eftMoved(run[k], key.wi, int(key.pos), first+k)
 	}
 }
 
@@ -119,12 +122,11 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 // its worker (eftSend noted that as now + r/2 + the wait behind the
 // master's queued sends), the start of the instance if it went to an idle
 // slot (noted at the same time; a held one has no start yet), and the
-// place its round trip is judged by.
-func (p *policy) eftMoved(a Action, from, to int) {
+// place its round trip is judged by. wi is its worker's place (−1: none).
+func (p *policy) eftMoved(a Action, wi int32, from, to int) {
 	e := p.eft
-	wi, ok := p.idx[a.Worker]
 	t := int(a.Task)
-	if from == to || !ok || e.msgCost == 0 || t >= len(e.sent) || e.sent[t].to != wi+1 {
+	if from == to || wi < 0 || e.msgCost == 0 || t >= len(e.sent) || e.sent[t].to != wi+1 {
 		return
 	}
 	sn := &e.sent[t]
