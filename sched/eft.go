@@ -1390,6 +1390,22 @@ func heapPop(ids []int32, keys []float64) ([]int32, []float64) {
 	n := len(ids) - 1
 	ids[0], keys[0] = ids[n], keys[n]
 	ids, keys = ids[:n], keys[:n]
+	heapDown(ids, keys)
+	return ids, keys
+}
+
+// heapRekeyTop gives the top of the min-heap ids, keys the key k (not
+// less than its key) and restores the heap: as a pop and a push of it, at
+// about half the cost. The heap's order is total (ties by id), so which
+// entry is on top never depends on how the heap is laid out.
+func heapRekeyTop(ids []int32, keys []float64, k float64) {
+	keys[0] = k
+	heapDown(ids, keys)
+}
+
+// heapDown sifts the top of the min-heap ids, keys down to its place.
+func heapDown(ids []int32, keys []float64) {
+	n := len(ids)
 	for i := 0; ; {
 		l := 2*i + 1
 		if l >= n {
@@ -1405,7 +1421,6 @@ func heapPop(ids []int32, keys []float64) ([]int32, []float64) {
 		ids[i], ids[m], keys[i], keys[m] = ids[m], ids[i], keys[m], keys[i]
 		i = m
 	}
-	return ids, keys
 }
 
 // eftPushDue adds worker wi to the due heap, keyed by its next place's
@@ -1616,8 +1631,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		mine := now + p.efRep(wi)
 		if mine > e.recvKey[0]*(1+1e-12)+1 {
 			// Its next place is later than when it was keyed: key afresh.
-			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
-			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, mine)
+			heapRekeyTop(e.recv, e.recvKey, mine)
 			continue
 		}
 		c := e.cand[0]
@@ -1627,9 +1641,11 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			continue
 		}
 		if cur := now + p.instanceEF(c.task); math.Abs(cur-c.key) > 1e-9*max(1, math.Abs(c.key)) {
-			// Its expected finish has moved since it was keyed.
-			e.candPop()
-			e.candPush(eftCand{key: cur, task: c.task})
+			// Its expected finish has moved since it was keyed: as a
+			// pop and a push of it (the heap's order is total, ties by
+			// task, so its layout is never seen).
+			e.cand[0].key = cur
+			e.candDown(0)
 			continue
 		}
 		if mine >= c.key {
