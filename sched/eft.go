@@ -220,6 +220,7 @@ type eftState struct {
 
 	orderKeys []eftSendKey // scratch of eftOrder
 	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
+	orderActs []Action     // scratch of eftOrder: the run's sends before the sort
 }
 
 type eftWorker struct {
@@ -262,7 +263,11 @@ func (f *eftFigure) fold(m *float64, v float64) bool {
 	// The spread takes a lone outlier in, as the mean does, as if it
 	// were no more than far² from the mean: one stall does not hide the
 	// next from the rule.
-	l := min(math.Abs(math.Log(v / *m)), 2*math.Log(far))
+	lf := ln2
+	if far != 2 {
+		lf = math.Log(far)
+	}
+	l := min(math.Abs(math.Log(v / *m)), 2*lf)
 	f.lv += (l*l - f.lv) * MeasureGain
 	switch {
 	case v > far**m:
@@ -290,7 +295,20 @@ func (f *eftFigure) fold(m *float64, v float64) bool {
 // far from it: twice, or paceZ spreads of the log of the measurements if
 // that is more (with a figure that spreads that far, a change of pace
 // shows in the mean).
-func (f *eftFigure) far() float64 { return max(2, math.Exp(paceZ*math.Sqrt(f.lv))) }
+func (f *eftFigure) far() float64 {
+	z := paceZ * math.Sqrt(f.lv)
+	if z < farExact {
+		return 2 // e^z < 2: spare the Exp (the common case)
+	}
+	return max(2, math.Exp(z))
+}
+
+// farExact is an exponent safely below ln 2, under which e^z < 2 whatever
+// Exp's rounding, so far is 2 without computing it; ln2 is math.Log(2),
+// computed as fold would.
+const farExact = 0.69
+
+var ln2 = math.Log(2)
 
 // eftSent is what the model notes of a task's latest send.
 type eftSent struct {
@@ -526,7 +544,19 @@ func (p *policy) eftDue(wi int32) bool {
 		return true
 	}
 	e, r, c := p.model(wi)
-	f := p.slotFree(wi) // running ends (relative to now), a min-heap
+	return p.eftDueM(wi, e, r, c)
+}
+
+// eftDueM is eftDue given worker wi's model (model).
+func (p *policy) eftDueM(wi int32, e, r float64, c int) bool {
+	w := &p.workers[wi]
+	if w.count() >= w.cap {
+		return false
+	}
+	if w.count() < max(p.depth, 1)*w.slots || w.exec <= 0 {
+		return true
+	}
+	f := p.slotFreeM(wi, e, r, c) // running ends (relative to now), a min-heap
 	first := f[0]
 	var start float64
 	for range w.count() - c + 1 {
@@ -722,6 +752,12 @@ func (p *policy) eftCensor(wi int32, k int) {
 // It returns them as a min-heap.
 func (p *policy) slotFree(wi int32) []float64 {
 	e, r, c := p.model(wi)
+	return p.slotFreeM(wi, e, r, c)
+}
+
+// slotFreeM is slotFree given worker wi's model (model), which callers
+// that need it too figure once.
+func (p *policy) slotFreeM(wi int32, e, r float64, c int) []float64 {
 	p.eftSync(wi)
 	x := &p.eft.ew[wi]
 	f := p.eft.free[:0]
@@ -741,6 +777,11 @@ func (p *policy) slotFree(wi int32) []float64 {
 // further one when k is its count.
 func (p *policy) efPos(wi int32, k int) float64 {
 	e, r, c := p.model(wi)
+	return p.efPosM(wi, k, e, r, c)
+}
+
+// efPosM is efPos given worker wi's model (model).
+func (p *policy) efPosM(wi int32, k int, e, r float64, c int) float64 {
 	w := &p.workers[wi]
 	if k < c && k < w.count() {
 		p.eftSync(wi)
@@ -750,7 +791,7 @@ func (p *policy) efPos(wi int32, k int) float64 {
 	if k < c {
 		return r + e + p.sendWait() // an idle slot: down, run, up
 	}
-	f := p.slotFree(wi)
+	f := p.slotFreeM(wi, e, r, c)
 	var start float64
 	for j := c; j <= k; j++ {
 		start = f[0]
@@ -793,7 +834,15 @@ func (p *policy) tail(wi int32) float64 {
 
 // efPlan is what the plan judges worker wi's next place by: its expected
 // finish plus its tail.
-func (p *policy) efPlan(wi int32) float64 { return p.efNext(wi) + p.tail(wi) }
+func (p *policy) efPlan(wi int32) float64 {
+	e, r, c := p.model(wi)
+	return p.efPlanM(wi, e, r, c)
+}
+
+// efPlanM is efPlan given worker wi's model (model).
+func (p *policy) efPlanM(wi int32, e, r float64, c int) float64 {
+	return p.efPosM(wi, p.workers[wi].count(), e, r, c) + tailZ*p.eft.cv*e // efNext + tail
+}
 
 // eftPlaces is what the horizon's count needs of a worker, fixed while
 // one horizon is computed (the model's figures, now and the master's queue
@@ -815,7 +864,7 @@ type eftPlaces struct {
 func (p *policy) placeFigures(wi int32, x *eftPlaces) {
 	ex, r, c := p.model(wi)
 	w := &p.workers[wi]
-	x.e, x.r, x.tail = ex, r, p.tail(wi)
+	x.e, x.r, x.tail = ex, r, tailZ*p.eft.cv*ex // tail
 	x.arrive = r/2 + p.sendWait()
 	x.idle = max(c-w.count(), 0)
 	x.held = w.count() - min(w.count(), c)
@@ -853,22 +902,33 @@ func (x *eftPlaces) placesBy(h float64) int {
 
 // eftDefaults sets the model's figures for workers not measured yet.
 func (p *policy) eftDefaults() {
+	p.eftMeans()
+	e := p.eft
+	e.rate, e.slots = 0, 0
+	for i := range p.workers {
+		if w := &p.workers[i]; w.open() {
+			ew, _, c := p.model(int32(i))
+			e.rate += float64(c) / ew
+			e.slots += float64(c)
+		}
+	}
+}
+
+// eftMeans is eftDefaults but for rate and slots.
+func (p *policy) eftMeans() {
 	e := p.eft
 	var se, sr float64
 	n := 0
-	for i := range p.workers {
-		w := &p.workers[i]
-		if w.alive && w.exec > 0 {
-			se += w.exec
-			sr += w.rtt
-			n++
-		}
-	}
-	e.known = n > 0
 	e.eMin, e.rMin = 0, 0
 	for i := range p.workers {
 		w := &p.workers[i]
-		if !w.alive || w.exec <= 0 || i >= len(e.ew) || e.ew[i].id != w.id || e.ew[i].censored {
+		if !w.alive || w.exec <= 0 {
+			continue
+		}
+		se += w.exec
+		sr += w.rtt
+		n++
+		if i >= len(e.ew) || e.ew[i].id != w.id || e.ew[i].censored {
 			continue
 		}
 		if e.eMin == 0 || w.exec < e.eMin {
@@ -878,18 +938,11 @@ func (p *policy) eftDefaults() {
 			e.rMin = w.rtt
 		}
 	}
+	e.known = n > 0
 	if n == 0 {
 		e.eDef, e.rDef = float64(time.Millisecond), 0
 	} else {
 		e.eDef, e.rDef = se/float64(n), sr/float64(n)
-	}
-	e.rate, e.slots = 0, 0
-	for i := range p.workers {
-		if w := &p.workers[i]; w.open() {
-			ew, _, c := p.model(int32(i))
-			e.rate += float64(c) / ew
-			e.slots += float64(c)
-		}
 	}
 }
 
@@ -908,7 +961,7 @@ func (p *policy) horizon() float64 {
 		p.qLive > e.hQ-max(1, e.hQ/3) && e.hSteps < max(1, p.live/4) {
 		return e.h
 	}
-	p.eftDefaults()
+	p.eftMeans() // and rate and slots with the figures below (eftDefaults)
 	q := p.qLive
 	// Bracket it, from the last horizon when there is one (Q has only
 	// shrunk since, so the horizon has not grown much), then bisect to a
@@ -929,10 +982,15 @@ func (p *policy) horizon() float64 {
 	}
 	e.places = grown(e.places, len(p.workers))
 	open := e.open[:0]
+	e.rate, e.slots = 0, 0
 	for i := range p.workers {
 		if p.workers[i].open() {
 			open = append(open, int32(i))
-			p.placeFigures(int32(i), &e.places[i])
+			x := &e.places[i]
+			p.placeFigures(int32(i), x)
+			c := p.workers[i].slots
+			e.rate += float64(c) / x.e
+			e.slots += float64(c)
 		}
 	}
 	e.open = open
@@ -1248,10 +1306,14 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			if e.ew[wi].probe {
 				owed-- // served now, or not at all this step
 			}
-			if !w.open() || !p.eftDue(wi) {
+			if !w.open() {
 				continue
 			}
-			if ef := p.efPlan(wi); ef > floor && ef > horizon() && !e.ew[wi].probe {
+			ex, r, c := p.model(wi) // for eftDue and efPlan
+			if !p.eftDueM(wi, ex, r, c) {
+				continue
+			}
+			if ef := p.efPlanM(wi, ex, r, c); ef > floor && ef > horizon() && !e.ew[wi].probe {
 				p.pushPassed(wi, float64(e.now)+ef)
 				continue
 			}
@@ -1261,8 +1323,8 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			}
 			out = p.eftSend(wi, ti, false, out)
 			sent = true
-			if p.eftDue(wi) {
-				p.eftPushDue(wi)
+			if ex, r, c := p.model(wi); p.eftDueM(wi, ex, r, c) {
+				p.eftPushDueM(wi, ex, r, c)
 			}
 		}
 		if pass > 0 || owed == 0 {
@@ -1328,6 +1390,22 @@ func heapPop(ids []int32, keys []float64) ([]int32, []float64) {
 	n := len(ids) - 1
 	ids[0], keys[0] = ids[n], keys[n]
 	ids, keys = ids[:n], keys[:n]
+	heapDown(ids, keys)
+	return ids, keys
+}
+
+// heapRekeyTop gives the top of the min-heap ids, keys the key k (not
+// less than its key) and restores the heap: as a pop and a push of it, at
+// about half the cost. The heap's order is total (ties by id), so which
+// entry is on top never depends on how the heap is laid out.
+func heapRekeyTop(ids []int32, keys []float64, k float64) {
+	keys[0] = k
+	heapDown(ids, keys)
+}
+
+// heapDown sifts the top of the min-heap ids, keys down to its place.
+func heapDown(ids []int32, keys []float64) {
+	n := len(ids)
 	for i := 0; ; {
 		l := 2*i + 1
 		if l >= n {
@@ -1343,12 +1421,19 @@ func heapPop(ids []int32, keys []float64) ([]int32, []float64) {
 		ids[i], ids[m], keys[i], keys[m] = ids[m], ids[i], keys[m], keys[i]
 		i = m
 	}
-	return ids, keys
 }
 
 // eftPushDue adds worker wi to the due heap, keyed by its next place's
 // expected finish (ties by place, so the order is deterministic).
 func (p *policy) eftPushDue(wi int32) {
+	if !p.eftW(wi).inDue {
+		e, r, c := p.model(wi)
+		p.eftPushDueM(wi, e, r, c)
+	}
+}
+
+// eftPushDueM is eftPushDue given worker wi's model (model).
+func (p *policy) eftPushDueM(wi int32, ex, r float64, c int) {
 	e := p.eft
 	x := p.eftW(wi)
 	if x.inDue {
@@ -1356,7 +1441,7 @@ func (p *policy) eftPushDue(wi int32) {
 	}
 	x.inDue = true
 	e.due = append(e.due, wi)
-	e.key = append(e.key, p.efPlan(wi))
+	e.key = append(e.key, p.efPlanM(wi, ex, r, c))
 	for i := len(e.due) - 1; i > 0; {
 		par := (i - 1) / 2
 		if !e.dueLess(i, par) {
@@ -1410,7 +1495,8 @@ func (p *policy) instanceEF(ti TaskID) float64 {
 	for _, vi := range p.tasks[ti].on {
 		if v := &p.workers[vi]; !v.late {
 			if k := v.pos(ti); k >= 0 {
-				best = min(best, p.efPos(vi, k)+p.repTail(vi))
+				e, r, c := p.model(vi)
+				best = min(best, p.efPosM(vi, k, e, r, c)+repZ*p.eft.cv*e) // efPos + repTail
 			}
 		}
 	}
@@ -1427,8 +1513,8 @@ func (p *policy) instanceBase(ti TaskID) float64 {
 	for _, vi := range p.tasks[ti].on {
 		if v := &p.workers[vi]; !v.late {
 			if k := v.pos(ti); k >= 0 {
-				_, r, _ := p.model(vi)
-				ef := p.efPos(vi, k) + p.repTail(vi) - r/2
+				e, r, c := p.model(vi)
+				ef := p.efPosM(vi, k, e, r, c) + repZ*p.eft.cv*e - r/2 // efPos + repTail − r/2
 				best = min(best, ef)
 			}
 		}
@@ -1449,7 +1535,10 @@ func (p *policy) repTail(wi int32) float64 {
 
 // efRep is a further place's expected finish on worker wi for
 // replication (see repTail).
-func (p *policy) efRep(wi int32) float64 { return p.efNext(wi) + p.repTail(wi) }
+func (p *policy) efRep(wi int32) float64 {
+	e, r, c := p.model(wi)
+	return p.efPosM(wi, p.workers[wi].count(), e, r, c) + repZ*p.eft.cv*e // efNext + repTail
+}
 
 // eftBuildCand takes every task with a live instance and room for another
 // as a replication candidate, keyed by its expected finish (absolute).
@@ -1542,8 +1631,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		mine := now + p.efRep(wi)
 		if mine > e.recvKey[0]*(1+1e-12)+1 {
 			// Its next place is later than when it was keyed: key afresh.
-			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
-			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, mine)
+			heapRekeyTop(e.recv, e.recvKey, mine)
 			continue
 		}
 		c := e.cand[0]
@@ -1553,9 +1641,11 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			continue
 		}
 		if cur := now + p.instanceEF(c.task); math.Abs(cur-c.key) > 1e-9*max(1, math.Abs(c.key)) {
-			// Its expected finish has moved since it was keyed.
-			e.candPop()
-			e.candPush(eftCand{key: cur, task: c.task})
+			// Its expected finish has moved since it was keyed: as a
+			// pop and a push of it (the heap's order is total, ties by
+			// task, so its layout is never seen).
+			e.cand[0].key = cur
+			e.candDown(0)
 			continue
 		}
 		if mine >= c.key {

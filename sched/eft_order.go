@@ -23,11 +23,13 @@ import (
 // burst's length later than it need; at 4,608 sends of 25 µs that is
 // 115 ms on a 230 ms generation.
 
-// eftSendKey is one send of a step, for the sort.
+// eftSendKey is one send of a step, for the sort: small, so that the sort
+// moves little (the sends themselves are moved once, after it).
 type eftSendKey struct {
-	a     Action
 	chain float64 // r + e·(instances its slot runs from this one on)
-	pos   int     // its place among the step's sends, as sent
+	pos   int32   // its place among the step's sends, as sent
+	k     int32   // its index in the run
+	wi    int32   // its worker's place (−1: none)
 }
 
 // eftOrder reorders the sends of out (this step's actions) as described
@@ -76,14 +78,17 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		left = make([]int32, len(p.workers))
 		e.orderLeft = left
 	}
-	for _, a := range run {
+	for k, a := range run {
+		key := eftSendKey{pos: int32(first + k), k: int32(k), wi: -1}
 		if wi, ok := p.idx[a.Worker]; ok {
+			key.wi = wi
 			left[wi]++
 		}
+		keys = append(keys, key)
 	}
-	for k, a := range run {
-		key := eftSendKey{a: a, pos: first + k}
-		if wi, ok := p.idx[a.Worker]; ok {
+	for k := range keys {
+		key := &keys[k]
+		if wi := key.wi; wi >= 0 {
 			ex, r, c := p.model(wi)
 			n := p.workers[wi].count()
 			i := n - int(left[wi]) // its instance number on the worker
@@ -91,9 +96,11 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 			// Its slot runs it and every c-th instance after it.
 			key.chain = r + ex*float64((n-i+c-1)/max(c, 1))
 		}
-		keys = append(keys, key)
 	}
 	e.orderKeys = keys
+	if slices.IsSortedFunc(keys, func(x, y eftSendKey) int { return cmp.Compare(y.chain, x.chain) }) {
+		return // in order already (places ascend): nothing moves
+	}
 	// Stable: ties keep their order (pdqsort with the place as the tie
 	// breaker, which costs less than a stable sort of a large burst).
 	slices.SortFunc(keys, func(x, y eftSendKey) int {
@@ -102,9 +109,11 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		}
 		return cmp.Compare(x.pos, y.pos)
 	})
-	for k := range keys {
-		run[k] = keys[k].a
-		p.eftMoved(keys[k].a, keys[k].pos, first+k)
+	acts := append(e.orderActs[:0], run...)
+	e.orderActs = acts
+	for k, key := range keys {
+		run[k] = acts[key.k]
+		p.eftMoved(run[k], key.wi, int(key.pos), first+k)
 	}
 }
 
@@ -113,12 +122,11 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 // its worker (eftSend noted that as now + r/2 + the wait behind the
 // master's queued sends), the start of the instance if it went to an idle
 // slot (noted at the same time; a held one has no start yet), and the
-// place its round trip is judged by.
-func (p *policy) eftMoved(a Action, from, to int) {
+// place its round trip is judged by. wi is its worker's place (−1: none).
+func (p *policy) eftMoved(a Action, wi int32, from, to int) {
 	e := p.eft
-	wi, ok := p.idx[a.Worker]
 	t := int(a.Task)
-	if from == to || !ok || e.msgCost == 0 || t >= len(e.sent) || e.sent[t].to != wi+1 {
+	if from == to || wi < 0 || e.msgCost == 0 || t >= len(e.sent) || e.sent[t].to != wi+1 {
 		return
 	}
 	sn := &e.sent[t]
