@@ -769,20 +769,27 @@ func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Durat
 	m.counts.CancelAcks++
 	w.stopped(r.Gen, r.ID)
 	t := sched.TaskID(r.ID)
+	// The batch says which cancel it answers: an earlier batch's running
+	// instance is answered once it stops, maybe after the open batch's
+	// cancel of the same task on w, dropped at once.
+	of := sched.OfEarlierBatch
+	if b != nil && r.Gen == b.id {
+		of = sched.OfLastBatch
+	}
 	switch r.Ack {
 	case AckDropped, AckLate:
 		// No execution to report (a late one's result came on its own);
 		// the ledger counts one outcome per cancel it saw sent.
 		if w.sentIn(r.Gen, r.ID) {
 			if r.Ack == AckDropped {
-				m.ledger.Dropped(now, w.id, t)
+				m.ledger.DroppedOf(now, w.id, t, of)
 			} else {
-				m.ledger.Late(now, w.id, t)
+				m.ledger.LateOf(now, w.id, t, of)
 			}
 		}
 	default: // AckStopped, or a worker that predates acknowledgements
 		if exec > 0 && w.tell(r.Gen, r.ID) {
-			m.ledger.Ran(sched.Execution{Worker: w.id, Task: t, Start: now - exec, End: now, Cancelled: true, Arrival: true})
+			m.ledger.Ran(sched.Execution{Worker: w.id, Task: t, Start: now - exec, End: now, Cancelled: true, Arrival: true, Of: of})
 		}
 	}
 	// An answer about a slot (an instance stopped, or found finished)
@@ -794,7 +801,6 @@ func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Durat
 		w.late = false
 		m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
 	}
-	_ = b
 }
 
 // measure takes the instance of task t out of w's books and measures,

@@ -83,9 +83,30 @@ type Execution struct {
 	// (its result is stale): it counts for the worker's busy time and
 	// speed, but is none of the open batch's instances, even one of the
 	// same task on the same worker (Instance.Known false). A finished
-	// execution only: a cancelled one is matched to its cancel.
+	// execution only: a cancelled one says its batch with Of.
 	Stale bool
+	// Of says, of a cancelled execution, which batch's cancel stopped it
+	// (see AckOf).
+	Of AckOf
 }
+
+// AckOf names the batch whose cancel a worker's acknowledgement answers,
+// for a driver that knows it (a real master gets the batch id back with
+// it). A worker answers a held instance's cancel at once but a running
+// one's only once it has stopped, so an earlier batch's answer can come
+// after the open batch's, about the same task on the same worker: told
+// the batch, the ledger matches each to its own cancel.
+type AckOf uint8
+
+const (
+	// OfAnyBatch: not known; the oldest cancel of the task on the
+	// worker still unanswered.
+	OfAnyBatch AckOf = iota
+	// OfLastBatch: a cancel sent since the last BatchStarted.
+	OfLastBatch
+	// OfEarlierBatch: a cancel sent before it.
+	OfEarlierBatch
+)
 
 // Counts are the scheduling events of a generation or a run. The cancel
 // outcomes are what the workers did with the cancels, as they report it
@@ -250,6 +271,7 @@ const maxPendingCancels = 4096
 //	ledger.Ran(Execution{...})   // each execution that ended, finished or stopped by a cancel, before any later Step
 //	ledger.Dropped(now, w, t)    // a cancel removed a held instance
 //	ledger.Late(now, w, t)       // a cancel found its instance finished
+//	                             // (DroppedOf, LateOf and Execution.Of: the cancel's batch, when known)
 //	ledger.Unsent(w, t)          // the driver never sent an instance a Send asked for
 //	ledger.Finish(now)           // optional: the run ends
 //	rep := ledger.Report()       // at any time; LedgerConfig.OnGeneration for each final generation
@@ -437,6 +459,7 @@ type ledgerWorker struct {
 type pendingCancel struct {
 	task    TaskID
 	gen     int32 // the generation that sent it
+	batch   int32 // the last batch started when it was sent (its AckOf)
 	replica bool  // the instance was not the task's original
 	resend  bool  // of a replica: it was a resend
 	sent    time.Duration
@@ -668,7 +691,7 @@ func (l *Ledger) Step(at time.Duration, ev Event, acts []Action) {
 // cancel records a Cancel of task t on worker wi sent by generation gi
 // (-1: none): the instance leaves the books, and its outcome is awaited.
 func (l *Ledger) cancel(wi int32, t TaskID, gi int32) {
-	p := pendingCancel{task: t, gen: gi, sent: -1}
+	p := pendingCancel{task: t, gen: gi, batch: int32(len(l.gens) - 1), sent: -1}
 	if r := l.findInst(t, wi); r != nil {
 		p.replica, p.resend, p.sent = r.replica, r.resend, r.sent
 		l.dropInst(t, wi)
@@ -685,11 +708,12 @@ func (l *Ledger) cancel(wi int32, t TaskID, gi int32) {
 }
 
 // takeCancel finds and removes the oldest pending cancel of task t on
-// worker wi.
-func (l *Ledger) takeCancel(wi int32, t TaskID) (pendingCancel, bool) {
+// worker wi of the batch of.
+func (l *Ledger) takeCancel(wi int32, t TaskID, of AckOf) (pendingCancel, bool) {
 	w := &l.workers[wi]
+	last := int32(len(l.gens) - 1)
 	for i, p := range w.cancels {
-		if p.task == t {
+		if p.task == t && (of == OfAnyBatch || (p.batch == last) == (of == OfLastBatch)) {
 			w.cancels = slices.Delete(w.cancels, i, i+1)
 			return p, true
 		}
@@ -935,7 +959,12 @@ func sends(replica, resend bool, n int) Counts {
 // answers a Cancel of t on w that the ledger saw and that has no outcome
 // yet.
 func (l *Ledger) Dropped(at time.Duration, w WorkerID, t TaskID) {
-	if p, ok := l.outcome(w, t, Counts{CancelsHeld: 1, Dropped: 1}); ok {
+	l.DroppedOf(at, w, t, OfAnyBatch)
+}
+
+// DroppedOf is Dropped of a cancel of the batch of.
+func (l *Ledger) DroppedOf(at time.Duration, w WorkerID, t TaskID, of AckOf) {
+	if p, ok := l.outcome(w, t, of, Counts{CancelsHeld: 1, Dropped: 1}); ok {
 		if p.sent < 0 {
 			p.sent = at // its send is not known: a mark, so that every count has its instance
 		}
@@ -959,15 +988,20 @@ func (l *Ledger) instance(in Instance) {
 // finished (its result had left), as the worker reports it; like Dropped,
 // it counts only as the answer to a Cancel the ledger saw.
 func (l *Ledger) Late(at time.Duration, w WorkerID, t TaskID) {
-	l.outcome(w, t, Counts{CancelsLate: 1})
+	l.LateOf(at, w, t, OfAnyBatch)
 }
 
-func (l *Ledger) outcome(w WorkerID, t TaskID, d Counts) (pendingCancel, bool) {
+// LateOf is Late of a cancel of the batch of.
+func (l *Ledger) LateOf(_ time.Duration, w WorkerID, t TaskID, of AckOf) {
+	l.outcome(w, t, of, Counts{CancelsLate: 1})
+}
+
+func (l *Ledger) outcome(w WorkerID, t TaskID, of AckOf, d Counts) (pendingCancel, bool) {
 	wi, ok := l.idx[w]
 	if !ok {
 		return pendingCancel{}, false
 	}
-	p, ok := l.takeCancel(wi, t)
+	p, ok := l.takeCancel(wi, t, of)
 	if !ok {
 		return pendingCancel{}, false
 	}
@@ -1358,8 +1392,8 @@ func (l *Ledger) workerReport(w *ledgerWorker, syncPresent, syncBusy, starved, r
 // after their generation has ended, but only once they have ended: End must
 // not be later than the time of any Step that follows the call. An
 // execution stopped by a cancel (Cancelled) counts only as the outcome of
-// a Cancel of that task on that worker that the ledger saw and that has
-// no outcome yet; any other is ignored.
+// a Cancel of that task on that worker (of the batch e.Of says) that the
+// ledger saw and that has no outcome yet; any other is ignored.
 func (l *Ledger) Ran(e Execution) {
 	if e.End < e.Start {
 		return
@@ -1374,7 +1408,7 @@ func (l *Ledger) Ran(e Execution) {
 	in := Instance{Worker: e.Worker, Task: e.Task, Kind: InstanceFinished}
 	if e.Cancelled {
 		var ok bool
-		if p, ok = l.takeCancel(wi, e.Task); !ok {
+		if p, ok = l.takeCancel(wi, e.Task, e.Of); !ok {
 			return // no cancel of it was sent: not an instance of ours
 		}
 		in.Kind, in.Replica, in.Known = InstanceCancelledRunning, p.replica, true

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -120,6 +121,100 @@ func TestLedgerStaleRanEndsNoInstance(t *testing.T) {
 	if got := c.Originals + c.Resends + c.Replicas; got != sent || c.Originals != 3 {
 		t.Errorf("counts %d originals + %d resends + %d replicas = %d; want %d instances sent, 3 originals",
 			c.Originals, c.Resends, c.Replicas, got, sent)
+	}
+}
+
+// A worker answers a held instance's cancel at once but a running one's
+// only once it has stopped, so an earlier batch's answer about task t on
+// worker w may come before or after the open batch's: told each answer's
+// batch, the ledger matches it to that batch's cancel, and each
+// generation counts its own outcome and its own instance.
+func TestLedgerCancelAnswersOfTwoBatches(t *testing.T) {
+	s := time.Second
+	stopped := func(l *Ledger) { // batch 0's t0 on w2, stopped at last
+		l.Ran(Execution{Worker: 2, Task: 0, Start: 0, End: 3*s + s/2, Cancelled: true, Of: OfEarlierBatch})
+	}
+	dropped := func(l *Ledger) { l.DroppedOf(3*s, 2, 0, OfLastBatch) } // batch 1's t0 on w2, held
+	for _, order := range []struct {
+		name  string
+		first func(*Ledger)
+		then  func(*Ledger)
+	}{{"earlier first", stopped, dropped}, {"earlier last", dropped, stopped}} {
+		t.Run(order.name, func(t *testing.T) {
+			var ins []Instance
+			l := NewLedger(LedgerConfig{OnInstance: func(in Instance) {
+				if in.Kind != InstanceFinished {
+					ins = append(ins, in)
+				}
+			}})
+			l.Step(0, join(1, 1), nil)
+			l.Step(0, join(2, 1), nil)
+			// Batch 0: t0 to w1 and a replica to w2; w1's wins, w2's is
+			// cancelled while it runs, and is slow to stop.
+			l.Step(0, batch(1), []Action{{Kind: Send, Worker: 1, Task: 0}, {Kind: Send, Worker: 2, Task: 0, Replica: true}})
+			l.Ran(Execution{Worker: 1, Task: 0, Start: 0, End: s})
+			l.Step(s, res(1, 0), []Action{{Kind: Accept, Worker: 1, Task: 0}, {Kind: Cancel, Worker: 2, Task: 0}})
+			// Batch 1: t0 to w2 (held behind the one stopping) and a
+			// replica to w1, whose wins: w2's is cancelled while held.
+			// The batch is still open (t1 has no result yet): batch 0,
+			// waiting for its cancel's answer, is not final yet.
+			l.Step(2*s, batch(2), []Action{{Kind: Send, Worker: 2, Task: 0}, {Kind: Send, Worker: 1, Task: 0, Replica: true}})
+			l.Ran(Execution{Worker: 1, Task: 0, Start: 2 * s, End: 3 * s})
+			l.Step(3*s, res(1, 0), []Action{{Kind: Accept, Worker: 1, Task: 0}, {Kind: Cancel, Worker: 2, Task: 0, Held: true}})
+			order.first(l)
+			order.then(l)
+			l.Finish(4 * s)
+			rep := l.Report()
+			want0 := Counts{Originals: 1, Replicas: 1, CancelsRunning: 1, Aborted: 1, Wasted: 3*s + s/2}
+			want1 := Counts{Originals: 1, Replicas: 1, CancelsHeld: 1, Dropped: 1}
+			if g := rep.Generations[0].Counts; g != want0 {
+				t.Errorf("generation 0 counts %+v, want %+v", g, want0)
+			}
+			if g := rep.Generations[1].Counts; g != want1 {
+				t.Errorf("generation 1 counts %+v, want %+v", g, want1)
+			}
+			if c := rep.Counts; c.Originals+c.Resends+c.Replicas != 4 || c.CancelsRunning+c.CancelsHeld+c.CancelsLate != 2 {
+				t.Errorf("run counts %+v, want 4 instances sent and 2 cancel outcomes", c)
+			}
+			wantIns := []Instance{
+				{Worker: 2, Task: 0, Gen: 0, Replica: true, Known: true, Kind: InstanceCancelledRunning, Start: 0, End: 3*s + s/2},
+				{Worker: 2, Task: 0, Gen: 1, Replica: false, Known: true, Kind: InstanceCancelledHeld, Start: 2 * s, End: 3 * s},
+			}
+			slices.SortFunc(ins, func(a, b Instance) int { return a.Gen - b.Gen })
+			if !slices.Equal(ins, wantIns) {
+				t.Errorf("cancelled instances %+v, want %+v", ins, wantIns)
+			}
+		})
+	}
+}
+
+// An earlier batch's answer whose cancel the ledger has forgotten (sent
+// more than 8 generations ago, to a worker given nothing since) answers
+// no cancel of the open batch, even of the same task on the same worker.
+func TestLedgerForgottenCancelAnswersNone(t *testing.T) {
+	s := time.Second
+	l := NewLedger(LedgerConfig{})
+	l.Step(0, join(1, 1), nil)
+	l.Step(0, join(2, 1), nil)
+	l.Step(0, batch(1), []Action{{Kind: Send, Worker: 1, Task: 0}, {Kind: Send, Worker: 2, Task: 0, Replica: true}})
+	l.Ran(Execution{Worker: 1, Task: 0, Start: 0, End: s})
+	l.Step(s, res(1, 0), []Action{{Kind: Accept, Worker: 1, Task: 0}, {Kind: Cancel, Worker: 2, Task: 0}})
+	at := s
+	for range 9 {
+		at += s
+		l.Step(at, batch(1), []Action{{Kind: Send, Worker: 1, Task: 0}})
+		l.Ran(Execution{Worker: 1, Task: 0, Start: at, End: at + s/2})
+		l.Step(at+s/2, res(1, 0), []Action{{Kind: Accept, Worker: 1, Task: 0}})
+	}
+	at += s
+	l.Step(at, batch(2), []Action{{Kind: Send, Worker: 2, Task: 0}, {Kind: Send, Worker: 1, Task: 0, Replica: true}})
+	l.Ran(Execution{Worker: 1, Task: 0, Start: at, End: at + s/2})
+	l.Step(at+s/2, res(1, 0), []Action{{Kind: Accept, Worker: 1, Task: 0}, {Kind: Cancel, Worker: 2, Task: 0, Held: true}})
+	l.Ran(Execution{Worker: 2, Task: 0, Start: 0, End: at + s/2, Cancelled: true, Of: OfEarlierBatch})
+	l.DroppedOf(at+s/2, 2, 0, OfLastBatch)
+	want := Counts{Originals: 1, Replicas: 1, CancelsHeld: 1, Dropped: 1}
+	if g := l.Report().Generations[10].Counts; g != want {
+		t.Errorf("open generation counts %+v, want %+v", g, want)
 	}
 }
 
