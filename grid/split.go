@@ -135,6 +135,7 @@ type parentLink struct {
 	finishBy  time.Duration // stop waiting for the workers to leave
 	done      chan error    // RunChild's answer; capacity 1
 	answered  bool
+	runOver   bool // the parent said the run is over: Close waits for the workers on their way here
 
 	// What goes up as ChildCounts: the tasks sent in this tree since the
 	// last ChildResults (each once: mark is 1 while it is listed here, 2
@@ -1003,8 +1004,8 @@ func (m *Master) heardBack(c *childMaster) {
 // under a returning child, grandchild… reaches a master that is still
 // open and has named it to its own parent, and so ends at the root, which
 // tells it the run is over; a child still at work hears the end from its
-// parent and tells its own (shutdownChildren). Not covered: workers on
-// their way to a child when that child hears the end (it does not wait).
+// parent, waits for the workers on their way to it as the root does, and
+// tells them and its own children (shutdownChildren).
 func (m *Master) awaiting() int {
 	p := m.split.splitProto
 	if p == nil {
@@ -1035,15 +1036,19 @@ func (m *Master) noteJoins() {
 // awaitReturns waits for the workers on their way back from child
 // masters, each at most returnGrace from when it was moved (and Close at
 // most ShutdownGrace more), so that Close tells them the run is over too.
-// A child does not wait: what reaches it now it sends on (bounce), and
-// its own agent must get back to its parent; a returning child waits
-// for its children's workers before it stops (maybeFinish).
+// A child that returns does not wait: what reaches it now it sends on
+// (bounce), and its own agent must get back to its parent; a returning
+// child waits for its children's workers before it stops (maybeFinish).
+// A child that heard from its parent that the run is over waits as the
+// root does: a worker on its way back to it (a grandchild master going
+// back to work, say) would otherwise find no master, and never hear
+// the end.
 func (m *Master) awaitReturns() {
 	deadline := time.Now().Add(m.cfg.ShutdownGrace + returnGrace)
 	for {
 		n := 0
 		if !m.ask(func() {
-			if p := m.split.splitProto; p != nil && p.parent == nil {
+			if p := m.split.splitProto; p != nil && (p.parent == nil || p.parent.runOver) {
 				n = m.awaiting()
 			}
 		}) || n == 0 {
@@ -1234,6 +1239,7 @@ func (m *Master) parentFrame(msg Message) {
 				err = ErrParentInterrupted
 			}
 			m.log.Info("the parent master ended the run", "reason", v.Reason, "restart", v.Restart)
+			pl.runOver = !v.Restart
 			pl.done <- err
 		}
 	default:
