@@ -243,10 +243,7 @@ func TestProcessesSplitChildKilled(t *testing.T) {
 // child port: no worker needs an inbound port beyond the one it was given.
 func TestProcessesSplitChildPort(t *testing.T) {
 	want := splitReference(t)
-	ports := make([]string, splitWorkers)
-	for i := range ports {
-		ports[i] = freePort(t)
-	}
+	ports := freePorts(t, splitWorkers)
 	r := startSplitRunWith(t, "paper", func(i int) []string { return []string{"-child-port", ports[i]} })
 	got := r.m.finish(t)
 	sameRun(t, got, want)
@@ -290,14 +287,19 @@ func TestProcessesSplitChildPort(t *testing.T) {
 // moving is a worker's log line when it is moved to another master.
 var moving = regexp.MustCompile(`msg="moving to another master"[^\n]*? addr=(\S+)`)
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) string {
+// freePorts returns n distinct TCP ports on 127.0.0.1 that were free a
+// moment ago: each listener is held until all are chosen, so that no
+// port comes twice.
+func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]string, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		_, ports[i], _ = net.SplitHostPort(l.Addr().String())
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return ports
 }
