@@ -968,6 +968,12 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 // the master had closed waited for ever).
 const returnGrace = 30 * time.Second
 
+// childReturnWait bounds how long a child master that heard the end of
+// the run waits for the workers on their way to it (a grandchild master
+// going back to work is a round trip away), while the workers it has
+// wait to hear the end too.
+const childReturnWait = time.Second
+
 // expectWorkers notes workers on their way here, waited for at most
 // grace each; those connected already are not.
 func (m *Master) expectWorkers(names []string, grace time.Duration) {
@@ -1045,14 +1051,19 @@ func (m *Master) noteJoins() {
 // the end.
 func (m *Master) awaitReturns() {
 	deadline := time.Now().Add(m.cfg.ShutdownGrace + returnGrace)
-	for {
+	for first := true; ; first = false {
 		n := 0
+		child := false
 		if !m.ask(func() {
 			if p := m.split.splitProto; p != nil && (p.parent == nil || p.parent.runOver) {
-				n = m.awaiting()
+				n, child = m.awaiting(), p.parent != nil
 			}
 		}) || n == 0 {
 			return
+		}
+		if first && child {
+			// Its workers wait for the end meanwhile: a short wait.
+			deadline = time.Now().Add(childReturnWait)
 		}
 		if time.Now().After(deadline) {
 			m.log.Warn("workers expected back from child masters did not come", "missing", n)
