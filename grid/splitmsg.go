@@ -145,7 +145,7 @@ type ChildCounts struct {
 // far less between two ChildResults (a few milliseconds apart), and a
 // claim past them is cut to them, so that no claim makes a total wrap.
 const (
-	maxChildCount  = 1 << 30 // an int on every platform
+	maxChildCount  = 1 << 30        // an int on every platform
 	maxChildWasted = int64(1 << 50) // ns, about 13 days
 )
 
