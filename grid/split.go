@@ -78,7 +78,7 @@ type splitProto struct {
 	recalled []*childMaster
 	// Workers on their way here (from a child, or from the parent to
 	// this child), by name, with how long they are waited for.
-	expect    map[string]time.Duration
+	expect    map[string]expected
 	nextToken uint64
 	lent      map[int32]*childMaster // tasks of the current batch lent to a child
 	moving    map[*mworker]*childMaster
@@ -741,12 +741,14 @@ func (m *Master) childLost(c *childMaster) {
 		slices.SortFunc(back, func(a, b Task) int { return int(a.ID) - int(b.ID) })
 	}
 	c.lent = 0
-	// Workers waiting to be moved to it go and find a master afresh.
+	// Workers waiting to be moved to it go and find a master afresh:
+	// this one, on a new connection, which Close waits for too.
 	for w, x := range p.moving {
 		if x == c {
 			delete(p.moving, w)
 			if !w.left {
 				w.conn.Send(&Move{})
+				m.expectAgain(w, returnGrace)
 			}
 		}
 	}
@@ -974,18 +976,38 @@ const returnGrace = 30 * time.Second
 // wait to hear the end too.
 const childReturnWait = time.Second
 
+// expected is a worker on its way here: until when it is waited for,
+// and the connection it leaves (nil: none), which does not count as its
+// coming.
+type expected struct {
+	by  time.Duration
+	old *mworker
+}
+
 // expectWorkers notes workers on their way here, waited for at most
 // grace each; those connected already are not.
 func (m *Master) expectWorkers(names []string, grace time.Duration) {
-	p := m.proto()
 	for _, name := range names {
 		if m.byName[name] == nil {
-			if p.expect == nil {
-				p.expect = map[string]time.Duration{}
-			}
-			p.expect[name] = m.now() + grace
+			m.expect(name, expected{by: m.now() + grace})
 		}
 	}
+}
+
+// expectAgain notes that w, told to find a master afresh (an empty
+// Move), comes back here on a new connection, waited for at most grace:
+// seed 1282 of the simulation saw a run end while such a worker was
+// between its two connections, and it looked for a master for ever.
+func (m *Master) expectAgain(w *mworker, grace time.Duration) {
+	m.expect(w.name, expected{by: m.now() + grace, old: w})
+}
+
+func (m *Master) expect(name string, x expected) {
+	p := m.proto()
+	if p.expect == nil {
+		p.expect = map[string]expected{}
+	}
+	p.expect[name] = x
 }
 
 // heardBack notes that c, told to return, can say nothing more: its
@@ -1032,8 +1054,8 @@ func (m *Master) noteJoins() {
 		return
 	}
 	now := m.now()
-	for name, by := range p.expect {
-		if m.byName[name] != nil || now > by {
+	for name, x := range p.expect {
+		if w := m.byName[name]; w != nil && w != x.old || now > x.by {
 			delete(p.expect, name)
 		}
 	}

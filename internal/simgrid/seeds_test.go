@@ -104,9 +104,8 @@ func TestFixedSeeds(t *testing.T) {
 }
 
 // fixedWaitingSeeds are seeds that left a worker looking for a master
-// after the run ended (CheckWaiting, which the search leaves off: the
-// gap is not closed for every split run, see CheckWaiting), kept so that
-// the case each found stays closed.
+// after the run ended (CheckWaiting), kept so that the case each found
+// stays closed.
 var fixedWaitingSeeds = []struct {
 	seed uint64
 	why  string
@@ -115,9 +114,14 @@ var fixedWaitingSeeds = []struct {
 		"the run was over and closed at once; w0 found no master and never heard the end (a child " +
 		"that hears the end now waits for the workers on their way to it, as the root does)"},
 	{5142, "the same with w3 and child master n7"},
+	{1282, "the root gave up on promoted worker w3, which never came up as a child master, and told w4, " +
+		"waiting to be moved to it, to find a master afresh; the run ended while w4 was between its two " +
+		"connections, and it looked for a master for ever (the root now waits for such a worker's new " +
+		"connection, as for one coming back from a child)"},
 }
 
-// TestFixedWaitingSeeds replays them with CheckWaiting on.
+// TestFixedWaitingSeeds replays them with CheckWaiting on (even under
+// -sim.waiting=false).
 func TestFixedWaitingSeeds(t *testing.T) {
 	defer func(was bool) { CheckWaiting = was }(CheckWaiting)
 	CheckWaiting = true

@@ -27,7 +27,7 @@ var (
 )
 
 func init() {
-	flag.BoolVar(&CheckWaiting, "sim.waiting", false, "fail a split run that leaves a worker looking for a master (see CheckWaiting)")
+	flag.BoolVar(&CheckWaiting, "sim.waiting", true, "fail a split run that leaves a worker looking for a master (see CheckWaiting)")
 }
 
 // simulate runs seed's scenario in a fresh bubble and returns its outcome,

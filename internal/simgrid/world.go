@@ -56,7 +56,11 @@ type Outcome struct {
 	Final      []es.Individual // the last parents
 	Err        error           // the run's error, if it failed
 	Elapsed    time.Duration   // virtual time from start to the run's end
-	Accepts    []Accept
+	// Ended is the virtual time at which the ES's last generation was
+	// evaluated, before the master's Close (which may wait for workers
+	// on their way back from child masters, and so end much later).
+	Ended   time.Duration
+	Accepts []Accept
 	// Reports and Stats are each master incarnation's.
 	Reports []sched.Report
 	Stats   []grid.MasterStats
@@ -296,6 +300,9 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	}
 	// A normal end: the master tells the workers the run is over. A
 	// killed one only ends its goroutines: its sockets are already gone.
+	w.mu.Lock()
+	w.out.Ended = time.Since(w.start)
+	w.mu.Unlock()
 	m.Close()
 	w.mu.Lock()
 	w.curMaster = nil
