@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(benchMasterEnv); spec != "" {
 		os.Exit(benchMaster(spec)) // BenchmarkMasterAgents's master process
 	}
+	if spec := os.Getenv(floorServerEnv); spec != "" {
+		os.Exit(floorServerMain(spec)) // BenchmarkMasterFloor's server process
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
