@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -33,16 +34,22 @@ import (
 //     slice) by channel to one loop goroutine, which hands the next task
 //     by channel to the connection's writer goroutine: the master's shape.
 //   - direct: the same, but the loop writes to the socket itself.
+//   - idle: the loop writes itself when no other frame waits for it,
+//     else hands over to the writer goroutine.
 //   - inline: the reader answers on its own goroutine, no loop at all:
 //     the least a Go server with a goroutine per connection can do.
 //
 // Reported per task as BenchmarkMasterAgents does (CPU, user CPU, the
-// result-to-send latency). No time is asserted.
+// result-to-send latency), and the clients' round trip from writing a
+// result to the next task's arrival (median and 90th percentile: a run's
+// first task on each connection answers the last result of the run
+// before, 256 samples of b.N, long after). With ESGRID_BENCH_MASTER_PROFILE=FILE the
+// server process writes its CPU profile there. No time is asserted.
 func BenchmarkMasterFloor(b *testing.B) {
 	if testing.Short() {
 		b.Skip("256 connections and a server process")
 	}
-	for _, shape := range []string{"chan", "direct", "inline"} {
+	for _, shape := range []string{"chan", "direct", "idle", "inline"} {
 		b.Run(shape, func(b *testing.B) {
 			f := startFloorBench(b, shape, benchAgents)
 			defer f.close(b)
@@ -50,12 +57,16 @@ func BenchmarkMasterFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
+			f.rtt.reset()
 			r, err := f.run(b.N)
 			b.StopTimer()
 			if err != nil {
 				b.Fatal(err)
 			}
+			rtt50, rtt90, _ := f.rtt.quantiles()
 			n := float64(r.Tasks)
+			b.ReportMetric(float64(rtt50)/1e3, "client-rtt-p50-µs")
+			b.ReportMetric(float64(rtt90)/1e3, "client-rtt-p90-µs")
 			b.ReportMetric(float64(r.CPU)/1e3/n, "server-cpu-µs/task")
 			b.ReportMetric(float64(r.User)/1e3/n, "server-user-µs/task")
 			b.ReportMetric(float64(r.Wall)/1e3/n, "wall-µs/task")
@@ -81,6 +92,7 @@ const floorServerEnv = "ESGRID_BENCH_FLOOR"
 // floorBench is the server process and its clients.
 type floorBench struct {
 	agentsBench
+	rtt latencies // clients: from a result's write to the next task's arrival
 }
 
 func startFloorBench(b *testing.B, shape string, n int) *floorBench {
@@ -103,7 +115,7 @@ func startFloorBench(b *testing.B, shape string, n int) *floorBench {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	f := &floorBench{agentsBench{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}}
+	f := &floorBench{agentsBench: agentsBench{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}}
 	if !f.out.Scan() {
 		f.kill()
 		b.Fatalf("server process: no address (%v)", f.out.Err())
@@ -120,29 +132,35 @@ func startFloorBench(b *testing.B, shape string, n int) *floorBench {
 		f.agents.Add(1)
 		go func() {
 			defer f.agents.Done()
-			floorClient(ctx, c)
+			floorClient(ctx, c, &f.rtt)
 		}()
 	}
 	return f
 }
 
 // floorClient answers every task frame on c with a result frame, benchEval
-// later, until c or ctx closes.
-func floorClient(ctx context.Context, c net.Conn) {
+// later, until c or ctx closes. It adds to rtt the time from writing a
+// result to the next task's arrival.
+func floorClient(ctx context.Context, c net.Conn, rtt *latencies) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	defer c.Close()
 	br := bufio.NewReader(c)
 	result := frame(resultFrameBytes)
 	var hdr [4]byte
+	var wrote time.Time
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			return
+		}
+		if !wrote.IsZero() {
+			rtt.add(time.Since(wrote))
 		}
 		if _, err := br.Discard(int(binary.BigEndian.Uint32(hdr[:]))); err != nil {
 			return
 		}
 		time.Sleep(benchEval)
+		wrote = time.Now()
 		if _, err := c.Write(result); err != nil {
 			return
 		}
@@ -216,7 +234,7 @@ func floorServerMain(spec string) int {
 		}
 		c := &floorConn{nc: nc}
 		all = append(all, c)
-		if shape == "chan" {
+		if shape == "chan" || shape == "idle" {
 			c.out = make(chan []byte, 4)
 			go func() {
 				for f := range c.out {
@@ -230,6 +248,17 @@ func floorServerMain(spec string) int {
 	}
 	if shape != "inline" {
 		go s.loop(all)
+	}
+	if path := os.Getenv(benchProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	in := bufio.NewScanner(os.Stdin)
 	out := json.NewEncoder(os.Stdout)
@@ -312,7 +341,7 @@ func (s *floorServer) loop(all []*floorConn) {
 	var target, sent, received int
 	send := func(c *floorConn) {
 		sent++
-		if s.shape == "chan" {
+		if s.shape == "chan" || s.shape == "idle" && len(s.results) > 0 {
 			c.out <- s.task
 			return
 		}
