@@ -749,8 +749,14 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 		return
 	}
 	conn.Start(func(msg Message) {
+		lm := loopMsg{kind: msgFrame, w: w, msg: msg}
+		select { // a send alone first: cheaper than the select below
+		case m.in <- lm:
+			return
+		default:
+		}
 		select {
-		case m.in <- loopMsg{kind: msgFrame, w: w, msg: msg}:
+		case m.in <- lm:
 		case <-m.done:
 		}
 	})
