@@ -100,9 +100,13 @@ type mworker struct {
 	prevSent, prevTold []uint64
 	prevBatch          int32
 	warned             bool // an unsolicited result was logged
-	// tokens[t] is the token sent with task t of batch sentBatch (0: not
-	// drawn), prevTokens the batch before's (verify.go).
-	tokens, prevTokens []uint64
+	// tokens[t] is the token sent with task t of batch sentBatch (absent:
+	// not drawn), prevTokens the batch before's (verify.go); tokN and
+	// prevTokN are those batches' sizes (0: none). A map, not a slice of
+	// λ: a worker gets a few of a batch's tasks, and 4,096 workers' slices
+	// of λ = 16,384 would hold 1 GiB, cleared every batch.
+	tokens, prevTokens map[int32]uint64
+	tokN, prevTokN     int32
 	// checkTasks are instances of verification checks to send this turn
 	// (verify.go); flush sends them with the policy's tasks.
 	checkTasks []Task
@@ -176,11 +180,12 @@ func (w *mworker) markSent(b int32, n int, t int32) {
 			w.prevSent, w.sent = w.sent, w.prevSent
 			w.prevTold, w.told = w.told, w.prevTold
 			w.prevTokens, w.tokens = w.tokens, w.prevTokens
+			w.prevTokN = w.tokN
 			w.prevBatch = w.sentBatch
 		}
 		words := (n + 63) / 64
 		w.sent, w.told = bitsFor(w.sent, words), bitsFor(w.told, words)
-		w.tokens = tokensFor(w.tokens, n)
+		w.tokens, w.tokN = tokensFor(w.tokens), int32(n)
 		w.sentBatch = b
 	}
 	w.sent[t/64] |= 1 << (t % 64)

@@ -186,48 +186,52 @@ func (m *Master) newToken() uint64 {
 // same worker keeps its token, so that whichever copy the worker answers
 // with is believed.
 func (w *mworker) tokenFor(t int32, draw func() uint64) uint64 {
-	if t < 0 || int(t) >= len(w.tokens) {
+	if t < 0 || t >= w.tokN {
 		return 0
 	}
-	if w.tokens[t] == 0 {
-		w.tokens[t] = draw()
+	tok, ok := w.tokens[t]
+	if !ok {
+		tok = draw()
+		w.tokens[t] = tok
 	}
-	return w.tokens[t]
+	return tok
 }
 
 // validToken reports whether tok is the token w was sent for task t of
 // batch b (its latest or the one before).
 func (w *mworker) validToken(b, t int32, tok uint64) bool {
-	var toks []uint64
 	switch {
-	case b == w.sentBatch:
-		toks = w.tokens
-	case b == w.prevBatch:
-		toks = w.prevTokens
+	case tok == 0 || t < 0:
+		return false
+	case b == w.sentBatch && t < w.tokN:
+		return w.tokens[t] == tok
+	case b == w.prevBatch && t < w.prevTokN:
+		return w.prevTokens[t] == tok
 	}
-	return tok != 0 && t >= 0 && int(t) < len(toks) && toks[t] == tok
+	return false
 }
 
 // tokensForgotten reports whether batch b is older than the two batches
 // whose tokens w keeps (batch ids only grow).
 func (w *mworker) tokensForgotten(b int32) bool {
 	switch {
-	case len(w.prevTokens) > 0:
+	case w.prevTokN > 0:
 		return b < w.prevBatch
-	case len(w.tokens) > 0:
+	case w.tokN > 0:
 		return b < w.sentBatch
 	}
 	return false
 }
 
-// tokensFor returns b resized to n entries, all zero.
-func tokensFor(b []uint64, n int) []uint64 {
-	if cap(b) < n {
-		return make([]uint64, n)
+// tokensFor returns m emptied for a new batch: cleared when it is small
+// (clearing costs its capacity), a fresh map when it grew (a worker
+// dealt a large share once, by cyclic say).
+func tokensFor(m map[int32]uint64) map[int32]uint64 {
+	if m == nil || len(m) > 64 {
+		return make(map[int32]uint64)
 	}
-	b = b[:n]
-	clear(b)
-	return b
+	clear(m)
+	return m
 }
 
 // unsolicited counts a result that carries no token the master gave w
