@@ -159,6 +159,25 @@ type eftState struct {
 	batchAt  time.Duration
 	results  int
 
+	// The master's pace: its time per message, its own steps included,
+	// which the slope m does not see (it learns the messages' cost
+	// only). Measured over a batch's drain, from the first result taken
+	// once Q was empty and its sends handed over (drainAt) to the last
+	// (drainEnd): where the master is the bottleneck it is busy
+	// throughout, and that time over the messages it took and sent
+	// meanwhile (drainMsgs) is its pace; elsewhere it also waited for
+	// results, and its pace is taken as at most twice the least time per
+	// message between two results (gapMin: one taken as soon as the
+	// master was done with the other and what it sent between). paceLast
+	// is the last batch's; the drain counts it (drainCost).
+	paceLast  float64
+	drainAt   time.Duration // 0: not started in this batch
+	drainEnd  time.Duration
+	drainMsgs int
+	sinceRes  int     // messages since the last result
+	gapMin    float64 // −1: none yet
+	cancelled int     // cancels the step sends
+
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
 	// or under half the mean, a change of pace, left out): the spread of
@@ -386,6 +405,11 @@ func (p *policy) eftW(wi int32) *eftWorker {
 // probeAfter + ⌈s / that cap⌉ batches.
 func (p *policy) eftBegin(ev Event) {
 	e := p.eft
+	e.notePace(ev, p.qLive == 0)
+	e.cancelled = 0
+	if ev.Kind == ResultArrived {
+		e.cancelled = p.cancels(ev.Worker, ev.Task)
+	}
 	e.begin(ev)
 	if ev.Kind != BatchStarted {
 		return
@@ -431,6 +455,54 @@ func (e *eftState) begin(ev Event) {
 	}
 	e.stepSends = 0
 	e.stepBase = max(float64(e.busy-e.now), 0)
+}
+
+// notePace counts the master's drain (see pace) at the start of the step
+// of ev: the messages of the last step, and this result. qEmpty says Q
+// is empty.
+func (e *eftState) notePace(ev Event, qEmpty bool) {
+	at := max(e.now, ev.At)
+	k := e.stepSends + e.cancelled // the last step's messages
+	switch {
+	case ev.Kind == BatchStarted:
+		if e.drainAt > 0 && e.drainMsgs >= paceMin && e.gapMin >= 0 {
+			e.paceLast = min(float64(e.drainEnd-e.drainAt)/float64(e.drainMsgs), 2*e.gapMin)
+		}
+		e.drainAt = 0
+	case e.drainAt > 0 && ev.Kind == ResultArrived:
+		e.drainMsgs += k + 1
+		if g := float64(at - e.drainEnd); e.sinceRes+k == 0 && (e.gapMin < 0 || g < e.gapMin) {
+			e.gapMin = g
+		}
+		e.drainEnd, e.sinceRes = at, 0
+	case e.drainAt > 0:
+		e.drainMsgs += k
+		e.sinceRes += k
+	case ev.Kind == ResultArrived && qEmpty && e.batched && at >= e.busy:
+		e.drainAt, e.drainEnd, e.drainMsgs, e.sinceRes, e.gapMin = at, at, 0, 0, -1
+	}
+}
+
+// cancels is how many cancels a result of task ti from worker id makes
+// the master send: its live instances elsewhere, unless it is done.
+func (p *policy) cancels(id WorkerID, ti TaskID) int {
+	if ti < 0 || int(ti) >= p.n || p.tasks[ti].done {
+		return 0
+	}
+	wi, ok := p.idx[id]
+	n := 0
+	for _, vi := range p.tasks[ti].on {
+		if !ok || vi != wi {
+			n++
+		}
+	}
+	return n
+}
+
+// drainCost is the master's time per message for its drain: its pace
+// (see pace), at least m.
+func (e *eftState) drainCost() float64 {
+	return max(e.paceLast, e.msgCost)
 }
 
 // capCost keeps m below what the batch so far allows: each result the
@@ -673,6 +745,9 @@ const (
 	// pace if the next is too) only beyond paceZ spreads of the log of
 	// its times.
 	paceZ = 3.0
+	// paceMin: the master's pace is measured over a drain of at least
+	// paceMin messages.
+	paceMin = 64
 	// noiseZ: a worker's mean within noiseZ standard errors of the grid's
 	// lowest counts as the lowest (withinNoise).
 	noiseZ = 3.0
@@ -1656,7 +1731,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		// message at a time: on a grid whose master is the bottleneck, a
 		// replica that beats its copy before then gains nothing, and its
 		// messages (send, result, cancel) delay all the rest.
-		drain := now + p.sendWait() + float64(p.n-p.nDone+extra)*e.msgCost
+		drain := now + p.sendWait() + float64(p.n-p.nDone+extra)*e.drainCost()
 		if drain >= now+p.instanceBase(c.task) {
 			break
 		}
