@@ -107,8 +107,10 @@ import (
 // has fewer than Config.Copies live instances, and the worker does not
 // hold it (it then takes the next such task). Nor is a replica sent of
 // an instance that ends before the master could have taken a result of
-// every task not done and a cancel of every replica live, m apart after
-// its queued sends (its drain): where the master is the bottleneck, such
+// every task not done and a cancel of every replica live, one at a time
+// after its queued sends (its drain), each at the master's pace (its
+// time per message over the last batch's drain, its own steps included;
+// at least m): where the master is the bottleneck, such
 // a replica gains nothing and its messages delay the rest. The instance
 // is judged by when it ends, not by when its result is expected back:
 // a worker's measured round trip then holds the wait of its results in
