@@ -167,18 +167,13 @@ type eftState struct {
 	// once Q was empty and its sends handed over (drainAt) to the last
 	// (drainEnd): where the master is the bottleneck it is busy
 	// throughout, and that time over the messages it took and sent
-	// meanwhile (drainMsgs) is its pace; elsewhere it also waited for
-	// results, and its pace is taken as at most twice the least time per
-	// message between two results (gapMin: one taken as soon as the
-	// master was done with the other and what it sent between). paceLast
-	// is the last batch's; the drain counts it (drainCost).
+	// meanwhile (drainMsgs) is its pace. paceLast is the last batch's;
+	// the drain counts it (drainCost).
 	paceLast  float64
 	drainAt   time.Duration // 0: not started in this batch
 	drainEnd  time.Duration
 	drainMsgs int
-	sinceRes  int     // messages since the last result
-	gapMin    float64 // −1: none yet
-	cancelled int     // cancels the step sends
+	cancelled int // cancels the step sends
 
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
@@ -464,24 +459,20 @@ func (e *eftState) begin(ev Event) {
 // is empty.
 func (e *eftState) notePace(ev Event, qEmpty bool) {
 	at := max(e.now, ev.At)
-	k := e.stepSends + e.cancelled // the last step's messages
 	switch {
 	case ev.Kind == BatchStarted:
-		if e.drainAt > 0 && e.drainMsgs >= paceMin && e.gapMin >= 0 {
-			e.paceLast = min(float64(e.drainEnd-e.drainAt)/float64(e.drainMsgs), 2*e.gapMin)
+		if e.drainAt > 0 && e.drainEnd > e.drainAt {
+			e.paceLast = float64(e.drainEnd-e.drainAt) / float64(e.drainMsgs)
 		}
 		e.drainAt = 0
-	case e.drainAt > 0 && ev.Kind == ResultArrived:
-		e.drainMsgs += k + 1
-		if g := float64(at - e.drainEnd); e.sinceRes+k == 0 && (e.gapMin < 0 || g < e.gapMin) {
-			e.gapMin = g
-		}
-		e.drainEnd, e.sinceRes = at, 0
 	case e.drainAt > 0:
-		e.drainMsgs += k
-		e.sinceRes += k
+		e.drainMsgs += e.stepSends + e.cancelled // the last step's
+		if ev.Kind == ResultArrived {
+			e.drainMsgs++
+			e.drainEnd = at
+		}
 	case ev.Kind == ResultArrived && qEmpty && e.batched && at >= e.busy:
-		e.drainAt, e.drainEnd, e.drainMsgs, e.sinceRes, e.gapMin = at, at, 0, 0, -1
+		e.drainAt, e.drainEnd, e.drainMsgs = at, at, 0
 	}
 }
 
@@ -502,9 +493,11 @@ func (p *policy) cancels(id WorkerID, ti TaskID) int {
 }
 
 // drainCost is the master's time per message for its drain: its pace
-// (see pace), at least m.
+// (see pace), at least m (its receive), and at most 2m: its own step
+// costs it less than a message, and a drain that took longer held time
+// it waited for results, as where it is not the bottleneck.
 func (e *eftState) drainCost() float64 {
-	return max(e.paceLast, e.msgCost)
+	return min(max(e.paceLast, e.msgCost), 2*e.msgCost)
 }
 
 // capCost keeps m below what the batch so far allows: each result the
@@ -747,9 +740,6 @@ const (
 	// pace if the next is too) only beyond paceZ spreads of the log of
 	// its times.
 	paceZ = 3.0
-	// paceMin: the master's pace is measured over a drain of at least
-	// paceMin messages.
-	paceMin = 64
 	// noiseZ: a worker's mean within noiseZ standard errors of the grid's
 	// lowest counts as the lowest (withinNoise).
 	noiseZ = 3.0
