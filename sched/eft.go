@@ -110,7 +110,7 @@ import (
 // every task not done and a cancel of every replica live, one at a time
 // after its queued sends (its drain), each at the master's pace (its
 // time per message over the last batch's drain, its own steps included;
-// at least m): where the master is the bottleneck, such
+// from m to 2m): where the master is the bottleneck, such
 // a replica gains nothing and its messages delay the rest. The instance
 // is judged by when it ends, not by when its result is expected back:
 // a worker's measured round trip then holds the wait of its results in
@@ -173,7 +173,7 @@ type eftState struct {
 	drainAt   time.Duration // 0: not started in this batch
 	drainEnd  time.Duration
 	drainMsgs int
-	cancelled int // cancels the step sends
+	cancelled int // cancels the current step sends
 
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
