@@ -107,8 +107,10 @@ import (
 // has fewer than Config.Copies live instances, and the worker does not
 // hold it (it then takes the next such task). Nor is a replica sent of
 // an instance that ends before the master could have taken a result of
-// every task not done and a cancel of every replica live, m apart after
-// its queued sends (its drain): where the master is the bottleneck, such
+// every task not done and a cancel of every replica live, one at a time
+// after its queued sends (its drain), each at the master's pace (its
+// time per message over the last batch's drain, its own steps included;
+// from m to 2m): where the master is the bottleneck, such
 // a replica gains nothing and its messages delay the rest. The instance
 // is judged by when it ends, not by when its result is expected back:
 // a worker's measured round trip then holds the wait of its results in
@@ -158,6 +160,20 @@ type eftState struct {
 	batched  bool // a batch has started
 	batchAt  time.Duration
 	results  int
+
+	// The master's pace: its time per message, its own steps included,
+	// which the slope m does not see (it learns the messages' cost
+	// only). Measured over a batch's drain, from the first result taken
+	// once Q was empty and its sends handed over (drainAt) to the last
+	// (drainEnd): where the master is the bottleneck it is busy
+	// throughout, and that time over the messages it took and sent
+	// meanwhile (drainMsgs) is its pace. paceLast is the last batch's;
+	// the drain counts it (drainCost).
+	paceLast  float64
+	drainAt   time.Duration // 0: not started in this batch
+	drainEnd  time.Duration
+	drainMsgs int
+	cancelled int // cancels the current step sends
 
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
@@ -386,6 +402,11 @@ func (p *policy) eftW(wi int32) *eftWorker {
 // probeAfter + ⌈s / that cap⌉ batches.
 func (p *policy) eftBegin(ev Event) {
 	e := p.eft
+	e.notePace(ev, p.qLive == 0)
+	e.cancelled = 0
+	if ev.Kind == ResultArrived {
+		e.cancelled = p.cancels(ev.Worker, ev.Task)
+	}
 	e.begin(ev)
 	if ev.Kind != BatchStarted {
 		return
@@ -431,6 +452,52 @@ func (e *eftState) begin(ev Event) {
 	}
 	e.stepSends = 0
 	e.stepBase = max(float64(e.busy-e.now), 0)
+}
+
+// notePace counts the master's drain (see pace) at the start of the step
+// of ev: the messages of the last step, and this result. qEmpty says Q
+// is empty.
+func (e *eftState) notePace(ev Event, qEmpty bool) {
+	at := max(e.now, ev.At)
+	switch {
+	case ev.Kind == BatchStarted:
+		if e.drainAt > 0 && e.drainEnd > e.drainAt {
+			e.paceLast = float64(e.drainEnd-e.drainAt) / float64(e.drainMsgs)
+		}
+		e.drainAt = 0
+	case e.drainAt > 0:
+		e.drainMsgs += e.stepSends + e.cancelled // the last step's
+		if ev.Kind == ResultArrived {
+			e.drainMsgs++
+			e.drainEnd = at
+		}
+	case ev.Kind == ResultArrived && qEmpty && e.batched && at >= e.busy:
+		e.drainAt, e.drainEnd, e.drainMsgs = at, at, 0
+	}
+}
+
+// cancels is how many cancels a result of task ti from worker id makes
+// the master send: its live instances elsewhere, unless it is done.
+func (p *policy) cancels(id WorkerID, ti TaskID) int {
+	if ti < 0 || int(ti) >= p.n || p.tasks[ti].done {
+		return 0
+	}
+	wi, ok := p.idx[id]
+	n := 0
+	for _, vi := range p.tasks[ti].on {
+		if !ok || vi != wi {
+			n++
+		}
+	}
+	return n
+}
+
+// drainCost is the master's time per message for its drain: its pace
+// (see pace), at least m (its receive), and at most 2m: its own step
+// costs it less than a message, and a drain that took longer held time
+// it waited for results, as where it is not the bottleneck.
+func (e *eftState) drainCost() float64 {
+	return min(max(e.paceLast, e.msgCost), 2*e.msgCost)
 }
 
 // capCost keeps m below what the batch so far allows: each result the
@@ -1656,7 +1723,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		// message at a time: on a grid whose master is the bottleneck, a
 		// replica that beats its copy before then gains nothing, and its
 		// messages (send, result, cancel) delay all the rest.
-		drain := now + p.sendWait() + float64(p.n-p.nDone+extra)*e.msgCost
+		drain := now + p.sendWait() + float64(p.n-p.nDone+extra)*e.drainCost()
 		if drain >= now+p.instanceBase(c.task) {
 			break
 		}

@@ -61,6 +61,38 @@ func TestEFTMasterBound(t *testing.T) {
 	}
 }
 
+// TestEFTMasterBoundExact: at 1,024 workers, 25 µs a message and 100 ms
+// tasks without noise every result waits for the master, so a replica
+// wins nothing and its messages delay the rest. Once eft has measured
+// the master's pace (the first batch's drain), it sends few: the batches
+// after the first take at most 1.03 × their floors together, with
+// replicas for at most 1 % of their tasks (its drain counting the slope
+// of round trips, which misses the master's own time, it sent ~160 a
+// batch, and took 1.048 ×).
+func TestEFTMasterBoundExact(t *testing.T) {
+	r := runScale(t, "machines/scale1024.txt", 25*time.Microsecond, 0, 6, 0, sched.Config{})
+	gens := r.Report.Generations
+	if len(gens) != 6 || len(r.Optimum.Batches) != 6 {
+		t.Fatalf("%d generations, %d floors; want 6", len(gens), len(r.Optimum.Batches))
+	}
+	var total, floor time.Duration
+	replicas, tasks := 0, 0
+	for i := 1; i < len(gens); i++ {
+		g := gens[i]
+		t.Logf("batch %d: %v, floor %v (%.3f), %d replicas", i, g.Total, r.Optimum.Batches[i].LB, float64(g.Total)/float64(r.Optimum.Batches[i].LB), g.Replicas)
+		total += g.Total
+		floor += r.Optimum.Batches[i].LB
+		replicas += g.Replicas
+		tasks += g.Originals
+	}
+	if total > floor*103/100 {
+		t.Errorf("batches 1–5 took %v, more than 1.03 × their floor %v", total, floor)
+	}
+	if replicas > tasks/100 {
+		t.Errorf("%d replicas for %d tasks", replicas, tasks)
+	}
+}
+
 // runScale runs eft on a scaling set with the master's cost per message
 // set to cost: mu parents, then gens generations of two 100 ms tasks per
 // CPU, with noise sigma.
