@@ -12,17 +12,18 @@ var policyCostSizes = [...]int{16, 64, 256, 1024, 4096}
 // event, at the sizes of policyCostSizes: the least over the loops of
 // BenchmarkPolicyCost (each policy's events over a simulated run of the
 // scale sets, λ = 2 × slots, 100 ms tasks, noise 0.1, replayed and timed
-// by the replaying thread's CPU time), on one core of an AMD EPYC. Remeasure
+// by the replaying thread's CPU time), on one core of an AMD EPYC, the
+// least of three runs of 5 loops (26 November 2026, load 1.2–3). Remeasure
 // with
 //
 //	go test -run X -bench PolicyCost -benchtime 5x ./sched/sim
 var policyCosts = map[string][len(policyCostSizes)]float64{
-	"wq":     {92, 108, 157, 378, 1668},
-	"rr":     {247, 456, 1149, 2628, 25817},
-	"rwq":    {91, 125, 246, 752, 3054},
-	"r3q":    {265, 322, 405, 936, 7892},
-	"cyclic": {80, 82, 90, 104, 143},
-	"eft":    {1034, 1174, 1333, 1478, 1943},
+	"wq":     {89, 104, 154, 380, 1644},
+	"rr":     {245, 451, 1145, 2738, 35426},
+	"rwq":    {90, 127, 245, 750, 3067},
+	"r3q":    {265, 320, 399, 878, 7619},
+	"cyclic": {78, 80, 85, 100, 119},
+	"eft":    {879, 979, 1136, 1212, 1570},
 }
 
 // MeasuredPolicyCost is what one Step of the named policy costs a master
