@@ -58,6 +58,7 @@ type mworker struct {
 	left     bool // WorkerLeft has been stepped (lost, dropped or replaced)
 	closed   bool // the connection is closed
 	draining bool // WorkerDraining has been stepped
+	leaving  bool // it sent a Drain of its own: it stops once done (esworker stopping)
 	moved    bool // told to go to another master (a split's planned move)
 	late     bool // Overdue has been stepped and the worker has not answered since
 	// lateSince is when it last became late.
@@ -406,6 +407,7 @@ func (m *Master) handle(lm loopMsg) {
 			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
+		m.unexpect(lm.name) // split.go: gone from the cluster, it comes nowhere
 		if w := m.byName[lm.name]; w != nil && !w.left {
 			what := "gossip declared worker dead"
 			lost := &m.counts.Lost.Dead
@@ -493,6 +495,9 @@ func (m *Master) workerLeft(w *mworker) {
 func (m *Master) drain(w *mworker, d *Drain) {
 	if w.left {
 		return
+	}
+	if !w.moved {
+		w.leaving = true // not told to move: it is stopping
 	}
 	if !w.draining {
 		w.draining = true

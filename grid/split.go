@@ -742,13 +742,20 @@ func (m *Master) childLost(c *childMaster) {
 	}
 	c.lent = 0
 	// Workers waiting to be moved to it go and find a master afresh:
-	// this one, on a new connection, which Close waits for too.
+	// their home master, on a new connection. At the root that is this
+	// master, and Close waits for them too, but not for one that was
+	// stopping already (it drained of its own accord). A child's workers
+	// go home to the root, which does not know to expect them: a gap one
+	// level down that remains.
 	for w, x := range p.moving {
 		if x == c {
 			delete(p.moving, w)
 			if !w.left {
 				w.conn.Send(&Move{})
-				m.expectAgain(w, returnGrace)
+				w.moved = true
+				if p.parent == nil && !w.leaving {
+					m.expectAgain(w, returnGrace)
+				}
 			}
 		}
 	}
@@ -1000,6 +1007,13 @@ func (m *Master) expectWorkers(names []string, grace time.Duration) {
 // between its two connections, and it looked for a master for ever.
 func (m *Master) expectAgain(w *mworker, grace time.Duration) {
 	m.expect(w.name, expected{by: m.now() + grace, old: w})
+}
+
+// unexpect forgets a worker expected here: gossip says it is gone.
+func (m *Master) unexpect(name string) {
+	if p := m.split.splitProto; p != nil {
+		delete(p.expect, name)
+	}
 }
 
 func (m *Master) expect(name string, x expected) {

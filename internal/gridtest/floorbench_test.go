@@ -28,7 +28,7 @@ import (
 // sealed 30-dimensional task) with a result frame (resultFrameBytes, a
 // sealed result) after sleeping benchEval; the server answers every
 // result with the next task until the run's tasks are sent. Frames are
-// length-prefixed and not sealed. Three server shapes:
+// length-prefixed and not sealed. Five server shapes:
 //
 //   - chan: a reader goroutine per connection hands each frame (a new
 //     slice) by channel to one loop goroutine, which hands the next task
@@ -106,6 +106,7 @@ func startFloorBench(b *testing.B, shape string, n int) *floorBench {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe)
+	dieWithParent(cmd)
 	cmd.Env = append(os.Environ(), floorServerEnv+"="+shape+","+strconv.Itoa(n))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -121,7 +122,7 @@ func startFloorBench(b *testing.B, shape string, n int) *floorBench {
 	}
 	f := &floorBench{agentsBench: agentsBench{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}}
 	if !f.out.Scan() {
-		f.kill()
+		f.abort()
 		b.Fatalf("server process: no address (%v)", f.out.Err())
 	}
 	addr := strings.TrimPrefix(f.out.Text(), "addr ")
@@ -130,7 +131,8 @@ func startFloorBench(b *testing.B, shape string, n int) *floorBench {
 	for range n {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
-			f.close(b)
+			f.abort() // it still waits for its clients: stdin closing would not end it
+			f.agents.Wait()
 			b.Fatal(err)
 		}
 		f.agents.Add(1)
@@ -160,7 +162,11 @@ func floorClient(ctx context.Context, c net.Conn, rtt *latencies) {
 		if !wrote.IsZero() {
 			rtt.add(time.Since(wrote))
 		}
-		if _, err := br.Discard(int(binary.BigEndian.Uint32(hdr[:]))); err != nil {
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > 1<<16 { // not a frame of ours
+			return
+		}
+		if _, err := br.Discard(int(n)); err != nil {
 			return
 		}
 		time.Sleep(benchEval)
@@ -192,8 +198,8 @@ type floorConn struct {
 type floorServer struct {
 	shape   string
 	task    []byte
-	results chan floorConnFrame // chan and direct: readers to the loop
-	starts  chan int            // chan and direct: a run of n tasks begins
+	results chan floorConnFrame // chan, direct and idle: readers to the loop
+	starts  chan int            // chan, direct and idle: a run of n tasks begins
 	done    chan struct{}       // the run's last result arrived
 
 	// inline: the run's counters, shared by the readers.
@@ -343,7 +349,7 @@ func (s *floorServer) read(c *floorConn) {
 	}
 }
 
-// loop is the chan and direct shapes' one goroutine that decides.
+// loop is the chan, direct and idle shapes' one goroutine that decides.
 func (s *floorServer) loop(all []*floorConn) {
 	var target, sent, received int
 	send := func(c *floorConn) {

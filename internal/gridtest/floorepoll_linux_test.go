@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -12,6 +13,14 @@ import (
 	"syscall"
 	"time"
 )
+
+// dieWithParent has the kernel kill cmd's process when this one dies, so
+// that a benchmark's server or master process (whose epoll thread the Go
+// runtime cannot see as stuck) never outlives a test binary killed
+// mid-run.
+func dieWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
 
 // floorOSShapes are BenchmarkMasterFloor's shapes that only Linux has.
 var floorOSShapes = []string{"epoll"}

@@ -126,6 +126,7 @@ func startAgentsBench(b *testing.B, policy string, n int) *agentsBench {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(exe)
+	dieWithParent(cmd)
 	cmd.Env = append(os.Environ(), benchMasterEnv+"="+policy+","+strconv.Itoa(n)+","+strconv.Itoa(4*n), grid.KeyEnv+"="+testSecret)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -141,7 +142,7 @@ func startAgentsBench(b *testing.B, policy string, n int) *agentsBench {
 	}
 	f := &agentsBench{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}
 	if !f.out.Scan() {
-		f.kill()
+		f.abort()
 		b.Fatalf("master process: no address (%v)", f.out.Err())
 	}
 	addr := strings.TrimPrefix(f.out.Text(), "addr ")
@@ -181,7 +182,14 @@ func (f *agentsBench) run(tasks int) (benchResult, error) {
 	if _, err := fmt.Fprintf(f.in, "run %d\n", tasks); err != nil {
 		return r, err
 	}
-	if !f.out.Scan() {
+	// A run that never answers (a lost frame, a hung process) ends the
+	// process, and with it the wait for its line.
+	watchdog := time.AfterFunc(benchRunLimit, f.kill)
+	ok := f.out.Scan()
+	if !watchdog.Stop() {
+		return r, fmt.Errorf("master process: no result in %v", benchRunLimit)
+	}
+	if !ok {
 		return r, fmt.Errorf("master process: no result (%v)", f.out.Err())
 	}
 	if err := json.Unmarshal(f.out.Bytes(), &r); err != nil {
@@ -211,8 +219,21 @@ func (f *agentsBench) close(b *testing.B) {
 	f.agents.Wait()
 }
 
+// benchRunLimit bounds one run of a benchmark's process: minutes beyond
+// what 20,000 tasks take on a loaded machine.
+const benchRunLimit = 10 * time.Minute
+
 func (f *agentsBench) kill() {
 	f.cmd.Process.Kill()
+}
+
+// abort kills the process before any agent started, and reaps it.
+func (f *agentsBench) abort() {
+	f.kill()
+	f.cmd.Wait()
+	if f.stop != nil {
+		f.stop()
+	}
 }
 
 // sleepy is a problem whose evaluations take benchEval without CPU.

@@ -278,12 +278,18 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 				liarHosts[sc.host(w)] = true
 			}
 		}
+		// A worker that joins within a second of the listener's closing
+		// may find it closed.
+		closed := out.Closed
+		if closed == 0 {
+			closed = out.Elapsed
+		}
 		var waiting []string
 		for _, name := range out.Waiting {
 			i := slices.IndexFunc(sc.Workers, func(w WorkerSpec) bool { return w.Name == name })
 			w := sc.Workers[i]
 			if w.Kill > 0 || liarHosts[sc.host(w)] || w.Freeze > 0 && w.Freeze+w.FreezeFor+w.Gossip > out.Elapsed ||
-				w.Join+time.Second > out.Ended || w.Relayed {
+				w.Join+time.Second > closed || w.Relayed {
 				continue
 			}
 			waiting = append(waiting, name)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -56,10 +57,11 @@ type Outcome struct {
 	Final      []es.Individual // the last parents
 	Err        error           // the run's error, if it failed
 	Elapsed    time.Duration   // virtual time from start to the run's end
-	// Ended is the virtual time at which the ES's last generation was
-	// evaluated, before the master's Close (which may wait for workers
-	// on their way back from child masters, and so end much later).
-	Ended   time.Duration
+	// Closed is the virtual time at which the last master closed its
+	// listener (0: it never did): a worker that dials it later cannot hear
+	// that the run is over. Close may go on long after, waiting for
+	// workers on their way back from child masters.
+	Closed  time.Duration
 	Accepts []Accept
 	// Reports and Stats are each master incarnation's.
 	Reports []sched.Report
@@ -221,7 +223,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	w.out.Completed = append(w.out.Completed, 0)
 	w.mu.Unlock()
 	cfg := masterTiming
-	cfg.Listener = ln
+	cfg.Listener = &closeNoted{Listener: ln, w: w}
 	cfg.Key = w.key
 	cfg.Policy = w.sc.Policy
 	cfg.Sched = sched.Config{Adaptive: w.sc.Adaptive}
@@ -300,9 +302,6 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	}
 	// A normal end: the master tells the workers the run is over. A
 	// killed one only ends its goroutines: its sockets are already gone.
-	w.mu.Lock()
-	w.out.Ended = time.Since(w.start)
-	w.mu.Unlock()
 	m.Close()
 	w.mu.Lock()
 	w.curMaster = nil
@@ -681,4 +680,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// closeNoted notes in Outcome.Closed when the master closes its listener.
+type closeNoted struct {
+	net.Listener
+	w    *world
+	once sync.Once
+}
+
+func (l *closeNoted) Close() error {
+	l.once.Do(func() {
+		l.w.mu.Lock()
+		l.w.out.Closed = time.Since(l.w.start)
+		l.w.mu.Unlock()
+	})
+	return l.Listener.Close()
 }
