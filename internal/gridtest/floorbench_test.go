@@ -4,18 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -273,18 +270,9 @@ func floorServerMain(spec string) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
-	for in.Scan() {
-		n, err := strconv.Atoi(strings.TrimPrefix(in.Text(), "run "))
-		if err != nil {
-			return fail(err)
-		}
+	return serveRuns(fail, func(n int) benchResult {
 		lat.reset()
 		lat.boundary()
-		var ru0 syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-		t0 := time.Now()
 		if shape == "inline" {
 			s.target.Store(int64(n))
 			s.sent.Store(0)
@@ -299,21 +287,10 @@ func floorServerMain(spec string) int {
 			s.starts <- n
 		}
 		<-s.done
-		r := benchResult{Tasks: n, Wall: time.Since(t0), PerFrame: 1}
-		var ru1 syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-		r.CPU = time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-		r.User = time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano())
-		r.MaxRSS = ru1.Maxrss << 10
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		r.Heap = ms.HeapInuse
+		r := benchResult{Tasks: n, PerFrame: 1}
 		r.LatP50, r.LatP90, r.LatP99 = lat.quantiles()
-		if err := out.Encode(r); err != nil {
-			return fail(err)
-		}
-	}
-	return 0
+		return r
+	})
 }
 
 // read reads c's frames: into a new slice each, handed to the loop, or

@@ -1,17 +1,12 @@
 package gridtest
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 // dieWithParent has the kernel kill cmd's process when this one dies, so
@@ -108,16 +103,7 @@ func floorEpoll(conns int) int {
 			}
 		}
 	}()
-	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
-	for in.Scan() {
-		n, err := strconv.Atoi(strings.TrimPrefix(in.Text(), "run "))
-		if err != nil {
-			return fail(err)
-		}
-		var ru0 syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-		t0 := time.Now()
+	return serveRuns(fail, func(n int) benchResult {
 		target.Store(int64(n))
 		sent.Store(0)
 		for _, fd := range fds {
@@ -127,14 +113,6 @@ func floorEpoll(conns int) int {
 			syscall.Write(fd, task)
 		}
 		<-done
-		r := benchResult{Tasks: n, Wall: time.Since(t0), PerFrame: 1}
-		var ru1 syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-		r.CPU = time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-		r.User = time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano())
-		if err := out.Encode(r); err != nil {
-			return fail(err)
-		}
-	}
-	return 0
+		return benchResult{Tasks: n, PerFrame: 1}
+	})
 }

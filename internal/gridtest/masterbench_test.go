@@ -309,18 +309,9 @@ func benchMaster(spec string) int {
 		defer pprof.StopCPUProfile()
 	}
 	gen := 0
-	in := bufio.NewScanner(os.Stdin)
-	out := json.NewEncoder(os.Stdout)
-	for in.Scan() {
-		n, err := strconv.Atoi(strings.TrimPrefix(in.Text(), "run "))
-		if err != nil {
-			return fail(err)
-		}
+	return serveRuns(fail, func(n int) benchResult {
 		lat.reset()
 		st0 := m.Stats()
-		var ru0 syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-		t0 := time.Now()
 		var r benchResult
 		for r.Tasks < n {
 			lat.boundary()
@@ -331,6 +322,32 @@ func benchMaster(spec string) int {
 			}
 			r.Tasks += lambda
 		}
+		r.LatP50, r.LatP90, r.LatP99 = lat.quantiles()
+		st := m.Stats()
+		if f := st.FramesOut - st0.FramesOut; f > 0 {
+			r.PerFrame = float64(st.TasksSent-st0.TasksSent) / float64(f)
+		}
+		return r
+	})
+}
+
+// serveRuns is a benchmark process's side of agentsBench.run: for each
+// "run N" line on stdin it calls run(N), which does the work, and prints
+// its result as one JSON line, with the process's CPU time (user and
+// system), the wall time, the peak RSS and the Go heap around it. It
+// returns the exit status once stdin ends.
+func serveRuns(fail func(error) int, run func(n int) benchResult) int {
+	in := bufio.NewScanner(os.Stdin)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		n, err := strconv.Atoi(strings.TrimPrefix(in.Text(), "run "))
+		if err != nil {
+			return fail(err)
+		}
+		var ru0 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		t0 := time.Now()
+		r := run(n)
 		r.Wall = time.Since(t0)
 		var ru1 syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
@@ -340,11 +357,6 @@ func benchMaster(spec string) int {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		r.Heap = ms.HeapInuse
-		r.LatP50, r.LatP90, r.LatP99 = lat.quantiles()
-		st := m.Stats()
-		if f := st.FramesOut - st0.FramesOut; f > 0 {
-			r.PerFrame = float64(st.TasksSent-st0.TasksSent) / float64(f)
-		}
 		if err := out.Encode(r); err != nil {
 			return fail(err)
 		}
