@@ -741,19 +741,22 @@ func (m *Master) childLost(c *childMaster) {
 		slices.SortFunc(back, func(a, b Task) int { return int(a.ID) - int(b.ID) })
 	}
 	c.lent = 0
-	// Workers waiting to be moved to it go and find a master afresh:
-	// their home master, on a new connection. At the root that is this
-	// master, and Close waits for them too, but not for one that was
-	// stopping already (it drained of its own accord). A child's workers
-	// go home to the root, which does not know to expect them: a gap one
-	// level down that remains.
+	// Workers waiting to be moved to it come back to this master on a
+	// new connection: the root's by going home (an empty Move), a child's
+	// by its address (home is the root, which would not know to expect
+	// them). It waits for them, Close and a child's return alike, but not
+	// for one that was stopping already (it drained of its own accord).
 	for w, x := range p.moving {
 		if x == c {
 			delete(p.moving, w)
 			if !w.left {
-				w.conn.Send(&Move{})
+				mv := &Move{}
+				if p.parent != nil {
+					mv.Addr = m.Addr()
+				}
+				w.conn.Send(mv)
 				w.moved = true
-				if p.parent == nil && !w.leaving {
+				if !w.leaving {
 					m.expectAgain(w, returnGrace)
 				}
 			}
@@ -1001,10 +1004,11 @@ func (m *Master) expectWorkers(names []string, grace time.Duration) {
 	}
 }
 
-// expectAgain notes that w, told to find a master afresh (an empty
-// Move), comes back here on a new connection, waited for at most grace:
-// seed 1282 of the simulation saw a run end while such a worker was
-// between its two connections, and it looked for a master for ever.
+// expectAgain notes that w, told to come back (to the root by going
+// home, to a child by its address: see childLost), comes here on a new
+// connection, waited for at most grace: seed 1282 of the simulation saw
+// a run end while such a worker was between its two connections, and it
+// looked for a master for ever.
 func (m *Master) expectAgain(w *mworker, grace time.Duration) {
 	m.expect(w.name, expected{by: m.now() + grace, old: w})
 }
