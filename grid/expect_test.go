@@ -49,38 +49,13 @@ func TestExpectAgain(t *testing.T) {
 // count.
 func TestChildSendsBackToItself(t *testing.T) {
 	leaktest.Check(t)
-	key := splitTestKey(t)
-	spec := ProblemSpec{Name: "sphere", Dim: 2}
-	log := quietConfig().Logger
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: spec, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	root.ask(func() { root.proto().children[1] = &childMaster{token: 1, name: "c", masters: 1} })
-	started := make(chan *Master, 1)
-	childStarted = func(m *Master) { started <- m }
-	defer func() { childStarted = nil }()
-	runDone := make(chan error, 1)
-	go func() {
-		runDone <- RunChild(ctx, ChildConfig{
-			Promote: &Promote{Token: 1, Gen: 1, ESGen: 1, N: 1, Tasks: []Task{{ID: 0, X: []float64{1, 2}}}, Policy: "rwq"},
-			Parent:  root.Addr(), Listen: "127.0.0.1:0", Key: key, Name: "c", Problem: spec,
-		}, MasterConfig{Logger: log})
-	}()
+	_, c, key, runDone := rootAndChild(ctx, t)
 	defer func() {
 		cancel()
 		<-runDone
 	}()
-	var c *Master
-	select {
-	case c = <-started:
-	case <-ctx.Done():
-		t.Fatal("no child master started")
-	}
 	w1, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w1", Slots: 1})
 	if err != nil {
 		t.Fatal(err)

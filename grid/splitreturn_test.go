@@ -64,6 +64,39 @@ func awaitFrame(ctx context.Context, c *Conn, ch <-chan Message, want func(Messa
 	}
 }
 
+// rootAndChild starts a root master and c, a real child master of it
+// promoted over task 0 of batch 1 (policy rwq), as a split would. It
+// returns both, the cluster key and where RunChild's end arrives; the
+// root closes when the test ends.
+func rootAndChild(ctx context.Context, t *testing.T) (root, c *Master, key *Key, runDone <-chan error) {
+	t.Helper()
+	key = splitTestKey(t)
+	spec := ProblemSpec{Name: "sphere", Dim: 2}
+	log := quietConfig().Logger
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: spec, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	root.ask(func() { root.proto().children[1] = &childMaster{token: 1, name: "c", masters: 1} })
+	started := make(chan *Master, 1)
+	childStarted = func(m *Master) { started <- m }
+	t.Cleanup(func() { childStarted = nil })
+	done := make(chan error, 1)
+	go func() {
+		done <- RunChild(ctx, ChildConfig{
+			Promote: &Promote{Token: 1, Gen: 1, ESGen: 1, N: 1, Tasks: []Task{{ID: 0, X: []float64{1, 2}}}, Policy: "rwq"},
+			Parent:  root.Addr(), Listen: "127.0.0.1:0", Key: key, Name: "c", Problem: spec,
+		}, MasterConfig{Logger: log})
+	}()
+	select {
+	case c = <-started:
+	case <-ctx.Done():
+		t.Fatal("no child master started")
+	}
+	return root, c, key, done
+}
+
 // TestReturningChildWaitsForItsChildren: a child master c told to
 // return while a child of its own, g, told to return too, has not yet
 // named the workers it sends back (the race of nested splits at the end
@@ -74,36 +107,9 @@ func awaitFrame(ctx context.Context, c *Conn, ch <-chan Message, want func(Messa
 // forced: the test plays g, its worker w1, and the root's decisions.
 func TestReturningChildWaitsForItsChildren(t *testing.T) {
 	leaktest.Check(t)
-	key := splitTestKey(t)
-	spec := ProblemSpec{Name: "sphere", Dim: 2}
-	log := quietConfig().Logger
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: spec, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	root.ask(func() { root.proto().children[1] = &childMaster{token: 1, name: "c", masters: 1} })
-
-	// c: a real child master over task 0 of batch 1.
-	started := make(chan *Master, 1)
-	childStarted = func(m *Master) { started <- m }
-	defer func() { childStarted = nil }()
-	runDone := make(chan error, 1)
-	go func() {
-		runDone <- RunChild(ctx, ChildConfig{
-			Promote: &Promote{Token: 1, Gen: 1, ESGen: 1, N: 1, Tasks: []Task{{ID: 0, X: []float64{1, 2}}}, Policy: "rwq"},
-			Parent:  root.Addr(), Listen: "127.0.0.1:0", Key: key, Name: "c", Problem: spec,
-		}, MasterConfig{Logger: log})
-	}()
-	var c *Master
-	select {
-	case c = <-started:
-	case <-ctx.Done():
-		t.Fatal("no child master started")
-	}
+	root, c, key, runDone := rootAndChild(ctx, t)
 	// c lends its task to g, as a split of its own would.
 	lent := 0
 	if !waitLoop(ctx, c, func() bool {
