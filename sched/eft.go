@@ -1557,31 +1557,28 @@ func (p *policy) eftPopDue() int32 {
 // instanceEF is the expected finish (relative to now) of task ti's
 // earliest live instance, should the task run long (repTail), +Inf when
 // every holder is late.
-func (p *policy) instanceEF(ti TaskID) float64 {
-	best := math.Inf(1)
-	for _, vi := range p.tasks[ti].on {
-		if v := &p.workers[vi]; !v.late {
-			if k := v.pos(ti); k >= 0 {
-				e, r, c := p.model(vi)
-				best = min(best, p.efPosM(vi, k, e, r, c)+repZ*p.eft.cv*e) // efPos + repTail
-			}
-		}
-	}
-	return best
-}
+func (p *policy) instanceEF(ti TaskID) float64 { return p.instanceBy(ti, true) }
 
 // instanceBase is instanceEF without the way up (half its worker's round
 // trip): when the instance ends, against which the master's drain is
 // judged. Where the master is the bottleneck its results wait for it, so
 // a worker's measured round trip holds that wait, which the drain counts
 // already (at 1,024 workers and 25 µs a message, 30 ms for a link of 0.4).
-func (p *policy) instanceBase(ti TaskID) float64 {
+func (p *policy) instanceBase(ti TaskID) float64 { return p.instanceBy(ti, false) }
+
+// instanceBy is the earliest, over task ti's live instances on workers
+// not late, of efPos + repTail, less half the worker's round trip unless
+// up (the result's way back) counts.
+func (p *policy) instanceBy(ti TaskID, up bool) float64 {
 	best := math.Inf(1)
 	for _, vi := range p.tasks[ti].on {
 		if v := &p.workers[vi]; !v.late {
 			if k := v.pos(ti); k >= 0 {
 				e, r, c := p.model(vi)
-				ef := p.efPosM(vi, k, e, r, c) + repZ*p.eft.cv*e - r/2 // efPos + repTail − r/2
+				ef := p.efPosM(vi, k, e, r, c) + repZ*p.eft.cv*e // efPos + repTail
+				if !up {
+					ef -= r / 2
+				}
 				best = min(best, ef)
 			}
 		}
