@@ -33,6 +33,7 @@ type Config struct {
 	Depth            int           // the policies' remote queue depth (0: their default)
 	Adaptive         bool          // rwq and r3q size their queues from measurements
 	Copies           int           // eft: most live instances of a task (0: the default)
+	PolicyCost       time.Duration // the master's time per policy step (sim.Config.PolicyCost; 0: as measured)
 	Noise            float64       // sigma of the log-normal task-time noise
 	Slowdowns        []sim.Slowdown
 	Seed             uint64
@@ -87,6 +88,7 @@ func Run(ctx context.Context, c *Config) (*Result, error) {
 					Noise:        c.Noise,
 					Slowdowns:    c.Slowdowns,
 					Seed:         c.Seed,
+					PolicyCost:   c.PolicyCost,
 				})
 			}
 		}
@@ -123,6 +125,9 @@ func Describe(w io.Writer, c *Config) {
 	}
 	if c.Copies > 0 {
 		fmt.Fprintf(w, ", eft copies %d", c.Copies)
+	}
+	if c.PolicyCost > 0 {
+		fmt.Fprintf(w, ", the master's policy %v a step", c.PolicyCost)
 	}
 	for _, sd := range c.Slowdowns {
 		fmt.Fprintf(w, ", %s x%g from %v", sd.Machine, sd.Factor, sd.At)

@@ -64,6 +64,7 @@ type options struct {
 	noise      float64
 	depth      int
 	adaptive   bool
+	policyCost time.Duration
 	copies     int
 	engineCost time.Duration
 	slowdowns  []sim.Slowdown
@@ -138,6 +139,7 @@ func newFlagSet(o *options, c *costFlags) *flag.FlagSet {
 	flagx.BareDurationVar(fs, &o.engineCost, "engine-cost", 0, 0, sweep.MaxTime, time.Millisecond, "master's own `time` between generations (selection, mutation)")
 	fs.Var(&o.slowFlag, "slowdown", "`M@T*F`: machine M runs F times slower from time T on, or M*F from the start (repeatable, e.g. L1@60s*4; as esworker -slowdown F, for one machine of the set; "+o.slowFlag.Range()+")")
 	flagx.BareDurationVar(fs, &c.master, "master-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override the set's master `time` per message")
+	flagx.BareDurationVar(fs, &o.policyCost, "policy-cost", 0, 0, sweep.MaxTime, time.Millisecond, "the master's `time` per step of its policy, besides its messages (0: the policy's measured cost at the set's size, when the master has a cost per message)")
 	flagx.BareDurationVar(fs, &c.send, "send-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to send a message")
 	flagx.BareDurationVar(fs, &c.recv, "recv-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
 	flagx.IntVar(fs, &o.parallel, "parallel", 0, 0, sweep.MaxParallel, "`N` simulations run at once (0: GOMAXPROCS)")
@@ -392,7 +394,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func (o *options) sweep() *sweep.Config {
 	return &sweep.Config{Set: o.set, Policies: o.policies, Grains: o.grains, Delays: o.delays, Workload: o.workload,
 		Shape: o.shape, Tasks: o.tasks, Mu: o.mu, Lambda: o.lambda, Gens: o.gens, EngineCost: o.engineCost,
-		Depth: o.depth, Adaptive: o.adaptive, Copies: o.copies, Noise: o.noise, Slowdowns: o.slowdowns, Seed: o.seed,
+		Depth: o.depth, Adaptive: o.adaptive, Copies: o.copies, PolicyCost: o.policyCost, Noise: o.noise, Slowdowns: o.slowdowns, Seed: o.seed,
 		Trials: o.trials, Parallel: o.parallel}
 }
 

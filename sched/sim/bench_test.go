@@ -114,21 +114,37 @@ var costPolicies = flag.String("sim.cost-policies", strings.Join(sched.Names, ",
 // the median of eft's cost over r3q's in the same loop. policycost.go
 // holds a table of its figures.
 //
+// A last case, corner1024, times the events of eft's hard corner instead
+// (the built-in scale1024 set at 25 µs a message, noise 0, five
+// generations; docs/eft.md): what a step costs depends on the run's
+// dynamics, not on the grid's size alone.
+//
 //	go test -run X -bench PolicyCost -benchtime 7x ./sched/sim
 //	go test -run X -bench PolicyCost -benchtime 7x ./sched/sim -sim.cost-policies eft,r3q
 func BenchmarkPolicyCost(b *testing.B) {
-	names := strings.Split(*costPolicies, ",")
+	type costCase struct {
+		name  string
+		set   *Set
+		noise float64
+		gens  int
+	}
+	var cases []costCase
 	for _, n := range []int{16, 64, 256, 1024, 4096} {
 		set := scaleSet(b, n)
-		slots := 0
-		for _, m := range set.Machines {
-			slots += m.CPUs
-		}
-		gens := max(2, 20_000/(2*slots))
+		cases = append(cases, costCase{fmt.Sprintf("workers=%d", n), set, 0.1, max(2, 20_000/(2*set.Slots()))})
+	}
+	corner, err := LoadSet("scale1024")
+	if err != nil {
+		b.Fatal(err)
+	}
+	corner.MasterCost = 25 * time.Microsecond
+	cases = append(cases, costCase{"corner1024", corner, 0, 5})
+	names := strings.Split(*costPolicies, ",")
+	for _, c := range cases {
 		logs := make([][]sched.Event, len(names))
 		for i, name := range names {
 			l := &eventLog{}
-			cfg := Config{Set: set, Workload: ES(0, 2*slots, gens, 100*time.Millisecond), Noise: 0.1, Seed: 1, NoOptimum: true,
+			cfg := Config{Set: c.set, Workload: ES(0, 2*c.set.Slots(), c.gens, 100*time.Millisecond), Noise: c.noise, Seed: 1, NoOptimum: true,
 				NewPolicy: func() (sched.Policy, error) {
 					p, err := sched.New(name, sched.Config{})
 					l.Policy = p
@@ -139,7 +155,7 @@ func BenchmarkPolicyCost(b *testing.B) {
 			}
 			logs[i] = l.events
 		}
-		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+		b.Run(c.name, func(b *testing.B) {
 			per := make([][]float64, len(names)) // per policy, per loop: ns/event
 			for b.Loop() {
 				for i, name := range names {
