@@ -83,6 +83,10 @@ func Bound(sc Scenario) time.Duration {
 			b += time.Duration(chain) * mt.TaskTimeout / 2
 		case w.FailEvery > 0:
 			b += time.Duration(tasks*2/w.FailEvery+1) * task
+			// MaxFailures of them in a row set it aside while another
+			// worker can take its tasks; should that one leave, it waits
+			// the first deadline to be given tasks again (seed 226413).
+			b += mt.FirstDeadline
 		case w.NaN:
 			// Its failures until it is set aside (what it runs then
 			// too), in each of its sessions; and the first deadline

@@ -88,6 +88,10 @@ var fixedSeeds = []struct {
 		"task the new batch had just sent its worker again, ended that new instance in the ledger, " +
 		"so the worker's loss could not take back its send (sent 76, counted 77); a stale " +
 		"execution is none of the open batch's instances now (sched.Execution.Stale)"},
+	{226413, "a worker that fails one evaluation in four was set aside after three in a row, and " +
+		"the only other worker drained: the master waited the first deadline, as documented, to " +
+		"give it tasks again; the bound did not count that wait for such a worker (the check, not " +
+		"the master, was wrong)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
