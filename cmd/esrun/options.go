@@ -58,11 +58,12 @@ type options struct {
 	verify     float64 // -verify P: the fraction of results checked on a second host
 	nonfinite  bool    // -nonfinite: NaN and ±Inf are the problem's answers, not errors
 	inprocess  bool
-	plan       string          // -plan FILE (plan.go)
-	planned    *grid.Plan      // read from -plan
-	split      splitOptions    // -split, -overload-window, -master-cost (split.go)
-	plugins    plugin.Entries  // -plugin NAME=PATH, repeatable (plugins.go)
-	catalog    *plugin.Catalog // checked -plugin, once a problem is built
+	plan       string           // -plan FILE (plan.go)
+	planned    *grid.Plan       // read from -plan
+	excluded   []grid.Exclusion // hosts the -resume checkpoint keeps excluded (excluded.go)
+	split      splitOptions     // -split, -overload-window, -master-cost (split.go)
+	plugins    plugin.Entries   // -plugin NAME=PATH, repeatable (plugins.go)
+	catalog    *plugin.Catalog  // checked -plugin, once a problem is built
 
 	taskTimeout time.Duration
 	maxRetries  int
