@@ -46,6 +46,9 @@ import (
 // the master accepted (hostOf): one machine with several connections, or
 // several names, is one voter, and an exclusion refuses every connection
 // from that address for the rest of the run, whatever name it gives.
+// The run outlives a master: Master.Excluded lists the exclusions, and
+// a master given them (MasterConfig.Excluded: esrun -resume, from its
+// checkpoint) starts with them in force.
 // Behind a relay the master sees only the relay: its workers are one
 // host (the relay's address), since whatever the relay said about them
 // would be a key holder's word. So -verify holds against a liar that
@@ -71,10 +74,6 @@ import (
 // only if the problem says it may return one (ProblemSpec.NonFinite);
 // otherwise it is an evaluation error, retried on another worker like
 // any failed evaluation (sched.Failed).
-
-// Exclusions outlive a master: Master.Excluded lists them, and a master
-// given them (MasterConfig.Excluded, esrun -resume from its checkpoint)
-// starts with them in force.
 
 // checkBase is added to a task's id in the instances that check it, so
 // that the worker holds them apart from the policy's instances of the
@@ -588,9 +587,10 @@ func (m *Master) exclude(b *batch, host, why string) {
 
 // Exclusion is a host excluded from the run, and why.
 type Exclusion struct {
-	// Host is the IP address as the master writes it (hostOf: net.IP's
-	// String, such as "10.0.0.9" or "2001:db8::1"; an IPv4 address in
-	// IPv6 form is written as IPv4).
+	// Host is the IP address the host's connections come from, as the
+	// master writes it: as net.IP's String does ("10.0.0.9",
+	// "2001:db8::1"; an IPv4 address in IPv6 form as IPv4). Behind a
+	// relay, the relay's.
 	Host string
 	// Why is the reason, as logged when the host was excluded: at most
 	// MaxExclusionWhy bytes, one line.
