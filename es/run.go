@@ -2,7 +2,6 @@ package es
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 )
@@ -54,7 +53,7 @@ func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopRe
 				err = fmt.Errorf("es: generation %d: %w", gen, err)
 			}
 			if serr := e.saveNotes(opts); serr != nil {
-				err = errors.Join(err, serr)
+				err = fmt.Errorf("%w; and what was noted during it could not be saved: %w", err, serr)
 			}
 			return "", err
 		}
