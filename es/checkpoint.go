@@ -21,16 +21,19 @@ import (
 //	8       4     format version, big-endian (checkpointVersion)
 //	12      8     length of the body in bytes, big-endian
 //	20      32    SHA-256 of bytes 0..19 followed by the body
-//	52      …     the body: msgpack of checkpoint (config, generation, state)
+//	52      …     the body: msgpack of checkpoint (config, generation, state, notes)
 //
 // The checksum covers the header fields and the whole body, the Config the
 // state belongs to included, so any changed byte is an error rather than a
-// silently different run. Version 1 checkpoints (bare msgpack, no header)
-// and version 2 (CMA-ES before its bound penalty and restarts) are not
-// read.
+// silently different run. Version 4 added the run's notes; a version 3
+// checkpoint is read as one without notes. Version 1 checkpoints (bare
+// msgpack, no header) and version 2 (CMA-ES before its bound penalty and
+// restarts) are not read. An older program refuses version 4 rather than
+// resume the run without its notes (the hosts -verify excluded).
 const (
 	checkpointMagic   = "esgrid\x00C"
-	checkpointVersion = 3
+	checkpointVersion = 4
+	oldestVersion     = 3 // the oldest version read
 	headerSize        = 8 + 4 + 8 + sha256.Size
 )
 
@@ -48,7 +51,8 @@ type checkpoint struct {
 	NaNs    int            `msgpack:"nans"`
 	Parents []Individual   `msgpack:"parents"`
 	Best    Individual     `msgpack:"best"`
-	CMA     *cmaCheckpoint `msgpack:"cma"` // CMA-ES only
+	CMA     *cmaCheckpoint `msgpack:"cma"`             // CMA-ES only
+	Notes   noteList       `msgpack:"notes,omitempty"` // version 4; none in version 3
 }
 
 // CheckpointError says why a checkpoint cannot be read: damaged, of
@@ -77,6 +81,7 @@ func (e *Engine) MarshalBinary() ([]byte, error) {
 		NaNs:    e.nans,
 		Parents: e.parents,
 		Best:    e.best,
+		Notes:   e.notes,
 	}
 	if e.cma != nil {
 		c.CMA = e.cma.checkpoint()
@@ -113,8 +118,8 @@ func parseHeader(h []byte) (int, error) {
 	if string(h[:8]) != checkpointMagic {
 		return 0, checkpointErrorf("not an esgrid checkpoint (no checkpoint header; checkpoints of format 1 are no longer read)")
 	}
-	if v := binary.BigEndian.Uint32(h[8:]); v != checkpointVersion {
-		return 0, checkpointErrorf("checkpoint format version %d, this program reads version %d", v, checkpointVersion)
+	if v := binary.BigEndian.Uint32(h[8:]); v < oldestVersion || v > checkpointVersion {
+		return 0, checkpointErrorf("checkpoint format version %d, this program reads versions %d to %d", v, oldestVersion, checkpointVersion)
 	}
 	n := binary.BigEndian.Uint64(h[12:])
 	if n > MaxCheckpointSize {
@@ -173,6 +178,7 @@ func (e *Engine) decodeBody(header, body []byte) error {
 	}
 	fresh.gen, fresh.evals, fresh.nans = c.Gen, c.Evals, c.NaNs
 	fresh.parents, fresh.best = c.Parents, c.Best
+	fresh.notes = c.Notes
 	fresh.last = fresh.stats(c.Gen - 1)
 	*e = *fresh
 	return nil
@@ -203,6 +209,9 @@ func (c *checkpoint) check() error {
 		return fmt.Errorf("%d evaluations after generation %d, want %d", c.Evals, c.Gen-1, want)
 	} else if len(c.Parents) != cfg.Mu {
 		return fmt.Errorf("%d parents, want %d", len(c.Parents), cfg.Mu)
+	}
+	if err := checkNotes(c.Notes); err != nil {
+		return checkpointErrorf("%v: damaged", err)
 	}
 	if c.NaNs < 0 || c.NaNs > c.Evals {
 		return fmt.Errorf("%d NaN values out of %d evaluations", c.NaNs, c.Evals)

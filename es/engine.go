@@ -70,6 +70,7 @@ type Engine struct {
 
 	tau, tauPrime float64
 	cma           *cmaState // the CMA-ES state; nil for the ES
+	notes         []Note    // kept in checkpoints for the program driving the run (notes.go)
 }
 
 // New returns an engine at generation 0, or a *ConfigError. The engine's

@@ -3,6 +3,7 @@ package es
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // RunOptions are the optional parts of Run. The zero value runs without
@@ -15,6 +16,16 @@ type RunOptions struct {
 	// Checkpoint, if not empty, is the file the engine's state is written
 	// to after every generation (see SaveCheckpoint).
 	Checkpoint string
+	// Notes, if set, is called before each checkpoint is written, and
+	// what it returns becomes the engine's notes (SetNotes), stored with
+	// the state: what the program driving the run keeps across a restart.
+	// When the evaluation of a generation fails and the notes have
+	// changed since the last checkpoint, Run writes it again, with the
+	// same state (the last completed generation) and the new notes: what
+	// was noted during the failed generation (a host excluded) is kept.
+	// Default nil: the engine's notes (a resumed run's) are kept as they
+	// are.
+	Notes func() []Note
 }
 
 // Run drives the engine until a stopping criterion holds: Ask, evaluate the
@@ -37,14 +48,24 @@ func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopRe
 		fitness, err := ev.Evaluate(ctx, gen, xs)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return "", fmt.Errorf("es: generation %d interrupted: %w", gen, cerr)
+				err = fmt.Errorf("es: generation %d interrupted: %w", gen, cerr)
+			} else {
+				err = fmt.Errorf("es: generation %d: %w", gen, err)
 			}
-			return "", fmt.Errorf("es: generation %d: %w", gen, err)
+			if serr := e.saveNotes(opts); serr != nil {
+				err = fmt.Errorf("%w; and what was noted during it could not be saved: %w", err, serr)
+			}
+			return "", err
 		}
 		if err := e.Tell(fitness); err != nil {
 			return "", err
 		}
 		if opts.Checkpoint != "" {
+			if opts.Notes != nil {
+				if err := e.SetNotes(opts.Notes()); err != nil {
+					return "", err
+				}
+			}
 			if err := SaveCheckpoint(opts.Checkpoint, e); err != nil {
 				return "", err
 			}
@@ -55,6 +76,23 @@ func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopRe
 			}
 		}
 	}
+}
+
+// saveNotes writes the checkpoint again if the notes changed since it
+// was written, once a generation's evaluation has failed: the engine is
+// still at the last completed generation, only the notes are new.
+func (e *Engine) saveNotes(opts RunOptions) error {
+	if opts.Checkpoint == "" || opts.Notes == nil || e.parents == nil {
+		return nil
+	}
+	notes := opts.Notes()
+	if slices.Equal(notes, e.notes) {
+		return nil
+	}
+	if err := e.SetNotes(notes); err != nil {
+		return err
+	}
+	return SaveCheckpoint(opts.Checkpoint, e)
 }
 
 // EvaluatorFunc adapts a function to the Evaluator interface.

@@ -129,6 +129,14 @@ type MasterConfig struct {
 	// break the tie before its generation fails with ErrUndecided.
 	// Default FirstDeadline: the wait for workers on their way.
 	VerifyWait time.Duration
+	// Excluded are hosts excluded from the run before the master starts:
+	// a resumed run's, kept in its checkpoint (Master.Excluded gives
+	// them). Each is said once when the master starts, and its every
+	// connection is refused with its reason, as a host Verify excludes,
+	// whether or not this master verifies. Each must pass
+	// Exclusion.Validate; a host listed twice keeps its first reason.
+	// Default none.
+	Excluded []Exclusion
 	// Progress is how often a long wait (for workers, or for a
 	// generation's results) is logged. Default 10 s.
 	Progress time.Duration
@@ -222,6 +230,11 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	}
 	if !(c.Verify >= 0 && c.Verify <= 1) {
 		return c, fmt.Errorf("grid: master: verify fraction %v outside [0, 1]", c.Verify)
+	}
+	for _, x := range c.Excluded {
+		if err := x.Validate(); err != nil {
+			return c, fmt.Errorf("grid: master: %w", err)
+		}
 	}
 	if err := c.Split.check(); err != nil {
 		return c, fmt.Errorf("grid: master: %w", err)
@@ -404,6 +417,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		"data connections refused or whose handshake failed (summary)", 0)
 	m.checkEvery = min(max(cfg.DeadlineFloor/4, 10*time.Millisecond), time.Second)
 	m.loopState.init()
+	m.excludeBefore(cfg.Excluded) // verify.go
 	m.loopCtx, m.stopLoop = context.WithCancel(context.Background())
 	m.connCtx, m.stopConn = context.WithCancel(context.Background())
 	m.wg.Add(2)

@@ -142,6 +142,9 @@ func TestMasterVerifyExcludesLiar(t *testing.T) {
 			if st.Excluded != 1 || st.Mismatches == 0 || st.Verified == 0 {
 				t.Fatalf("excluded %d, mismatches %d, verified %d; want the liar excluded", st.Excluded, st.Mismatches, st.Verified)
 			}
+			if x := m.Excluded(); len(x) != 1 || x[0].Host != liar.from || !strings.Contains(x[0].Why, "differs from the value") {
+				t.Errorf("Excluded() = %v, want the liar's host and why", x)
+			}
 			<-liar.conn.Done()
 			var rej *RejectError
 			if err := liar.conn.Err(); !errors.As(err, &rej) || !strings.Contains(rej.Reason, "excluded") {

@@ -46,6 +46,9 @@ import (
 // the master accepted (hostOf): one machine with several connections, or
 // several names, is one voter, and an exclusion refuses every connection
 // from that address for the rest of the run, whatever name it gives.
+// The run outlives a master: Master.Excluded lists the exclusions, and
+// a master given them (MasterConfig.Excluded: esrun -resume, from its
+// checkpoint) starts with them in force.
 // Behind a relay the master sees only the relay: its workers are one
 // host (the relay's address), since whatever the relay said about them
 // would be a key holder's word. So -verify holds against a liar that
@@ -580,6 +583,65 @@ func (m *Master) exclude(b *batch, host, why string) {
 			m.decide(b, c)
 		}
 	}
+}
+
+// Exclusion is a host excluded from the run, and why.
+type Exclusion struct {
+	// Host is the IP address the host's connections come from, as the
+	// master writes it: as net.IP's String does ("10.0.0.9",
+	// "2001:db8::1"; an IPv4 address in IPv6 form as IPv4). Behind a
+	// relay, the relay's.
+	Host string
+	// Why is the reason, as logged when the host was excluded: at most
+	// MaxExclusionWhy bytes, one line.
+	Why string
+}
+
+// MaxExclusionWhy bounds an Exclusion's Why.
+const MaxExclusionWhy = 1024
+
+// Validate refuses an Exclusion whose Host is not an IP address as the
+// master writes it, or whose Why is empty, longer than MaxExclusionWhy
+// or more than one line.
+func (x Exclusion) Validate() error {
+	if ip := net.ParseIP(x.Host); ip == nil || ip.String() != x.Host {
+		return fmt.Errorf("excluded host %.64q: not an IP address as the master writes it (such as 10.0.0.9 or 2001:db8::1)", x.Host)
+	}
+	switch {
+	case x.Why == "":
+		return fmt.Errorf("excluded host %s: no reason given", x.Host)
+	case len(x.Why) > MaxExclusionWhy:
+		return fmt.Errorf("excluded host %s: a reason of %d bytes, at most %d", x.Host, len(x.Why), MaxExclusionWhy)
+	case strings.ContainsAny(x.Why, "\r\n"):
+		return fmt.Errorf("excluded host %s: a reason of more than one line", x.Host)
+	}
+	return nil
+}
+
+// excludeBefore puts in force the exclusions a master starts with, and
+// says each once.
+func (m *Master) excludeBefore(xs []Exclusion) {
+	for _, x := range xs {
+		if _, dup := m.v.excluded[x.Host]; dup {
+			continue
+		}
+		m.v.excluded[x.Host] = x.Why
+		m.log.Warn("host "+x.Host+" stays excluded from this run: "+x.Why, "host", x.Host)
+	}
+}
+
+// Excluded returns the hosts excluded from the run so far, in the order
+// of their addresses' text: those the master started with
+// (MasterConfig.Excluded) and those verification excluded since. It may
+// be called at any time, from any goroutine.
+func (m *Master) Excluded() []Exclusion {
+	m.v.exMu.Lock()
+	defer m.v.exMu.Unlock()
+	xs := make([]Exclusion, 0, len(m.v.excluded))
+	for _, h := range slices.Sorted(maps.Keys(m.v.excluded)) {
+		xs = append(xs, Exclusion{Host: h, Why: m.v.excluded[h]})
+	}
+	return xs
 }
 
 // excludedReason is what an excluded host's workers are told.

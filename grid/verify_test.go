@@ -3,10 +3,12 @@ package grid
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -249,6 +251,88 @@ func TestHostOf(t *testing.T) {
 	} {
 		if got := hostOf(c.addr); got != c.want {
 			t.Errorf("hostOf(%v) = %q, want %q", c.addr, got, c.want)
+		}
+	}
+}
+
+// A master given an exclusion (a resumed run's) says it once, refuses
+// every connection from that host with its reason, under any name, and
+// takes workers from other hosts; Excluded lists it, and it is no new
+// exclusion.
+func TestMasterStartsWithExclusions(t *testing.T) {
+	const why = "its fitness value 1.5 for task 3 of generation 7 differs from the value 1.25 that workers on other hosts agree on"
+	logs, withLog := warnLog(t)
+	prior := []Exclusion{{Host: "127.0.0.2", Why: why}}
+	m := startMaster(t, "wq", withLog, func(cfg *MasterConfig) { cfg.Verify = 1; cfg.Excluded = prior })
+	if n := logs.matching("host 127.0.0.2 stays excluded from this run: " + why); n != 1 {
+		t.Errorf("the exclusion was said %d times at start, want once", n)
+	}
+	for _, name := range []string{"liar", "a new name"} {
+		w := newTestWorker(name, 1, 0)
+		w.from = "127.0.0.2"
+		err := w.start(t, m.Addr(), m.cfg.Key)
+		var rej *RejectError
+		if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "excluded from this run") ||
+			!strings.Contains(rej.Reason, "127.0.0.2") || !strings.Contains(rej.Reason, "task 3 of generation 7") {
+			t.Errorf("a worker named %q from the excluded host: %v, want refused with the exclusion's reason", name, err)
+		}
+	}
+	var ws []*testWorker
+	for i, name := range []string{"h1", "h2"} {
+		h := newTestWorker(name, 1, 0)
+		h.from = fmt.Sprintf("127.0.0.%d", 3+i)
+		ws = append(ws, h)
+	}
+	startWorkers(t, m, ws...)
+	evalAndCheck(t, m, 2, 10)
+	if got := m.Excluded(); !slices.Equal(got, prior) {
+		t.Errorf("Excluded() = %v, want %v", got, prior)
+	}
+	if st := m.Stats(); st.Excluded != 0 || st.Verified == 0 || st.Workers != 2 {
+		t.Errorf("excluded %d, verified %d, workers %d: want no new exclusion, the two hosts verifying each other", st.Excluded, st.Verified, st.Workers)
+	}
+	if n := logs.matching("stays excluded"); n != 1 {
+		t.Errorf("the exclusion was said %d times, want once", n)
+	}
+}
+
+// An exclusion whose host is not an IP address as the master writes it,
+// or whose reason is missing, too long or not one line, is refused, and
+// so is a master given it.
+func TestExclusionValidate(t *testing.T) {
+	const why = "it lied"
+	for _, x := range []Exclusion{
+		{"127.0.0.1", why}, {"10.0.0.9", why}, {"2001:db8::1", why}, {"::1", why},
+		{"10.0.0.9", strings.Repeat("w", MaxExclusionWhy)},
+	} {
+		if err := x.Validate(); err != nil {
+			t.Errorf("%.40q: %v", x, err)
+		}
+	}
+	for _, tt := range []struct {
+		x    Exclusion
+		want string
+	}{
+		{Exclusion{"", why}, "not an IP address"},
+		{Exclusion{"localhost", why}, "not an IP address"},
+		{Exclusion{"10.0.0.9:7947", why}, "not an IP address"},
+		{Exclusion{"010.0.0.9", why}, "not an IP address"},
+		{Exclusion{"::ffff:10.0.0.9", why}, "not an IP address"}, // the master writes 10.0.0.9
+		{Exclusion{"2001:DB8::1", why}, "not an IP address"},     // and lower case
+		{Exclusion{"fe80::1%eth0", why}, "not an IP address"},
+		{Exclusion{strings.Repeat("1", 1<<20), why}, "not an IP address"},
+		{Exclusion{"10.0.0.9", ""}, "no reason"},
+		{Exclusion{"10.0.0.9", "one\ntwo"}, "more than one line"},
+		{Exclusion{"10.0.0.9", strings.Repeat("w", MaxExclusionWhy+1)}, "at most 1024"},
+	} {
+		err := tt.x.Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) || len(err.Error()) > 200 {
+			t.Errorf("%.40q: %v, want a short error saying %q", tt.x, err, tt.want)
+		}
+		_, err = NewMaster(t.Context(), MasterConfig{Listen: "127.0.0.1:0", Key: testClusterKey(t, "test cluster"),
+			Problem: ProblemSpec{Name: "sphere", Dim: 5}, Excluded: []Exclusion{tt.x}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewMaster with %.40q: %v, want an error saying %q", tt.x, err, tt.want)
 		}
 	}
 }

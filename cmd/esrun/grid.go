@@ -43,6 +43,7 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 			MaxRetries:  orNone(o.maxRetries),
 			MaxFrame:    o.maxFrame(spec.Dim),
 			Verify:      o.verify,
+			Excluded:    o.excluded,
 			Plan:        o.planned,
 			Split:       o.split.config(), // split.go
 		},

@@ -58,11 +58,12 @@ type options struct {
 	verify     float64 // -verify P: the fraction of results checked on a second host
 	nonfinite  bool    // -nonfinite: NaN and ±Inf are the problem's answers, not errors
 	inprocess  bool
-	plan       string          // -plan FILE (plan.go)
-	planned    *grid.Plan      // read from -plan
-	split      splitOptions    // -split, -overload-window, -master-cost (split.go)
-	plugins    plugin.Entries  // -plugin NAME=PATH, repeatable (plugins.go)
-	catalog    *plugin.Catalog // checked -plugin, once a problem is built
+	plan       string           // -plan FILE (plan.go)
+	planned    *grid.Plan       // read from -plan
+	excluded   []grid.Exclusion // hosts the -resume checkpoint keeps excluded (excluded.go)
+	split      splitOptions     // -split, -overload-window, -master-cost (split.go)
+	plugins    plugin.Entries   // -plugin NAME=PATH, repeatable (plugins.go)
+	catalog    *plugin.Catalog  // checked -plugin, once a problem is built
 
 	taskTimeout time.Duration
 	maxRetries  int
@@ -230,7 +231,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.StringVar(&o.genkey, "genkey", "", "write a fresh cluster key (32 random bytes, base64) to `FILE`, readable by you only, and exit; FILE must not exist")
-	flagx.FloatVar(fs, &o.verify, "verify", 0, 0, 1, "check a fraction `P` of the results by evaluating the task again on a worker on another host and comparing bit for bit; hosts (IP addresses; a relay and its workers are one) vote, a host whose value differs from the majority is excluded from the run and its results of the generation evaluated again; a tie no third host breaks within 30 s fails the run (0 = none, 1 = all)")
+	flagx.FloatVar(fs, &o.verify, "verify", 0, 0, 1, "check a fraction `P` of the results by evaluating the task again on a worker on another host and comparing bit for bit; hosts (IP addresses; a relay and its workers are one) vote, a host whose value differs from the majority is excluded from the run (kept across -resume) and its results of the generation evaluated again; a tie no third host breaks within 30 s fails the run (0 = none, 1 = all)")
 	fs.BoolVar(&o.nonfinite, "nonfinite", false, "the problem may return NaN or ±Inf: take them as its answers (by default a non-finite value from a worker is an evaluation error, retried on another worker)")
 	fs.StringVar(&o.plan, "plan", "", "act on the esplan plan `FILE`: each worker it names gets its slots, and a worker it sets aside gets no tasks (start the workers with esworker -plan FILE too)")
 	addSplitFlags(fs, &o.split) // split.go
@@ -241,7 +242,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.maxFrameMiB, "max-frame", 0, 0, grid.MaxFrameLimit>>20, "cap on one message, in `MiB`; workers take the master's cap; 0 = 4 MiB, or room for two tasks of -dim numbers if more")
 
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the state to `FILE` after every generation")
-	fs.StringVar(&o.resume, "resume", "", "continue the run saved in checkpoint `FILE` (and keep checkpointing to it unless -checkpoint is given)")
+	fs.StringVar(&o.resume, "resume", "", "continue the run saved in checkpoint `FILE`, the hosts -verify excluded still excluded (and keep checkpointing to it unless -checkpoint is given)")
 	fs.StringVar(&o.report, "report", "", "write a JSON report to `FILE` when the run ends: config, per-generation best, mean and wall time, final best, schedule; a run that fails or is interrupted writes what it has to FILE"+report.PartialSuffix+" instead and leaves FILE as it was")
 	fs.BoolVar(&o.force, "force", false, "overwrite the -checkpoint and -report files even if they exist (without it, a run refuses to start rather than replace a file it did not write; -resume FILE may always rewrite FILE)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the final summary")

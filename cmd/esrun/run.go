@@ -134,11 +134,17 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	}
 	reason := es.StopReason("")
 	if runErr == nil {
-		reason, runErr = eng.Run(ctx, ev, es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: func(s es.Stats) error {
+		ro := es.RunOptions{Checkpoint: o.checkpoint, OnGeneration: func(s es.Stats) error {
 			err := rec.Generation(s)
 			mon.Progress(s, rec.Estimate())
 			return err
-		}})
+		}}
+		if g != nil {
+			// The hosts excluded so far go into every checkpoint
+			// (excluded.go); in process the resumed run's stay as they are.
+			ro.Notes = func() []es.Note { return notesOf(g.master.Excluded()) }
+		}
+		reason, runErr = eng.Run(ctx, ev, ro)
 	}
 	rep := rec.Finish(eng, reason, runErr)
 	if g != nil {
@@ -312,6 +318,10 @@ func resume(o *options) (*es.Engine, problems.Problem, error) {
 	if err := eng.SetStop(stopCriteria(o, cfg.Stop)); err != nil {
 		closeProblem(p)
 		return nil, nil, flagError(err)
+	}
+	if o.excluded, err = exclusionsOf(eng.Notes()); err != nil { // excluded.go
+		closeProblem(p)
+		return nil, nil, fmt.Errorf("checkpoint %s: %w", o.resume, err)
 	}
 	return eng, p, nil
 }

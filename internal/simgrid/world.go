@@ -178,8 +178,9 @@ func (w *world) runES(ctx context.Context) {
 		return
 	}
 	restart := w.sc.Restart
+	var excluded []grid.Exclusion
 	for inc := 0; ; inc++ {
-		ckpt, killed, err := w.incarnation(ctx, inc, eng, restart)
+		ckpt, killed, err := w.incarnation(ctx, inc, eng, restart, excluded)
 		if !killed {
 			w.out.Err = err
 			if err == nil {
@@ -195,8 +196,11 @@ func (w *world) runES(ctx context.Context) {
 			w.out.Err = ctx.Err()
 			return
 		}
+		// It starts with the hosts excluded when the checkpoint was
+		// written, as esrun's, which keeps them in it.
+		excluded = ckpt.excluded
 		eng = new(es.Engine)
-		if err := eng.UnmarshalBinary(ckpt); err != nil {
+		if err := eng.UnmarshalBinary(ckpt.state); err != nil {
 			w.out.Err = fmt.Errorf("sim: resume: %w", err)
 			return
 		}
@@ -210,12 +214,20 @@ func (w *world) runES(ctx context.Context) {
 	}
 }
 
-// incarnation runs one master until the ES ends or the master is killed
-// (restart). It returns the last checkpoint and whether it was killed.
-func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restart *Restart) ([]byte, bool, error) {
+// checkpoint is what a master leaves for the next: the engine's state
+// and the hosts excluded when it was saved.
+type checkpoint struct {
+	state    []byte
+	excluded []grid.Exclusion
+}
+
+// incarnation runs one master, starting with the hosts excluded, until
+// the ES ends or the master is killed (restart). It returns the last
+// checkpoint and whether it was killed.
+func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restart *Restart, excluded []grid.Exclusion) (checkpoint, bool, error) {
 	ln, err := w.net.Listen(masterAddr)
 	if err != nil {
-		return nil, false, err
+		return checkpoint{}, false, err
 	}
 	w.mu.Lock()
 	w.out.Batches = append(w.out.Batches, nil)
@@ -229,6 +241,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	cfg.Sched = sched.Config{Adaptive: w.sc.Adaptive}
 	cfg.Problem = grid.ProblemSpec{Name: w.sc.ES.Problem, Dim: w.sc.ES.Dim}
 	cfg.Verify = w.sc.Verify
+	cfg.Excluded = excluded
 	if w.sc.Split {
 		cfg.Split = grid.SplitConfig{Rule: grid.SplitPaper, MessageCost: w.sc.MessageCost}
 	}
@@ -243,12 +256,12 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	defer kill()
 	m, err := grid.NewMaster(mctx, cfg)
 	if err != nil {
-		return nil, false, err
+		return checkpoint{}, false, err
 	}
 	w.mu.Lock()
 	w.curMaster = m
 	w.mu.Unlock()
-	var ckpt []byte // after generation 0 only: a kill comes after one
+	var ckpt checkpoint // after generation 0 only: a kill comes after one
 	var killMu sync.Mutex
 	killed := false
 	ev := es.EvaluatorFunc(func(ctx context.Context, gen int, xs [][]float64) ([]float64, error) {
@@ -272,7 +285,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 		if err != nil {
 			return err
 		}
-		ckpt = b
+		ckpt = checkpoint{state: b, excluded: m.Excluded()}
 		if restart != nil && st.Gen == restart.AfterGen {
 			// SIGKILL: the process is gone, its sockets reset, nothing
 			// said to the workers.
