@@ -40,7 +40,10 @@ type MembershipConfig struct {
 	// failure to a data connection. Default: hostname-role-<8 random hex>.
 	Name string
 	// BindAddr is the address gossip binds to (UDP and TCP).
-	// Default "0.0.0.0".
+	// Default "0.0.0.0". On a loopback address, the members of this
+	// machine that advertise an address of the other family (a master on
+	// 0.0.0.0 whose machine's private address is IPv6) are reached over
+	// loopback (grid/member).
 	BindAddr string
 	// BindPort is the gossip port; 0 lets the OS choose (read it back with
 	// Port). Commands pass DefaultGossipPort.

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +183,68 @@ func TestMembershipThreeNodes(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// pingAcks is a memberlist.PingDelegate that reports the members whose
+// direct UDP ping was acknowledged.
+type pingAcks chan string
+
+func (p pingAcks) AckPayload() []byte { return nil }
+func (p pingAcks) NotifyPingComplete(other *memberlist.Node, _ time.Duration, _ []byte) {
+	select {
+	case p <- other.Name:
+	default: // one is enough
+	}
+}
+
+// A master on every interface advertises its machine's private address,
+// which may be IPv6 while a worker on the same machine joined it at
+// 127.0.0.1 and binds its gossip there ("esrun -gossip 0.0.0.0:7946" and
+// "esworker -join 127.0.0.1:7946"): the worker's IPv4 socket cannot send
+// to it, so every probe failed over UDP and memberlist warned on each.
+// Here the master advertises ::1, the other family on any machine; the
+// worker's packets go to the master over 127.0.0.1 instead, and UDP
+// probes succeed both ways.
+func TestMembershipLoopbackWorkerReachesWildcardMaster(t *testing.T) {
+	key := testKey(9)
+	masterAcks, workerAcks := make(pingAcks, 1), make(pingAcks, 1)
+	tune := func(acks pingAcks) func(*memberlist.Config) {
+		return func(c *memberlist.Config) { fastGossip(c); c.Ping = acks }
+	}
+	master, err := JoinMembership(t.Context(), MembershipConfig{
+		Name: "m", BindAddr: "0.0.0.0", AdvertiseAddr: "::1", SecretKey: key,
+		Meta: NodeMeta{Role: RoleMaster, DataAddr: "127.0.0.1:4242"}, Tune: tune(masterAcks), Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	if host, _, _ := net.SplitHostPort(master.Addr()); host != "::1" {
+		t.Fatalf("master advertises %s, want [::1]:port", master.Addr())
+	}
+	worker, err := JoinMembership(t.Context(), MembershipConfig{
+		Name: "w", BindAddr: "127.0.0.1", SecretKey: key,
+		Meta: NodeMeta{Role: RoleWorker, Slots: 1}, Tune: tune(workerAcks), Logger: testLogger(t),
+	}, net.JoinHostPort("127.0.0.1", strconv.Itoa(master.Port())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // patience for a loaded machine
+	defer cancel()
+	for _, w := range []struct {
+		acks      pingAcks
+		who, whom string
+	}{{workerAcks, "the worker", "m"}, {masterAcks, "the master", "w"}} {
+		select {
+		case got := <-w.acks:
+			if got != w.whom {
+				t.Errorf("%s's ping of %s acknowledged, want of %s", w.who, got, w.whom)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: no UDP ping of %s acknowledged", w.who, w.whom)
+		}
+	}
 }
 
 func TestMembershipWrongKeyCannotJoin(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,6 +179,10 @@ type TransportStats struct {
 type Transport struct {
 	cfg   TransportConfig
 	inner *memberlist.NetTransport
+	// loopback is the bound address when it is a loopback one, and
+	// local this machine's addresses then: see reroute.
+	loopback netip.Addr
+	local    map[netip.Addr]bool
 
 	streamCh chan net.Conn
 	packetCh chan *memberlist.Packet
@@ -233,6 +238,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		sources:  make(map[string]*source),
 		refused:  make(map[string]int64),
 	}
+	t.loopback, t.local = loopbackAndLocal(cfg.BindAddr)
 	t.wg.Add(2)
 	go t.takeStreams()
 	go t.takePackets()
@@ -296,12 +302,55 @@ func (t *Transport) FinalAdvertiseAddr(ip string, port int) (net.IP, int, error)
 
 // WriteTo implements memberlist.Transport.
 func (t *Transport) WriteTo(b []byte, addr string) (time.Time, error) {
-	return t.inner.WriteTo(b, addr)
+	return t.inner.WriteTo(b, t.reroute(addr))
 }
 
 // WriteToAddress implements memberlist.NodeAwareTransport.
 func (t *Transport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	a.Addr = t.reroute(a.Addr)
 	return t.inner.WriteToAddress(b, a)
+}
+
+// loopbackAndLocal returns the bind address and this machine's addresses
+// when the bind address is a loopback one (nothing otherwise).
+func loopbackAndLocal(bind string) (netip.Addr, map[netip.Addr]bool) {
+	ip, err := netip.ParseAddr(bind)
+	if err != nil || !ip.Unmap().IsLoopback() {
+		return netip.Addr{}, nil
+	}
+	local := make(map[netip.Addr]bool)
+	addrs, _ := net.InterfaceAddrs() // none known: only the other loopback is rerouted
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if la, ok := netip.AddrFromSlice(n.IP); ok {
+				local[la.Unmap()] = true
+			}
+		}
+	}
+	return ip.Unmap(), local
+}
+
+// reroute says where to send what memberlist sends to addr. A transport
+// bound to loopback cannot send to an address of the other family (an
+// IPv4 socket has no IPv6 route), yet that is what a member on this
+// machine bound to every interface advertises when the machine's
+// private address is IPv6: the master of "esrun -gossip 0.0.0.0:7946" for
+// "esworker -join 127.0.0.1:7946". Such a member listens on loopback too,
+// so its packets and streams go there, at the same port; every other
+// address is left as it is (one of the same family is reachable).
+func (t *Transport) reroute(addr string) string {
+	if !t.loopback.IsValid() {
+		return addr
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return addr
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is4() == t.loopback.Is4() || !(ip.IsLoopback() || t.local[ip]) {
+		return addr
+	}
+	return netip.AddrPortFrom(t.loopback, ap.Port()).String()
 }
 
 // PacketCh implements memberlist.Transport.
@@ -315,6 +364,7 @@ func (t *Transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 // DialAddressTimeout implements memberlist.NodeAwareTransport. What the
 // peer sends back is capped like an inbound stream.
 func (t *Transport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	a.Addr = t.reroute(a.Addr)
 	c, err := t.inner.DialAddressTimeout(a, timeout)
 	if err != nil {
 		return nil, err
