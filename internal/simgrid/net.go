@@ -534,10 +534,23 @@ func (e *endpoint) Close() error {
 func (e *endpoint) LocalAddr() net.Addr  { return e.local }
 func (e *endpoint) RemoteAddr() net.Addr { return e.remote }
 func (e *endpoint) SetDeadline(t time.Time) error {
-	return e.lk.reads[e.side].SetReadDeadline(t)
+	return e.SetReadDeadline(t)
 }
+
+// SetReadDeadline fails only once this end is closed, as a socket's
+// does: net.Pipe's fails once the far end has closed too, and a peer
+// that closes as this end sets a deadline would fail it or not by which
+// goroutine ran first (a read then returns what came, then EOF, as
+// TCP's does after a FIN).
 func (e *endpoint) SetReadDeadline(t time.Time) error {
-	return e.lk.reads[e.side].SetReadDeadline(t)
+	e.lk.mu.Lock()
+	shut := e.lk.shut[e.side]
+	e.lk.mu.Unlock()
+	if shut {
+		return net.ErrClosed
+	}
+	e.lk.reads[e.side].SetReadDeadline(t)
+	return nil
 }
 
 // SetWriteDeadline is accepted and has no effect: writes never block.
