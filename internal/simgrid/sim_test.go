@@ -3,6 +3,7 @@ package simgrid
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"runtime"
@@ -174,6 +175,20 @@ func sameRun(a, b *Outcome) string {
 		return "the generations completed differ"
 	}
 	return ""
+}
+
+// fingerprint sums up a whole run: when it ended, the results it
+// accepted, its trajectory and its trace, the lines of each instant
+// sorted (canonLines).
+func fingerprint(out *Outcome, trace string) [sha256.Size]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%v\n%v\n%v\n%v\n", out.Elapsed, out.Accepts, out.Trajectory, out.Completed)
+	for _, l := range canonLines(trace) {
+		fmt.Fprintln(h, l)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // canonLines is the trace's lines, those of each instant sorted.
