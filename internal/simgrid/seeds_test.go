@@ -146,6 +146,9 @@ var exactSeeds = []struct {
 		"at random, and in four runs in ten the worker was never told the run is over and Close waited " +
 		"ShutdownGrace for its stream: the run ended at 5.168 s, not 176 ms (grid: a worker whose join " +
 		"the loop never took is told the run is over)"},
+	{49, "two liars on one host joined at one instant: which dialled first took the host's first " +
+		"link, with its delays, and the run ended at 3.896 s or 3.986 s (the simulated network " +
+		"names the links of agents that share a host by the agent, Network.Agent)"},
 }
 
 // exactReplays is how often TestExactSeeds runs each seed: a seed that

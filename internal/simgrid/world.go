@@ -504,6 +504,9 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 	cfg.Problems = []string{w.sc.ES.Problem}
 	cfg.Faults = worker.Faults{Silent: ws.Silent}
 	cfg.Network = w.net.Host(ws.Host)
+	if w.sc.shared(ws) {
+		cfg.Network = w.net.Agent(ws.Host, ws.Name)
+	}
 	cfg.Rand = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	cfg.Logger = w.log
 	cfg.Build = func(spec grid.ProblemSpec) (problems.Problem, error) {
