@@ -710,7 +710,11 @@ func TestMasterCloseTellsLateJoiners(t *testing.T) {
 		defer close(closed)
 		m.Close()
 	}()
-	<-m.done // the loop has ended; Close waits for the relay's streams
+	select {
+	case <-m.done: // the loop has ended; Close waits for the relay's streams
+	case <-time.After(time.Minute):
+		t.Fatal("the master's loop did not end on Close")
+	}
 	for i, nc := range ncs {
 		conn, _, err := ClientHandshake(t.Context(), nc, DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("w%d", i), Slots: 1,
 			Timeout: time.Minute, Conn: ConnConfig{Logger: testLogger(t)}})
