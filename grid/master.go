@@ -756,10 +756,19 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 	}
 	w := &mworker{id: sched.WorkerID(id), name: hello.Name, host: hostOf(conn.RemoteAddr()), slots: hello.Slots, conn: conn, lastHeard: m.now()}
 	m.workers.add(w.id, hello.Name, conn.RemoteAddr())
+	// A loop that has ended never takes the worker: it is told the run
+	// is over here. Asked first, since m.in has room after the loop's end
+	// too, and a select would pick either case at random.
+	select {
+	case <-m.done:
+		byeLate(conn)
+		return
+	default:
+	}
 	select {
 	case m.in <- loopMsg{kind: msgJoined, w: w}:
 	case <-m.done:
-		conn.SendAndClose(&Shutdown{Reason: "master shutting down"})
+		byeLate(conn)
 		return
 	}
 	conn.Start(func(msg Message) {
@@ -779,10 +788,23 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		<-conn.Done()
+		select {
+		case <-conn.Done():
+		case <-m.done:
+			if !w.taken {
+				// The loop was ending as the join came (its last
+				// select, or shutdownWorkers): nobody else tells it.
+				byeLate(conn)
+			}
+			<-conn.Done()
+		}
 		select {
 		case m.in <- loopMsg{kind: msgClosed, w: w}:
 		case <-m.done:
 		}
 	}()
 }
+
+// byeLate tells a worker whose join the loop never took that the run is
+// over, as the loop's shutdown tells the others (shutdownWorkers).
+func byeLate(conn *Conn) { conn.SendAndClose(&Shutdown{Reason: "master shutting down"}) }

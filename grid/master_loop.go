@@ -70,6 +70,10 @@ type mworker struct {
 	// once they reached MaxFailures (workers.go).
 	fails int
 	aside bool
+	// taken: the loop has taken its join (joined), so its shutdown tells
+	// it the run is over (shutdownWorkers). Read by others only once
+	// the loop has ended (m.done).
+	taken bool
 
 	// Status from the worker's last Results (Clop's status table), and
 	// when its session last sent any (results or a status report).
@@ -427,6 +431,7 @@ func (m *Master) handle(lm loopMsg) {
 }
 
 func (m *Master) joined(w *mworker) {
+	w.taken = true
 	if why := m.excludedWhy(w.host); why != "" {
 		// Its handshake passed as its host was being excluded.
 		w.left = true

@@ -655,6 +655,86 @@ func TestMasterCloseSendsShutdown(t *testing.T) {
 	}
 }
 
+// TestMasterCloseTellsLateJoiners: workers whose handshakes end after
+// Close has stopped the master's loop (here through a relay, whose
+// streams Close waits for) are each told that the run is over. Before,
+// such a join went one time in two to the ended loop's queue, where
+// nobody took it: the worker was never told, and Close waited
+// ShutdownGrace for its stream to close (internal/simgrid seed 4650).
+func TestMasterCloseTellsLateJoiners(t *testing.T) {
+	m := startMaster(t, "wq", func(c *MasterConfig) {
+		// Generous: the test waits for events, never for these.
+		c.ShutdownGrace, c.HandshakeTimeout, c.HelloTimeout = time.Minute, time.Minute, time.Minute
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
+		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		r.Run(ctx)
+	}()
+	defer func() {
+		stop()
+		<-relayDone
+	}()
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 && r.Stats().Upstreams == 1 })
+	const n = 8 // before, each late join went astray one time in two
+	ncs := make([]net.Conn, n)
+	for i := range ncs {
+		nc, err := net.Dial("tcp", r.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		ncs[i] = nc
+	}
+	streams := func() int {
+		m.relayReg.mu.Lock()
+		x := m.relayReg.byName["relay"]
+		m.relayReg.mu.Unlock()
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return len(x.streams)
+	}
+	eventually(t, "the streams to reach the master", func() bool { return streams() == n })
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		m.Close()
+	}()
+	select {
+	case <-m.done: // the loop has ended; Close waits for the relay's streams
+	case <-time.After(time.Minute):
+		t.Fatal("the master's loop did not end on Close")
+	}
+	for i, nc := range ncs {
+		conn, _, err := ClientHandshake(t.Context(), nc, DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("w%d", i), Slots: 1,
+			Timeout: time.Minute, Conn: ConnConfig{Logger: testLogger(t)}})
+		if err != nil {
+			t.Fatalf("worker %d: handshake: %v", i, err)
+		}
+		var told atomic.Bool
+		conn.Start(func(msg Message) {
+			if _, ok := msg.(*Shutdown); ok {
+				told.Store(true)
+			}
+		})
+		<-conn.Done()
+		if !told.Load() {
+			t.Errorf("worker %d: its connection closed (%v) and it was never told the run is over", i, conn.Err())
+		}
+	}
+	<-closed
+}
+
 // TestMasterTrajectoryMatchesInProcess runs a whole ES over the grid, a
 // worker dying in the middle, and compares every generation with the
 // in-process run: the evolution must not depend on how it was evaluated.

@@ -69,12 +69,22 @@ func (n *Network) Listen(addr string) (*Listener, error) {
 // With no listener there, or with either host partitioned, it fails after
 // a delay, as a refused or unanswered connection does.
 func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error) {
+	return n.dial(ctx, from, "", addr)
+}
+
+// dial is Dial by agent who on host from ("": the host's only one).
+func (n *Network) dial(ctx context.Context, from, who, addr string) (net.Conn, error) {
 	toHost, _, _ := net.SplitHostPort(addr)
 	n.mu.Lock()
 	// A link is named by its dialler and how many it dialled before:
-	// never by the order in which hosts happened to dial at one instant.
-	id := mix(hashString(from), n.dials[from])
-	n.dials[from]++
+	// never by the order in which diallers happened to dial at one
+	// instant (two agents on one host count apart).
+	key := from + "/" + who
+	id := mix(hashString(from), n.dials[key])
+	if who != "" {
+		id = mix(hashString(from), hashString(who), n.dials[key])
+	}
+	n.dials[key]++
 	n.mu.Unlock()
 	// The dial itself takes a round trip; what it finds is what is there
 	// when it arrives.
@@ -102,15 +112,21 @@ func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error)
 
 // Host is the network as host sees it: a grid.Network whose connections
 // leave from host and whose listeners are on it.
-func (n *Network) Host(host string) grid.Network { return hostNet{n, host} }
+func (n *Network) Host(host string) grid.Network { return hostNet{n: n, host: host} }
+
+// Agent is Host for one of several agents on host, named who: its
+// connections are named by it, whichever agent dials first at an
+// instant.
+func (n *Network) Agent(host, who string) grid.Network { return hostNet{n, host, who} }
 
 type hostNet struct {
 	n    *Network
 	host string
+	who  string
 }
 
 func (h hostNet) Dial(ctx context.Context, addr string) (net.Conn, error) {
-	return h.n.Dial(ctx, h.host, addr)
+	return h.n.dial(ctx, h.host, h.who, addr)
 }
 
 // Listen listens at addr, which must be on the host; port 0 takes the
@@ -534,10 +550,23 @@ func (e *endpoint) Close() error {
 func (e *endpoint) LocalAddr() net.Addr  { return e.local }
 func (e *endpoint) RemoteAddr() net.Addr { return e.remote }
 func (e *endpoint) SetDeadline(t time.Time) error {
-	return e.lk.reads[e.side].SetReadDeadline(t)
+	return e.SetReadDeadline(t)
 }
+
+// SetReadDeadline fails only once this end is closed, as a socket's
+// does: net.Pipe's fails once the far end has closed too, and a peer
+// that closes as this end sets a deadline would fail it or not by which
+// goroutine ran first (a read then returns what came, then EOF, as
+// TCP's does after a FIN).
 func (e *endpoint) SetReadDeadline(t time.Time) error {
-	return e.lk.reads[e.side].SetReadDeadline(t)
+	e.lk.mu.Lock()
+	shut := e.lk.shut[e.side]
+	e.lk.mu.Unlock()
+	if shut {
+		return net.ErrClosed
+	}
+	e.lk.reads[e.side].SetReadDeadline(t)
+	return nil
 }
 
 // SetWriteDeadline is accepted and has no effect: writes never block.

@@ -327,6 +327,11 @@ func (sc Scenario) liar() bool {
 	return slices.ContainsFunc(sc.Workers, func(w WorkerSpec) bool { return w.Liar > 0 })
 }
 
+// shared says w's host has other workers on it (a liar's connections).
+func (sc Scenario) shared(w WorkerSpec) bool {
+	return slices.ContainsFunc(sc.Workers, func(o WorkerSpec) bool { return o.Host == w.Host && o.Name != w.Name })
+}
+
 // host is the host the master sees w on: behind the relay, the relay's.
 func (sc Scenario) host(w WorkerSpec) string {
 	if w.Relayed {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"testing/synctest"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
@@ -269,6 +270,11 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 		w.out.Batches[inc] = append(w.out.Batches[inc], len(xs))
 		w.out.BatchAt[inc] = append(w.out.BatchAt[inc], time.Since(w.start))
 		w.mu.Unlock()
+		// The ES computes in no virtual time: its next batch would reach
+		// the loop at the instant of the last one's end, and come in the
+		// turn of its last results or after it as the goroutines ran.
+		// After, always: the loop's turn ends first.
+		synctest.Wait()
 		f, err := m.Evaluate(ctx, gen, xs)
 		if err == nil {
 			w.mu.Lock()
@@ -511,6 +517,9 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 	cfg.Problems = []string{w.sc.ES.Problem}
 	cfg.Faults = worker.Faults{Silent: ws.Silent}
 	cfg.Network = w.net.Host(ws.Host)
+	if w.sc.shared(ws) {
+		cfg.Network = w.net.Agent(ws.Host, ws.Name)
+	}
 	cfg.Rand = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	cfg.Logger = w.log
 	cfg.Build = func(spec grid.ProblemSpec) (problems.Problem, error) {
