@@ -376,8 +376,11 @@ func unmeasured(sc Scenario, out *Outcome) []string {
 func lateEvents(trace string) map[string]map[string]int {
 	out := map[string]map[string]int{}
 	for _, line := range strings.Split(trace, "\n") {
-		if !strings.Contains(line, `msg="worker is late`) || attr(line, "child_master") != "" {
-			continue // child masters come and go under one name, each numbering its connections afresh
+		if !strings.Contains(line, `msg="worker is late`) || attr(line, "child") != "" {
+			// Child masters (their logs name them child=) come and go
+			// under one name, each numbering its connections afresh
+			// (seed 108931: two children's connection 3).
+			continue
 		}
 		name, id := attr(line, "worker"), attr(line, "worker_id")
 		if out[name] == nil {

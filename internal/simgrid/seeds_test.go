@@ -92,6 +92,9 @@ var fixedSeeds = []struct {
 		"the only other worker drained: the master waited the first deadline, as documented, to " +
 		"give it tasks again; the bound did not count that wait for such a worker (the check, not " +
 		"the master, was wrong)"},
+	{108931, "a silent worker moved between two child masters was found late once by each, and " +
+		"the check took their connections, both numbered 3, for one: it skipped child masters' " +
+		"lines by an attribute their logs no longer carry (the check, not the master, was wrong)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
