@@ -88,6 +88,11 @@ var fixedSeeds = []struct {
 		"task the new batch had just sent its worker again, ended that new instance in the ledger, " +
 		"so the worker's loss could not take back its send (sent 76, counted 77); a stale " +
 		"execution is none of the open batch's instances now (sched.Execution.Stale)"},
+	{249041, "a split under rr: child master n5 sent task 90 of generation 1, its worker drained, and " +
+		"it granted the task back to the root before its next ChildResults reported that first " +
+		"send; the root, no longer lending it, counted it a resend, lent the task to n5 again, and " +
+		"n5 never reported it twice (396 originals for 397 tasks); a child reports the first " +
+		"sends of the tasks it grants back before the grant now"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
