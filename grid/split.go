@@ -577,7 +577,9 @@ func (m *Master) onTaskRequest(r *TaskRequest, to *childMaster, reply *Conn) {
 		return
 	}
 	p := m.split.splitProto
-	if to != nil {
+	if to == nil {
+		m.reportFirstSends(tasks)
+	} else {
 		for _, t := range tasks {
 			p.lent[t.ID] = to
 		}
@@ -649,8 +651,33 @@ func (m *Master) forwardResults(now bool) {
 	if !now && len(pl.ids) < resultsBatch && t-pl.last < resultsEvery {
 		return
 	}
+	m.sendUp()
+}
+
+// sendUp sends the parent the results waiting and the tree's counts.
+func (m *Master) sendUp() {
+	pl := m.split.splitProto.parent
 	pl.conn.Send(&ChildResults{Gen: m.cur.id, IDs: pl.ids, F: pl.f, Masters: m.mastersNow(), C: m.childCounts()})
-	pl.ids, pl.f, pl.last = pl.ids[:0], pl.f[:0], t
+	pl.ids, pl.f, pl.last = pl.ids[:0], pl.f[:0], m.now()
+}
+
+// reportFirstSends sends up, before tasks granted to the parent go back,
+// the first sends among them not reported yet: the parent counts a first
+// send as an original only while the task is lent here (addChildCounts),
+// so one reported after the grant would count as a resend, and the task
+// as nobody's original if it came back here (this tree reports a task's
+// first send once).
+func (m *Master) reportFirstSends(tasks []Task) {
+	pl := m.split.splitProto.parent
+	if pl == nil || pl.finishing {
+		return
+	}
+	for _, t := range tasks {
+		if int(t.ID) < len(pl.mark) && pl.mark[t.ID] == 1 {
+			m.sendUp()
+			return
+		}
+	}
 }
 
 // mastersNow is the number of masters in this master's tree.

@@ -1,7 +1,11 @@
 package grid
 
 import (
+	"context"
+	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/esgrid/esgrid/sched"
 )
@@ -81,5 +85,101 @@ func TestChildCountsBounded(t *testing.T) {
 	}
 	if rep.Generations[0].Originals > n {
 		t.Errorf("%d originals in a batch of %d", rep.Generations[0].Originals, n)
+	}
+}
+
+// A child master that grants a task back to its parent reports the task's
+// first send in its tree before the grant: the parent counts a child's
+// first send as an original only while the task is lent to it, and the
+// child reports a first send once. Before, the report could follow the
+// grant (seed 249041 of internal/simgrid): the root counted a resend, lent
+// the task to the child again, and the task was nobody's original (396
+// originals for 397 tasks). Here the child's worker takes the task and
+// leaves, the task goes back to the child's queue, and the root asks for
+// it; the root's books are fed the frames of the control link in order.
+func TestChildReportsFirstSendBeforeGrantingBack(t *testing.T) {
+	root, child := startMaster(t, "wq"), startMaster(t, "wq")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	childEnd, rootEnd := net.Pipe()
+	link := NewConn(ctx, childEnd, ConnConfig{}) // the child's control link to the root
+	up := NewConn(ctx, rootEnd, ConnConfig{})
+	t.Cleanup(func() {
+		link.Close()
+		up.Close()
+		<-link.Done()
+		<-up.Done()
+	})
+	link.Start(func(Message) {}) // the test plays the root's side
+	got := frames(up)
+
+	// The root lends task 0 of a one-task batch to child c.
+	var c *childMaster
+	var pr *Promote
+	root.ask(func() {
+		root.startBatch(&evalReq{gen: 1, xs: [][]float64{make([]float64, 5)}, reply: make(chan evalReply, 1)})
+		p := root.proto()
+		c = &childMaster{token: 1, name: "c", batch: root.cur.id, masters: 1, created: root.now()}
+		p.children[c.token], p.order = c, append(p.order, c)
+		tasks := root.takeTasks(1)
+		for _, tk := range tasks {
+			p.lent[tk.ID] = c
+			c.lent++
+		}
+		pr = &Promote{Token: c.token, Gen: root.cur.id, ESGen: 1, N: 1, Tasks: tasks, Policy: "wq"}
+	})
+	if len(pr.Tasks) != 1 || pr.Tasks[0].ID != 0 {
+		t.Fatalf("lent %v, want task 0", pr.Tasks)
+	}
+	child.ask(func() { child.startShare(link, pr, "root", "c", make(chan error, 1)) })
+
+	// The child sends it to its worker, which leaves before it ends: the
+	// task is back in the child's queue, its first send not reported.
+	w := newTestWorker("w", 1, 0)
+	w.hold = make(chan struct{})
+	startWorkers(t, child, w)
+	eventually(t, "the child to send the task", func() bool { return w.got.Load() == 1 })
+	w.stop()
+	if !waitLoop(ctx, child, func() bool { return sched.Queued(child.policy) == 1 }) {
+		t.Fatal("the task did not come back to the child's queue")
+	}
+
+	// The root asks for tasks: the child grants the task back.
+	child.ask(func() { child.onTaskRequest(&TaskRequest{Gen: pr.Gen}, nil, link) })
+	reported := false
+	for {
+		msg := awaitFrame(ctx, up, got, func(m Message) bool {
+			switch m.(type) {
+			case *ChildResults, *TaskGrant:
+				return true
+			}
+			return false
+		})
+		if msg == nil {
+			t.Fatal("no grant came up")
+		}
+		if r, ok := msg.(*ChildResults); ok {
+			reported = reported || r.C != nil && slices.Contains(r.C.First, 0)
+			root.ask(func() { root.onChildResults(c, r) })
+			continue
+		}
+		root.ask(func() { root.onGrant(msg.(*TaskGrant), c) })
+		break
+	}
+	if !reported {
+		t.Error("the child granted the task back before it reported its first send")
+	}
+	// What the child reports next (before, the first send came now).
+	var cc *ChildCounts
+	child.ask(func() { cc = child.childCounts() })
+	var counts sched.Counts
+	root.ask(func() {
+		if cc != nil {
+			root.onChildResults(c, &ChildResults{Gen: pr.Gen, Masters: 1, C: cc})
+		}
+		counts = root.ledger.RunCounts()
+	})
+	if counts.Originals != 1 || counts.Resends != 0 {
+		t.Errorf("the root counted %d originals and %d resends for the one send of its one task; want 1 and 0", counts.Originals, counts.Resends)
 	}
 }

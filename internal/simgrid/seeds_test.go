@@ -95,6 +95,11 @@ var fixedSeeds = []struct {
 	{108931, "a silent worker moved between two child masters was found late once by each, and " +
 		"the check took their connections, both numbered 3, for one: it skipped child masters' " +
 		"lines by an attribute their logs no longer carry (the check, not the master, was wrong)"},
+	{249041, "a split under rr: child master n5 sent task 90 of generation 1, its worker drained, and " +
+		"it granted the task back to the root before its next ChildResults reported that first " +
+		"send; the root, no longer lending it, counted it a resend, lent the task to n5 again, and " +
+		"n5 never reported it twice (396 originals for 397 tasks); a child reports the first " +
+		"sends of the tasks it grants back before the grant now"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
