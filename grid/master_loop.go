@@ -579,8 +579,10 @@ func (m *Master) checkDeadlines() {
 }
 
 // deadline is how long an instance may run on w before it is overdue.
+// Its overruns count only once it has answered since (it is not late):
+// see sched.Overran.
 func (m *Master) deadline(w *mworker) time.Duration {
-	return m.cfg.deadlines().OfWorker(w.exec, m.exec, w.rtt, w.overran)
+	return m.cfg.deadlines().OfWorker(w.exec, m.exec, w.rtt, sched.Overran(w.overran, w.late))
 }
 
 // moveWorker tells w to go to the master at addr: a planned move, which

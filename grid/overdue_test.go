@@ -2,6 +2,7 @@ package grid
 
 import (
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,5 +32,38 @@ func TestMasterLoneWorkerLostTasksSentAgain(t *testing.T) {
 				t.Errorf("%d overdue, %d dropped; want some and none", st.Overdue, st.Dropped)
 			}
 		})
+	}
+}
+
+// A late worker (found overdue, silent since) is judged by its plain
+// deadline: its overrun does not make the other instances it holds wait
+// DeadlineFactor times longer, as the overrun of a worker that then
+// answers does (sched.Overran). It may be silent, and a silent worker
+// costs one deadline: seed 235220 of the simulation had a silent worker
+// hold three tasks of a batch sent at moments apart, cut at 30 s, then
+// 2 min, then 5 min, while a free worker waited.
+func TestMasterLateWorkerDeadlineNotGrown(t *testing.T) {
+	m := startMaster(t, "wq", func(c *MasterConfig) {
+		c.DeadlineFloor, c.FirstDeadline = 100*time.Millisecond, 100*time.Millisecond
+	})
+	silent := newTestWorker("silent", 1, 0)
+	silent.freeze = true
+	startWorkers(t, m, silent, newTestWorker("alive", 1, time.Millisecond))
+	evalAndCheck(t, m, 1, 4)
+	eventually(t, "the silent worker to be late", func() bool {
+		return slices.ContainsFunc(m.WorkerStats(), func(s WorkerStat) bool { return s.Name == "silent" && s.Late })
+	})
+	var got, plain, grown time.Duration
+	m.ask(func() {
+		w, d := m.byName["silent"], m.cfg.deadlines()
+		got = m.deadline(w)
+		plain = d.Of(w.exec, m.exec, w.rtt)
+		grown = d.OfWorker(w.exec, m.exec, w.rtt, w.overran)
+	})
+	if grown <= plain {
+		t.Fatalf("setup: its overrun would not grow its deadline (%v, plain %v)", grown, plain)
+	}
+	if got != plain {
+		t.Errorf("the late worker's deadline is %v, want its plain deadline %v (not %v, grown by its overrun)", got, plain, grown)
 	}
 }

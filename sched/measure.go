@@ -75,7 +75,7 @@ func (d Deadlines) Of(exec, gridExec, rtt float64) time.Duration {
 }
 
 // OfWorker is Of for a worker whose instances were cut short as overdue,
-// the longest after running for overran (0: none), while it had finished
+// the longest after running for overran (0: none; see Overran), while it had finished
 // none (exec 0) and others had. Its deadline then comes from the grid's
 // mean or the floor, which say nothing of it, and such a run says its
 // execution time is at least overran: so that counts as its execution
@@ -97,6 +97,21 @@ func (d Deadlines) OfWorker(exec, gridExec, rtt float64, overran time.Duration) 
 		grown = min(grown, max(d.Ceiling, base))
 	}
 	return grown
+}
+
+// Overran is what OfWorker may count of a worker's overruns, the
+// longest run cut short being overran: nothing while the worker is late
+// (it has not answered since it overran). An overrun says that a worker
+// is slow only once it answers; until then it may as well be silent, and
+// each of the other instances it holds would otherwise get a deadline
+// Factor times the one before (a silent worker that took three tasks of
+// a batch at moments apart held them 30 s, then 2 min, then 5 min)
+// where a silent worker costs one deadline.
+func Overran(overran time.Duration, late bool) time.Duration {
+	if late {
+		return 0
+	}
+	return overran
 }
 
 // maxOverruns caps the doubling of Again.

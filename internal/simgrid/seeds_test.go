@@ -30,6 +30,10 @@ var fixedSeeds = []struct {
 	{58, "wq, the master killed and resumed, a silent worker and a hanging one: stalled until the task timeout"},
 	{281, "wq, two silent workers beside a failing one: the silent ones took new work after every " +
 		"cancel they acknowledged, and the generation waited for the task timeout, again and again"},
+	{235220, "wq, a silent relayed worker took the three tasks of generation 0 at moments apart (retries " +
+		"of a NaN worker's): the first overdue at 30 s grew its deadline by that overrun, so the next " +
+		"went overdue at 2 min and the last at 5 min, a free worker idle all along (a late worker's " +
+		"overruns do not grow its deadline now, sched.Overran: it costs one deadline)"},
 	{1119, "a split on a slow master with verification: results returned by the child master " +
 		"were not counted as accepted (the check, not the master, was wrong)"},
 	{11824, "r3q, a worker whose every other evaluation hangs: a task that hung again and again " +

@@ -756,7 +756,7 @@ func (e *engine) checkDeadlines() {
 		if w.gone || w.nSent == 0 {
 			continue
 		}
-		d := e.deadlines.OfWorker(w.exec, e.exec, w.rtt, w.overran)
+		d := e.deadlines.OfWorker(w.exec, e.exec, w.rtt, sched.Overran(w.overran, w.late))
 		n := 0
 		for i := w.sentLo; i < len(w.sent) && n < w.m.CPUs; i++ {
 			s := &w.sent[i]
