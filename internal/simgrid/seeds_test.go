@@ -104,6 +104,7 @@ var fixedSeeds = []struct {
 		"send; the root, no longer lending it, counted it a resend, lent the task to n5 again, and " +
 		"n5 never reported it twice (396 originals for 397 tasks); a child reports the first " +
 		"sends of the tasks it grants back before the grant now"},
+	{102141, "the same as 249041 in another split run (627 originals for 628 tasks)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
