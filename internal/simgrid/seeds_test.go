@@ -92,6 +92,11 @@ var fixedSeeds = []struct {
 		"the only other worker drained: the master waited the first deadline, as documented, to " +
 		"give it tasks again; the bound did not count that wait for such a worker (the check, not " +
 		"the master, was wrong)"},
+	{308484, "verify=1, rwq, a hanging one-slot worker the only other host: a check stopped on " +
+		"it as overdue was sent to it again, for ever, and each wait was four of its deadlines, " +
+		"grown to 5 minutes by a task that hung, though it answered checks in 140 ms: generation 1 " +
+		"waited 2h20m on its checks (a check's answer measures its worker now, and a check " +
+		"stopped MaxRetries+1 times is given up, as a failing one is)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
