@@ -61,7 +61,11 @@ import (
 // stands unverified (counted, and said once while alone). A check whose votes disagree and that has
 // asked every host connected (a liar and one honest worker) waits
 // VerifyWait for a worker on another host, said once, and then fails
-// the generation with ErrUndecided: it never waits for ever.
+// the generation with ErrUndecided: it never waits for ever. A check
+// instance stopped as overdue while it ran (a hang) counts as a failed
+// evaluation: after MaxRetries of them, errors included, the check is
+// given up (givenUp), so a host whose evaluations hang is not asked the
+// same check for ever.
 //
 // Failing workers. A worker whose evaluations fail MaxFailures times in
 // a row (an error, or a non-finite value from a problem that declares
