@@ -578,6 +578,14 @@ func (m *Master) checkDeadlines() {
 	m.takeBack(now)    // workers.go
 }
 
+// measured feeds an evaluation w finished in exec into its mean and the
+// grid's.
+func (m *Master) measured(w *mworker, exec time.Duration) {
+	sched.Smooth(&w.exec, exec)
+	sched.Smooth(&m.exec, exec)
+	w.overran = 0 // measured: its mean says how long it takes
+}
+
 // deadline is how long an instance may run on w before it is overdue.
 // Its overruns count only once it has answered since (it is not late):
 // see sched.Overran.
@@ -681,7 +689,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		// An instance of a verification check (verify.go). One it
 		// evaluated is an answer too: its slot was busy with the check
 		// (the tasks held behind it may have gone overdue meanwhile).
-		if m.checkResult(w, b, r) && w.late && !w.left {
+		if m.checkResult(w, b, r, exec) && w.late && !w.left {
 			w.late = false
 			m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)
 		}
@@ -720,9 +728,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Arrival: true}
 	finished := r.Err == "" && exec > 0
 	if finished {
-		sched.Smooth(&w.exec, exec)
-		sched.Smooth(&m.exec, exec)
-		w.overran = 0 // measured: its mean says how long it takes
+		m.measured(w, exec)
 	}
 	switch {
 	case b == nil || r.Gen != b.id:

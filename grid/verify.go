@@ -61,7 +61,11 @@ import (
 // stands unverified (counted, and said once while alone). A check whose votes disagree and that has
 // asked every host connected (a liar and one honest worker) waits
 // VerifyWait for a worker on another host, said once, and then fails
-// the generation with ErrUndecided: it never waits for ever.
+// the generation with ErrUndecided: it never waits for ever. A check
+// instance stopped as overdue while it ran (a hang) counts as a failed
+// evaluation: after MaxRetries of them, errors included, the check is
+// given up (givenUp), so a host whose evaluations hang is not asked the
+// same check for ever.
 //
 // Failing workers. A worker whose evaluations fail MaxFailures times in
 // a row (an error, or a non-finite value from a problem that declares
@@ -414,9 +418,9 @@ func (c *check) disagreement() string {
 }
 
 // checkResult handles a result of a check's instance (its id is
-// checkBase + task). It reports whether w answered an instance it was
-// given with a value or an error (not a cancel's answer).
-func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
+// checkBase + task) that ran for exec. It reports whether w answered an
+// instance it was given with a value or an error (not a cancel's answer).
+func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration) (answered bool) {
 	if b == nil || r.Gen != b.id {
 		m.counts.Stale++ // a check of an earlier batch: decided or dropped with it
 		return false
@@ -426,6 +430,12 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	if g, ok := m.v.given[r.Token]; !ok || g.w != w || g.task != t {
 		m.unsolicited(w, r)
 		return false
+	}
+	if !r.Cancelled && r.Err == "" && exec > 0 {
+		// A check is an evaluation like any: it says how long w takes,
+		// so that its next instances' deadlines are w's, not those grown
+		// by a task that hung on it (sched.Deadlines.OfWorker).
+		m.measured(w, exec)
 	}
 	if c == nil {
 		m.counts.Stale++ // a copy of a check decided already
@@ -438,6 +448,17 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	if r.Cancelled {
 		m.log.Debug("check instance stopped", "gen", b.gen, "task", t, "worker", w.name, "ack", r.Ack)
 		delete(c.asked, w.host) // stopped on the worker: it may be asked again
+		if r.Ack == AckStopped {
+			// It ran past its deadline (a hang): one attempt failed, as
+			// an evaluation error is, so that a check whose every
+			// instance hangs is given up after MaxRetries, not sent to
+			// the same host for ever. One dropped from the worker's
+			// queue waited behind another and is charged nothing.
+			c.fails = append(c.fails, w.name+": overdue, stopped")
+			if m.givenUp(b, c) {
+				return false
+			}
+		}
 		m.dispatch(b, c)
 		return false
 	}
@@ -450,24 +471,9 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 		delete(c.asked, w.host) // it may be asked again, MaxRetries failures in all
 		c.fails = append(c.fails, w.name+": "+truncate(r.Err, maxErrText))
 		m.failing(w, r.Err) // workers.go: set aside if it keeps failing
-		if len(c.fails) > m.cfg.MaxRetries {
-			delete(m.v.checks, t)
-			switch {
-			case c.reeval || len(c.votes) > 1:
-				what := "evaluated again after its host was excluded"
-				if !c.reeval {
-					what = "its hosts disagree: " + c.disagreement()
-				}
-				b.fail(fmt.Errorf("grid: generation %d, task %d (%s) failed %d times: %v",
-					b.gen, t, what, len(c.fails), c.fails))
-			default:
-				m.vlog.Warn("verification given up: the task failed on every worker asked to check it",
-					"gen", b.gen, "task", t, "failures", len(c.fails))
-				m.counts.Unverified++
-			}
-			return true
+		if !m.givenUp(b, c) {
+			m.dispatch(b, c)
 		}
-		m.dispatch(b, c)
 		return true
 	}
 	w.fails = 0
@@ -477,6 +483,30 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result) (answered bool) {
 	c.votes = append(c.votes, vote{w: w.id, host: w.host, bits: math.Float64bits(r.F)})
 	delete(c.asked, w.host)
 	m.decide(b, c)
+	return true
+}
+
+// givenUp closes check c once its instances failed (an error, or a hang
+// stopped) more than MaxRetries times: a value with one vote stands
+// unverified; one evaluated again, or disputed, fails the generation.
+func (m *Master) givenUp(b *batch, c *check) bool {
+	if len(c.fails) <= m.cfg.MaxRetries {
+		return false
+	}
+	delete(m.v.checks, c.task)
+	switch {
+	case c.reeval || len(c.votes) > 1:
+		what := "evaluated again after its host was excluded"
+		if !c.reeval {
+			what = "its hosts disagree: " + c.disagreement()
+		}
+		b.fail(fmt.Errorf("grid: generation %d, task %d (%s) failed %d times: %v",
+			b.gen, c.task, what, len(c.fails), c.fails))
+	default:
+		m.vlog.Warn("verification given up: the task failed or hung on every worker asked to check it",
+			"gen", b.gen, "task", c.task, "failures", len(c.fails))
+		m.counts.Unverified++
+	}
 	return true
 }
 

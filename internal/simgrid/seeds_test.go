@@ -105,6 +105,11 @@ var fixedSeeds = []struct {
 		"n5 never reported it twice (396 originals for 397 tasks); a child reports the first " +
 		"sends of the tasks it grants back before the grant now"},
 	{102141, "the same as 249041 in another split run (627 originals for 628 tasks)"},
+	{308484, "verify=1, rwq, a hanging one-slot worker the only other host: a check stopped on " +
+		"it as overdue was sent to it again, for ever, and each wait was four of its deadlines, " +
+		"grown to 5 minutes by a task that hung, though it answered checks in 140 ms: generation 1 " +
+		"waited 2h20m on its checks (a check's answer measures its worker now, and a check " +
+		"stopped MaxRetries+1 times is given up, as a failing one is)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
