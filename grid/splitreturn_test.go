@@ -2,6 +2,7 @@ package grid
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -294,5 +295,69 @@ func TestStalledChildIsCutOff(t *testing.T) {
 	}
 	if queued != 2 || stillLent != 0 {
 		t.Fatalf("after c was cut off: %d tasks queued, %d still lent; want 2 and 0", queued, stillLent)
+	}
+}
+
+// TestReturningChildHearsTheEndAtOnce: a child master c done after its
+// parent's last batch ended keeps its workers until the end; it and its
+// worker w hear that the run is over as the root's Close begins, while
+// the root still waits for a worker x on its way back from another
+// child. Before, the root said it only once that wait was over (up to
+// returnGrace): w sat idle meanwhile, cut off from the end should c's
+// machine fail (seed 307184 of the simulation).
+func TestReturningChildHearsTheEndAtOnce(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone := rootAndChild(ctx, t)
+	w, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	win := frames(w)
+	// w runs c's task: c's share is done, and its Done reaches the root,
+	// whose batch is over (it has none), so c keeps w until the end.
+	m := awaitFrame(ctx, w, win, func(m Message) bool { _, ok := m.(*Tasks); return ok })
+	ts, ok := m.(*Tasks)
+	if !ok || len(ts.Items) != 1 {
+		t.Fatalf("w at c got %#v, want c's one task", m)
+	}
+	tk := ts.Items[0]
+	w.Send(&Results{Items: []Result{{Gen: ts.Gen, ID: tk.ID, F: 5, Exec: 1, Token: tk.Token}}})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+		t.Fatal("c's Done did not reach the root")
+	}
+	root.ask(func() { root.expectWorkers([]string{"x"}, returnGrace) })
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	m = awaitFrame(ctx, w, win, func(m Message) bool { _, ok := m.(*Shutdown); return ok })
+	if sd, ok := m.(*Shutdown); !ok || sd.Restart {
+		t.Fatalf("w at c got %#v at the end, want the run over", m)
+	}
+	waiting := false
+	if !root.ask(func() { _, waiting = root.proto().expect["x"] }) || !waiting {
+		t.Fatal("w heard the end only once the root had stopped waiting for x")
+	}
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	// x comes: the root's wait ends, and x hears the end too.
+	x, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "x", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	m = awaitFrame(ctx, x, frames(x), func(m Message) bool { _, ok := m.(*Shutdown); return ok })
+	if sd, ok := m.(*Shutdown); !ok || sd.Restart {
+		t.Fatalf("x at the root got %#v at the end, want the run over", m)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once x had come")
 	}
 }

@@ -92,6 +92,10 @@ var fixedSeeds = []struct {
 		"the only other worker drained: the master waited the first deadline, as documented, to " +
 		"give it tasks again; the bound did not count that wait for such a worker (the check, not " +
 		"the master, was wrong)"},
+	{307184, "child master w3, done after the root's last batch ended, kept its 4 workers for the end; " +
+		"the root told it only after waiting 385 ms for workers on their way back from another child, " +
+		"and w3 froze meanwhile: its workers stayed in a session (the root tells such a child as its " +
+		"Close begins now)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
