@@ -1438,20 +1438,25 @@ func (m *Master) returnChild(c *childMaster) {
 // from other children, through which theirs would sit idle, cut off
 // from the end should a child's machine fail meanwhile (seed 307184 of
 // the simulation: the child froze 20 ms after the root knew the run was
-// over, and 365 ms before the root, done waiting, said so). On the loop.
+// over, and 365 ms before the root, done waiting, said so). A child that
+// a worker moved to it has not reached yet (still connected here,
+// finishing its tasks) is told at the loop's end, as before: told now, it
+// would wait for that worker only a moment (childReturnWait). On the
+// loop.
 func (m *Master) endReturning() {
 	p := m.split.splitProto
 	if p == nil {
 		return
 	}
 	bye := m.bye()
-	for _, c := range p.returning {
-		if c.link != nil {
-			c.link.SendAndClose(bye)
-			p.ended = append(p.ended, c.link)
+	p.returning = slices.DeleteFunc(p.returning, func(c *childMaster) bool {
+		if c.link == nil || slices.ContainsFunc(c.moved, func(name string) bool { return m.byName[name] != nil }) {
+			return false
 		}
-	}
-	p.returning = nil
+		c.link.SendAndClose(bye)
+		p.ended = append(p.ended, c.link)
+		return true
+	})
 }
 
 // shutdownChildren passes the run's end (bye) down to every child whose
