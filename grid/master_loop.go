@@ -1087,10 +1087,7 @@ func (m *Master) shutdownWorkers() {
 		b.replied = true
 		b.reply <- evalReply{err: fmt.Errorf("grid: generation %d: %w", b.gen, ErrMasterClosed)}
 	}
-	bye := &Shutdown{Reason: "run over"}
-	if m.restart.Load() {
-		bye = &Shutdown{Reason: "master interrupted; it will be back", Restart: true}
-	}
+	bye := m.bye()
 	// Child masters pass it on to their workers (split.go); their links
 	// too are given a moment to carry it.
 	conns := m.shutdownChildren(bye)

@@ -72,6 +72,7 @@ type splitProto struct {
 	children  map[uint64]*childMaster // this master's children, by token
 	order     []*childMaster          // R's children, in creation order
 	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
+	ended     []*Conn                 // links of returning children told the end early (endReturning)
 	// Children told to return whose link is still open: they may name
 	// more workers coming back (Moved), and their own agent comes last,
 	// once the link has closed.
@@ -990,8 +991,8 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 		} else {
 			// The batch is over (maybe with these very results): whether
 			// a next one comes or the run ends, the child learns at the
-			// next batch or at Close, so that its workers are never on
-			// their way when the run ends.
+			// next batch or as Close begins (endReturning), so that its
+			// workers are never on their way when the run ends.
 			p.returning = append(p.returning, c)
 		}
 		return
@@ -1457,6 +1458,34 @@ func (m *Master) returnChild(c *childMaster) {
 	}
 }
 
+// endReturning tells the children done after the batch ended, which
+// keep their workers until the next batch or the end, that the master is
+// stopping, as Close begins: no next batch will call them back, and
+// Close may then wait up to returnGrace for workers on their way back
+// from other children, through which theirs would sit idle, cut off
+// from the end should a child's machine fail meanwhile (seed 307184 of
+// the simulation: the child froze 20 ms after the root knew the run was
+// over, and 365 ms before the root, done waiting, said so). A child that
+// a worker moved to it has not reached yet (still connected here,
+// finishing its tasks) is told at the loop's end, as before: told now, it
+// would wait for that worker only a moment (childReturnWait). On the
+// loop.
+func (m *Master) endReturning() {
+	p := m.split.splitProto
+	if p == nil {
+		return
+	}
+	bye := m.bye()
+	p.returning = slices.DeleteFunc(p.returning, func(c *childMaster) bool {
+		if c.link == nil || slices.ContainsFunc(c.moved, func(name string) bool { return m.byName[name] != nil }) {
+			return false
+		}
+		c.link.SendAndClose(bye)
+		p.ended = append(p.ended, c.link)
+		return true
+	})
+}
+
 // shutdownChildren passes the run's end (bye) down to every child whose
 // link is open, so that their workers hear it too, and returns those
 // links (the caller gives them a moment to carry it). On the loop, as it
@@ -1466,7 +1495,7 @@ func (m *Master) shutdownChildren(bye *Shutdown) []*Conn {
 	if p == nil {
 		return nil
 	}
-	var links []*Conn
+	links := p.ended // told already (endReturning): given their moment too
 	// Children at work, done after the batch ended, and on their way
 	// back with their workers still with them (one that has let them go
 	// has closed its link).
@@ -1478,6 +1507,6 @@ func (m *Master) shutdownChildren(bye *Shutdown) []*Conn {
 			}
 		}
 	}
-	p.returning, p.recalled = nil, nil
+	p.returning, p.recalled, p.ended = nil, nil, nil
 	return links
 }

@@ -2,6 +2,7 @@ package grid
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -294,5 +295,122 @@ func TestStalledChildIsCutOff(t *testing.T) {
 	}
 	if queued != 2 || stillLent != 0 {
 		t.Fatalf("after c was cut off: %d tasks queued, %d still lent; want 2 and 0", queued, stillLent)
+	}
+}
+
+// childDoneWithWorker starts a root and a real child master c (as
+// rootAndChild) with a worker w connected to c that runs c's task: c's
+// share is done and its Done has reached the root, whose batch is over
+// (it has none), so c keeps w until the end. It returns w and its frames.
+func childDoneWithWorker(ctx context.Context, t *testing.T) (root *Master, key *Key, runDone <-chan error, w *Conn, win <-chan Message) {
+	t.Helper()
+	root, c, key, runDone := rootAndChild(ctx, t)
+	w, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	win = frames(w)
+	m := awaitFrame(ctx, w, win, func(m Message) bool { _, ok := m.(*Tasks); return ok })
+	ts, ok := m.(*Tasks)
+	if !ok || len(ts.Items) != 1 {
+		t.Fatalf("w at c got %#v, want c's one task", m)
+	}
+	tk := ts.Items[0]
+	w.Send(&Results{Items: []Result{{Gen: ts.Gen, ID: tk.ID, F: 5, Exec: 1, Token: tk.Token}}})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+		t.Fatal("c's Done did not reach the root")
+	}
+	return root, key, runDone, w, win
+}
+
+// isShutdown takes a Shutdown frame.
+func isShutdown(m Message) bool { _, ok := m.(*Shutdown); return ok }
+
+// runOver fails t unless m is a Shutdown that says the run is over.
+func runOver(t *testing.T, who string, m Message) {
+	t.Helper()
+	if sd, ok := m.(*Shutdown); !ok || sd.Restart {
+		t.Fatalf("%s got %#v at the end, want the run over", who, m)
+	}
+}
+
+// TestReturningChildHearsTheEndAtOnce: a child master c done after its
+// parent's last batch ended keeps its workers until the end; it and its
+// worker w hear that the run is over as the root's Close begins, while
+// the root still waits for a worker x on its way back from another
+// child. Before, the root said it only once that wait was over (up to
+// returnGrace): w sat idle meanwhile, cut off from the end should c's
+// machine fail (seed 307184 of the simulation).
+func TestReturningChildHearsTheEndAtOnce(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	root.ask(func() { root.expectWorkers([]string{"x"}, returnGrace) })
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	waiting := false
+	if !root.ask(func() { _, waiting = root.proto().expect["x"] }) || !waiting {
+		t.Fatal("w heard the end only once the root had stopped waiting for x")
+	}
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	// x comes: the root's wait ends, and x hears the end too.
+	x, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "x", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	runOver(t, "x at the root", awaitFrame(ctx, x, frames(x), isShutdown))
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once x had come")
+	}
+}
+
+// TestReturningChildAwaitsItsMovingWorkers: a child master c done after
+// the batch ended, to which the root moved a worker v still connected
+// to the root (finishing its tasks), is not told the end early: told,
+// it would wait for v only a moment (childReturnWait), and v, later,
+// would find no master (seed 6760 of the simulation). Once v has left
+// the root, c is told.
+func TestReturningChildAwaitsItsMovingWorkers(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	v, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "v", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := root.WaitWorkers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	root.ask(func() {
+		p := root.proto()
+		p.returning[0].moved = []string{"v"}
+		root.endReturning()
+		kept = len(p.returning)
+	})
+	if kept != 1 {
+		t.Fatal("c was told the end while v, moved to it, was still on its way")
+	}
+	v.Close()
+	if !waitLoop(ctx, root, func() bool { return root.byName["v"] == nil }) {
+		t.Fatal("v's leaving did not reach the root")
+	}
+	root.ask(root.endReturning)
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
 	}
 }

@@ -110,6 +110,10 @@ var fixedSeeds = []struct {
 		"grown to 5 minutes by a task that hung, though it answered checks in 140 ms: generation 1 " +
 		"waited 2h20m on its checks (a check's answer measures its worker now, and a check " +
 		"stopped MaxRetries+1 times is given up, as a failing one is)"},
+	{307184, "child master w3, done after the root's last batch ended, kept its 4 workers for the end; " +
+		"the root told it only after waiting 385 ms for workers on their way back from another child, " +
+		"and w3 froze meanwhile: its workers stayed in a session (the root tells such a child as its " +
+		"Close begins now)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
@@ -140,6 +144,10 @@ var fixedWaitingSeeds = []struct {
 		"waiting to be moved to it, to find a master afresh; the run ended while w4 was between its two " +
 		"connections, and it looked for a master for ever (the root now waits for such a worker's new " +
 		"connection, as for one coming back from a child)"},
+	{6760, "child master w3 was told the end as the root's Close began (seed 307184's fix) while w2, moved " +
+		"to it, was still at the root finishing a task deaf to its cancel; w3 waited a second for it " +
+		"and closed, and w2 found no master (such a child is told at the root's end, as before)"},
+	{20582, "the same with child master n6 and w0, frozen while still connected to the root"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
