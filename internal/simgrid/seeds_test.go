@@ -114,6 +114,8 @@ var fixedSeeds = []struct {
 		"the root told it only after waiting 385 ms for workers on their way back from another child, " +
 		"and w3 froze meanwhile: its workers stayed in a session (the root tells such a child as its " +
 		"Close begins now)"},
+	{331151, "the same as 108931, with a master restart"},
+	{340126, "the same as 108931: a silent worker found late by three children, each its connection 3"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
