@@ -110,6 +110,12 @@ var fixedSeeds = []struct {
 		"grown to 5 minutes by a task that hung, though it answered checks in 140 ms: generation 1 " +
 		"waited 2h20m on its checks (a check's answer measures its worker now, and a check " +
 		"stopped MaxRetries+1 times is given up, as a failing one is)"},
+	{510859, "eft, a silent worker and a one-slot worker that hangs: its task 1 overdue was cancelled " +
+		"and sent to it again, as no other worker was open, while its result was on the way; the " +
+		"result ended the task in the books with the instance sent again, which then ran out of " +
+		"them, hung and held the slot, while task 2 was cancelled and sent again behind it every " +
+		"deadline, doubled to 5 minutes: generation 2 waited 2h25m (a result that crossed its " +
+		"cancel cancels the instance sent again)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
