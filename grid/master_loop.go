@@ -757,6 +757,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		m.counts.Results--
 		m.unsolicited(w, r)
 	case r.Err != "":
+		m.cancelSentAgain(w, b.id, r.ID)
 		w.takeOut(r.ID, now)
 		w.late = false
 		m.counts.Failed++
@@ -768,6 +769,7 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		if exec > 0 && w.tell(b.id, r.ID) {
 			m.ledger.Ran(ran)
 		}
+		m.cancelSentAgain(w, b.id, r.ID)
 		w.late = false
 		w.fails = 0
 		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
@@ -948,12 +950,7 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			if !a.Held {
 				w.noteStopping(cancelGen, int32(a.Task))
 			}
-			if len(w.cancels) > 0 && w.cancelsGen != cancelGen {
-				m.sendCancels(w)
-			}
-			w.cancelsGen = cancelGen
-			w.cancels = append(w.cancels, int32(a.Task))
-			m.markDirty(w)
+			m.queueCancel(w, cancelGen, int32(a.Task))
 		case sched.Accept:
 			if b := m.cur; b != nil && int(a.Task) < len(b.f) {
 				b.f[a.Task] = f
@@ -1019,6 +1016,39 @@ func (m *Master) flush() {
 	}
 	clear(m.dirty)
 	m.dirty = m.dirty[:0]
+}
+
+// queueCancel adds task t of batch gen to the cancels w gets this turn.
+func (m *Master) queueCancel(w *mworker, gen, t int32) {
+	if len(w.cancels) > 0 && w.cancelsGen != gen {
+		m.sendCancels(w)
+	}
+	w.cancelsGen = gen
+	w.cancels = append(w.cancels, t)
+	m.markDirty(w)
+}
+
+// cancelSentAgain is called on a result of task t of batch b from w, before
+// it is taken: if w was told to cancel its instance of t and has not
+// answered yet, while t is outstanding on w again (an overdue instance is
+// sent again to its worker when no other is open), the result is the
+// cancelled instance's, which left before the cancel came (the answer
+// follows it on the wire). It ends t in the books with the instance sent
+// again, which would then run on w for nothing, holding a slot; for ever
+// if it hangs, while the master sends w other tasks to hold behind it
+// (seed 510859 of the simulation). So that instance is cancelled too, or
+// never sent if it has not gone yet.
+func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
+	if !slices.Contains(w.stopping, [2]int32{b, t}) ||
+		!slices.ContainsFunc(w.out, func(o outInstance) bool { return o.task == t }) {
+		return
+	}
+	if dropTask(&w.tasks, t) {
+		m.counts.TasksSent--
+		return
+	}
+	w.noteStopping(b, t)
+	m.queueCancel(w, b, t)
 }
 
 func (m *Master) sendCancels(w *mworker) {

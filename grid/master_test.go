@@ -56,6 +56,7 @@ type testWorker struct {
 	failAll    bool                                  // every evaluation fails
 	freeze     bool                                  // take tasks, never answer
 	onTasks    func(w *testWorker, nc net.Conn) bool // called on each Tasks frame; true: stop handling
+	onCancel   func(c *Cancel)                       // called on each Cancel frame, before it is carried out
 	fitness    func(x []float64) float64             // default sphere
 	log        *slog.Logger                          // default testLogger
 	heartbeat  time.Duration                         // the connection's; default ConnConfig's
@@ -168,6 +169,9 @@ func (w *testWorker) handle(m Message) {
 			}
 		}
 	case *Cancel:
+		if w.onCancel != nil {
+			w.onCancel(v)
+		}
 		w.mu.Lock()
 		for _, id := range v.IDs {
 			w.queue = slices.DeleteFunc(w.queue, func(q queuedTask) bool { return q.gen == v.Gen && q.t.ID == id })

@@ -1,6 +1,7 @@
 package grid
 
 import (
+	"context"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -65,5 +66,65 @@ func TestMasterLateWorkerDeadlineNotGrown(t *testing.T) {
 	}
 	if got != plain {
 		t.Errorf("the late worker's deadline is %v, want its plain deadline %v (not %v, grown by its overrun)", got, plain, grown)
+	}
+}
+
+// An overdue instance sent again to its worker (no other is open) while
+// its result is on the way: the result, which arrives before the answer
+// to the cancel, ends the task, and the instance sent again is cancelled
+// too. Seed 510859 of the simulation: that instance ran on out of the
+// books, hung and held the worker's one slot, and the tasks sent to it
+// since waited behind it for hours.
+func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
+	for _, policy := range sched.Names {
+		t.Run(policy, func(t *testing.T) {
+			m := startMaster(t, policy, func(c *MasterConfig) {
+				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
+				c.TaskTimeout = -1
+			})
+			w := newTestWorker("crossing", 1, 0)
+			w.freeze = true // it runs nothing: the test answers
+			cancels := make(chan []int32, 16)
+			w.onCancel = func(c *Cancel) { cancels <- slices.Clone(c.IDs) }
+			frames := 0 // the connection's reader calls forge, one frame at a time
+			w.forge = func(ts *Tasks) []Result {
+				frames++
+				if frames != 2 || len(ts.Items) != 1 || ts.Items[0].ID != 0 {
+					return nil // the first send is held until overdue
+				}
+				// Task 0 sent again after its cancel: its first instance's
+				// result left before the cancel came, and the cancel found
+				// it finished. The instance sent again stays held.
+				it := ts.Items[0]
+				return []Result{
+					{Gen: ts.Gen, ID: 0, F: sphere(it.X), Exec: int64(time.Millisecond), Token: it.Token},
+					{Gen: ts.Gen, ID: 0, Cancelled: true, Ack: AckLate},
+				}
+			}
+			startWorkers(t, m, w)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			x := []float64{1, 2, 3, 4, 5}
+			f, err := m.Evaluate(ctx, 0, [][]float64{x})
+			if err != nil || f[0] != sphere(x) {
+				t.Fatalf("Evaluate: %v, %v; want [%v]", f, err, sphere(x))
+			}
+			// Each overdue instance is cancelled (Overdue counts before its
+			// cancel goes): one cancel more than them is the instance's
+			// sent again, however many deadlines a loaded machine missed.
+			for n := int64(1); ; n++ {
+				select {
+				case ids := <-cancels:
+					if !slices.Equal(ids, []int32{0}) {
+						t.Fatalf("cancel %d of %v, want of task 0", n, ids)
+					}
+					if n > m.Stats().Overdue {
+						return
+					}
+				case <-ctx.Done():
+					t.Fatalf("%d cancels of task 0, each of an overdue instance: the one sent again, held on the worker out of the books, was never cancelled", n-1)
+				}
+			}
+		})
 	}
 }

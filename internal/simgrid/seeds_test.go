@@ -116,6 +116,12 @@ var fixedSeeds = []struct {
 		"Close begins now)"},
 	{331151, "the same as 108931, with a master restart"},
 	{340126, "the same as 108931: a silent worker found late by three children, each its connection 3"},
+	{510859, "eft, a silent worker and a one-slot worker that hangs: its task 1 overdue was cancelled " +
+		"and sent to it again, as no other worker was open, while its result was on the way; the " +
+		"result ended the task in the books with the instance sent again, which then ran out of " +
+		"them, hung and held the slot, while task 2 was cancelled and sent again behind it every " +
+		"deadline, doubled to 5 minutes: generation 2 waited 2h25m (a result that crossed its " +
+		"cancel cancels the instance sent again)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
