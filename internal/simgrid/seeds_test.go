@@ -110,6 +110,14 @@ var fixedSeeds = []struct {
 		"grown to 5 minutes by a task that hung, though it answered checks in 140 ms: generation 1 " +
 		"waited 2h20m on its checks (a check's answer measures its worker now, and a check " +
 		"stopped MaxRetries+1 times is given up, as a failing one is)"},
+	{510973, "child master w1 was done, its workers n5 and n7 still on it, waiting for the root's word " +
+		"to return, when it was killed; they went home to the root, which had not expected them and " +
+		"closed first, and they looked for a master for ever (the root now waits for the workers of " +
+		"a child lost as it waited to return, as for a lost child's at work)"},
+	{512830, "promoted worker w0 drained two hung evaluations on its old connection to the root while " +
+		"its child master ran and returned; the root took that connection for w0 come back, it " +
+		"closed 2 s later, the run ended, and w0 came back to no master (a connection a worker is " +
+		"leaving no longer counts as its coming back)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
