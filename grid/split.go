@@ -868,8 +868,6 @@ func (m *Master) acceptChildLink(conn *Conn, h *Hello) {
 			}
 			if c != nil {
 				m.lostReturning(c)
-			}
-			if c != nil {
 				m.heardBack(c) // it says nothing more
 			}
 		})
