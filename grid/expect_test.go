@@ -2,6 +2,7 @@ package grid
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -96,4 +97,163 @@ func TestChildSendsBackToItself(t *testing.T) {
 	if !waitLoop(ctx, c, func() bool { return c.awaiting() == 0 }) {
 		t.Fatal("c still awaits w1 after it came back on a new connection")
 	}
+}
+
+// finishChild makes c's share done, as a child g of its own would: c
+// lends its task to g, g returns the result with Done and goes, and c
+// sends its Done to the root, which holds it among the children waiting
+// for its word to return.
+func finishChild(ctx context.Context, t *testing.T, root, c *Master, key *Key) {
+	t.Helper()
+	if !waitLoop(ctx, c, func() bool {
+		p := c.proto()
+		if p.parent == nil {
+			return false
+		}
+		g := &childMaster{token: 7, name: "g", batch: 1, created: c.now(), masters: 1}
+		for _, tk := range c.takeTasks(1) {
+			p.lent[tk.ID] = g
+			g.lent++
+		}
+		p.children[g.token] = g
+		p.order = append(p.order, g)
+		return true
+	}) {
+		t.Fatal("c never started")
+	}
+	glink, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer glink.Close()
+	glink.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	glink.SendAndClose(&ChildResults{Gen: 1, IDs: []int32{0}, F: []float64{5}, Masters: 1, Done: true})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+		t.Fatal("c's Done did not reach the root")
+	}
+}
+
+// endsRunFor dials the root as name while the root closes, and checks
+// that it is told the run is over.
+func endsRunFor(ctx context.Context, t *testing.T, root *Master, key *Key, name string) {
+	t.Helper()
+	conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+	if err != nil {
+		t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
+	}
+	defer conn.Close()
+	in := frames(conn)
+	m := awaitFrame(ctx, conn, in, func(m Message) bool { _, ok := m.(*Shutdown); return ok })
+	if sd, ok := m.(*Shutdown); !ok || sd.Restart {
+		t.Fatalf("%s at the root got %#v at the end, want the run over", name, m)
+	}
+}
+
+// TestPromotedWorkerAwaitedOnItsNewConnection: the root waits for a
+// promoted worker c whose child master has returned while c's old
+// worker connection to the root is still open (its evaluations ignore
+// their cancel, so it drains for long): that connection does not count
+// as its coming back. Before, the root took it for come, and a run that
+// ended after that connection closed left c looking for a master (seed
+// 512830 of the simulation).
+func TestPromotedWorkerAwaitedOnItsNewConnection(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone := rootAndChild(ctx, t)
+	ended := false
+	childEnd := func() error { ended = true; return <-runDone }
+	defer func() {
+		cancel()
+		if !ended {
+			<-runDone
+		}
+	}()
+	// c's old connection as a worker of the root, promoted: moved.
+	old, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if !waitLoop(ctx, root, func() bool {
+		w := root.byName["c"]
+		if w != nil {
+			w.moved = true
+		}
+		return w != nil
+	}) {
+		t.Fatal("c never joined the root")
+	}
+	finishChild(ctx, t, root, c, key)
+	root.ask(func() {
+		p := root.proto()
+		for _, x := range p.returning {
+			root.returnChild(x)
+		}
+		p.returning = nil
+	})
+	if err := childEnd(); err != nil {
+		t.Fatalf("c ended with %v, want nil (returned)", err)
+	}
+	// c's link closed after its last word.
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().recalled) == 0 }) {
+		t.Fatal("the root never saw c's link close")
+	}
+	var n int
+	root.ask(func() { n = root.awaiting() })
+	if n != 1 {
+		t.Fatalf("the root awaits %d with c's old connection open; want 1 (c)", n)
+	}
+	old.Close()
+	if !waitLoop(ctx, root, func() bool { return root.byName["c"] == nil }) {
+		t.Fatal("the root never saw c's old connection close")
+	}
+	go root.Close()
+	endsRunFor(ctx, t, root, key, "c")
+}
+
+// TestLostReturningChildsWorkersAwaited: a child master c that is done
+// and waits for the root's word to return, its workers still on it, is
+// lost (killed): its workers go home to the root, which waits for them
+// at the end of the run as it does for a lost child's at work. Before,
+// the root closed without them, and they looked for a master for ever
+// (seed 510973 of the simulation).
+func TestLostReturningChildsWorkersAwaited(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone := rootAndChild(ctx, t)
+	ended := false
+	childEnd := func() error { ended = true; return <-runDone }
+	defer func() {
+		cancel()
+		if !ended {
+			<-runDone
+		}
+	}()
+	finishChild(ctx, t, root, c, key)
+	// w1, moved to c by the root (childFrame), is on c.
+	root.ask(func() {
+		x := root.proto().returning[0]
+		x.moved = append(x.moved, "w1")
+	})
+	w1, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w1", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Close()
+	if !waitLoop(ctx, c, func() bool { return c.byName["w1"] != nil }) {
+		t.Fatal("w1 never joined c")
+	}
+	// c's link to the root breaks before the root's word.
+	c.ask(func() { c.proto().parent.conn.Close() })
+	if err := childEnd(); !errors.Is(err, errParentLost) {
+		t.Fatalf("c ended with %v, want %v", err, errParentLost)
+	}
+	if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect["w1"]; return ok }) {
+		t.Fatal("the root does not expect w1 back from its lost child")
+	}
+	w1.Close()
+	go root.Close()
+	endsRunFor(ctx, t, root, key, "w1")
 }

@@ -868,6 +868,7 @@ func (m *Master) acceptChildLink(conn *Conn, h *Hello) {
 				m.childLost(c)
 			}
 			if c != nil {
+				m.lostReturning(c)
 				m.heardBack(c) // it says nothing more
 			}
 		})
@@ -1023,11 +1024,18 @@ type expected struct {
 }
 
 // expectWorkers notes workers on their way here, waited for at most
-// grace each; those connected already are not.
+// grace each; those connected already are not, unless that connection
+// is one they are leaving (moved): a promoted worker still draining its
+// old connection comes back on a new one once its child master returns
+// (seed 512830 of the simulation: the old connection closed after the
+// child's word, and the run ended before it came again).
 func (m *Master) expectWorkers(names []string, grace time.Duration) {
 	for _, name := range names {
-		if m.byName[name] == nil {
+		switch w := m.byName[name]; {
+		case w == nil:
 			m.expect(name, expected{by: m.now() + grace})
+		case w.moved:
+			m.expectAgain(w, grace)
 		}
 	}
 }
@@ -1054,6 +1062,22 @@ func (m *Master) expect(name string, x expected) {
 		p.expect = map[string]expected{}
 	}
 	p.expect[name] = x
+}
+
+// lostReturning: c, done and waiting for this master's word to return,
+// is gone with its workers still on it. They find their home again (the
+// root), so the root waits for them as for a lost child's (seed 510973
+// of the simulation: a child killed after its last results left its two
+// workers looking for a root that had closed).
+func (m *Master) lostReturning(c *childMaster) {
+	p := m.split.splitProto
+	if !slices.Contains(p.returning, c) {
+		return
+	}
+	p.returning = slices.DeleteFunc(p.returning, func(x *childMaster) bool { return x == c })
+	if p.parent == nil {
+		m.expectWorkers(c.moved, returnGrace)
+	}
 }
 
 // heardBack notes that c, told to return, can say nothing more: its

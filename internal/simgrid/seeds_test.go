@@ -122,6 +122,14 @@ var fixedSeeds = []struct {
 		"them, hung and held the slot, while task 2 was cancelled and sent again behind it every " +
 		"deadline, doubled to 5 minutes: generation 2 waited 2h25m (a result that crossed its " +
 		"cancel cancels the instance sent again)"},
+	{510973, "child master w1 was done, its workers n5 and n7 still on it, waiting for the root's word " +
+		"to return, when it was killed; they went home to the root, which had not expected them and " +
+		"closed first, and they looked for a master for ever (the root now waits for the workers of " +
+		"a child lost as it waited to return, as for a lost child's at work)"},
+	{512830, "promoted worker w0 drained two hung evaluations on its old connection to the root while " +
+		"its child master ran and returned; the root took that connection for w0 come back, it " +
+		"closed 2 s later, the run ended, and w0 came back to no master (a connection a worker is " +
+		"leaving no longer counts as its coming back)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
