@@ -3,6 +3,7 @@ package grid
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -256,4 +257,31 @@ func TestLostReturningChildsWorkersAwaited(t *testing.T) {
 	w1.Close()
 	go root.Close()
 	endsRunFor(ctx, t, root, key, "w1")
+}
+
+// TestLostChildsAgentAwaited: the root that cuts off a child master as
+// lost waits for the worker the child was promoted from, which goes home
+// once its child master stops (seed 607541 of the simulation: the run
+// ended as it came, and it looked for a master for ever); its old
+// connection, if it still drains here, does not count.
+func TestLostChildsAgentAwaited(t *testing.T) {
+	for _, drains := range []bool{false, true} {
+		m := &Master{start: time.Now(), log: slog.New(slog.DiscardHandler)}
+		m.loopState.init()
+		p := m.proto()
+		c := &childMaster{token: 1, name: "g", masters: 1}
+		p.children[c.token] = c
+		p.order = append(p.order, c)
+		if drains {
+			m.byName["g"] = &mworker{name: "g"}
+		}
+		m.childLost(c)
+		if n := m.awaiting(); n != 1 {
+			t.Fatalf("old connection draining %v: awaiting %d once its child is lost; want 1 (g)", drains, n)
+		}
+		m.byName["g"] = &mworker{name: "g"} // it comes home
+		if n := m.awaiting(); n != 0 {
+			t.Fatalf("old connection draining %v: awaiting %d once g came home; want 0", drains, n)
+		}
+	}
 }

@@ -794,6 +794,17 @@ func (m *Master) childLost(c *childMaster) {
 	// for them (awaitReturns), or a run that ends meanwhile would leave
 	// them waiting for a master.
 	m.expectWorkers(c.moved, returnGrace)
+	if p.parent == nil {
+		// So does the worker it was promoted from, once its child master
+		// stops for want of this link (seed 607541: cut off, it went
+		// home as the run ended and looked for a master for ever). Its
+		// old connection, should it still drain here, does not count.
+		if w := m.byName[c.name]; w != nil {
+			m.expectAgain(w, returnGrace)
+		} else {
+			m.expect(c.name, expected{by: m.now() + returnGrace})
+		}
+	}
 	m.split.stats.ChildrenLost++
 	m.split.stats.GivenBack += int64(len(back))
 	m.noteMasters()

@@ -130,6 +130,9 @@ var fixedSeeds = []struct {
 		"its child master ran and returned; the root took that connection for w0 come back, it " +
 		"closed 2 s later, the run ended, and w0 came back to no master (a connection a worker is " +
 		"leaving no longer counts as its coming back)"},
+	{607541, "child master w2, promoted at 404 ms, was cut off as lost (its only worker was silent); " +
+		"its own agent went home to the root as the run ended and found no master: the root waits " +
+		"for a lost child's agent now, as for the workers moved to it"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
