@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,11 +144,23 @@ func endsRunFor(ctx context.Context, t *testing.T, root *Master, key *Key, name 
 		t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
 	}
 	defer conn.Close()
-	in := frames(conn)
-	m := awaitFrame(ctx, conn, in, func(m Message) bool { _, ok := m.(*Shutdown); return ok })
-	if sd, ok := m.(*Shutdown); !ok || sd.Restart {
-		t.Fatalf("%s at the root got %#v at the end, want the run over", name, m)
+	runOver(t, name+" at the root", awaitFrame(ctx, conn, frames(conn), isShutdown))
+}
+
+// rootAndChildEnd is rootAndChild with childEnd, which waits for the
+// child's run to end and returns its error; the cleanup (after cancel)
+// waits for it if the test did not.
+func rootAndChildEnd(ctx context.Context, t *testing.T) (root, c *Master, key *Key, childEnd func() error) {
+	t.Helper()
+	root, c, key, runDone := rootAndChild(ctx, t)
+	var err error
+	var once sync.Once
+	childEnd = func() error {
+		once.Do(func() { err = <-runDone })
+		return err
 	}
+	t.Cleanup(func() { childEnd() })
+	return root, c, key, childEnd
 }
 
 // TestPromotedWorkerAwaitedOnItsNewConnection: the root waits for a
@@ -161,15 +174,7 @@ func TestPromotedWorkerAwaitedOnItsNewConnection(t *testing.T) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	root, c, key, runDone := rootAndChild(ctx, t)
-	ended := false
-	childEnd := func() error { ended = true; return <-runDone }
-	defer func() {
-		cancel()
-		if !ended {
-			<-runDone
-		}
-	}()
+	root, c, key, childEnd := rootAndChildEnd(ctx, t)
 	// c's old connection as a worker of the root, promoted: moved.
 	old, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c", Slots: 1})
 	if err != nil {
@@ -223,15 +228,7 @@ func TestLostReturningChildsWorkersAwaited(t *testing.T) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	root, c, key, runDone := rootAndChild(ctx, t)
-	ended := false
-	childEnd := func() error { ended = true; return <-runDone }
-	defer func() {
-		cancel()
-		if !ended {
-			<-runDone
-		}
-	}()
+	root, c, key, childEnd := rootAndChildEnd(ctx, t)
 	finishChild(ctx, t, root, c, key)
 	// w1, moved to c by the root (childFrame), is on c.
 	root.ask(func() {
