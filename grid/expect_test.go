@@ -282,3 +282,49 @@ func TestLostChildsAgentAwaited(t *testing.T) {
 		}
 	}
 }
+
+// TestChildAwaitsItsMovedWorkerAtTheEnd: a child master told that the
+// run is over waits for a worker the root moved to it that has not come
+// yet (its agent may wait a redirect back-off before it dials) beyond the
+// short wait for workers on their way back to it, and tells it the run is
+// over. Before, it closed after childReturnWait; the worker then found no
+// child, went home to a root that had ended, and looked for a master for
+// ever (seed 669601 of the simulation).
+func TestChildAwaitsItsMovedWorkerAtTheEnd(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone := rootAndChildMoving(ctx, t, "w")
+	ended := false
+	defer func() {
+		cancel()
+		if !ended {
+			<-runDone
+		}
+	}()
+	finishChild(ctx, t, root, c, key)
+	// The run ends: the root, expecting nothing, tells c at once
+	// (endReturning) and closes.
+	go root.Close()
+	// w is in its back-off past c's wait for workers coming back.
+	select {
+	case err := <-runDone:
+		ended = true
+		t.Fatalf("c ended (%v) before w, moved to it, came", err)
+	case <-time.After(2 * childReturnWait):
+	}
+	conn, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w", Slots: 1})
+	if err != nil {
+		t.Fatalf("w cannot reach c: %v", err)
+	}
+	defer conn.Close()
+	in := frames(conn)
+	m := awaitFrame(ctx, conn, in, func(m Message) bool { _, ok := m.(*Shutdown); return ok })
+	if sd, ok := m.(*Shutdown); !ok || sd.Restart {
+		t.Fatalf("w at c got %#v at the end, want the run over", m)
+	}
+	ended = true
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+}

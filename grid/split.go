@@ -1032,6 +1032,9 @@ const childReturnWait = time.Second
 type expected struct {
 	by  time.Duration
 	old *mworker
+	// sent: the parent moved it to this child, whose address it dials
+	// (endWait), perhaps after a redirect back-off.
+	sent bool
 }
 
 // expectWorkers notes workers on their way here, waited for at most
@@ -1157,16 +1160,19 @@ func (m *Master) awaitReturns() {
 	for first := true; ; first = false {
 		n := 0
 		child := false
+		var wait time.Duration
 		if !m.ask(func() {
 			if p := m.split.splitProto; p != nil && (p.parent == nil || p.parent.runOver) {
 				n, child = m.awaiting(), p.parent != nil
+				if child {
+					wait = m.endWait()
+				}
 			}
 		}) || n == 0 {
 			return
 		}
 		if first && child {
-			// Its workers wait for the end meanwhile: a short wait.
-			deadline = time.Now().Add(childReturnWait)
+			deadline = time.Now().Add(wait)
 		}
 		if time.Now().After(deadline) {
 			m.log.Warn("workers expected back from child masters did not come", "missing", n)
@@ -1175,6 +1181,31 @@ func (m *Master) awaitReturns() {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// endWait is how long a child that heard the end of the run waits at
+// most for what awaiting counts. Its workers wait for the end meanwhile:
+// childReturnWait, but movedWait for a worker the parent moved here that
+// has not come yet. That one dials this child and no other, maybe after
+// its agent's redirect back-off: were this child closed, it would go home
+// to a root that has ended, and look for a master for ever (seed 669601
+// of the simulation: it waited 1.6 s to dial, the child, done meanwhile,
+// waited 1 s). On the loop, after awaiting.
+func (m *Master) endWait() time.Duration {
+	for _, x := range m.split.splitProto.expect {
+		if x.sent {
+			return movedWait
+		}
+	}
+	return childReturnWait
+}
+
+// movedWait bounds how long a worker the parent moved to a child takes to
+// come once the child hears the end of the run. It has left the parent by
+// then (the parent tells a child the end only once none of the workers it
+// moved there is still connected to it, or tells them too), so it is an
+// agent's longest back-off by default (5 s, up to 6 s jittered) and a
+// dial; a worker killed on its way is not waited for longer.
+const movedWait = 7 * time.Second
 
 // ChildConfig configures RunChild.
 type ChildConfig struct {
@@ -1305,7 +1336,9 @@ func (m *Master) startShare(link *Conn, pr *Promote, parent, self string, done c
 	p.parent = &parentLink{conn: link, addr: parent, self: self, token: pr.Token, inR: true, done: done}
 	// The workers the parent moves here (and the promoted worker's own
 	// agent does not come): noteJoins counts them in.
-	m.expectWorkers(pr.Workers, childHelloTimeout)
+	for _, name := range pr.Workers {
+		m.expect(name, expected{by: m.now() + childHelloTimeout, sent: true})
+	}
 	n := min(max(pr.N, 0), sched.MaxTaskID+1)
 	xs := make([][]float64, n)
 	var ids []sched.TaskID

@@ -71,6 +71,13 @@ func awaitFrame(ctx context.Context, c *Conn, ch <-chan Message, want func(Messa
 // root closes when the test ends.
 func rootAndChild(ctx context.Context, t *testing.T) (root, c *Master, key *Key, runDone <-chan error) {
 	t.Helper()
+	return rootAndChildMoving(ctx, t)
+}
+
+// rootAndChildMoving is rootAndChild whose Promote names workers, moved
+// to the child by the root (played by the test).
+func rootAndChildMoving(ctx context.Context, t *testing.T, workers ...string) (root, c *Master, key *Key, runDone <-chan error) {
+	t.Helper()
 	key = splitTestKey(t)
 	spec := ProblemSpec{Name: "sphere", Dim: 2}
 	log := quietConfig().Logger
@@ -86,7 +93,7 @@ func rootAndChild(ctx context.Context, t *testing.T) (root, c *Master, key *Key,
 	done := make(chan error, 1)
 	go func() {
 		done <- RunChild(ctx, ChildConfig{
-			Promote: &Promote{Token: 1, Gen: 1, ESGen: 1, N: 1, Tasks: []Task{{ID: 0, X: []float64{1, 2}}}, Policy: "rwq"},
+			Promote: &Promote{Token: 1, Gen: 1, ESGen: 1, N: 1, Tasks: []Task{{ID: 0, X: []float64{1, 2}}}, Workers: workers, Policy: "rwq"},
 			Parent:  root.Addr(), Listen: "127.0.0.1:0", Key: key, Name: "c", Problem: spec,
 		}, MasterConfig{Logger: log})
 	}()

@@ -133,6 +133,10 @@ var fixedSeeds = []struct {
 	{607541, "child master w2, promoted at 404 ms, was cut off as lost (its only worker was silent); " +
 		"its own agent went home to the root as the run ended and found no master: the root waits " +
 		"for a lost child's agent now, as for the workers moved to it"},
+	{669601, "silent worker w3, moved to child n7 at 2.36 s, waited its agent's 1.6 s redirect back-off " +
+		"before dialling it; n7 was done meanwhile and, told the run was over, waited for it only 1 s, " +
+		"so w3 found n7 gone, went home to the root, gone too, and looked for a master for ever (a " +
+		"child told the end waits for a worker the parent moved to it until its expectation lapses)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
