@@ -1204,8 +1204,10 @@ func (m *Master) endWait() time.Duration {
 // then (the parent tells a child the end only once none of the workers it
 // moved there is still connected to it, or tells them too), so it is an
 // agent's longest back-off by default (5 s, up to 6 s jittered) and a
-// dial; a worker killed on its way is not waited for longer.
-const movedWait = 7 * time.Second
+// dial; a worker killed on its way is not waited for longer. A variable
+// only so that a test can make the wait it checks far longer than its
+// own.
+var movedWait = 7 * time.Second
 
 // ChildConfig configures RunChild.
 type ChildConfig struct {
