@@ -452,6 +452,7 @@ func (m *Master) joined(w *mworker) {
 	m.byName[w.name] = w
 	m.nLive++
 	m.split.slots += w.slots
+	m.cameHere(w.name) // split.go
 	m.counts.Joined++
 	if !m.named[w.name] {
 		m.named[w.name] = true

@@ -137,6 +137,11 @@ type parentLink struct {
 	done      chan error    // RunChild's answer; capacity 1
 	answered  bool
 	runOver   bool // the parent said the run is over: Close waits for the workers on their way here
+	// coming names the workers the parent moves here (its Promote's)
+	// that have not joined yet: at the end of the run this child waits
+	// movedWait for them (endWait), however long they took to leave the
+	// parent (they drain their tasks there first).
+	coming []string
 
 	// What goes up as ChildCounts: the tasks sent in this tree since the
 	// last ChildResults (each once: mark is 1 while it is listed here, 2
@@ -1182,6 +1187,14 @@ func (m *Master) awaitReturns() {
 	}
 }
 
+// cameHere notes that a worker the parent moved here joined: at the end
+// of the run it is not waited for.
+func (m *Master) cameHere(name string) {
+	if p := m.split.splitProto; p != nil && p.parent != nil {
+		p.parent.coming = slices.DeleteFunc(p.parent.coming, func(n string) bool { return n == name })
+	}
+}
+
 // endWait is how long a child that heard the end of the run waits at
 // most for what awaiting counts. Its workers wait for the end meanwhile:
 // childReturnWait, but movedWait for a worker the parent moved here that
@@ -1339,8 +1352,9 @@ func (m *Master) startShare(link *Conn, pr *Promote, parent, self string, done c
 	// The workers the parent moves here (and the promoted worker's own
 	// agent does not come): noteJoins counts them in.
 	for _, name := range pr.Workers {
-		m.expect(name, expected{by: m.now() + childHelloTimeout, sent: true})
+		m.expect(name, expected{by: m.now() + childHelloTimeout})
 	}
+	p.parent.coming = slices.Clone(pr.Workers)
 	n := min(max(pr.N, 0), sched.MaxTaskID+1)
 	xs := make([][]float64, n)
 	var ids []sched.TaskID
@@ -1389,6 +1403,14 @@ func (m *Master) parentFrame(msg Message) {
 			}
 			m.log.Info("the parent master ended the run", "reason", v.Reason, "restart", v.Restart)
 			pl.runOver = !v.Restart
+			if pl.runOver {
+				// Those moved here and still to come have left the
+				// parent by now (it tells a child the end only then, or
+				// tells them too): one back-off and a dial away.
+				for _, name := range pl.coming {
+					m.expect(name, expected{by: m.now() + movedWait, sent: true})
+				}
+			}
 			pl.done <- err
 		}
 	default:
