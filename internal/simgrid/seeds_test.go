@@ -133,6 +133,10 @@ var fixedSeeds = []struct {
 	{607541, "child master w2, promoted at 404 ms, was cut off as lost (its only worker was silent); " +
 		"its own agent went home to the root as the run ended and found no master: the root waits " +
 		"for a lost child's agent now, as for the workers moved to it"},
+	{845702, "verify=1, wq, w0 one slot, hangs, the last worker from 4.77 s: a check of generation 1 hung " +
+		"on it and task 8, held behind it, went overdue, so w0 was late; the check, decided on w2 " +
+		"meanwhile, was stopped at 5.77 s, an answer taken for stale that did not end w0's lateness, " +
+		"and generation 2 sent w0 nothing for hours (a check's instance stopped answers for its slot now)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
