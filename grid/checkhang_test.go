@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/sched"
 )
 
 // checkBooks is a master's books, no network, with w0 and w1 one-slot
@@ -86,5 +88,87 @@ func TestCheckMeasuresWorker(t *testing.T) {
 	}
 	if d := m.deadline(w1); d != time.Second {
 		t.Errorf("deadline %v after a check answered in 140 ms; want the floor, 1s", d)
+	}
+}
+
+// TestStoppedCheckEndsLateness: a one-slot worker whose check instance
+// hangs is late for the task held behind it, and once that task's cancel
+// drops it, the check's instance stopped may be all the worker ever
+// answers. That answer about its slot ends its lateness, as a task's does,
+// even for a check decided on another host meanwhile. Seed 845702 of the
+// simulation: the stopped check was taken for stale, and the worker, the
+// last one left, got nothing for hours.
+func TestStoppedCheckEndsLateness(t *testing.T) {
+	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
+		cfg: MasterConfig{Verify: 1, MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+			FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour}}
+	m.loopState.init()
+	p, err := sched.New("wq", sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{})
+	join := func(id sched.WorkerID, name, host string) *mworker {
+		w := &mworker{id: id, name: name, host: host, slots: 1, heard: true, lastHeard: m.now()}
+		m.byID[w.id] = w
+		m.order = append(m.order, w)
+		m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: 1}, 0)
+		return w
+	}
+	checkTok := func(w *mworker, task int32) uint64 {
+		for _, ct := range w.checkTasks {
+			if ct.ID == checkBase+task {
+				return ct.Token
+			}
+		}
+		t.Fatalf("no check of task %d sent to %s", task, w.name)
+		return 0
+	}
+	x := func(i int) []float64 { return []float64{float64(i)} }
+
+	a, b := join(1, "a", "10.0.0.1"), join(2, "b", "10.0.0.2")
+	m.startBatch(&evalReq{gen: 1, xs: [][]float64{x(0), x(1)}, reply: make(chan evalReply, 1)})
+	gen := m.cur.id
+	ta, tb := a.out[0].task, b.out[0].task
+	// a's value is checked on b, whose slot the check takes (it hangs
+	// there), and b's task, held behind it, goes overdue: b is late, and
+	// its task goes to a.
+	m.results(a, &Results{Items: []Result{{Gen: gen, ID: ta, F: 1, Exec: int64(time.Millisecond), Token: a.tokens[ta]}}})
+	hung := checkTok(b, ta)
+	b.out[0].started = m.now() - time.Minute
+	m.checkDeadlines()
+	if !b.late {
+		t.Fatal("setup: b is not late")
+	}
+	m.results(b, &Results{Items: []Result{{Gen: gen, ID: tb, Cancelled: true, Ack: AckDropped, Token: b.tokens[tb]}}})
+	m.results(a, &Results{Items: []Result{{Gen: gen, ID: tb, F: 2, Exec: int64(time.Millisecond), Token: a.tokens[tb]}}})
+	// A third host decides both checks, the one hung on b overdue.
+	c := join(3, "c", "10.0.0.3")
+	m.v.checks[ta].out[0].at = m.now() - time.Hour
+	m.checkChecks(m.now())
+	m.results(c, &Results{Items: []Result{
+		{Gen: gen, ID: checkBase + ta, F: 1, Exec: int64(time.Millisecond), Token: checkTok(c, ta)},
+		{Gen: gen, ID: checkBase + tb, F: 2, Exec: int64(time.Millisecond), Token: checkTok(c, tb)},
+	}})
+	if !m.cur.replied || m.counts.Verified != 2 {
+		t.Fatalf("setup: generation not answered with both checks verified: %+v", m.counts)
+	}
+	// A held instance dropped says nothing of b's slot; the hung check,
+	// stopped at last, does.
+	m.results(b, &Results{Items: []Result{{Gen: gen, ID: checkBase + ta, Cancelled: true, Ack: AckDropped, Token: hung}}})
+	if !b.late {
+		t.Fatal("b's check dropped from its queue ended its lateness; want it late until it answers about a slot")
+	}
+	m.results(b, &Results{Items: []Result{{Gen: gen, ID: checkBase + ta, Cancelled: true, Ack: AckStopped, Exec: int64(time.Hour), Token: hung}}})
+	if b.late {
+		t.Fatal("b is still late after its hung check's instance stopped: it gets no new work")
+	}
+	for _, w := range m.dirty { // as if this turn's frames went out (there is no network)
+		w.dirty, w.tasks, w.cancels, w.checkTasks = false, nil, nil, nil
+	}
+	m.dirty = m.dirty[:0]
+	m.startBatch(&evalReq{gen: 2, xs: [][]float64{x(0), x(1), x(2)}, reply: make(chan evalReply, 1)})
+	if len(b.out) == 0 {
+		t.Errorf("generation 2 gave b nothing; want one of its 3 tasks on each of the 3 workers' slots (a %d, c %d)", len(a.out), len(c.out))
 	}
 }

@@ -688,8 +688,9 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	}
 	if r.ID >= checkBase {
 		// An instance of a verification check (verify.go). One it
-		// evaluated is an answer too: its slot was busy with the check
-		// (the tasks held behind it may have gone overdue meanwhile).
+		// evaluated, or stopped, is an answer too: its slot was busy
+		// with the check (the tasks held behind it may have gone
+		// overdue meanwhile).
 		if m.checkResult(w, b, r, exec) && w.late && !w.left {
 			w.late = false
 			m.step(sched.Event{Kind: sched.Measured, Worker: w.id}, 0)

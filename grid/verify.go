@@ -418,12 +418,19 @@ func (c *check) disagreement() string {
 }
 
 // checkResult handles a result of a check's instance (its id is
-// checkBase + task) that ran for exec. It reports whether w answered an
-// instance it was given with a value or an error (not a cancel's answer).
-func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration) (answered bool) {
+// checkBase + task) that ran for exec. It reports whether w answered about
+// a slot: a value or an error, or an instance stopped or found finished
+// (not a held one dropped, which a silent worker gives too), whatever
+// became of the check since. That ends a late worker's lateness, as a
+// task's cancel acknowledgement does (cancelAck): a one-slot worker whose
+// check hung is late for the tasks held behind it, and the stopped check
+// may be all it ever answers (seed 845702: decided on another host
+// meanwhile, it was stale, and the lone worker left got nothing for hours).
+func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration) (slot bool) {
+	slot = !r.Cancelled || r.Ack != AckDropped
 	if b == nil || r.Gen != b.id {
 		m.counts.Stale++ // a check of an earlier batch: decided or dropped with it
-		return false
+		return slot
 	}
 	t := r.ID - checkBase
 	c := m.v.checks[t]
@@ -439,7 +446,7 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 	}
 	if c == nil {
 		m.counts.Stale++ // a copy of a check decided already
-		return false
+		return slot
 	}
 	if i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w }); i >= 0 {
 		c.out = slices.Delete(c.out, i, i+1)
@@ -456,11 +463,11 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 			// queue waited behind another and is charged nothing.
 			c.fails = append(c.fails, w.name+": overdue, stopped")
 			if m.givenUp(b, c) {
-				return false
+				return slot
 			}
 		}
 		m.dispatch(b, c)
-		return false
+		return slot
 	}
 	m.counts.Results++
 	if r.Err == "" && !m.cfg.Problem.NonFinite && !finite(r.F) {

@@ -137,6 +137,10 @@ var fixedSeeds = []struct {
 		"before dialling it; n7 was done meanwhile and, told the run was over, waited for it only 1 s, " +
 		"so w3 found n7 gone, went home to the root, gone too, and looked for a master for ever (a " +
 		"child told the end waits for a worker the parent moved to it until its expectation lapses)"},
+	{845702, "verify=1, wq, w0 one slot, hangs, the last worker from 4.77 s: a check of generation 1 hung " +
+		"on it and task 8, held behind it, went overdue, so w0 was late; the check, decided on w2 " +
+		"meanwhile, was stopped at 5.77 s, an answer taken for stale that did not end w0's lateness, " +
+		"and generation 2 sent w0 nothing for hours (a check's instance stopped answers for its slot now)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
