@@ -48,15 +48,19 @@ func outOn(t *testing.T, m *Master, w *mworker) uint64 {
 // further tries, as a failing one is: the value stands unverified. It was
 // sent to the same host again for ever, and the generation waited on it
 // for hours (simgrid seed 308484). Instances dropped from the worker's
-// queue, where they waited behind another, are charged nothing.
+// queue, where they waited behind another, are charged nothing, nor is a
+// stop the master did not ask for.
 func TestCheckHangingGivenUp(t *testing.T) {
 	m, b, _, w1 := checkBooks(t)
 	for range 2 * m.cfg.MaxRetries {
 		tok := outOn(t, m, w1)
 		m.result(w1, b, &Result{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckDropped, Token: tok})
 	}
+	// A stop this master never asked for is charged nothing either.
+	m.result(w1, b, &Result{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckStopped, Token: outOn(t, m, w1)})
 	for i := range m.cfg.MaxRetries + 1 {
 		tok := outOn(t, m, w1) // a hang may pass: the same host is asked again
+		m.v.checks[0].out[0].overdue = true // checkChecks found it overdue and stopped it
 		m.result(w1, b, &Result{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckStopped, Token: tok})
 		if i < m.cfg.MaxRetries && m.checksDone() {
 			t.Fatalf("check given up after %d hangs; MaxRetries is %d", i+1, m.cfg.MaxRetries)

@@ -220,7 +220,7 @@ func TestPromotedWorkerAwaitedOnItsNewConnection(t *testing.T) {
 
 // TestLostReturningChildsWorkersAwaited: a child master c that is done
 // and waits for the root's word to return, its workers still on it, is
-// lost (killed): its workers go home to the root, which waits for them
+// lost (killed): its workers, and its own agent, go home to the root, which waits for them
 // at the end of the run as it does for a lost child's at work. Before,
 // the root closed without them, and they looked for a master for ever
 // (seed 510973 of the simulation).
@@ -251,9 +251,21 @@ func TestLostReturningChildsWorkersAwaited(t *testing.T) {
 	if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect["w1"]; return ok }) {
 		t.Fatal("the root does not expect w1 back from its lost child")
 	}
+	if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect["c"]; return ok }) {
+		t.Fatal("the root does not expect c's own agent back from its lost child")
+	}
 	w1.Close()
 	go root.Close()
+	// c's agent comes home first; the root waits for w1 too, then tells
+	// both that the run is over.
+	agent, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c", Slots: 1})
+	if err != nil {
+		t.Fatalf("c's agent cannot reach the root as it closes (it did not wait for it): %v", err)
+	}
+	defer agent.Close()
+	in := frames(agent)
 	endsRunFor(ctx, t, root, key, "w1")
+	runOver(t, "c's agent at the root", awaitFrame(ctx, agent, in, isShutdown))
 }
 
 // TestLostChildsAgentAwaited: the root that cuts off a child master as

@@ -800,15 +800,7 @@ func (m *Master) childLost(c *childMaster) {
 	// them waiting for a master.
 	m.expectWorkers(c.moved, returnGrace)
 	if p.parent == nil {
-		// So does the worker it was promoted from, once its child master
-		// stops for want of this link (seed 607541: cut off, it went
-		// home as the run ended and looked for a master for ever). Its
-		// old connection, should it still drain here, does not count.
-		if w := m.byName[c.name]; w != nil {
-			m.expectAgain(w, returnGrace)
-		} else {
-			m.expect(c.name, expected{by: m.now() + returnGrace})
-		}
+		m.expectAgent(c)
 	}
 	m.split.stats.ChildrenLost++
 	m.split.stats.GivenBack += int64(len(back))
@@ -1096,6 +1088,20 @@ func (m *Master) lostReturning(c *childMaster) {
 	p.returning = slices.DeleteFunc(p.returning, func(x *childMaster) bool { return x == c })
 	if p.parent == nil {
 		m.expectWorkers(c.moved, returnGrace)
+		m.expectAgent(c)
+	}
+}
+
+// expectAgent notes that the worker lost child c was promoted from comes
+// home to the root once its child master stops for want of its link
+// (seed 607541: cut off, it went home as the run ended and looked for a
+// master for ever). Its old connection, should it still drain here, does
+// not count.
+func (m *Master) expectAgent(c *childMaster) {
+	if w := m.byName[c.name]; w != nil {
+		m.expectAgain(w, returnGrace)
+	} else {
+		m.expect(c.name, expected{by: m.now() + returnGrace})
 	}
 }
 

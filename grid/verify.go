@@ -448,19 +448,23 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 		m.counts.Stale++ // a copy of a check decided already
 		return slot
 	}
+	overdue := false
 	if i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w }); i >= 0 {
+		overdue = c.out[i].overdue
 		c.out = slices.Delete(c.out, i, i+1)
 		m.v.load[w.id]--
 	}
 	if r.Cancelled {
 		m.log.Debug("check instance stopped", "gen", b.gen, "task", t, "worker", w.name, "ack", r.Ack)
 		delete(c.asked, w.host) // stopped on the worker: it may be asked again
-		if r.Ack == AckStopped {
-			// It ran past its deadline (a hang): one attempt failed, as
-			// an evaluation error is, so that a check whose every
-			// instance hangs is given up after MaxRetries, not sent to
-			// the same host for ever. One dropped from the worker's
-			// queue waited behind another and is charged nothing.
+		if r.Ack == AckStopped && overdue {
+			// It ran past its deadline (a hang), and this master stopped
+			// it: one attempt failed, as an evaluation error is, so that
+			// a check whose every instance hangs is given up after
+			// MaxRetries, not sent to the same host for ever. One
+			// dropped from the worker's queue waited behind another and
+			// is charged nothing, nor is a stop this master never asked
+			// for (a worker cannot wear a check out by itself).
 			c.fails = append(c.fails, w.name+": overdue, stopped")
 			if m.givenUp(b, c) {
 				return slot
