@@ -59,7 +59,7 @@ func TestCheckHangingGivenUp(t *testing.T) {
 	// A stop this master never asked for is charged nothing either.
 	m.result(w1, b, &Result{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckStopped, Token: outOn(t, m, w1)})
 	for i := range m.cfg.MaxRetries + 1 {
-		tok := outOn(t, m, w1) // a hang may pass: the same host is asked again
+		tok := outOn(t, m, w1)              // a hang may pass: the same host is asked again
 		m.v.checks[0].out[0].overdue = true // checkChecks found it overdue and stopped it
 		m.result(w1, b, &Result{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckStopped, Token: tok})
 		if i < m.cfg.MaxRetries && m.checksDone() {

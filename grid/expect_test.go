@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -338,5 +340,91 @@ func TestChildAwaitsItsMovedWorkerAtTheEnd(t *testing.T) {
 	ended = true
 	if err := <-runDone; !errors.Is(err, ErrRunOver) {
 		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+}
+
+// TestLostRecalledChildsWorkersAwaited: a child master c that the root
+// told to return (its word did not reach c: c's machine froze) is lost
+// before its answer, which would name the workers it sends back: they
+// and c's own agent go home to the root once they miss c, and the root
+// waits for them at the end of the run. Before, the root closed as c's
+// link timed out, and c's six workers, whose links to c timed out a
+// moment later, looked for a master for ever (seed 808522 of the
+// simulation).
+func TestLostRecalledChildsWorkersAwaited(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, childEnd := rootAndChildEnd(ctx, t)
+	finishChild(ctx, t, root, c, key)
+	// w1, moved to c by the root (childFrame), is on c; the root tells
+	// c to return, and its word is lost on the way.
+	root.ask(func() {
+		p := root.proto()
+		x := p.returning[0]
+		x.moved = append(x.moved, "w1")
+		x.recalled = true
+		p.recalled, p.returning = append(p.recalled, x), nil
+	})
+	w1, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w1", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Close()
+	if !waitLoop(ctx, c, func() bool { return c.byName["w1"] != nil }) {
+		t.Fatal("w1 never joined c")
+	}
+	// c's link to the root breaks before c heard the word.
+	c.ask(func() { c.proto().parent.conn.Close() })
+	if err := childEnd(); !errors.Is(err, errParentLost) {
+		t.Fatalf("c ended with %v, want %v", err, errParentLost)
+	}
+	if !waitLoop(ctx, root, func() bool {
+		_, w := root.proto().expect["w1"]
+		_, a := root.proto().expect["c"]
+		return w && a
+	}) {
+		t.Fatal("the root does not expect w1 and c back from its child lost while told to return")
+	}
+	w1.Close()
+	go root.Close()
+	// Both come home: the root waits for each, then tells both the end.
+	names := []string{"w1", "c"}
+	conns := make([]*Conn, len(names))
+	ins := make([]<-chan Message, len(names))
+	for i, name := range names {
+		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
+		}
+		defer conn.Close()
+		conns[i], ins[i] = conn, frames(conn)
+	}
+	for i, name := range names {
+		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
+	}
+}
+
+// TestAnsweredChildsWorkersAwaitedAsNamed: a child told to return that
+// answered, naming the workers it sends back, is waited for as it said
+// once its link closes, not for every worker once moved to it (w2 left
+// it before: waited for, it would hold the run's end for returnGrace).
+// The master's books only, no network.
+func TestAnsweredChildsWorkersAwaitedAsNamed(t *testing.T) {
+	for _, answered := range []bool{false, true} {
+		m := &Master{start: time.Now(), log: slog.New(slog.DiscardHandler)}
+		m.loopState.init()
+		p := m.proto()
+		c := &childMaster{token: 1, name: "g", masters: 1, done: true, recalled: true, moved: []string{"w1", "w2"}}
+		p.recalled = append(p.recalled, c)
+		want := []string{"g", "w1", "w2"}
+		if answered {
+			m.onChildResults(c, &ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"g", "w1"}})
+			want = []string{"g", "w1"}
+		}
+		m.heardBack(c)
+		if got := slices.Sorted(maps.Keys(p.expect)); !slices.Equal(got, want) || m.awaiting() != len(want) {
+			t.Errorf("answered %v: expected %v once its link closed; want %v", answered, got, want)
+		}
 	}
 }

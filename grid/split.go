@@ -114,6 +114,7 @@ type childMaster struct {
 	done     bool
 	lost     bool
 	recalled bool // in splitProto.recalled
+	answered bool // it named the workers it sends back (ChildResults.Moved)
 	// moved names the workers moved to it: if it is lost they come
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
@@ -971,6 +972,7 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	// Workers on their way back from c (and c itself, as a worker):
 	// Close waits for them, so that none misses the end of the run.
 	m.expectWorkers(r.Moved, returnGrace)
+	c.answered = c.answered || len(r.Moved) > 0
 	if r.Done && !c.done {
 		c.done, c.inR = true, false
 		delete(p.children, c.token)
@@ -1107,6 +1109,12 @@ func (m *Master) expectAgent(c *childMaster) {
 
 // heardBack notes that c, told to return, can say nothing more: its
 // link closed (after its last word, which names its own agent, or lost).
+// Lost before it named the workers it sends back, it left them on it:
+// they, and its own agent, find their home again once they miss it, so
+// the root waits for them as for a lost child's (seed 808522 of the
+// simulation: the child's machine froze as its answer left, the root
+// closed as its link timed out, and its six workers, whose own links to
+// it timed out a moment later, looked for a master for ever).
 func (m *Master) heardBack(c *childMaster) {
 	if !c.recalled {
 		return
@@ -1114,6 +1122,10 @@ func (m *Master) heardBack(c *childMaster) {
 	c.recalled = false
 	p := m.split.splitProto
 	p.recalled = slices.DeleteFunc(p.recalled, func(x *childMaster) bool { return x == c })
+	if !c.answered && p.parent == nil {
+		m.expectWorkers(c.moved, returnGrace)
+		m.expectAgent(c)
+	}
 }
 
 // awaiting counts what is still on its way to this master at the end:

@@ -175,6 +175,11 @@ var fixedWaitingSeeds = []struct {
 		"to it, was still at the root finishing a task deaf to its cancel; w3 waited a second for it " +
 		"and closed, and w2 found no master (such a child is told at the root's end, as before)"},
 	{20582, "the same with child master n6 and w0, frozen while still connected to the root"},
+	{808522, "child master w0, done, was told by the root to return, and froze as its answer (naming its " +
+		"six workers) left: neither the answer nor its word to the workers got through; the root, done, " +
+		"waited for it until its link timed out, closed, and the six, whose links to w0 timed out 60 ms " +
+		"later, went home to no master (the root now waits for the workers, and the agent, of a child " +
+		"lost after its word to return and before its answer)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
