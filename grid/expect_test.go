@@ -338,8 +338,13 @@ func TestChildAwaitsItsMovedWorkerAtTheEnd(t *testing.T) {
 	defer conn.Close()
 	runOver(t, "w at c", awaitFrame(ctx, conn, frames(conn), isShutdown))
 	ended = true
-	if err := <-runDone; !errors.Is(err, ErrRunOver) {
-		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	select {
+	case err := <-runDone:
+		if !errors.Is(err, ErrRunOver) {
+			t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+		}
+	case <-ctx.Done():
+		t.Fatal("c never ended")
 	}
 }
 

@@ -85,7 +85,12 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 			w := newTestWorker("crossing", 1, 0)
 			w.freeze = true // it runs nothing: the test answers
 			cancels := make(chan []int32, 16)
-			w.onCancel = func(c *Cancel) { cancels <- slices.Clone(c.IDs) }
+			w.onCancel = func(c *Cancel) {
+				select { // the worker's reader must not outlive the test
+				case cancels <- slices.Clone(c.IDs):
+				case <-t.Context().Done():
+				}
+			}
 			frames := 0 // the connection's reader calls forge, one frame at a time
 			w.forge = func(ts *Tasks) []Result {
 				frames++
