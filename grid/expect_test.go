@@ -222,20 +222,32 @@ func TestPromotedWorkerAwaitedOnItsNewConnection(t *testing.T) {
 
 // TestLostReturningChildsWorkersAwaited: a child master c that is done
 // and waits for the root's word to return, its workers still on it, is
-// lost (killed): its workers, and its own agent, go home to the root, which waits for them
-// at the end of the run as it does for a lost child's at work. Before,
+// lost (killed): its workers, and its own agent, go home to the root,
+// which waits for them at the end of the run as it does for a lost
+// child's at work. Before,
 // the root closed without them, and they looked for a master for ever
 // (seed 510973 of the simulation).
-func TestLostReturningChildsWorkersAwaited(t *testing.T) {
+func TestLostReturningChildsWorkersAwaited(t *testing.T) { lostChildAwaited(t, false) }
+
+// lostChildAwaited: child master c, done, with worker w1 (moved to it by
+// the root) on it, loses its link to the root, waiting for the root's
+// word to return or (recalled) told to return but the word lost. The
+// root expects w1 and c's own agent home, waits for both at the end, and
+// tells both the run is over.
+func lostChildAwaited(t *testing.T, recalled bool) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	root, c, key, childEnd := rootAndChildEnd(ctx, t)
 	finishChild(ctx, t, root, c, key)
-	// w1, moved to c by the root (childFrame), is on c.
 	root.ask(func() {
-		x := root.proto().returning[0]
-		x.moved = append(x.moved, "w1")
+		p := root.proto()
+		x := p.returning[0]
+		x.moved = append(x.moved, "w1") // as childFrame does
+		if recalled {
+			x.recalled = true
+			p.recalled, p.returning = append(p.recalled, x), nil
+		}
 	})
 	w1, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w1", Slots: 1})
 	if err != nil {
@@ -245,29 +257,35 @@ func TestLostReturningChildsWorkersAwaited(t *testing.T) {
 	if !waitLoop(ctx, c, func() bool { return c.byName["w1"] != nil }) {
 		t.Fatal("w1 never joined c")
 	}
-	// c's link to the root breaks before the root's word.
+	// c's link to the root breaks before c heard the root's word.
 	c.ask(func() { c.proto().parent.conn.Close() })
 	if err := childEnd(); !errors.Is(err, errParentLost) {
 		t.Fatalf("c ended with %v, want %v", err, errParentLost)
 	}
-	if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect["w1"]; return ok }) {
-		t.Fatal("the root does not expect w1 back from its lost child")
-	}
-	if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect["c"]; return ok }) {
-		t.Fatal("the root does not expect c's own agent back from its lost child")
+	if !waitLoop(ctx, root, func() bool {
+		_, w := root.proto().expect["w1"]
+		_, a := root.proto().expect["c"]
+		return w && a
+	}) {
+		t.Fatal("the root does not expect w1 and c's own agent back from its lost child")
 	}
 	w1.Close()
 	go root.Close()
-	// c's agent comes home first; the root waits for w1 too, then tells
-	// both that the run is over.
-	agent, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c", Slots: 1})
-	if err != nil {
-		t.Fatalf("c's agent cannot reach the root as it closes (it did not wait for it): %v", err)
+	// Both come home: the root waits for each, then tells both the end.
+	names := []string{"w1", "c"}
+	conns := make([]*Conn, len(names))
+	ins := make([]<-chan Message, len(names))
+	for i, name := range names {
+		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
+		}
+		defer conn.Close()
+		conns[i], ins[i] = conn, frames(conn)
 	}
-	defer agent.Close()
-	in := frames(agent)
-	endsRunFor(ctx, t, root, key, "w1")
-	runOver(t, "c's agent at the root", awaitFrame(ctx, agent, in, isShutdown))
+	for i, name := range names {
+		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
+	}
 }
 
 // TestLostChildsAgentAwaited: the root that cuts off a child master as
@@ -356,59 +374,7 @@ func TestChildAwaitsItsMovedWorkerAtTheEnd(t *testing.T) {
 // link timed out, and c's six workers, whose links to c timed out a
 // moment later, looked for a master for ever (seed 808522 of the
 // simulation).
-func TestLostRecalledChildsWorkersAwaited(t *testing.T) {
-	leaktest.Check(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	root, c, key, childEnd := rootAndChildEnd(ctx, t)
-	finishChild(ctx, t, root, c, key)
-	// w1, moved to c by the root (childFrame), is on c; the root tells
-	// c to return, and its word is lost on the way.
-	root.ask(func() {
-		p := root.proto()
-		x := p.returning[0]
-		x.moved = append(x.moved, "w1")
-		x.recalled = true
-		p.recalled, p.returning = append(p.recalled, x), nil
-	})
-	w1, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w1", Slots: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w1.Close()
-	if !waitLoop(ctx, c, func() bool { return c.byName["w1"] != nil }) {
-		t.Fatal("w1 never joined c")
-	}
-	// c's link to the root breaks before c heard the word.
-	c.ask(func() { c.proto().parent.conn.Close() })
-	if err := childEnd(); !errors.Is(err, errParentLost) {
-		t.Fatalf("c ended with %v, want %v", err, errParentLost)
-	}
-	if !waitLoop(ctx, root, func() bool {
-		_, w := root.proto().expect["w1"]
-		_, a := root.proto().expect["c"]
-		return w && a
-	}) {
-		t.Fatal("the root does not expect w1 and c back from its child lost while told to return")
-	}
-	w1.Close()
-	go root.Close()
-	// Both come home: the root waits for each, then tells both the end.
-	names := []string{"w1", "c"}
-	conns := make([]*Conn, len(names))
-	ins := make([]<-chan Message, len(names))
-	for i, name := range names {
-		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
-		if err != nil {
-			t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
-		}
-		defer conn.Close()
-		conns[i], ins[i] = conn, frames(conn)
-	}
-	for i, name := range names {
-		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
-	}
-}
+func TestLostRecalledChildsWorkersAwaited(t *testing.T) { lostChildAwaited(t, true) }
 
 // TestAnsweredChildsWorkersAwaitedAsNamed: a child told to return that
 // answered, naming the workers it sends back, is waited for as it said
