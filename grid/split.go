@@ -799,10 +799,7 @@ func (m *Master) childLost(c *childMaster) {
 	// Its workers find this master again; until they have, Close waits
 	// for them (awaitReturns), or a run that ends meanwhile would leave
 	// them waiting for a master.
-	m.expectWorkers(c.moved, returnGrace)
-	if p.parent == nil {
-		m.expectAgent(c)
-	}
+	m.awaitLost(c)
 	m.split.stats.ChildrenLost++
 	m.split.stats.GivenBack += int64(len(back))
 	m.noteMasters()
@@ -1089,7 +1086,16 @@ func (m *Master) lostReturning(c *childMaster) {
 	}
 	p.returning = slices.DeleteFunc(p.returning, func(x *childMaster) bool { return x == c })
 	if p.parent == nil {
-		m.expectWorkers(c.moved, returnGrace)
+		m.awaitLost(c)
+	}
+}
+
+// awaitLost notes that what lost child c held comes here: the workers
+// moved to it, and, at the root, the worker it was promoted from (see
+// expectAgent).
+func (m *Master) awaitLost(c *childMaster) {
+	m.expectWorkers(c.moved, returnGrace)
+	if m.split.splitProto.parent == nil {
 		m.expectAgent(c)
 	}
 }
@@ -1123,8 +1129,7 @@ func (m *Master) heardBack(c *childMaster) {
 	p := m.split.splitProto
 	p.recalled = slices.DeleteFunc(p.recalled, func(x *childMaster) bool { return x == c })
 	if !c.answered && p.parent == nil {
-		m.expectWorkers(c.moved, returnGrace)
-		m.expectAgent(c)
+		m.awaitLost(c)
 	}
 }
 
