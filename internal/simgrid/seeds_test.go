@@ -141,6 +141,10 @@ var fixedSeeds = []struct {
 		"on it and task 8, held behind it, went overdue, so w0 was late; the check, decided on w2 " +
 		"meanwhile, was stopped at 5.77 s, an answer taken for stale that did not end w0's lateness, " +
 		"and generation 2 sent w0 nothing for hours (a check's instance stopped answers for its slot now)"},
+	{526910, "the same as 308484: checks on the only other host, a hanging one, for hours"},
+	{544942, "split runs that left a worker looking for a master, fixed with 510973 and 512830"},
+	{637471, "the same as 544942, with a frozen machine"},
+	{669383, "the same as 544942, with a worker that fails one evaluation in nine"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
