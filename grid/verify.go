@@ -772,12 +772,7 @@ func (m *Master) cancelCheck(w *mworker, t int32) {
 	if w.left || w.closed || m.cur == nil {
 		return
 	}
-	if len(w.cancels) > 0 && w.cancelsGen != m.cur.id {
-		m.sendCancels(w)
-	}
-	w.cancelsGen = m.cur.id
-	w.cancels = append(w.cancels, checkBase+t)
-	m.markDirty(w)
+	m.queueCancel(w, m.cur.id, checkBase+t)
 }
 
 // checksDone reports whether every check of the batch is decided.
