@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/freeport"
 )
 
 // TestRealPrometheus runs a real Prometheus (Debian's package; CI
@@ -66,7 +67,9 @@ func TestRealPrometheus(t *testing.T) {
 	// machine a scrape can take longer than its 1 s timeout and be lost,
 	// and one of them must succeed.
 	const scrape, linger = time.Second, 20 * time.Second
-	masterAddr, workerAddr, splitWorkerAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	// Prometheus must be told its targets before they start: their ports
+	// are fixed, outside the kernel's ephemeral range (see freeport).
+	masterAddr, workerAddr, splitWorkerAddr, promAddr := freeport.Addr(t), freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
@@ -404,17 +407,6 @@ func checkSeries(t *testing.T, ctx context.Context, api, run string, rep runRepo
 			t.Errorf("run %s: %s = %v; the report says %v", run, query, got, c.want)
 		}
 	}
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 type lockedBuf struct {

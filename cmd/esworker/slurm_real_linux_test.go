@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/freeport"
 )
 
 var realSlurm = flag.Bool("slurm", false, "submit deploy/slurm/esworker.sbatch as a job array to a real single-node Slurm (Debian's slurm-wlm and munge) that the test starts in a temporary directory (needs root)")
@@ -34,21 +35,6 @@ type slurmCluster struct {
 	marker string
 	procs  []*exec.Cmd
 	exited []chan struct{}
-}
-
-// freePorts returns n distinct TCP ports on loopback, free now.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close() // held until all are chosen: no port twice
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 const slurmConf = `# A single-node cluster on loopback, for TestRealSlurm alone.
@@ -117,7 +103,7 @@ func startSlurm(t *testing.T, ctx context.Context) *slurmCluster {
 	if err := os.WriteFile(filepath.Join(dir, "munge", "munge.key"), key, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 2)
+	ports := freeport.Ports(t, 2)
 	conf := strings.NewReplacer("{{dir}}", dir, "{{ctld_port}}", strconv.Itoa(ports[0]), "{{d_port}}", strconv.Itoa(ports[1])).Replace(slurmConf)
 	if err := os.WriteFile(sc.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/freeport"
 )
 
 // Masters that split, with real processes: one esrun master made slow
@@ -243,7 +245,10 @@ func TestProcessesSplitChildKilled(t *testing.T) {
 // child port: no worker needs an inbound port beyond the one it was given.
 func TestProcessesSplitChildPort(t *testing.T) {
 	want := splitReference(t)
-	ports := freePorts(t, splitWorkers)
+	var ports []string
+	for _, p := range freeport.Ports(t, splitWorkers) {
+		ports = append(ports, strconv.Itoa(p))
+	}
 	r := startSplitRunWith(t, "paper", func(i int) []string { return []string{"-child-port", ports[i]} })
 	got := r.m.finish(t)
 	sameRun(t, got, want)
@@ -286,20 +291,3 @@ func TestProcessesSplitChildPort(t *testing.T) {
 
 // moving is a worker's log line when it is moved to another master.
 var moving = regexp.MustCompile(`msg="moving to another master"[^\n]*? addr=(\S+)`)
-
-// freePorts returns n distinct TCP ports on 127.0.0.1 that were free a
-// moment ago: each listener is held until all are chosen, so that no
-// port comes twice.
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	ports := make([]string, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		_, ports[i], _ = net.SplitHostPort(l.Addr().String())
-	}
-	return ports
-}
