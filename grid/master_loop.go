@@ -767,11 +767,14 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		m.failed(w, b, r)
 	default:
 		// NaN and ±Inf are results like any other when the problem says
-		// so (ProblemSpec.NonFinite): the ES ranks them.
+		// so (ProblemSpec.NonFinite): the ES ranks them. An instance sent
+		// again that this result withdraws leaves the ledger before Ran:
+		// else Ran settles it with this execution, and the ledger, not
+		// finding it, takes back the cancelled instance's send instead.
+		m.cancelSentAgain(w, b.id, r.ID)
 		if exec > 0 && w.tell(b.id, r.ID) {
 			m.ledger.Ran(ran)
 		}
-		m.cancelSentAgain(w, b.id, r.ID)
 		w.late = false
 		w.fails = 0
 		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
@@ -1046,6 +1049,9 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 		return
 	}
 	if dropTask(&w.tasks, t) {
+		// Not sent yet: never send it, nor count it, in either book
+		// (seed 610713: the ledger kept it, one instance more than sent).
+		m.ledger.Unsent(w.id, sched.TaskID(t))
 		m.counts.TasksSent--
 		return
 	}

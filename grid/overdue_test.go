@@ -133,3 +133,92 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 		})
 	}
 }
+
+// Both instances a worker ran were cancelled as overdue while another
+// worker was open, so neither was sent to it again; the other then went
+// late too. The worker answers both in one frame: the first answer makes
+// it open again and the policy sends it the second task afresh, in the
+// same turn, before the second answer (whose cancel it crossed) comes
+// and withdraws that unsent instance. The ledger takes that send back,
+// as TasksSent does, and not the cancelled instance's: seed 610713 of the simulation counted it (sent 24
+// instances, counted 20 originals + 5 resends + 1 replica).
+func TestMasterCountsInstanceWithdrawnByCrossedResult(t *testing.T) {
+	for _, policy := range []string{"wq", "rwq"} {
+		t.Run(policy, func(t *testing.T) {
+			m := startMaster(t, policy, func(c *MasterConfig) {
+				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
+				c.TaskTimeout = -1
+			})
+			// Both run nothing: the test answers. a joins first, so its
+			// overdue instances come first in the same deadline check.
+			a, b := newTestWorker("a", 2, 0), newTestWorker("b", 1, 0)
+			a.freeze, b.freeze = true, true
+			frames := make(chan []Task, 16)
+			a.forge = func(ts *Tasks) []Result {
+				select { // the worker's reader must not outlive the test
+				case frames <- slices.Clone(ts.Items):
+				case <-t.Context().Done():
+				}
+				return nil
+			}
+			startWorkers(t, m, a)
+			if err := b.start(t, m.Addr(), m.cfg.Key); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "b to join", func() bool { return m.Workers() == 2 })
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			xs := [][]float64{{1, 2, 3, 4, 5}, {5, 4, 3, 2, 1}, {1, 1, 1, 1, 1}}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				m.Evaluate(ctx, 0, xs)
+			}()
+			var mine []Task
+			select {
+			case mine = <-frames:
+			case <-ctx.Done():
+				t.Fatal("worker a got no task")
+			}
+			if len(mine) != a.slots {
+				t.Fatalf("setup: worker a was sent %d tasks, want one per slot (%d)", len(mine), a.slots)
+			}
+			eventually(t, "both workers late", func() bool {
+				late := 0
+				for _, s := range m.WorkerStats() {
+					if s.Late {
+						late++
+					}
+				}
+				return late == 2
+			})
+			// Both results left before their cancels came, which then
+			// found them finished.
+			var rs []Result
+			for _, it := range mine {
+				rs = append(rs, Result{Gen: 0, ID: it.ID, F: sphere(it.X), Exec: int64(time.Millisecond), Token: it.Token})
+			}
+			for _, it := range mine {
+				rs = append(rs, Result{Gen: 0, ID: it.ID, Cancelled: true, Ack: AckLate})
+			}
+			if err := a.conn.Send(&Results{Items: rs}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the frame taken", func() bool { return m.Stats().CancelAcks >= 2 })
+			var st MasterStats
+			var c sched.Counts
+			m.ask(func() { st, c = m.stats(), m.ledger.RunCounts() })
+			if st.TasksSent != int64(c.Originals+c.Resends+c.Replicas) || c.Originals != len(xs) {
+				t.Errorf("sent %d instances of %d tasks, the ledger counts %d originals + %d resends + %d replicas",
+					st.TasksSent, len(xs), c.Originals, c.Resends, c.Replicas)
+			}
+			// The instance withdrawn is the one sent again, not the one
+			// cancelled: both cancels are answered.
+			if c.CancelsLate != len(mine) {
+				t.Errorf("%d cancels found their instance finished, want %d", c.CancelsLate, len(mine))
+			}
+			cancel() // b holds the last task for ever
+			<-done
+		})
+	}
+}
