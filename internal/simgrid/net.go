@@ -19,8 +19,9 @@ import (
 // order after a one-way delay drawn from the seed, the link and the
 // instant of the write, never from how the writer split its bytes, so a
 // seed fixes every delivery time. Hosts can be partitioned (their bytes
-// wait, as TCP's would, until the partition heals) and reset (their
-// connections break at once, as when a process dies).
+// wait, as TCP's would, until the partition heals, then arrive write by
+// write, a nanosecond apart) and reset (their connections break at once,
+// as when a process dies).
 type Network struct {
 	seed uint64
 
@@ -428,9 +429,16 @@ func (p *pipe) signal() {
 }
 
 // run delivers the queued chunks in order, each at its time, holding them
-// while either host is partitioned.
+// while either host is partitioned. Chunks a partition held arrive as it
+// heals, each an instant (a nanosecond) after the one before unless they
+// were written at one instant: they would otherwise all reach the reader
+// at one instant, and the goroutines race (seed 610713: a frozen worker's
+// results, written at moments apart, came at the instant it thawed, and
+// the master's loop took them in one turn or in several, as the reader
+// and the loop ran).
 func (p *pipe) run() {
 	defer close(p.done)
+	var prev, prevDue time.Time // the last chunk's delivery and due times
 	for {
 		p.mu.Lock()
 		if len(p.q) == 0 {
@@ -454,6 +462,9 @@ func (p *pipe) run() {
 			if cut := p.lk.n.blockedUntil(p.lk.hosts[0], p.lk.hosts[1]); cut.After(at) {
 				at = cut
 			}
+			if !c.due.Equal(prevDue) && !at.After(prev) {
+				at = prev.Add(time.Nanosecond)
+			}
 			wait := time.Until(at)
 			if wait <= 0 {
 				break
@@ -469,6 +480,7 @@ func (p *pipe) run() {
 		if _, err := p.w.Write(c.data); err != nil {
 			return // the far end closed: what is left is lost with it
 		}
+		prev, prevDue = time.Now(), c.due
 		p.mu.Lock()
 		p.q[0] = chunk{}
 		p.q = p.q[1:]

@@ -146,6 +146,15 @@ var fixedSeeds = []struct {
 	{544942, "split runs that left a worker looking for a master, fixed with 510973 and 512830"},
 	{637471, "the same as 544942, with a frozen machine"},
 	{669383, "the same as 544942, with a worker that fails one evaluation in nine"},
+	{610713, "cma, rwq, w0 frozen for 4.3 s, w1 frozen, the master killed and resumed: w0's results of " +
+		"generation 0, instances cancelled as overdue, reached the master at its thaw; when the loop " +
+		"took them in one turn, the first made w0 open again, the policy sent it tasks 0 (a replica) " +
+		"and 3 again, and the next results withdrew both before they went out: TasksSent took them " +
+		"back, the ledger did not (sent 24, counted 20 originals + 5 resends + 1 replica, in 2 runs " +
+		"of 60): the frames, written during the freeze, all came at the instant it ended, and the " +
+		"loop took them in one turn or in several as its reader and it ran; they come a nanosecond " +
+		"apart now (TestPartitionHeldWritesArriveApart), and " +
+		"TestMasterCountsInstanceWithdrawnByCrossedResult keeps the order that found the bug"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
