@@ -762,14 +762,14 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 	// too, and a select would pick either case at random.
 	select {
 	case <-m.done:
-		byeLate(conn)
+		m.byeLate(conn)
 		return
 	default:
 	}
 	select {
 	case m.in <- loopMsg{kind: msgJoined, w: w}:
 	case <-m.done:
-		byeLate(conn)
+		m.byeLate(conn)
 		return
 	}
 	conn.Start(func(msg Message) {
@@ -795,7 +795,7 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 			if !w.taken {
 				// The loop was ending as the join came (its last
 				// select, or shutdownWorkers): nobody else tells it.
-				byeLate(conn)
+				m.byeLate(conn)
 			}
 			<-conn.Done()
 		}
@@ -806,6 +806,8 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 	}()
 }
 
-// byeLate tells a worker whose join the loop never took that the run is
-// over, as the loop's shutdown tells the others (shutdownWorkers).
-func byeLate(conn *Conn) { conn.SendAndClose(&Shutdown{Reason: "master shutting down"}) }
+// byeLate tells a worker whose join the loop never took what the loop's
+// shutdown tells the others (shutdownWorkers): the run is over or, when
+// the master was interrupted, that it will be back, so that the worker
+// waits for the resumed run rather than leave.
+func (m *Master) byeLate(conn *Conn) { conn.SendAndClose(m.bye()) }
