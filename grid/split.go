@@ -43,7 +43,10 @@ import (
 //     off) gives back, in the parent, every task lent to it and not
 //     returned (sched.TasksAdded); its workers lose their master and
 //     find one as after any lost connection. A child that loses its
-//     parent stops, telling its workers the master will be back.
+//     parent stops, telling its workers the master will be back. A
+//     child told the end of the run that does not say its workers heard
+//     it (endHeardWait: its machine froze) is lost too: the root waits
+//     for its workers to come home, and tells them.
 //   - Stalls. A child that holds lent tasks yet returns none for two of
 //     the parent's task deadlines (stallDeadline) is cut off as lost: one left with workers that never answer (silent, their
 //     connections alive) cannot run its tasks, nor give them back (they
