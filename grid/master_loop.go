@@ -1137,6 +1137,7 @@ func (m *Master) shutdownWorkers() {
 	}
 	t := time.NewTimer(m.cfg.ShutdownGrace)
 	defer t.Stop()
+	defer m.endPassedOn() // split.go: a child's parent hears that they heard it
 	for _, c := range conns {
 		select {
 		case <-c.Done():

@@ -43,7 +43,10 @@ import (
 //     off) gives back, in the parent, every task lent to it and not
 //     returned (sched.TasksAdded); its workers lose their master and
 //     find one as after any lost connection. A child that loses its
-//     parent stops, telling its workers the master will be back.
+//     parent stops, telling its workers the master will be back. A
+//     child told the end of the run that does not say its workers heard
+//     it (endHeardWait: its machine froze) is lost too: the root waits
+//     for its workers to come home, and tells them.
 //   - Stalls. A child that holds lent tasks yet returns none for two of
 //     the parent's task deadlines (stallDeadline) is cut off as lost: one left with workers that never answer (silent, their
 //     connections alive) cannot run its tasks, nor give them back (they
@@ -72,7 +75,11 @@ type splitProto struct {
 	children  map[uint64]*childMaster // this master's children, by token
 	order     []*childMaster          // R's children, in creation order
 	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
-	ended     []*Conn                 // links of returning children told the end early (endReturning)
+	// Returning children told the end early (endReturning), until their
+	// link closes; and until when Close waits for the workers of those
+	// that never said their workers heard it (endGone).
+	ended   []*childMaster
+	endHold time.Duration
 	// Children told to return whose link is still open: they may name
 	// more workers coming back (Moved), and their own agent comes last,
 	// once the link has closed.
@@ -113,8 +120,10 @@ type childMaster struct {
 	inR      bool
 	done     bool
 	lost     bool
-	recalled bool // in splitProto.recalled
-	answered bool // it named the workers it sends back (ChildResults.Moved)
+	recalled bool          // in splitProto.recalled
+	answered bool          // it named the workers it sends back (ChildResults.Moved)
+	told     time.Duration // when endReturning told it the end
+	heard    bool          // ... and it said its workers heard it (endPassedOn)
 	// moved names the workers moved to it: if it is lost they come
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
@@ -876,6 +885,7 @@ func (m *Master) acceptChildLink(conn *Conn, h *Hello) {
 			if c != nil {
 				m.lostReturning(c)
 				m.heardBack(c) // it says nothing more
+				m.endGone(c)
 			}
 		})
 	}()
@@ -922,6 +932,8 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 		m.onRefusal(v, c)
 	case *ChildResults:
 		m.onChildResults(c, v)
+	case *Shutdown:
+		c.heard = true // told the end, it passed it on (endPassedOn)
 	default:
 		m.log.Warn("unexpected message on a child master's link", "child", c.name, "type", msg.Type())
 	}
@@ -1152,7 +1164,13 @@ func (m *Master) awaiting() int {
 		return 0
 	}
 	m.noteJoins()
+	m.checkEnded()
 	n := len(p.expect) + len(p.recalled)
+	for _, c := range p.ended {
+		if !c.heard {
+			n++ // its word that its workers heard the end
+		}
+	}
 	if pl := p.parent; pl != nil && pl.moving {
 		n += len(p.children)
 	}
@@ -1188,10 +1206,11 @@ func (m *Master) awaitReturns() {
 	for first := true; ; first = false {
 		n := 0
 		child := false
-		var wait time.Duration
+		var wait, hold time.Duration
 		if !m.ask(func() {
 			if p := m.split.splitProto; p != nil && (p.parent == nil || p.parent.runOver) {
 				n, child = m.awaiting(), p.parent != nil
+				hold = p.endHold - m.now()
 				if child {
 					wait = m.endWait()
 				}
@@ -1201,6 +1220,9 @@ func (m *Master) awaitReturns() {
 		}
 		if first && child {
 			deadline = time.Now().Add(wait)
+		}
+		if until := time.Now().Add(hold); until.After(deadline) {
+			deadline = until // the workers of a child gone silent at the end (endGone)
 		}
 		if time.Now().After(deadline) {
 			m.log.Warn("workers expected back from child masters did not come", "missing", n)
@@ -1327,7 +1349,14 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 		return fmt.Errorf("grid: child master: control link: %w", err)
 	}
 	defer func() {
-		if err == nil {
+		switch {
+		case errors.Is(err, ErrRunOver):
+			// Its workers hear the end first, then the parent hears
+			// that they did (endPassedOn: the link's last frame).
+			m.Close()
+			link.SendAndClose(nil)
+			<-link.Done()
+		case err == nil:
 			<-link.Done() // the last frame, which names this worker, is written (maybeFinish)
 		}
 		link.Close()
@@ -1354,8 +1383,11 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		<-link.Done()
-		post(m.parentLost)
+		select {
+		case <-link.Done():
+			post(m.parentLost)
+		case <-m.done: // the link outlives the master: see above
+		}
 	}()
 	select {
 	case err = <-done:
@@ -1595,10 +1627,72 @@ func (m *Master) endReturning() {
 		if c.link == nil || slices.ContainsFunc(c.moved, func(name string) bool { return m.byName[name] != nil }) {
 			return false
 		}
-		c.link.SendAndClose(bye)
-		p.ended = append(p.ended, c.link)
+		c.told = m.now()
+		if bye.Restart {
+			// Its workers wait for a master to come back anyway.
+			c.link.SendAndClose(bye)
+			c.heard = true
+		} else {
+			c.link.Send(bye) // it closes the link once its workers heard it
+		}
+		p.ended = append(p.ended, c)
 		return true
 	})
+}
+
+// endHeardWait bounds how long a child told the end early may take to
+// say that its workers heard it (endPassedOn): its own wait for workers
+// on their way to it (endWait, at most movedWait), its ShutdownGrace (5 s
+// by default) for its workers to read the end, and a round trip. A
+// variable only so that a test need not wait for it.
+var endHeardWait = 20 * time.Second
+
+// checkEnded counts as gone a child told the end early that has not said
+// its workers heard it within endHeardWait (its machine froze: its link
+// stays open, and says nothing). On the loop.
+func (m *Master) checkEnded() {
+	p := m.split.splitProto
+	for _, c := range slices.Clone(p.ended) {
+		if !c.heard && m.now()-c.told > endHeardWait {
+			c.link.SendAndClose(nil) // the end still goes out, should it thaw
+			m.endGone(c)
+		}
+	}
+}
+
+// endGone: the link of c, told the end early, closed (or c is silent
+// past endHeardWait). If c did not say first that its workers heard the
+// end, they may not have: frozen before it passed the end on, c leaves
+// them to time out on it and go home, to a root that had closed (seed
+// 307184 of the simulation, in a rare order), and they would look for a
+// master for ever. So the root awaits them, and c's own agent, as it
+// does a child lost at work, for returnGrace from now, which Close
+// waits out too (endHold). On the loop.
+func (m *Master) endGone(c *childMaster) {
+	p := m.split.splitProto
+	if !slices.Contains(p.ended, c) {
+		return
+	}
+	p.ended = slices.DeleteFunc(p.ended, func(x *childMaster) bool { return x == c })
+	if c.heard {
+		return
+	}
+	m.log.Warn("child master told the run is over did not say its workers heard it; awaiting them here",
+		"child", c.name, "workers", len(c.moved), "err", c.link.Err())
+	m.awaitLost(c)
+	if p.parent == nil {
+		p.endHold = max(p.endHold, m.now()+returnGrace)
+	}
+}
+
+// endPassedOn is a child's last word up, once its parent said the run
+// is over and its workers and children heard it in turn (or had its
+// ShutdownGrace to): the parent waits for it (endGone). On the loop, as
+// it exits.
+func (m *Master) endPassedOn() {
+	if p := m.split.splitProto; p != nil && p.parent != nil && p.parent.runOver {
+		p.parent.conn.SendAndClose(&Shutdown{Reason: "passed on"})
+	}
 }
 
 // shutdownChildren passes the run's end (bye) down to every child whose
@@ -1610,7 +1704,11 @@ func (m *Master) shutdownChildren(bye *Shutdown) []*Conn {
 	if p == nil {
 		return nil
 	}
-	links := p.ended // told already (endReturning): given their moment too
+	var links []*Conn
+	for _, c := range p.ended { // told already (endReturning): given their moment too
+		c.link.SendAndClose(nil)
+		links = append(links, c.link)
+	}
 	// Children at work, done after the batch ended, and on their way
 	// back with their workers still with them (one that has let them go
 	// has closed its link).

@@ -421,3 +421,103 @@ func TestReturningChildAwaitsItsMovingWorkers(t *testing.T) {
 		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
 	}
 }
+
+// TestFrozenChildsWorkersHearTheEnd: a child master c done after the
+// root's last batch ended is told the end as the root's Close begins,
+// and freezes before it passes it on (its link stays open and says
+// nothing). The root counts it gone once endHeardWait is over, awaits
+// the worker it moved to c and c's own agent, which time out on c and
+// come home, and tells them the run is over. Before, the root closed
+// at once, and they looked for a master for ever (seed 307184 of the
+// simulation, in a rare order). The test plays c, frozen, and its
+// workers.
+func TestFrozenChildsWorkersHearTheEnd(t *testing.T) {
+	leaktest.Check(t)
+	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
+	endHeardWait = 0 // c never answers: any wait would do
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	key := splitTestKey(t)
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.ask(func() { root.proto().children[1] = &childMaster{token: 1, name: "c", masters: 1, moved: []string{"w"}} })
+	// c, silent: no heartbeat either.
+	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster},
+		Conn: ConnConfig{Heartbeat: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
+	link.Send(&ChildResults{Gen: 1, Masters: 1, Done: true})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+		t.Fatal("c's Done did not reach the root")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "c", awaitFrame(ctx, link, in, isShutdown))
+	// c freezes here: it says nothing more, and its link stays open.
+	if !waitLoop(ctx, root, func() bool {
+		_, w := root.proto().expect["w"]
+		_, c := root.proto().expect["c"]
+		return w && c
+	}) {
+		t.Fatal("the root closed without awaiting the workers of a child that never said they heard the end")
+	}
+	var conns []*Conn
+	var ins []<-chan Message
+	for _, name := range []string{"w", "c"} {
+		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s, home from frozen c, cannot reach the root: %v", name, err)
+		}
+		defer conn.Close()
+		conns, ins = append(conns, conn), append(ins, frames(conn))
+	}
+	for i, name := range []string{"w", "c"} {
+		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once c's workers had come")
+	}
+}
+
+// TestChildSaysItsWorkersHeardTheEnd: a live child master c told the end
+// early passes it on to its worker w, then says so to the root, which
+// then closes without awaiting c's workers (it would for one that said
+// nothing: TestFrozenChildsWorkersHearTheEnd).
+func TestChildSaysItsWorkersHeardTheEnd(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, _, runDone, w, win := childDoneWithWorker(ctx, t)
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close")
+	}
+	// The loop has ended: its state is read here alone. Had c's word not
+	// come, the root would have awaited c's workers (endHold set), and
+	// closed only once they lapsed.
+	if p := root.split.splitProto; p.endHold != 0 || len(p.ended) > 0 {
+		t.Fatal("the root took c for gone, and awaited its workers, though c said they heard the end")
+	}
+}

@@ -1,8 +1,10 @@
 package simgrid
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fixedSeeds are seeds that found a bug, kept so that it stays fixed.
@@ -110,11 +112,11 @@ var fixedSeeds = []struct {
 		"grown to 5 minutes by a task that hung, though it answered checks in 140 ms: generation 1 " +
 		"waited 2h20m on its checks (a check's answer measures its worker now, and a check " +
 		"stopped MaxRetries+1 times is given up, as a failing one is)"},
-	// 307184 (child master w3, done after the root's last batch ended,
-	// told the end only after the root's wait for other workers, froze
-	// meanwhile) is not kept: its replay is not exact, and in a rare
-	// order the root ends after w3 froze, the gap still open (a child
-	// master frozen before it hears the end leaves its workers waiting).
+	{307184, "child master w3, done after the root's last batch ended, was told the end only after the " +
+		"root's wait for other workers, and froze meanwhile (a child done is told as the root's Close " +
+		"begins); its replay is not exact, and in a rare order w3 froze after the root told it and " +
+		"before its workers heard it: they went home to a root that had closed (the root now waits for " +
+		"the child's word that they heard it; TestChildFrozenAsItHearsTheEnd freezes w3 there)"},
 	{331151, "the same as 108931, with a master restart"},
 	{340126, "the same as 108931: a silent worker found late by three children, each its connection 3"},
 	{510859, "eft, a silent worker and a one-slot worker that hangs: its task 1 overdue was cancelled " +
@@ -168,6 +170,33 @@ func TestFixedSeeds(t *testing.T) {
 		}
 		t.Logf("seed %d: %v of virtual time, bound %v", fs.seed, out.Elapsed, Bound(sc))
 	}
+}
+
+// TestChildFrozenAsItHearsTheEnd replays seed 307184 with its child
+// master w3 frozen at 483 ms, not 494 ms: after the root heard that w3
+// was done (474.7 ms) and told it the run is over (as its Close began),
+// before w3's word reached its four workers (491 ms). They time out on
+// w3 30 s later and go home: the root, which never heard from w3 that
+// they have the end, awaits them there, and tells them. Before, it had
+// closed, and they looked for a master for ever.
+func TestChildFrozenAsItHearsTheEnd(t *testing.T) {
+	defer func(was bool) { CheckWaiting = was }(CheckWaiting)
+	CheckWaiting = true
+	sc := Draw(307184)
+	i := slices.IndexFunc(sc.Workers, func(w WorkerSpec) bool { return w.Name == "w3" })
+	if i < 0 || sc.Workers[i].Freeze == 0 {
+		t.Fatalf("seed 307184 has no frozen w3 now: %s", sc)
+	}
+	sc.Workers[i].Freeze = 474800 * time.Microsecond
+	out, trace, bad := simulateScenario(t, sc)
+	if len(bad) > 0 {
+		t.Fatalf("broke:\n  %s\nscenario: %s\ntrace (last lines):\n%s", strings.Join(bad, "\n  "), sc, tail(trace, 60))
+	}
+	// Not a run that missed the gap (its order moved on).
+	if !strings.Contains(trace, "did not say its workers heard it") {
+		t.Fatalf("the root never missed w3's word that its workers heard the end: the scenario no longer freezes w3 in the gap\n%s", tail(trace, 60))
+	}
+	t.Logf("%v of virtual time, bound %v", out.Elapsed, Bound(sc))
 }
 
 // fixedWaitingSeeds are seeds that left a worker looking for a master

@@ -35,9 +35,15 @@ func init() {
 // its trace and the invariants it broke.
 func simulate(t *testing.T, seed uint64) (Scenario, *Outcome, string, []string) {
 	sc := Draw(seed)
+	out, trace, bad := simulateScenario(t, sc)
+	return sc, out, trace, bad
+}
+
+// simulateScenario runs sc in a fresh bubble, as simulate does a seed's.
+func simulateScenario(t *testing.T, sc Scenario) (*Outcome, string, []string) {
 	ref, refFinal, err := Reference(sc)
 	if err != nil {
-		t.Fatalf("seed %d: in-process reference: %v", seed, err)
+		t.Fatalf("seed %d: in-process reference: %v", sc.Seed, err)
 	}
 	var trace lockedBuffer
 	var out *Outcome
@@ -48,7 +54,7 @@ func simulate(t *testing.T, seed uint64) (Scenario, *Outcome, string, []string) 
 		defer cancel()
 		out = Run(ctx, sc, &trace)
 	})
-	return sc, out, trace.String(), Check(sc, out, ref, refFinal, trace.String())
+	return out, trace.String(), Check(sc, out, ref, refFinal, trace.String())
 }
 
 // replay is the one-line command that replays seed.
