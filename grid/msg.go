@@ -24,7 +24,7 @@ const (
 	MsgResults                      // worker → master
 	MsgHeartbeat                    // either way, keeps an idle link alive
 	MsgDrain                        // worker → master: draining, held tasks given back
-	MsgShutdown                     // master → worker: the run is over
+	MsgShutdown                     // master → worker: the run is over; child master → parent: its workers heard it
 )
 
 // Challenge opens the handshake: the master's nonce for the worker to sign.
