@@ -34,10 +34,14 @@ func init() {
 // simulate runs seed's scenario in a fresh bubble and returns its outcome,
 // its trace and the invariants it broke.
 func simulate(t *testing.T, seed uint64) (Scenario, *Outcome, string, []string) {
-	sc := Draw(seed)
+	return simulateScenario(t, Draw(seed))
+}
+
+// simulateScenario is simulate of a scenario made otherwise.
+func simulateScenario(t *testing.T, sc Scenario) (Scenario, *Outcome, string, []string) {
 	ref, refFinal, err := Reference(sc)
 	if err != nil {
-		t.Fatalf("seed %d: in-process reference: %v", seed, err)
+		t.Fatalf("seed %d: in-process reference: %v", sc.Seed, err)
 	}
 	var trace lockedBuffer
 	var out *Outcome
