@@ -59,3 +59,22 @@ func TestLostGrandchild(t *testing.T) {
 		}
 	}
 }
+
+// TestChildNotHeldByAWorkerThatPassed: seed 9 under r3q, its first
+// grandchild cut off. Two generations later a child master, returning,
+// was named its own returned child's agent, which joined it and was
+// moved on to the root within one turn of that slow master: the child
+// never saw it come, and waited for it returnGrace (30 s), holding its
+// own agent, and the run's end, so long. It is expected no more once it
+// joins (grid: cameHere).
+func TestChildNotHeldByAWorkerThatPassed(t *testing.T) {
+	loss := GrandchildLoss{How: LoseCut, Gen: 1, After: 10 * time.Millisecond}
+	sc, out, trace, bad := simulateScenario(t, grandchildScenario(9, "r3q", loss))
+	for _, b := range bad {
+		t.Errorf("broke: %s", b)
+	}
+	if out.Elapsed > 10*time.Second {
+		t.Errorf("the run took %v of virtual time: a master waited for a worker that had come and gone\nscenario: %s\ntrace (last lines):\n%s",
+			out.Elapsed, sc, tail(trace, 40))
+	}
+}
