@@ -47,6 +47,25 @@ func TestExpectAgain(t *testing.T) {
 	}
 }
 
+// TestExpectedJoinsAndLeavesInOneTurn: a worker expected here that
+// joins and is moved on within one turn of the loop (a slow master's
+// turn takes many messages; a returning child moves on at once what
+// reaches it) is expected no more: at the turn's end it is gone again,
+// and noteJoins alone never saw it here. Before, the master waited for
+// it returnGrace (seen in TestLostGrandchild's runs: a child master
+// returning held its own agent 30 s, and the root's end with it). The
+// master's books only, no network.
+func TestExpectedJoinsAndLeavesInOneTurn(t *testing.T) {
+	m := &Master{start: time.Now()}
+	m.loopState.init()
+	m.expectWorkers([]string{"w1"}, time.Hour)
+	// One turn: w1 joins (joined, which notes it), and leaves.
+	m.cameHere("w1")
+	if n := m.awaiting(); n != 0 {
+		t.Fatalf("awaiting %d after w1 joined and left in one turn; want 0", n)
+	}
+}
+
 // TestChildSendsBackToItself: a child master c whose own promoted worker
 // g never came up tells the worker that was waiting to move to g to come
 // back to c itself (its home is the root, which would not know to expect

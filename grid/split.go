@@ -1232,10 +1232,19 @@ func (m *Master) awaitReturns() {
 	}
 }
 
-// cameHere notes that a worker the parent moved here joined: at the end
-// of the run it is not waited for.
+// cameHere notes that a worker joined: it is expected no more, nor, if
+// the parent moved it here, waited for at the end of the run. As it
+// joins, not at the turn's end (noteJoins): a slow master's turn may
+// take its join and its leaving both (moved on at once, by a returning
+// child), and noteJoins would then never see it here, and wait for it
+// returnGrace.
 func (m *Master) cameHere(name string) {
-	if p := m.split.splitProto; p != nil && p.parent != nil {
+	p := m.split.splitProto
+	if p == nil {
+		return
+	}
+	delete(p.expect, name)
+	if p.parent != nil {
 		p.parent.coming = slices.DeleteFunc(p.parent.coming, func(n string) bool { return n == name })
 	}
 }

@@ -119,6 +119,10 @@ func Bound(sc Scenario) time.Duration {
 		}
 		b += w.Join
 	}
+	if sc.LoseGrandchild != nil {
+		// As a worker killed: its workers find its parent again.
+		b += lost + wt.MaxBackoff + time.Second
+	}
 	if r := sc.Relay; r != nil && r.Kill > 0 {
 		// The relay's workers lose their connections, and find it again
 		// once it is back.

@@ -35,6 +35,37 @@ type Scenario struct {
 	// break, nothing is said) At after generation AfterGen completed,
 	// and a new master resumes from the checkpoint Down later.
 	Restart *Restart
+	// LoseGrandchild, when set, loses a grandchild master (a child
+	// master's child) at work. Draw never sets it; TestLostGrandchild
+	// does.
+	LoseGrandchild *GrandchildLoss
+}
+
+// GrandchildLoss is a grandchild master lost: the first promoted in
+// generation Gen or later, After its first worker joined it.
+type GrandchildLoss struct {
+	How   Loss
+	Gen   int
+	After time.Duration
+}
+
+// Loss is how a master below the root is lost.
+type Loss int
+
+const (
+	// LoseKill kills its machine for good (SIGKILL: its connections
+	// break, nothing is said).
+	LoseKill Loss = iota
+	// LoseCut breaks every connection of its machine at once; the
+	// machine lives on.
+	LoseCut
+)
+
+func (l Loss) String() string {
+	if l == LoseCut {
+		return "cut off"
+	}
+	return "killed"
 }
 
 // RelaySpec is a relay machine and what befalls it.
@@ -148,6 +179,9 @@ func (sc Scenario) String() string {
 	}
 	if r := sc.Restart; r != nil {
 		fmt.Fprintf(&b, "\n  master killed %v after generation %d, back %v later", r.At, r.AfterGen, r.Down)
+	}
+	if g := sc.LoseGrandchild; g != nil {
+		fmt.Fprintf(&b, "\n  the first grandchild master of generation %d or later %v %v after its first worker joins", g.Gen, g.How, g.After)
 	}
 	for _, w := range sc.Workers {
 		b.WriteString("\n  " + w.String())

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing/synctest"
 	"time"
@@ -104,6 +106,10 @@ type world struct {
 
 	agents sync.WaitGroup
 	start  time.Time // the run's start on the virtual clock
+
+	// lose, with Scenario.LoseGrandchild, is each machine's signal that
+	// it is the grandchild master to lose (grandchildWatch).
+	lose map[string]chan struct{}
 }
 
 // Run runs sc in the simulated world and returns what happened. It must
@@ -115,6 +121,13 @@ func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
 	w.out.Began = map[string][]time.Duration{}
 	w.out.Ready = map[string]time.Duration{}
 	start := w.start
+	if sc.LoseGrandchild != nil {
+		w.lose = map[string]chan struct{}{}
+		for _, ws := range sc.Workers {
+			w.lose[ws.Name] = make(chan struct{}, 1)
+		}
+		log = &grandchildWatch{Writer: log, lose: w.lose, gen: sc.LoseGrandchild.Gen}
+	}
 	w.log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -344,6 +357,9 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 	// One generator per machine, seeded by the run and the name: its
 	// draws never depend on other machines.
 	rng := rand.New(rand.NewPCG(w.sc.Seed, hashString(ws.Name)))
+	timer := time.NewTimer(time.Hour) // the next fault's; Reset before each wait
+	timer.Stop()
+	defer timer.Stop()
 	for life := 0; ; life++ {
 		actx, stop := context.WithCancel(ctx)
 		a, err := worker.New(w.agentConfig(ws, rng, actx.Done()))
@@ -384,18 +400,25 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 			}
 		}
 		killed := false
+		var lose chan struct{} // this machine is the grandchild to lose
+		if life == 0 {
+			lose = w.lose[ws.Name]
+		}
 	life:
-		for len(at) > 0 {
+		for len(at) > 0 || lose != nil {
 			i := 0
 			for j := range at {
 				if at[j] < at[i] {
 					i = j
 				}
 			}
-			d := at[i] - t0
-			t := time.NewTimer(max(d, 0))
+			var due <-chan time.Time // nil: no event to wait for
+			if len(at) > 0 {
+				timer.Reset(max(at[i]-t0, 0))
+				due = timer.C
+			}
 			select {
-			case <-t.C:
+			case <-due:
 				t0 = at[i]
 				if events[i] == nil {
 					killed = true
@@ -404,8 +427,24 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 				events[i]()
 				at = append(at[:i], at[i+1:]...)
 				events = append(events[:i], events[i+1:]...)
+			case <-lose:
+				// A moment later, on a timer as every fault: the signal
+				// came at an instant other goroutines share.
+				g := w.sc.LoseGrandchild
+				lose = nil
+				t0 = time.Since(w.start)
+				at = append(at, t0+max(g.After, time.Nanosecond))
+				w.log.Info("sim: grandchild master to be lost", "worker", ws.Name, "how", g.How, "in", g.After)
+				if g.How == LoseKill {
+					events = append(events, nil) // the kill ends this life
+				} else {
+					events = append(events, func() {
+						w.log.Info("sim: grandchild master cut off", "worker", ws.Name)
+						w.net.Reset(ws.Host)
+						settle()
+					})
+				}
 			case err := <-done:
-				t.Stop()
 				done <- err
 				break life
 			}
@@ -430,6 +469,48 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 		}
 		return
 	}
+}
+
+// grandchildWatch passes the trace on and, seeing the first grandchild
+// master (a worker promoted by a master other than the root) of
+// generation gen or later take its first worker, signals that machine
+// (Scenario.LoseGrandchild). The trace is the only outside sign of a
+// promotion; each line is one Write.
+type grandchildWatch struct {
+	io.Writer
+	lose map[string]chan struct{}
+	gen  int
+
+	mu    sync.Mutex
+	name  string // the grandchild's worker, once promoted
+	fired bool
+}
+
+func (g *grandchildWatch) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n") + " " // attr's values end in a space
+	g.mu.Lock()
+	switch {
+	case g.fired:
+	case g.name == "" && strings.Contains(line, `msg="promoted to a child master"`) && attr(line, "parent") != masterAddr &&
+		atoi(attr(line, "gen")) >= g.gen:
+		g.name = attr(line, "worker")
+	case g.name != "" && strings.Contains(line, `msg="worker joined"`) && strings.Contains(line, " child="+g.name+" "):
+		g.fired = true
+		if ch := g.lose[g.name]; ch != nil {
+			ch <- struct{}{}
+		}
+	}
+	g.mu.Unlock()
+	return g.Writer.Write(p)
+}
+
+// atoi is s's value, or -1.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // relay is the relay machine's life: a relay (esworker -relay) serving
