@@ -76,8 +76,9 @@ type splitProto struct {
 	order     []*childMaster          // R's children, in creation order
 	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
 	// Returning children told the end early (endReturning), until their
-	// link closes; and until when Close waits for the workers of those
-	// that never said their workers heard it (endGone).
+	// link closes; and until when this master waits at its end for what
+	// a lost child held (awaitLost): Close, and a returning child's
+	// finish (maybeFinish), past their own bounds.
 	ended   []*childMaster
 	endHold time.Duration
 	// Children told to return whose link is still open: they may name
@@ -1087,29 +1088,35 @@ func (m *Master) expect(name string, x expected) {
 }
 
 // lostReturning: c, done and waiting for this master's word to return,
-// is gone with its workers still on it. They find their home again (the
-// root), so the root waits for them as for a lost child's (seed 510973
-// of the simulation: a child killed after its last results left its two
-// workers looking for a root that had closed).
+// is gone with its workers still on it. They come back the way they
+// came, here, so this master waits for them as for a lost child's (seed
+// 510973 of the simulation: a child killed after its last results left
+// its two workers looking for a root that had closed).
 func (m *Master) lostReturning(c *childMaster) {
 	p := m.split.splitProto
 	if !slices.Contains(p.returning, c) {
 		return
 	}
 	p.returning = slices.DeleteFunc(p.returning, func(x *childMaster) bool { return x == c })
-	if p.parent == nil {
-		m.awaitLost(c)
-	}
+	m.awaitLost(c)
 }
 
 // awaitLost notes that what lost child c held comes here: the workers
-// moved to it, and, at the root, the worker it was promoted from (see
-// expectAgent).
+// moved to it (they go back the way they came), and, at the root, the
+// worker it was promoted from (see expectAgent). This master's end waits
+// for them up to returnGrace from now (endHold), however late c was
+// found lost: a returning child whose own wait for its workers to leave
+// was nearly over (seed 981636 of the simulation: its grandchild froze
+// as it returned, and its link timed out 30 s later, as the child's wait
+// ended; the grandchild's workers, timing out a moment later, came back
+// to a child that had stopped), and Close.
 func (m *Master) awaitLost(c *childMaster) {
+	p := m.split.splitProto
 	m.expectWorkers(c.moved, returnGrace)
-	if m.split.splitProto.parent == nil {
+	if p.parent == nil {
 		m.expectAgent(c)
 	}
+	p.endHold = max(p.endHold, m.now()+returnGrace)
 }
 
 // expectAgent notes that the worker lost child c was promoted from comes
@@ -1128,11 +1135,12 @@ func (m *Master) expectAgent(c *childMaster) {
 // heardBack notes that c, told to return, can say nothing more: its
 // link closed (after its last word, which names its own agent, or lost).
 // Lost before it named the workers it sends back, it left them on it:
-// they, and its own agent, find their home again once they miss it, so
-// the root waits for them as for a lost child's (seed 808522 of the
-// simulation: the child's machine froze as its answer left, the root
-// closed as its link timed out, and its six workers, whose own links to
-// it timed out a moment later, looked for a master for ever).
+// they come back the way they came once they miss it, so this master,
+// the root or a child, waits for them as for a lost child's (seed 808522
+// of the simulation: the child's machine froze as its answer left, the
+// root closed as its link timed out, and its six workers, whose own
+// links to it timed out a moment later, looked for a master for ever;
+// seed 981636, the same one level down).
 func (m *Master) heardBack(c *childMaster) {
 	if !c.recalled {
 		return
@@ -1140,7 +1148,9 @@ func (m *Master) heardBack(c *childMaster) {
 	c.recalled = false
 	p := m.split.splitProto
 	p.recalled = slices.DeleteFunc(p.recalled, func(x *childMaster) bool { return x == c })
-	if !c.answered && p.parent == nil {
+	if !c.answered {
+		m.log.Warn("child master told to return was lost before it named the workers it sends back; awaiting them here",
+			"child", c.name, "workers", len(c.moved))
 		m.awaitLost(c)
 	}
 }
@@ -1522,7 +1532,7 @@ func (m *Master) maybeFinish() {
 	if pl.moving {
 		m.bounce()
 	}
-	if pl.moving && (m.nLive == 0 && m.awaiting() == 0 || m.now() > pl.finishBy) {
+	if pl.moving && (m.nLive == 0 && m.awaiting() == 0 || m.now() > max(pl.finishBy, p.endHold)) {
 		// This worker comes now: the parent waits for it from now on
 		// (it may have waited here for its own children's workers). The
 		// link's last frame: RunChild waits for it to be written.
@@ -1674,9 +1684,9 @@ func (m *Master) checkEnded() {
 // end, they may not have: frozen before it passed the end on, c leaves
 // them to time out on it and go home, to a root that had closed (seed
 // 307184 of the simulation, in a rare order), and they would look for a
-// master for ever. So the root awaits them, and c's own agent, as it
-// does a child lost at work, for returnGrace from now, which Close
-// waits out too (endHold). On the loop.
+// master for ever. So this master awaits them (and, at the root, c's own
+// agent) as it does a child lost at work, for returnGrace from now,
+// which Close waits out too (awaitLost's endHold). On the loop.
 func (m *Master) endGone(c *childMaster) {
 	p := m.split.splitProto
 	if !slices.Contains(p.ended, c) {
@@ -1689,9 +1699,6 @@ func (m *Master) endGone(c *childMaster) {
 	m.log.Warn("child master told the run is over did not say its workers heard it; awaiting them here",
 		"child", c.name, "workers", len(c.moved), "err", c.link.Err())
 	m.awaitLost(c)
-	if p.parent == nil {
-		p.endHold = max(p.endHold, m.now()+returnGrace)
-	}
 }
 
 // endPassedOn is a child's last word up, once its parent said the run
