@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/sched"
 )
 
 // TestExpectAgain: a worker told to find a master afresh is awaited until
@@ -416,5 +418,48 @@ func TestAnsweredChildsWorkersAwaitedAsNamed(t *testing.T) {
 		if got := slices.Sorted(maps.Keys(p.expect)); !slices.Equal(got, want) || m.awaiting() != len(want) {
 			t.Errorf("answered %v: expected %v once its link closed; want %v", answered, got, want)
 		}
+	}
+}
+
+// TestReturningChildHeldForALostChildsWorkers: a returning child master
+// c that finds its own child g lost, told to return and silent since,
+// once c's wait for its workers to leave (finishBy) is over, still waits
+// for the workers g held: g's link times out 30 s after its machine
+// froze, as c's own wait ends, and g's workers, timing out on g a moment
+// later, come back to c (seed 981636 of the simulation: c had stopped,
+// and so had the root). Once they came, c returns. The master's books,
+// and a pipe for c's link up.
+func TestReturningChildHeldForALostChildsWorkers(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	childEnd, rootEnd := net.Pipe()
+	link := NewConn(ctx, childEnd, ConnConfig{})
+	up := NewConn(ctx, rootEnd, ConnConfig{})
+	defer func() {
+		link.Close()
+		up.Close()
+		<-link.Done()
+		<-up.Done()
+	}()
+	link.Start(func(Message) {})
+	up.Start(func(Message) {}) // the root's side, which reads c's last word
+	m := &Master{start: time.Now(), log: slog.New(slog.DiscardHandler), ledger: sched.NewLedger(sched.LedgerConfig{})}
+	m.loopState.init()
+	m.cur = &batch{id: 1, replied: true}
+	p := m.proto()
+	pl := &parentLink{conn: link, self: "c", finishing: true, moving: true, finishBy: m.now() - time.Second, done: make(chan error, 1)}
+	p.parent = pl
+	g := &childMaster{token: 1, name: "g", masters: 1, done: true, recalled: true, moved: []string{"w1"}}
+	p.recalled = append(p.recalled, g)
+	m.heardBack(g) // its link closed, and it never named its workers
+	m.maybeFinish()
+	if pl.answered {
+		t.Fatal("c returned, its own wait over, without awaiting w1, which its lost child g held")
+	}
+	m.cameHere("w1") // and is sent on to the root
+	m.maybeFinish()
+	if !pl.answered {
+		t.Fatal("c did not return once w1 had come")
 	}
 }

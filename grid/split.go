@@ -1105,11 +1105,11 @@ func (m *Master) lostReturning(c *childMaster) {
 // moved to it (they go back the way they came), and, at the root, the
 // worker it was promoted from (see expectAgent). This master's end waits
 // for them up to returnGrace from now (endHold), however late c was
-// found lost: a returning child whose own wait for its workers to leave
-// was nearly over (seed 981636 of the simulation: its grandchild froze
-// as it returned, and its link timed out 30 s later, as the child's wait
-// ended; the grandchild's workers, timing out a moment later, came back
-// to a child that had stopped), and Close.
+// found lost: Close, and a returning child's wait for its workers to
+// leave, which may be nearly over (seed 981636 of the simulation: a
+// grandchild froze as it returned, its link timed out 30 s later, 150 ms
+// before the child's wait ended, and its workers, timing out on it a
+// moment later, came back to the child once that wait had ended).
 func (m *Master) awaitLost(c *childMaster) {
 	p := m.split.splitProto
 	m.expectWorkers(c.moved, returnGrace)

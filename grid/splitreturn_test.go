@@ -237,6 +237,108 @@ func TestReturningChildWaitsForItsChildren(t *testing.T) {
 	}
 }
 
+// TestReturningChildAwaitsALostChildsWorkers: a child master c told to
+// return tells its own child g to return too, and g is lost before it
+// names the workers it sends back (its machine froze: neither its answer
+// nor its word to its workers got through, and its link timed out). Its
+// worker w1, timing out on g, comes back the way it came, to c: c waits
+// for it, sends it on to the root, and only then returns; the root tells
+// both the run is over. Before, c returned as g's link closed, and w1
+// found no master (seed 981636 of the simulation: w1 was w0 and w3, and
+// the root had closed as c's agent came). The test plays g, w1 and the
+// root's decisions.
+func TestReturningChildAwaitsALostChildsWorkers(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone := rootAndChild(ctx, t)
+	// c lends its task to g, and moved w1 to g, as a split of its own would.
+	if !waitLoop(ctx, c, func() bool {
+		p := c.proto()
+		if p.parent == nil {
+			return false
+		}
+		g := &childMaster{token: 7, name: "g", batch: 1, created: c.now(), masters: 1, moved: []string{"w1"}}
+		for _, tk := range c.takeTasks(1) {
+			p.lent[tk.ID] = g
+			g.lent++
+		}
+		p.children[g.token] = g
+		p.order = append(p.order, g)
+		return g.lent == 1
+	}) {
+		t.Fatal("c did not lend its task to g")
+	}
+	glink, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer glink.Close()
+	gin := frames(glink)
+	glink.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	glink.Send(&ChildResults{Gen: 1, IDs: []int32{0}, F: []float64{5}, Masters: 1, Done: true})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+		t.Fatal("c's Done did not reach the root")
+	}
+	root.ask(func() {
+		p := root.proto()
+		for _, x := range p.returning {
+			root.returnChild(x)
+		}
+		p.returning = nil
+	})
+	if awaitFrame(ctx, glink, gin, func(m Message) bool { _, ok := m.(*Move); return ok }) == nil {
+		t.Fatal("c did not tell g to return")
+	}
+	// g is lost without a word.
+	glink.Close()
+	if !waitLoop(ctx, c, func() bool { _, ok := c.proto().expect["w1"]; return ok }) {
+		t.Fatalf("c returned (%v) without awaiting w1, which its lost child g held", <-runDone)
+	}
+	w1, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w1", Slots: 1})
+	if err != nil {
+		t.Fatalf("w1, back from lost g, cannot reach c: %v", err)
+	}
+	m := awaitFrame(ctx, w1, frames(w1), func(m Message) bool {
+		switch m.(type) {
+		case *Move, *Shutdown:
+			return true
+		}
+		return false
+	})
+	w1.Close()
+	if mv, ok := m.(*Move); !ok || mv.Addr != root.Addr() {
+		t.Fatalf("w1 at c got %#v, want a move on to the root at %s", m, root.Addr())
+	}
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatalf("c ended with %v, want nil (returned)", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("c did not return once w1 had gone on")
+	}
+	// The root awaits both, and tells them that the run is over.
+	names := []string{"w1", "c"}
+	var conns []*Conn
+	var ins []<-chan Message
+	for _, name := range names {
+		if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect[name]; return ok }) {
+			t.Fatalf("the root does not expect %s", name)
+		}
+		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns, ins = append(conns, conn), append(ins, frames(conn))
+	}
+	go root.Close()
+	for i, name := range names {
+		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
+	}
+}
+
 // TestStalledChildIsCutOff: a child master that holds lent tasks and
 // returns none of them (its workers never answer) is cut off after the
 // parent's stall deadline: its link closes and its tasks go back to the

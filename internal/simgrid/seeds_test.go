@@ -223,6 +223,11 @@ var fixedWaitingSeeds = []struct {
 		"waited for it until its link timed out, closed, and the six, whose links to w0 timed out 60 ms " +
 		"later, went home to no master (the root now waits for the workers, and the agent, of a child " +
 		"lost after its word to return and before its answer)"},
+	{981636, "the same as 808522 one level down: grandchild w2, returning to child n7, froze as its answer " +
+		"left; n7, returning too, awaited nothing from w2 once its link timed out 30 s later and stopped " +
+		"(its own wait for its workers ended 150 ms later anyway, before they came), the root closed as " +
+		"n7's agent came, and w0 and w3, timing out on w2 100 ms later, found no master (a child awaits such a lost child's workers as the root does, and a lost child's " +
+		"workers hold a master's end, a returning child's too, returnGrace from when it was found lost)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
