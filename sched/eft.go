@@ -232,6 +232,11 @@ type eftState struct {
 	open      []int32     // scratch of horizon: the open workers
 	unsettled []int32     // scratch of horizon: workers whose places vary between lo and hi
 
+	// gen changes with every step and send, and whenever the model's
+	// figures may: a key figured at the current gen is what figuring it
+	// again would give, and the replicas' heaps skip doing so.
+	gen uint64
+
 	repTasks []TaskID // tasks of the batch sent a replica, some of them no longer replicated (eftReplicasLive)
 
 	orderKeys []eftSendKey // scratch of eftOrder
@@ -244,6 +249,7 @@ type eftWorker struct {
 	inDue    bool     // in the scratch heap
 	inPassed bool     // in the passed heap
 	inRecv   bool     // in the receivers' heap
+	recvGen  uint64   // eftState.gen when its key in the receivers' heap was figured
 	censored bool     // its exec is a censored measurement, not yet a real one
 	real     float64  // while censored: the mean of its real measurements (0: none)
 	starting bool     // joined Starting, and nothing came from it since (Event.Starting)
@@ -337,6 +343,7 @@ type eftSent struct {
 type eftCand struct {
 	key  float64
 	task TaskID
+	gen  uint64 // eftState.gen when key was figured
 }
 
 // DefaultCopies is Config.Copies when 0: an original and one replica.
@@ -451,6 +458,7 @@ func (e *eftState) begin(ev Event) {
 		e.capCost()
 	}
 	e.stepSends = 0
+	e.gen++
 	e.stepBase = max(float64(e.busy-e.now), 0)
 }
 
@@ -984,6 +992,7 @@ func (p *policy) eftDefaults() {
 // eftMeans is eftDefaults but for rate and slots.
 func (p *policy) eftMeans() {
 	e := p.eft
+	e.gen++
 	var se, sr float64
 	n := 0
 	e.eMin, e.rMin = 0, 0
@@ -1257,6 +1266,7 @@ func (p *policy) eftWaiting() bool {
 // instance is live elsewhere), noting in the model when it will start.
 func (p *policy) eftSend(wi int32, ti TaskID, replica bool, out []Action) []Action {
 	e := p.eft
+	e.gen++
 	w := &p.workers[wi]
 	_, r, _ := p.model(wi)
 	arrive := e.now + time.Duration(r/2+p.sendWait())
@@ -1613,7 +1623,7 @@ func (p *policy) eftBuildCand() {
 	for i := range p.tasks {
 		t := &p.tasks[i]
 		if !t.done && len(t.on) > 0 && len(t.on) < e.copies {
-			e.cand = append(e.cand, eftCand{key: float64(e.now) + p.instanceEF(TaskID(i)), task: TaskID(i)})
+			e.cand = append(e.cand, eftCand{key: float64(e.now) + p.instanceEF(TaskID(i)), task: TaskID(i), gen: e.gen})
 		}
 	}
 	for i := len(e.cand)/2 - 1; i >= 0; i-- {
@@ -1679,7 +1689,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			break
 		}
 		if x := p.eftW(wi); !x.inRecv {
-			x.inRecv = true
+			x.inRecv, x.recvGen = true, e.gen
 			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		}
 	}
@@ -1692,11 +1702,14 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
 			continue
 		}
-		mine := now + p.efRep(wi)
-		if mine > e.recvKey[0]*(1+1e-12)+1 {
-			// Its next place is later than when it was keyed: key afresh.
-			heapRekeyTop(e.recv, e.recvKey, mine)
-			continue
+		mine := e.recvKey[0] // as figured again, if keyed at this gen
+		if e.ew[wi].recvGen != e.gen {
+			if mine = now + p.efRep(wi); mine > e.recvKey[0]*(1+1e-12)+1 {
+				// Its next place is later than when it was keyed: key afresh.
+				e.ew[wi].recvGen = e.gen
+				heapRekeyTop(e.recv, e.recvKey, mine)
+				continue
+			}
 		}
 		c := e.cand[0]
 		t := &p.tasks[c.task]
@@ -1704,13 +1717,15 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			e.candPop()
 			continue
 		}
-		if cur := now + p.instanceEF(c.task); math.Abs(cur-c.key) > 1e-9*max(1, math.Abs(c.key)) {
-			// Its expected finish has moved since it was keyed: as a
-			// pop and a push of it (the heap's order is total, ties by
-			// task, so its layout is never seen).
-			e.cand[0].key = cur
-			e.candDown(0)
-			continue
+		if c.gen != e.gen {
+			if cur := now + p.instanceEF(c.task); math.Abs(cur-c.key) > 1e-9*max(1, math.Abs(c.key)) {
+				// Its expected finish has moved since it was keyed: as a
+				// pop and a push of it (the heap's order is total, ties by
+				// task, so its layout is never seen).
+				e.cand[0].key, e.cand[0].gen = cur, e.gen
+				e.candDown(0)
+				continue
+			}
 		}
 		if mine >= c.key {
 			break // the best receiver cannot beat the latest instance: nothing can
@@ -1724,11 +1739,12 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		if drain >= now+p.instanceBase(c.task) {
 			break
 		}
-		// The latest instance this receiver may take.
-		for len(e.cand) > 0 {
+		// The latest instance this receiver may take (the first is c,
+		// judged above).
+		for first := true; len(e.cand) > 0; first = false {
 			c = e.cand[0]
 			t = &p.tasks[c.task]
-			if mine >= c.key || drain >= now+p.instanceBase(c.task) {
+			if !first && (mine >= c.key || drain >= now+p.instanceBase(c.task)) {
 				break
 			}
 			if t.done || len(t.on) == 0 || len(t.on) >= e.copies || w.pos(c.task) >= 0 || p.excluded(t, w.id) {
@@ -1742,7 +1758,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			extra++
 			out = p.eftSend(wi, c.task, true, out)
 			if len(t.on) < e.copies {
-				e.candPush(eftCand{key: now + p.instanceEF(c.task), task: c.task})
+				e.candPush(eftCand{key: now + p.instanceEF(c.task), task: c.task, gen: e.gen})
 			}
 			c.task = -1
 			break
@@ -1759,6 +1775,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			continue
 		}
 		if w.count() < w.cap {
+			e.ew[wi].recvGen = e.gen
 			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		} else {
 			e.ew[wi].inRecv = false
