@@ -227,6 +227,7 @@ type eftState struct {
 	recvKey []float64
 	skip    []eftCand // scratch: candidates a receiver holds already
 	free    []float64 // scratch: slot free times
+	free2   []float64 // scratch: a copy of free (eftDuePlan)
 
 	places    []eftPlaces // per worker place: the horizon's figures of it
 	open      []int32     // scratch of horizon: the open workers
@@ -250,12 +251,15 @@ type eftWorker struct {
 	inPassed bool     // in the passed heap
 	inRecv   bool     // in the receivers' heap
 	recvGen  uint64   // eftState.gen when its key in the receivers' heap was figured
-	censored bool     // its exec is a censored measurement, not yet a real one
-	real     float64  // while censored: the mean of its real measurements (0: none)
-	starting bool     // joined Starting, and nothing came from it since (Event.Starting)
-	sent     int      // instances sent to it in this batch
-	probe    bool     // due a probe (eftBegin) until it is sent something
-	unsent   int      // batches in a row that sent it nothing (eftBegin)
+	planGen  uint64   // eftState.gen when planDue and planEF were figured (eftDuePlan)
+	planDue  bool
+	planEF   float64
+	censored bool    // its exec is a censored measurement, not yet a real one
+	real     float64 // while censored: the mean of its real measurements (0: none)
+	starting bool    // joined Starting, and nothing came from it since (Event.Starting)
+	sent     int     // instances sent to it in this batch
+	probe    bool    // due a probe (eftBegin) until it is sent something
+	unsent   int     // batches in a row that sent it nothing (eftBegin)
 	ef, rf   eftFigure
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
@@ -608,30 +612,11 @@ func (p *policy) eftSetCap(wi int32) bool {
 	return true
 }
 
-// eftDue says worker wi should be sent a further instance now (see eft's
-// Depth).
-func (p *policy) eftDue(wi int32) bool {
+// dueBy is the last case of eftDuePlan's due, given f, the slots' free
+// times (slotFreeM), which it uses up: a further instance would start
+// before a refill sent when the first running one ends could arrive.
+func (p *policy) dueBy(wi int32, f []float64, e, r float64, c int) bool {
 	w := &p.workers[wi]
-	if w.count() >= w.cap {
-		return false
-	}
-	if w.count() < max(p.depth, 1)*w.slots || w.exec <= 0 {
-		return true
-	}
-	e, r, c := p.model(wi)
-	return p.eftDueM(wi, e, r, c)
-}
-
-// eftDueM is eftDue given worker wi's model (model).
-func (p *policy) eftDueM(wi int32, e, r float64, c int) bool {
-	w := &p.workers[wi]
-	if w.count() >= w.cap {
-		return false
-	}
-	if w.count() < max(p.depth, 1)*w.slots || w.exec <= 0 {
-		return true
-	}
-	f := p.slotFreeM(wi, e, r, c) // running ends (relative to now), a min-heap
 	first := f[0]
 	var start float64
 	for range w.count() - c + 1 {
@@ -642,6 +627,36 @@ func (p *policy) eftDueM(wi int32, e, r float64, c int) bool {
 	// The refill leaves once the master has also handed over the sends
 	// it has queued.
 	return start < max(first, float64(p.eft.busy-p.eft.now))+r
+}
+
+// eftDuePlan says whether worker wi should be sent a further instance
+// now (due; see eft's Depth), and returns efPlan of it: figured once for
+// both, which need the same slots' free times (slotFreeM), and kept while
+// the gen stays (nothing they read has changed), so that a worker keyed
+// in the due heap is not figured again when it comes to the top.
+func (p *policy) eftDuePlan(wi int32) (due bool, ef float64) {
+	e := p.eft
+	if x := p.eftW(wi); x.planGen == e.gen {
+		return x.planDue, x.planEF
+	}
+	ex, r, c := p.model(wi)
+	w := &p.workers[wi]
+	switch {
+	case w.count() >= w.cap:
+		due, ef = false, p.efPlanM(wi, ex, r, c)
+	case w.count() < max(p.depth, 1)*w.slots || w.exec <= 0:
+		due, ef = true, p.efPlanM(wi, ex, r, c)
+	default:
+		// count ≥ slots = c: efPlan's further place needs f too.
+		f := p.slotFreeM(wi, ex, r, c)
+		g := append(e.free2[:0], f...)
+		e.free2 = g
+		due = p.dueBy(wi, f, ex, r, c)
+		ef = p.efPosFrom(wi, w.count(), g, ex, r, c) + tailZ*e.cv*ex // efPlanM
+	}
+	x := &e.ew[wi]
+	x.planGen, x.planDue, x.planEF = e.gen, due, ef
+	return due, ef
 }
 
 func (x *eftWorker) insertRun(t time.Duration) {
@@ -866,7 +881,13 @@ func (p *policy) efPosM(wi int32, k int, e, r float64, c int) float64 {
 	if k < c {
 		return r + e + p.sendWait() // an idle slot: down, run, up
 	}
-	f := p.slotFreeM(wi, e, r, c)
+	return p.efPosFrom(wi, k, p.slotFreeM(wi, e, r, c), e, r, c)
+}
+
+// efPosFrom is the last case of efPosM (k ≥ c), given f, the slots' free
+// times (slotFreeM), which it uses up.
+func (p *policy) efPosFrom(wi int32, k int, f []float64, e, r float64, c int) float64 {
+	w := &p.workers[wi]
 	var start float64
 	for j := c; j <= k; j++ {
 		start = f[0]
@@ -992,7 +1013,8 @@ func (p *policy) eftDefaults() {
 // eftMeans is eftDefaults but for rate and slots.
 func (p *policy) eftMeans() {
 	e := p.eft
-	e.gen++
+	was := [...]float64{e.eDef, e.rDef, e.eMin, e.rMin}
+	known := e.known
 	var se, sr float64
 	n := 0
 	e.eMin, e.rMin = 0, 0
@@ -1019,6 +1041,9 @@ func (p *policy) eftMeans() {
 		e.eDef, e.rDef = float64(time.Millisecond), 0
 	} else {
 		e.eDef, e.rDef = se/float64(n), sr/float64(n)
+	}
+	if [...]float64{e.eDef, e.rDef, e.eMin, e.rMin} != was || e.known != known {
+		e.gen++ // the model's figures may have changed
 	}
 }
 
@@ -1198,6 +1223,7 @@ func (p *policy) eftAnyLate() bool {
 func (p *policy) fillEFT(out []Action) []Action {
 	e := p.eft
 	e.hSteps++
+	e.gen++ // the event's changes are in
 	start := len(out)
 	if p.qLive > e.lastQ {
 		// Tasks came back to Q: the horizon grew, so workers passed
@@ -1363,10 +1389,14 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		wi := e.passed[0]
 		p.popPassed()
 		w := &p.workers[wi]
-		if !w.alive || !p.eftDue(wi) {
+		if !w.alive {
 			continue
 		}
-		if ef := p.efPlan(wi); ef > floor && ef > horizon() {
+		due, ef := p.eftDuePlan(wi)
+		if !due {
+			continue
+		}
+		if ef > floor && ef > horizon() {
 			p.pushPassed(wi, float64(e.now)+ef)
 			if ef-(e.passedKey[0]-float64(e.now)) <= 0 {
 				break // it is the best again: no other qualifies
@@ -1386,11 +1416,11 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			if !w.open() {
 				continue
 			}
-			ex, r, c := p.model(wi) // for eftDue and efPlan
-			if !p.eftDueM(wi, ex, r, c) {
+			due, ef := p.eftDuePlan(wi)
+			if !due {
 				continue
 			}
-			if ef := p.efPlanM(wi, ex, r, c); ef > floor && ef > horizon() && !e.ew[wi].probe {
+			if ef > floor && ef > horizon() && !e.ew[wi].probe {
 				p.pushPassed(wi, float64(e.now)+ef)
 				continue
 			}
@@ -1400,8 +1430,8 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			}
 			out = p.eftSend(wi, ti, false, out)
 			sent = true
-			if ex, r, c := p.model(wi); p.eftDueM(wi, ex, r, c) {
-				p.eftPushDueM(wi, ex, r, c)
+			if due, ef := p.eftDuePlan(wi); due {
+				p.eftPushDueKey(wi, ef)
 			}
 		}
 		if pass > 0 || owed == 0 {
@@ -1504,13 +1534,13 @@ func heapDown(ids []int32, keys []float64) {
 // expected finish (ties by place, so the order is deterministic).
 func (p *policy) eftPushDue(wi int32) {
 	if !p.eftW(wi).inDue {
-		e, r, c := p.model(wi)
-		p.eftPushDueM(wi, e, r, c)
+		_, ef := p.eftDuePlan(wi)
+		p.eftPushDueKey(wi, ef)
 	}
 }
 
-// eftPushDueM is eftPushDue given worker wi's model (model).
-func (p *policy) eftPushDueM(wi int32, ex, r float64, c int) {
+// eftPushDueKey adds worker wi to the due heap with key k, its efPlan.
+func (p *policy) eftPushDueKey(wi int32, k float64) {
 	e := p.eft
 	x := p.eftW(wi)
 	if x.inDue {
@@ -1518,7 +1548,7 @@ func (p *policy) eftPushDueM(wi int32, ex, r float64, c int) {
 	}
 	x.inDue = true
 	e.due = append(e.due, wi)
-	e.key = append(e.key, p.efPlanM(wi, ex, r, c))
+	e.key = append(e.key, k)
 	for i := len(e.due) - 1; i > 0; {
 		par := (i - 1) / 2
 		if !e.dueLess(i, par) {

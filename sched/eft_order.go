@@ -129,6 +129,7 @@ func (p *policy) eftMoved(a Action, wi int32, from, to int) {
 	if from == to || wi < 0 || e.msgCost == 0 || t >= len(e.sent) || e.sent[t].to != wi+1 {
 		return
 	}
+	e.gen++ // a held instance's arrival moves, and maybe a start
 	sn := &e.sent[t]
 	old := sn.arrive
 	shift := time.Duration(float64(to-from) * e.msgCost)
