@@ -79,13 +79,13 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		e.orderLeft = left
 	}
 	for k, a := range run {
-		key := eftSendKey{pos: int32(first + k), k: int32(k), wi: -1}
-		if wi, ok := p.idx[a.Worker]; ok {
-			key.wi = wi
-			left[wi]++
+		key := eftSendKey{pos: int32(first + k), k: int32(k), wi: p.sentTo(a)}
+		if key.wi >= 0 {
+			left[key.wi]++
 		}
 		keys = append(keys, key)
 	}
+	sorted, nan := true, false
 	for k := range keys {
 		key := &keys[k]
 		if wi := key.wi; wi >= 0 {
@@ -96,25 +96,55 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 			// Its slot runs it and every c-th instance after it.
 			key.chain = r + ex*float64((n-i+c-1)/max(c, 1))
 		}
+		nan = nan || key.chain != key.chain
+		sorted = sorted && (k == 0 || cmp.Compare(key.chain, keys[k-1].chain) <= 0)
 	}
 	e.orderKeys = keys
-	if slices.IsSortedFunc(keys, func(x, y eftSendKey) int { return cmp.Compare(y.chain, x.chain) }) {
+	if sorted {
 		return // in order already (places ascend): nothing moves
 	}
 	// Stable: ties keep their order (pdqsort with the place as the tie
 	// breaker, which costs less than a stable sort of a large burst).
-	slices.SortFunc(keys, func(x, y eftSendKey) int {
-		if c := cmp.Compare(y.chain, x.chain); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.pos, y.pos)
-	})
+	if nan {
+		slices.SortFunc(keys, func(x, y eftSendKey) int {
+			if c := cmp.Compare(y.chain, x.chain); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.pos, y.pos)
+		})
+	} else {
+		// The same order, without cmp.Compare's care for NaN.
+		slices.SortFunc(keys, func(x, y eftSendKey) int {
+			switch {
+			case x.chain > y.chain:
+				return -1
+			case x.chain < y.chain:
+				return 1
+			}
+			return int(x.pos - y.pos)
+		})
+	}
 	acts := append(e.orderActs[:0], run...)
 	e.orderActs = acts
 	for k, key := range keys {
 		run[k] = acts[key.k]
 		p.eftMoved(run[k], key.wi, int(key.pos), first+k)
 	}
+}
+
+// sentTo is the place of the worker that send a of this step went to
+// (−1: none): as eftSend noted it, else by the worker's id.
+func (p *policy) sentTo(a Action) int32 {
+	e := p.eft
+	if t := int(a.Task); t >= 0 && t < len(e.sent) {
+		if wi := e.sent[t].to - 1; wi >= 0 && int(wi) < len(p.workers) && p.workers[wi].id == a.Worker {
+			return wi
+		}
+	}
+	if wi, ok := p.idx[a.Worker]; ok {
+		return wi
+	}
+	return -1
 }
 
 // eftMoved moves the model's figures of send a from place from to place
