@@ -240,9 +240,11 @@ type eftState struct {
 
 	repTasks []TaskID // tasks of the batch sent a replica, some of them no longer replicated (eftReplicasLive)
 
-	orderKeys []eftSendKey // scratch of eftOrder
-	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
-	orderActs []Action     // scratch of eftOrder: the run's sends before the sort
+	orderKeys  []eftSendKey // scratch of eftOrder
+	orderLeft  []int32      // scratch of eftOrder: per worker place, sends left in the run
+	orderActs  []Action     // scratch of eftOrder: the run's sends before the sort
+	orderRadix []eftRadix   // scratch of sortChains
+	orderTmp   []eftSendKey // scratch of sortChains
 }
 
 type eftWorker struct {

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -113,16 +114,7 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 			return cmp.Compare(x.pos, y.pos)
 		})
 	} else {
-		// The same order, without cmp.Compare's care for NaN.
-		slices.SortFunc(keys, func(x, y eftSendKey) int {
-			switch {
-			case x.chain > y.chain:
-				return -1
-			case x.chain < y.chain:
-				return 1
-			}
-			return int(x.pos - y.pos)
-		})
+		e.sortChains(keys)
 	}
 	acts := append(e.orderActs[:0], run...)
 	e.orderActs = acts
@@ -175,4 +167,73 @@ func (p *policy) eftMoved(a Action, wi int32, from, to int) {
 		x.run = slices.Delete(x.run, k, k+1)
 		x.insertRun(old + shift)
 	}
+}
+
+// sortChains sorts keys, which come in place order and whose chains are
+// not NaN, longest chain first, ties in place order: the order of the
+// comparison sort above (a total order, so any sort that keeps it gives
+// the same result), by insertion for a short run and else by a stable
+// radix sort of the chains' bits, without a comparison's call per pair
+// (a batch's burst is thousands of sends).
+func (e *eftState) sortChains(keys []eftSendKey) {
+	if len(keys) <= 64 {
+		for i := 1; i < len(keys); i++ {
+			k := keys[i]
+			j := i
+			for ; j > 0 && keys[j-1].chain < k.chain; j-- {
+				keys[j] = keys[j-1]
+			}
+			keys[j] = k
+		}
+		return
+	}
+	// A chain's bits as a uint64 that ascends as the chain descends
+	// (−0 as 0, which compares equal to it).
+	n := len(keys)
+	e.orderRadix = grown(e.orderRadix, 2*n)
+	a, b := e.orderRadix[:n], e.orderRadix[n:2*n]
+	var count [8][256]int32
+	for i, k := range keys {
+		var u uint64 // +0's bits, for −0 too
+		if k.chain != 0 {
+			u = math.Float64bits(k.chain)
+		}
+		if u>>63 != 0 {
+			u = ^u
+		} else {
+			u |= 1 << 63
+		}
+		u = ^u
+		a[i] = eftRadix{u: u, i: int32(i)}
+		for d := range 8 {
+			count[d][byte(u>>(8*d))]++
+		}
+	}
+	for d := range 8 {
+		c := &count[d]
+		if c[byte(a[0].u>>(8*d))] == int32(n) {
+			continue // one digit for all: nothing moves
+		}
+		var at int32
+		for v := range c {
+			c[v], at = at, at+c[v]
+		}
+		for _, r := range a {
+			v := byte(r.u >> (8 * d))
+			b[c[v]] = r
+			c[v]++
+		}
+		a, b = b, a
+	}
+	tmp := append(e.orderTmp[:0], keys...)
+	e.orderTmp = tmp
+	for i, r := range a {
+		keys[i] = tmp[r.i]
+	}
+}
+
+// eftRadix is a send's chain as sortChains orders it, and its index.
+type eftRadix struct {
+	u uint64
+	i int32
 }
