@@ -104,8 +104,8 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 	if sorted {
 		return // in order already (places ascend): nothing moves
 	}
-	// Stable: ties keep their order (pdqsort with the place as the tie
-	// breaker, which costs less than a stable sort of a large burst).
+	// Stable: ties keep their order (sortChains; with a NaN chain,
+	// pdqsort with the place as the tie breaker).
 	if nan {
 		slices.SortFunc(keys, func(x, y eftSendKey) int {
 			if c := cmp.Compare(y.chain, x.chain); c != 0 {
