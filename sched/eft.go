@@ -233,9 +233,10 @@ type eftState struct {
 	open      []int32     // scratch of horizon: the open workers
 	unsettled []int32     // scratch of horizon: workers whose places vary between lo and hi
 
-	// gen changes with every step and send, and whenever the model's
-	// figures may: a key figured at the current gen is what figuring it
-	// again would give, and the replicas' heaps skip doing so.
+	// gen changes with every step (from 1 on) and send, and whenever the
+	// model's figures may: a key figured at the current gen is what
+	// figuring it again would give, and the due and replicas' heaps skip
+	// doing so.
 	gen uint64
 
 	repTasks []TaskID // tasks of the batch sent a replica, some of them no longer replicated (eftReplicasLive)
@@ -396,6 +397,7 @@ func (p *policy) eftW(wi int32) *eftWorker {
 	if id := p.workers[wi].id; x.id != id {
 		x.id, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, false, false, false, false, false, x.run[:0]
 		x.ef, x.rf, x.real, x.sent, x.probe, x.unsent = eftFigure{}, eftFigure{}, 0, 0, false, 0
+		x.recvGen, x.planGen = 0, 0 // the last worker's keys are not its (gen 0 is never current)
 		e.version++
 	}
 	return x
