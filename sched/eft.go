@@ -175,6 +175,12 @@ type eftState struct {
 	drainMsgs int
 	cancelled int // cancels the current step sends
 
+	// The current step's event's worker (evSet: looked up, for a
+	// result or a measurement): its place, and whether it is known.
+	evWi  int32
+	evOK  bool
+	evSet bool
+
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
 	// or under half the mean, a change of pace, left out): the spread of
@@ -418,9 +424,14 @@ func (p *policy) eftW(wi int32) *eftWorker {
 func (p *policy) eftBegin(ev Event) {
 	e := p.eft
 	e.notePace(ev, p.qLive == 0)
-	e.cancelled = 0
+	e.cancelled, e.evSet = 0, false
+	if ev.Kind == ResultArrived || ev.Kind == Measured {
+		// The event's worker, looked up once for the step.
+		e.evWi, e.evOK = p.idx[ev.Worker]
+		e.evSet = true
+	}
 	if ev.Kind == ResultArrived {
-		e.cancelled = p.cancels(ev.Worker, ev.Task)
+		e.cancelled = p.cancels(ev.Task, e.evWi, e.evOK)
 	}
 	e.begin(ev)
 	if ev.Kind != BatchStarted {
@@ -492,13 +503,13 @@ func (e *eftState) notePace(ev Event, qEmpty bool) {
 	}
 }
 
-// cancels is how many cancels a result of task ti from worker id makes
-// the master send: its live instances elsewhere, unless it is done.
-func (p *policy) cancels(id WorkerID, ti TaskID) int {
+// cancels is how many cancels a result of task ti from worker place wi
+// (ok: the worker is known) makes the master send: its live instances
+// elsewhere, unless it is done.
+func (p *policy) cancels(ti TaskID, wi int32, ok bool) int {
 	if ti < 0 || int(ti) >= p.n || p.tasks[ti].done {
 		return 0
 	}
-	wi, ok := p.idx[id]
 	n := 0
 	for _, vi := range p.tasks[ti].on {
 		if !ok || vi != wi {
@@ -535,7 +546,10 @@ func (e *eftState) capCost() {
 // measurements into its worker's means and depth; it reports whether the
 // depth changed.
 func (p *policy) eftMeasure(ev Event) bool {
-	wi, ok := p.idx[ev.Worker]
+	wi, ok := p.eft.evWi, p.eft.evOK // eftBegin's lookup
+	if !p.eft.evSet {
+		wi, ok = p.idx[ev.Worker]
+	}
 	if !ok || !p.workers[wi].alive {
 		return false
 	}
