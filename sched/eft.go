@@ -262,6 +262,7 @@ type eftWorker struct {
 	recvGen  uint64   // eftState.gen when its key in the receivers' heap was figured
 	planGen  uint64   // eftState.gen when planDue and planEF were figured (eftDuePlan)
 	planDue  bool
+	planHas  bool // planEF was figured
 	planEF   float64
 	censored bool    // its exec is a censored measurement, not yet a real one
 	real     float64 // while censored: the mean of its real measurements (0: none)
@@ -648,20 +649,25 @@ func (p *policy) dueBy(wi int32, f []float64, e, r float64, c int) bool {
 }
 
 // eftDuePlan says whether worker wi should be sent a further instance
-// now (due; see eft's Depth), and returns efPlan of it: figured once for
-// both, which need the same slots' free times (slotFreeM), and kept while
-// the gen stays (nothing they read has changed), so that a worker keyed
-// in the due heap is not figured again when it comes to the top.
-func (p *policy) eftDuePlan(wi int32) (due bool, ef float64) {
+// now (due; see eft's Depth), and returns efPlan of it if it is due or
+// anyway (plan), else 0: figured once for both, which need the same
+// slots' free times (slotFreeM), and kept while the gen stays (nothing
+// they read has changed), so that a worker keyed in the due heap is not
+// figured again when it comes to the top. It figures no more than eftDue
+// and efPlan would, each when asked: figuring may sync the worker's
+// running starts (eftSync), which is part of eft's decisions.
+func (p *policy) eftDuePlan(wi int32, plan bool) (due bool, ef float64) {
 	e := p.eft
-	if x := p.eftW(wi); x.planGen == e.gen {
+	if x := p.eftW(wi); x.planGen == e.gen && (x.planHas || !plan) {
 		return x.planDue, x.planEF
 	}
 	ex, r, c := p.model(wi)
 	w := &p.workers[wi]
 	switch {
 	case w.count() >= w.cap:
-		due, ef = false, p.efPlanM(wi, ex, r, c)
+		if plan {
+			ef = p.efPlanM(wi, ex, r, c)
+		}
 	case w.count() < max(p.depth, 1)*w.slots || w.exec <= 0:
 		due, ef = true, p.efPlanM(wi, ex, r, c)
 	default:
@@ -669,11 +675,12 @@ func (p *policy) eftDuePlan(wi int32) (due bool, ef float64) {
 		f := p.slotFreeM(wi, ex, r, c)
 		g := append(e.free2[:0], f...)
 		e.free2 = g
-		due = p.dueBy(wi, f, ex, r, c)
-		ef = p.efPosFrom(wi, w.count(), g, ex, r, c) + tailZ*e.cv*ex // efPlanM
+		if due = p.dueBy(wi, f, ex, r, c); due || plan {
+			ef = p.efPosFrom(wi, w.count(), g, ex, r, c) + tailZ*e.cv*ex // efPlanM
+		}
 	}
 	x := &e.ew[wi]
-	x.planGen, x.planDue, x.planEF = e.gen, due, ef
+	x.planGen, x.planDue, x.planEF, x.planHas = e.gen, due, ef, due || plan
 	return due, ef
 }
 
@@ -1410,7 +1417,7 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		if !w.alive {
 			continue
 		}
-		due, ef := p.eftDuePlan(wi)
+		due, ef := p.eftDuePlan(wi, false)
 		if !due {
 			continue
 		}
@@ -1434,7 +1441,7 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			if !w.open() {
 				continue
 			}
-			due, ef := p.eftDuePlan(wi)
+			due, ef := p.eftDuePlan(wi, false)
 			if !due {
 				continue
 			}
@@ -1448,7 +1455,7 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			}
 			out = p.eftSend(wi, ti, false, out)
 			sent = true
-			if due, ef := p.eftDuePlan(wi); due {
+			if due, ef := p.eftDuePlan(wi, false); due {
 				p.eftPushDueKey(wi, ef)
 			}
 		}
@@ -1552,7 +1559,7 @@ func heapDown(ids []int32, keys []float64) {
 // expected finish (ties by place, so the order is deterministic).
 func (p *policy) eftPushDue(wi int32) {
 	if !p.eftW(wi).inDue {
-		_, ef := p.eftDuePlan(wi)
+		_, ef := p.eftDuePlan(wi, true)
 		p.eftPushDueKey(wi, ef)
 	}
 }
