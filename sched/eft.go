@@ -175,6 +175,12 @@ type eftState struct {
 	drainMsgs int
 	cancelled int // cancels the current step sends
 
+	// The current step's event's worker (evSet: looked up, for a
+	// result or a measurement): its place, and whether it is known.
+	evWi  int32
+	evOK  bool
+	evSet bool
+
 	// cv2 is the squared relative spread of execution times about their
 	// worker's mean (exponentially weighted; measurements beyond twice
 	// or under half the mean, a change of pace, left out): the spread of
@@ -227,16 +233,25 @@ type eftState struct {
 	recvKey []float64
 	skip    []eftCand // scratch: candidates a receiver holds already
 	free    []float64 // scratch: slot free times
+	free2   []float64 // scratch: a copy of free (eftDuePlan)
 
 	places    []eftPlaces // per worker place: the horizon's figures of it
 	open      []int32     // scratch of horizon: the open workers
 	unsettled []int32     // scratch of horizon: workers whose places vary between lo and hi
 
+	// gen changes with every step (from 1 on) and send, and whenever the
+	// model's figures may: a key figured at the current gen is what
+	// figuring it again would give, and the due and replicas' heaps skip
+	// doing so.
+	gen uint64
+
 	repTasks []TaskID // tasks of the batch sent a replica, some of them no longer replicated (eftReplicasLive)
 
-	orderKeys []eftSendKey // scratch of eftOrder
-	orderLeft []int32      // scratch of eftOrder: per worker place, sends left in the run
-	orderActs []Action     // scratch of eftOrder: the run's sends before the sort
+	orderKeys  []eftSendKey // scratch of eftOrder
+	orderLeft  []int32      // scratch of eftOrder: per worker place, sends left in the run
+	orderActs  []Action     // scratch of eftOrder: the run's sends before the sort
+	orderRadix []eftRadix   // scratch of sortChains
+	orderTmp   []eftSendKey // scratch of sortChains
 }
 
 type eftWorker struct {
@@ -244,12 +259,17 @@ type eftWorker struct {
 	inDue    bool     // in the scratch heap
 	inPassed bool     // in the passed heap
 	inRecv   bool     // in the receivers' heap
-	censored bool     // its exec is a censored measurement, not yet a real one
-	real     float64  // while censored: the mean of its real measurements (0: none)
-	starting bool     // joined Starting, and nothing came from it since (Event.Starting)
-	sent     int      // instances sent to it in this batch
-	probe    bool     // due a probe (eftBegin) until it is sent something
-	unsent   int      // batches in a row that sent it nothing (eftBegin)
+	recvGen  uint64   // eftState.gen when its key in the receivers' heap was figured
+	planGen  uint64   // eftState.gen when planDue and planEF were figured (eftDuePlan)
+	planDue  bool
+	planHas  bool // planEF was figured
+	planEF   float64
+	censored bool    // its exec is a censored measurement, not yet a real one
+	real     float64 // while censored: the mean of its real measurements (0: none)
+	starting bool    // joined Starting, and nothing came from it since (Event.Starting)
+	sent     int     // instances sent to it in this batch
+	probe    bool    // due a probe (eftBegin) until it is sent something
+	unsent   int     // batches in a row that sent it nothing (eftBegin)
 	ef, rf   eftFigure
 	// run holds the start times of its running instances, ascending.
 	run []time.Duration
@@ -337,6 +357,7 @@ type eftSent struct {
 type eftCand struct {
 	key  float64
 	task TaskID
+	gen  uint64 // eftState.gen when key was figured
 }
 
 // DefaultCopies is Config.Copies when 0: an original and one replica.
@@ -383,6 +404,7 @@ func (p *policy) eftW(wi int32) *eftWorker {
 	if id := p.workers[wi].id; x.id != id {
 		x.id, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, false, false, false, false, false, x.run[:0]
 		x.ef, x.rf, x.real, x.sent, x.probe, x.unsent = eftFigure{}, eftFigure{}, 0, 0, false, 0
+		x.recvGen, x.planGen = 0, 0 // the last worker's keys are not its (gen 0 is never current)
 		e.version++
 	}
 	return x
@@ -403,9 +425,14 @@ func (p *policy) eftW(wi int32) *eftWorker {
 func (p *policy) eftBegin(ev Event) {
 	e := p.eft
 	e.notePace(ev, p.qLive == 0)
-	e.cancelled = 0
+	e.cancelled, e.evSet = 0, false
+	if ev.Kind == ResultArrived || ev.Kind == Measured {
+		// The event's worker, looked up once for the step.
+		e.evWi, e.evOK = p.idx[ev.Worker]
+		e.evSet = true
+	}
 	if ev.Kind == ResultArrived {
-		e.cancelled = p.cancels(ev.Worker, ev.Task)
+		e.cancelled = p.cancels(ev.Task, e.evWi, e.evOK)
 	}
 	e.begin(ev)
 	if ev.Kind != BatchStarted {
@@ -451,6 +478,7 @@ func (e *eftState) begin(ev Event) {
 		e.capCost()
 	}
 	e.stepSends = 0
+	e.gen++
 	e.stepBase = max(float64(e.busy-e.now), 0)
 }
 
@@ -476,13 +504,13 @@ func (e *eftState) notePace(ev Event, qEmpty bool) {
 	}
 }
 
-// cancels is how many cancels a result of task ti from worker id makes
-// the master send: its live instances elsewhere, unless it is done.
-func (p *policy) cancels(id WorkerID, ti TaskID) int {
+// cancels is how many cancels a result of task ti from worker place wi
+// (ok: the worker is known) makes the master send: its live instances
+// elsewhere, unless it is done.
+func (p *policy) cancels(ti TaskID, wi int32, ok bool) int {
 	if ti < 0 || int(ti) >= p.n || p.tasks[ti].done {
 		return 0
 	}
-	wi, ok := p.idx[id]
 	n := 0
 	for _, vi := range p.tasks[ti].on {
 		if !ok || vi != wi {
@@ -519,7 +547,10 @@ func (e *eftState) capCost() {
 // measurements into its worker's means and depth; it reports whether the
 // depth changed.
 func (p *policy) eftMeasure(ev Event) bool {
-	wi, ok := p.idx[ev.Worker]
+	wi, ok := p.eft.evWi, p.eft.evOK // eftBegin's lookup
+	if !p.eft.evSet {
+		wi, ok = p.idx[ev.Worker]
+	}
 	if !ok || !p.workers[wi].alive {
 		return false
 	}
@@ -600,30 +631,11 @@ func (p *policy) eftSetCap(wi int32) bool {
 	return true
 }
 
-// eftDue says worker wi should be sent a further instance now (see eft's
-// Depth).
-func (p *policy) eftDue(wi int32) bool {
+// dueBy is the last case of eftDuePlan's due, given f, the slots' free
+// times (slotFreeM), which it uses up: a further instance would start
+// before a refill sent when the first running one ends could arrive.
+func (p *policy) dueBy(wi int32, f []float64, e, r float64, c int) bool {
 	w := &p.workers[wi]
-	if w.count() >= w.cap {
-		return false
-	}
-	if w.count() < max(p.depth, 1)*w.slots || w.exec <= 0 {
-		return true
-	}
-	e, r, c := p.model(wi)
-	return p.eftDueM(wi, e, r, c)
-}
-
-// eftDueM is eftDue given worker wi's model (model).
-func (p *policy) eftDueM(wi int32, e, r float64, c int) bool {
-	w := &p.workers[wi]
-	if w.count() >= w.cap {
-		return false
-	}
-	if w.count() < max(p.depth, 1)*w.slots || w.exec <= 0 {
-		return true
-	}
-	f := p.slotFreeM(wi, e, r, c) // running ends (relative to now), a min-heap
 	first := f[0]
 	var start float64
 	for range w.count() - c + 1 {
@@ -634,6 +646,42 @@ func (p *policy) eftDueM(wi int32, e, r float64, c int) bool {
 	// The refill leaves once the master has also handed over the sends
 	// it has queued.
 	return start < max(first, float64(p.eft.busy-p.eft.now))+r
+}
+
+// eftDuePlan says whether worker wi should be sent a further instance
+// now (due; see eft's Depth), and returns efPlan of it if it is due or
+// anyway (plan), else 0: figured once for both, which need the same
+// slots' free times (slotFreeM), and kept while the gen stays (nothing
+// they read has changed), so that a worker keyed in the due heap is not
+// figured again when it comes to the top. It figures no more than eftDue
+// and efPlan would, each when asked: figuring may sync the worker's
+// running starts (eftSync), which is part of eft's decisions.
+func (p *policy) eftDuePlan(wi int32, plan bool) (due bool, ef float64) {
+	e := p.eft
+	if x := p.eftW(wi); x.planGen == e.gen && (x.planHas || !plan) {
+		return x.planDue, x.planEF
+	}
+	ex, r, c := p.model(wi)
+	w := &p.workers[wi]
+	switch {
+	case w.count() >= w.cap:
+		if plan {
+			ef = p.efPlanM(wi, ex, r, c)
+		}
+	case w.count() < max(p.depth, 1)*w.slots || w.exec <= 0:
+		due, ef = true, p.efPlanM(wi, ex, r, c)
+	default:
+		// count ≥ slots = c: efPlan's further place needs f too.
+		f := p.slotFreeM(wi, ex, r, c)
+		g := append(e.free2[:0], f...)
+		e.free2 = g
+		if due = p.dueBy(wi, f, ex, r, c); due || plan {
+			ef = p.efPosFrom(wi, w.count(), g, ex, r, c) + tailZ*e.cv*ex // efPlanM
+		}
+	}
+	x := &e.ew[wi]
+	x.planGen, x.planDue, x.planEF, x.planHas = e.gen, due, ef, due || plan
+	return due, ef
 }
 
 func (x *eftWorker) insertRun(t time.Duration) {
@@ -858,7 +906,13 @@ func (p *policy) efPosM(wi int32, k int, e, r float64, c int) float64 {
 	if k < c {
 		return r + e + p.sendWait() // an idle slot: down, run, up
 	}
-	f := p.slotFreeM(wi, e, r, c)
+	return p.efPosFrom(wi, k, p.slotFreeM(wi, e, r, c), e, r, c)
+}
+
+// efPosFrom is the last case of efPosM (k ≥ c), given f, the slots' free
+// times (slotFreeM), which it uses up.
+func (p *policy) efPosFrom(wi int32, k int, f []float64, e, r float64, c int) float64 {
+	w := &p.workers[wi]
 	var start float64
 	for j := c; j <= k; j++ {
 		start = f[0]
@@ -984,6 +1038,8 @@ func (p *policy) eftDefaults() {
 // eftMeans is eftDefaults but for rate and slots.
 func (p *policy) eftMeans() {
 	e := p.eft
+	was := [...]float64{e.eDef, e.rDef, e.eMin, e.rMin}
+	known := e.known
 	var se, sr float64
 	n := 0
 	e.eMin, e.rMin = 0, 0
@@ -1010,6 +1066,9 @@ func (p *policy) eftMeans() {
 		e.eDef, e.rDef = float64(time.Millisecond), 0
 	} else {
 		e.eDef, e.rDef = se/float64(n), sr/float64(n)
+	}
+	if [...]float64{e.eDef, e.rDef, e.eMin, e.rMin} != was || e.known != known {
+		e.gen++ // the model's figures may have changed
 	}
 }
 
@@ -1189,6 +1248,7 @@ func (p *policy) eftAnyLate() bool {
 func (p *policy) fillEFT(out []Action) []Action {
 	e := p.eft
 	e.hSteps++
+	e.gen++ // the event's changes are in
 	start := len(out)
 	if p.qLive > e.lastQ {
 		// Tasks came back to Q: the horizon grew, so workers passed
@@ -1257,6 +1317,7 @@ func (p *policy) eftWaiting() bool {
 // instance is live elsewhere), noting in the model when it will start.
 func (p *policy) eftSend(wi int32, ti TaskID, replica bool, out []Action) []Action {
 	e := p.eft
+	e.gen++
 	w := &p.workers[wi]
 	_, r, _ := p.model(wi)
 	arrive := e.now + time.Duration(r/2+p.sendWait())
@@ -1353,10 +1414,14 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 		wi := e.passed[0]
 		p.popPassed()
 		w := &p.workers[wi]
-		if !w.alive || !p.eftDue(wi) {
+		if !w.alive {
 			continue
 		}
-		if ef := p.efPlan(wi); ef > floor && ef > horizon() {
+		due, ef := p.eftDuePlan(wi, false)
+		if !due {
+			continue
+		}
+		if ef > floor && ef > horizon() {
 			p.pushPassed(wi, float64(e.now)+ef)
 			if ef-(e.passedKey[0]-float64(e.now)) <= 0 {
 				break // it is the best again: no other qualifies
@@ -1376,11 +1441,11 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			if !w.open() {
 				continue
 			}
-			ex, r, c := p.model(wi) // for eftDue and efPlan
-			if !p.eftDueM(wi, ex, r, c) {
+			due, ef := p.eftDuePlan(wi, false)
+			if !due {
 				continue
 			}
-			if ef := p.efPlanM(wi, ex, r, c); ef > floor && ef > horizon() && !e.ew[wi].probe {
+			if ef > floor && ef > horizon() && !e.ew[wi].probe {
 				p.pushPassed(wi, float64(e.now)+ef)
 				continue
 			}
@@ -1390,8 +1455,8 @@ func (p *policy) eftFromQ(out []Action, force bool) ([]Action, bool) {
 			}
 			out = p.eftSend(wi, ti, false, out)
 			sent = true
-			if ex, r, c := p.model(wi); p.eftDueM(wi, ex, r, c) {
-				p.eftPushDueM(wi, ex, r, c)
+			if due, ef := p.eftDuePlan(wi, false); due {
+				p.eftPushDueKey(wi, ef)
 			}
 		}
 		if pass > 0 || owed == 0 {
@@ -1494,13 +1559,13 @@ func heapDown(ids []int32, keys []float64) {
 // expected finish (ties by place, so the order is deterministic).
 func (p *policy) eftPushDue(wi int32) {
 	if !p.eftW(wi).inDue {
-		e, r, c := p.model(wi)
-		p.eftPushDueM(wi, e, r, c)
+		_, ef := p.eftDuePlan(wi, true)
+		p.eftPushDueKey(wi, ef)
 	}
 }
 
-// eftPushDueM is eftPushDue given worker wi's model (model).
-func (p *policy) eftPushDueM(wi int32, ex, r float64, c int) {
+// eftPushDueKey adds worker wi to the due heap with key k, its efPlan.
+func (p *policy) eftPushDueKey(wi int32, k float64) {
 	e := p.eft
 	x := p.eftW(wi)
 	if x.inDue {
@@ -1508,7 +1573,7 @@ func (p *policy) eftPushDueM(wi int32, ex, r float64, c int) {
 	}
 	x.inDue = true
 	e.due = append(e.due, wi)
-	e.key = append(e.key, p.efPlanM(wi, ex, r, c))
+	e.key = append(e.key, k)
 	for i := len(e.due) - 1; i > 0; {
 		par := (i - 1) / 2
 		if !e.dueLess(i, par) {
@@ -1613,7 +1678,7 @@ func (p *policy) eftBuildCand() {
 	for i := range p.tasks {
 		t := &p.tasks[i]
 		if !t.done && len(t.on) > 0 && len(t.on) < e.copies {
-			e.cand = append(e.cand, eftCand{key: float64(e.now) + p.instanceEF(TaskID(i)), task: TaskID(i)})
+			e.cand = append(e.cand, eftCand{key: float64(e.now) + p.instanceEF(TaskID(i)), task: TaskID(i), gen: e.gen})
 		}
 	}
 	for i := len(e.cand)/2 - 1; i >= 0; i-- {
@@ -1679,7 +1744,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			break
 		}
 		if x := p.eftW(wi); !x.inRecv {
-			x.inRecv = true
+			x.inRecv, x.recvGen = true, e.gen
 			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		}
 	}
@@ -1692,11 +1757,14 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			e.recv, e.recvKey = heapPop(e.recv, e.recvKey)
 			continue
 		}
-		mine := now + p.efRep(wi)
-		if mine > e.recvKey[0]*(1+1e-12)+1 {
-			// Its next place is later than when it was keyed: key afresh.
-			heapRekeyTop(e.recv, e.recvKey, mine)
-			continue
+		mine := e.recvKey[0] // as figured again, if keyed at this gen
+		if e.ew[wi].recvGen != e.gen {
+			if mine = now + p.efRep(wi); mine > e.recvKey[0]*(1+1e-12)+1 {
+				// Its next place is later than when it was keyed: key afresh.
+				e.ew[wi].recvGen = e.gen
+				heapRekeyTop(e.recv, e.recvKey, mine)
+				continue
+			}
 		}
 		c := e.cand[0]
 		t := &p.tasks[c.task]
@@ -1704,13 +1772,15 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			e.candPop()
 			continue
 		}
-		if cur := now + p.instanceEF(c.task); math.Abs(cur-c.key) > 1e-9*max(1, math.Abs(c.key)) {
-			// Its expected finish has moved since it was keyed: as a
-			// pop and a push of it (the heap's order is total, ties by
-			// task, so its layout is never seen).
-			e.cand[0].key = cur
-			e.candDown(0)
-			continue
+		if c.gen != e.gen {
+			if cur := now + p.instanceEF(c.task); math.Abs(cur-c.key) > 1e-9*max(1, math.Abs(c.key)) {
+				// Its expected finish has moved since it was keyed: as a
+				// pop and a push of it (the heap's order is total, ties by
+				// task, so its layout is never seen).
+				e.cand[0].key, e.cand[0].gen = cur, e.gen
+				e.candDown(0)
+				continue
+			}
 		}
 		if mine >= c.key {
 			break // the best receiver cannot beat the latest instance: nothing can
@@ -1724,11 +1794,12 @@ func (p *policy) eftReplicas(out []Action) []Action {
 		if drain >= now+p.instanceBase(c.task) {
 			break
 		}
-		// The latest instance this receiver may take.
-		for len(e.cand) > 0 {
+		// The latest instance this receiver may take (the first is c,
+		// judged above).
+		for first := true; len(e.cand) > 0; first = false {
 			c = e.cand[0]
 			t = &p.tasks[c.task]
-			if mine >= c.key || drain >= now+p.instanceBase(c.task) {
+			if !first && (mine >= c.key || drain >= now+p.instanceBase(c.task)) {
 				break
 			}
 			if t.done || len(t.on) == 0 || len(t.on) >= e.copies || w.pos(c.task) >= 0 || p.excluded(t, w.id) {
@@ -1742,7 +1813,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			extra++
 			out = p.eftSend(wi, c.task, true, out)
 			if len(t.on) < e.copies {
-				e.candPush(eftCand{key: now + p.instanceEF(c.task), task: c.task})
+				e.candPush(eftCand{key: now + p.instanceEF(c.task), task: c.task, gen: e.gen})
 			}
 			c.task = -1
 			break
@@ -1759,6 +1830,7 @@ func (p *policy) eftReplicas(out []Action) []Action {
 			continue
 		}
 		if w.count() < w.cap {
+			e.ew[wi].recvGen = e.gen
 			e.recv, e.recvKey = heapPush(e.recv, e.recvKey, wi, now+p.efRep(wi))
 		} else {
 			e.ew[wi].inRecv = false

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -79,13 +80,13 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 		e.orderLeft = left
 	}
 	for k, a := range run {
-		key := eftSendKey{pos: int32(first + k), k: int32(k), wi: -1}
-		if wi, ok := p.idx[a.Worker]; ok {
-			key.wi = wi
-			left[wi]++
+		key := eftSendKey{pos: int32(first + k), k: int32(k), wi: p.sentTo(a)}
+		if key.wi >= 0 {
+			left[key.wi]++
 		}
 		keys = append(keys, key)
 	}
+	sorted, nan := true, false
 	for k := range keys {
 		key := &keys[k]
 		if wi := key.wi; wi >= 0 {
@@ -96,25 +97,46 @@ func (p *policy) eftOrderRun(run []Action, end int) {
 			// Its slot runs it and every c-th instance after it.
 			key.chain = r + ex*float64((n-i+c-1)/max(c, 1))
 		}
+		nan = nan || key.chain != key.chain
+		sorted = sorted && (k == 0 || cmp.Compare(key.chain, keys[k-1].chain) <= 0)
 	}
 	e.orderKeys = keys
-	if slices.IsSortedFunc(keys, func(x, y eftSendKey) int { return cmp.Compare(y.chain, x.chain) }) {
+	if sorted {
 		return // in order already (places ascend): nothing moves
 	}
-	// Stable: ties keep their order (pdqsort with the place as the tie
-	// breaker, which costs less than a stable sort of a large burst).
-	slices.SortFunc(keys, func(x, y eftSendKey) int {
-		if c := cmp.Compare(y.chain, x.chain); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.pos, y.pos)
-	})
+	// Stable: ties keep their order (sortChains; with a NaN chain,
+	// pdqsort with the place as the tie breaker).
+	if nan {
+		slices.SortFunc(keys, func(x, y eftSendKey) int {
+			if c := cmp.Compare(y.chain, x.chain); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.pos, y.pos)
+		})
+	} else {
+		e.sortChains(keys)
+	}
 	acts := append(e.orderActs[:0], run...)
 	e.orderActs = acts
 	for k, key := range keys {
 		run[k] = acts[key.k]
 		p.eftMoved(run[k], key.wi, int(key.pos), first+k)
 	}
+}
+
+// sentTo is the place of the worker that send a of this step went to
+// (−1: none): as eftSend noted it, else by the worker's id.
+func (p *policy) sentTo(a Action) int32 {
+	e := p.eft
+	if t := int(a.Task); t >= 0 && t < len(e.sent) {
+		if wi := e.sent[t].to - 1; wi >= 0 && int(wi) < len(p.workers) && p.workers[wi].id == a.Worker {
+			return wi
+		}
+	}
+	if wi, ok := p.idx[a.Worker]; ok {
+		return wi
+	}
+	return -1
 }
 
 // eftMoved moves the model's figures of send a from place from to place
@@ -129,6 +151,7 @@ func (p *policy) eftMoved(a Action, wi int32, from, to int) {
 	if from == to || wi < 0 || e.msgCost == 0 || t >= len(e.sent) || e.sent[t].to != wi+1 {
 		return
 	}
+	e.gen++ // a held instance's arrival moves, and maybe a start
 	sn := &e.sent[t]
 	old := sn.arrive
 	shift := time.Duration(float64(to-from) * e.msgCost)
@@ -144,4 +167,73 @@ func (p *policy) eftMoved(a Action, wi int32, from, to int) {
 		x.run = slices.Delete(x.run, k, k+1)
 		x.insertRun(old + shift)
 	}
+}
+
+// sortChains sorts keys, which come in place order and whose chains are
+// not NaN, longest chain first, ties in place order: the order of the
+// comparison sort above (a total order, so any sort that keeps it gives
+// the same result), by insertion for a short run and else by a stable
+// radix sort of the chains' bits, without a comparison's call per pair
+// (a batch's burst is thousands of sends).
+func (e *eftState) sortChains(keys []eftSendKey) {
+	if len(keys) <= 64 {
+		for i := 1; i < len(keys); i++ {
+			k := keys[i]
+			j := i
+			for ; j > 0 && keys[j-1].chain < k.chain; j-- {
+				keys[j] = keys[j-1]
+			}
+			keys[j] = k
+		}
+		return
+	}
+	// A chain's bits as a uint64 that ascends as the chain descends
+	// (−0 as 0, which compares equal to it).
+	n := len(keys)
+	e.orderRadix = grown(e.orderRadix, 2*n)
+	a, b := e.orderRadix[:n], e.orderRadix[n:2*n]
+	var count [8][256]int32
+	for i, k := range keys {
+		var u uint64 // +0's bits, for −0 too
+		if k.chain != 0 {
+			u = math.Float64bits(k.chain)
+		}
+		if u>>63 != 0 {
+			u = ^u
+		} else {
+			u |= 1 << 63
+		}
+		u = ^u
+		a[i] = eftRadix{u: u, i: int32(i)}
+		for d := range 8 {
+			count[d][byte(u>>(8*d))]++
+		}
+	}
+	for d := range 8 {
+		c := &count[d]
+		if c[byte(a[0].u>>(8*d))] == int32(n) {
+			continue // one digit for all: nothing moves
+		}
+		var at int32
+		for v := range c {
+			c[v], at = at, at+c[v]
+		}
+		for _, r := range a {
+			v := byte(r.u >> (8 * d))
+			b[c[v]] = r
+			c[v]++
+		}
+		a, b = b, a
+	}
+	tmp := append(e.orderTmp[:0], keys...)
+	e.orderTmp = tmp
+	for i, r := range a {
+		keys[i] = tmp[r.i]
+	}
+}
+
+// eftRadix is a send's chain as sortChains orders it, and its index.
+type eftRadix struct {
+	u uint64
+	i int32
 }
