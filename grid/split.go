@@ -1484,12 +1484,50 @@ func (m *Master) parentFrame(msg Message) {
 				for _, name := range pl.coming {
 					m.expect(name, expected{by: m.now() + movedWait, sent: true})
 				}
+				m.endWorkers()
 			}
 			pl.done <- err
 		}
 	default:
 		m.log.Warn("unexpected message from the parent master", "type", msg.Type())
 	}
+}
+
+// endHeard says this master is a child whose parent said the run is
+// over: the workers here hear it at once, and those that join from now
+// on at their join (endWorkers).
+func (m *Master) endHeard() bool {
+	p := m.split.splitProto
+	return p != nil && p.parent != nil && p.parent.runOver
+}
+
+// endWorkers tells the workers here that the run is over as soon as
+// this child hears it from its parent, and endHeard has those that join
+// later told at their join. Its own end waits for what is still on its
+// way here (endWait: up to movedWait for a worker the parent moved here
+// and told the end itself, which never comes), and theirs need not (seed
+// 1175458 of the simulation: the child's machine froze as it held its
+// workers until the run's end, it thawed 9 s after the end, then held
+// them movedWait more, idle in a session). A worker moved elsewhere hears
+// it at this master's end, as before, if still here: a promoted one's
+// connection is what its agent, running a child master, drains, and
+// the end told there would end the agent's wait for that child. On the
+// loop.
+func (m *Master) endWorkers() {
+	for _, w := range slices.Clone(m.order) {
+		if !w.closed && !w.left && !w.moved {
+			m.endWorker(w)
+		}
+	}
+}
+
+// endWorker tells w the run is over: it leaves the run (nothing more
+// goes to it), and its connection closes once the end is written.
+func (m *Master) endWorker(w *mworker) {
+	w.ended = true
+	m.workerLeft(w)
+	m.log.Info("the run is over; telling the worker", "worker", w.name, "worker_id", w.id)
+	w.conn.SendAndClose(m.bye())
 }
 
 // parentLost ends a child whose parent is gone (or cut it off).
