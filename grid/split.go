@@ -1031,8 +1031,8 @@ const returnGrace = 30 * time.Second
 
 // childReturnWait bounds how long a child master that heard the end of
 // the run waits for the workers on their way to it (a grandchild master
-// going back to work is a round trip away), while the workers it has
-// wait to hear the end too.
+// going back to work is a round trip away); the workers it has heard the
+// end already (endWorkers).
 const childReturnWait = time.Second
 
 // expected is a worker on its way here: until when it is waited for,
@@ -1260,10 +1260,12 @@ func (m *Master) cameHere(name string) {
 }
 
 // endWait is how long a child that heard the end of the run waits at
-// most for what awaiting counts. Its workers wait for the end meanwhile:
-// childReturnWait, but movedWait for a worker the parent moved here that
-// has not come yet. That one dials this child and no other, maybe after
-// its agent's redirect back-off: were this child closed, it would go home
+// most for what awaiting counts (its workers have the end meanwhile:
+// endWorkers): childReturnWait, but movedWait for a worker the parent
+// moved here that has not come yet, even one the parent told the end
+// itself (it may have closed its connection, its drain over, as the end
+// went out). That one dials this child and no other, maybe after its
+// agent's redirect back-off: were this child closed, it would go home
 // to a root that has ended, and look for a master for ever (seed 669601
 // of the simulation: it waited 1.6 s to dial, the child, done meanwhile,
 // waited 1 s). On the loop, after awaiting.
