@@ -74,6 +74,10 @@ type mworker struct {
 	// it the run is over (shutdownWorkers). Read by others only once
 	// the loop has ended (m.done).
 	taken bool
+	// ended: told the run is over before the loop's end (split.go's
+	// endWorkers), so shutdownWorkers does not tell it again: a second
+	// last frame would cut the first off.
+	ended bool
 
 	// Status from the worker's last Results (Clop's status table), and
 	// when its session last sent any (results or a status report).
@@ -449,15 +453,20 @@ func (m *Master) joined(w *mworker) {
 	}
 	m.byID[w.id] = w
 	m.order = append(m.order, w)
-	m.byName[w.name] = w
-	m.nLive++
-	m.split.slots += w.slots
 	m.cameHere(w.name) // split.go
 	m.counts.Joined++
 	if !m.named[w.name] {
 		m.named[w.name] = true
 		m.counts.Named++
 	}
+	if m.endHeard() { // split.go: a child master that heard the run is over
+		w.left = true // it never joins the run
+		m.endWorker(w)
+		return
+	}
+	m.byName[w.name] = w
+	m.nLive++
+	m.split.slots += w.slots
 	m.setLive(m.nLive, true)
 	m.log.Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
 	// Starting: it builds the run's problem (a plugin's first process)
@@ -489,7 +498,7 @@ func (m *Master) workerLeft(w *mworker) {
 	m.split.slots -= w.slots
 	m.setLive(m.nLive, false)
 	m.step(sched.Event{Kind: sched.WorkerLeft, Worker: w.id}, 0)
-	if m.nLive == 0 && m.cur != nil && !m.cur.replied && m.unable.byName[w.name] == nil { // a refusal is logged as such (refusals.go)
+	if m.nLive == 0 && !w.ended && m.cur != nil && !m.cur.replied && m.unable.byName[w.name] == nil { // a refusal is logged as such (refusals.go)
 		m.log.Warn("every worker has left; the generation waits for workers to join",
 			"gen", m.cur.gen, "done", m.progress.Load(), "tasks", len(m.cur.xs))
 	}
@@ -1131,7 +1140,9 @@ func (m *Master) shutdownWorkers() {
 	conns := m.shutdownChildren(bye)
 	for _, w := range m.order {
 		if !w.closed {
-			w.conn.SendAndClose(bye)
+			if !w.ended {
+				w.conn.SendAndClose(bye)
+			}
 			conns = append(conns, w.conn)
 		}
 	}

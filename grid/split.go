@@ -1031,8 +1031,8 @@ const returnGrace = 30 * time.Second
 
 // childReturnWait bounds how long a child master that heard the end of
 // the run waits for the workers on their way to it (a grandchild master
-// going back to work is a round trip away), while the workers it has
-// wait to hear the end too.
+// going back to work is a round trip away); the workers it has heard the
+// end already (endWorkers).
 const childReturnWait = time.Second
 
 // expected is a worker on its way here: until when it is waited for,
@@ -1260,10 +1260,12 @@ func (m *Master) cameHere(name string) {
 }
 
 // endWait is how long a child that heard the end of the run waits at
-// most for what awaiting counts. Its workers wait for the end meanwhile:
-// childReturnWait, but movedWait for a worker the parent moved here that
-// has not come yet. That one dials this child and no other, maybe after
-// its agent's redirect back-off: were this child closed, it would go home
+// most for what awaiting counts (its workers have the end meanwhile:
+// endWorkers): childReturnWait, but movedWait for a worker the parent
+// moved here that has not come yet, even one the parent told the end
+// itself (it may have closed its connection, its drain over, as the end
+// went out). That one dials this child and no other, maybe after its
+// agent's redirect back-off: were this child closed, it would go home
 // to a root that has ended, and look for a master for ever (seed 669601
 // of the simulation: it waited 1.6 s to dial, the child, done meanwhile,
 // waited 1 s). On the loop, after awaiting.
@@ -1484,12 +1486,50 @@ func (m *Master) parentFrame(msg Message) {
 				for _, name := range pl.coming {
 					m.expect(name, expected{by: m.now() + movedWait, sent: true})
 				}
+				m.endWorkers()
 			}
 			pl.done <- err
 		}
 	default:
 		m.log.Warn("unexpected message from the parent master", "type", msg.Type())
 	}
+}
+
+// endHeard says this master is a child whose parent said the run is
+// over: the workers here hear it at once, and those that join from now
+// on at their join (endWorkers).
+func (m *Master) endHeard() bool {
+	p := m.split.splitProto
+	return p != nil && p.parent != nil && p.parent.runOver
+}
+
+// endWorkers tells the workers here that the run is over as soon as
+// this child hears it from its parent, and endHeard has those that join
+// later told at their join. Its own end waits for what is still on its
+// way here (endWait: up to movedWait for a worker the parent moved here
+// and told the end itself, which never comes), and theirs need not (seed
+// 1175458 of the simulation: the child's machine froze as it held its
+// workers until the run's end, it thawed 9 s after the end, then held
+// them movedWait more, idle in a session). A worker moved elsewhere hears
+// it at this master's end, as before, if still here: a promoted one's
+// connection is what its agent, running a child master, drains, and
+// the end told there would end the agent's wait for that child. On the
+// loop.
+func (m *Master) endWorkers() {
+	for _, w := range slices.Clone(m.order) {
+		if !w.closed && !w.left && !w.moved {
+			m.endWorker(w)
+		}
+	}
+}
+
+// endWorker tells w the run is over: it leaves the run (nothing more
+// goes to it), and its connection closes once the end is written.
+func (m *Master) endWorker(w *mworker) {
+	w.ended = true
+	m.workerLeft(w)
+	m.log.Info("the run is over; telling the worker", "worker", w.name, "worker_id", w.id)
+	w.conn.SendAndClose(m.bye())
 }
 
 // parentLost ends a child whose parent is gone (or cut it off).

@@ -408,12 +408,13 @@ func TestStalledChildIsCutOff(t *testing.T) {
 }
 
 // childDoneWithWorker starts a root and a real child master c (as
-// rootAndChild) with a worker w connected to c that runs c's task: c's
+// rootAndChildMoving, moved naming the workers its Promote says the root
+// moves to it) with a worker w connected to c that runs c's task: c's
 // share is done and its Done has reached the root, whose batch is over
 // (it has none), so c keeps w until the end. It returns w and its frames.
-func childDoneWithWorker(ctx context.Context, t *testing.T) (root *Master, key *Key, runDone <-chan error, w *Conn, win <-chan Message) {
+func childDoneWithWorker(ctx context.Context, t *testing.T, moved ...string) (root, c *Master, key *Key, runDone <-chan error, w *Conn, win <-chan Message) {
 	t.Helper()
-	root, c, key, runDone := rootAndChild(ctx, t)
+	root, c, key, runDone = rootAndChildMoving(ctx, t, moved...)
 	w, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "w", Slots: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -430,7 +431,7 @@ func childDoneWithWorker(ctx context.Context, t *testing.T) (root *Master, key *
 	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
 		t.Fatal("c's Done did not reach the root")
 	}
-	return root, key, runDone, w, win
+	return root, c, key, runDone, w, win
 }
 
 // isShutdown takes a Shutdown frame.
@@ -455,7 +456,7 @@ func TestReturningChildHearsTheEndAtOnce(t *testing.T) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	root, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	root, _, key, runDone, w, win := childDoneWithWorker(ctx, t)
 	root.ask(func() { root.expectWorkers([]string{"x"}, returnGrace) })
 	closed := make(chan struct{})
 	go func() {
@@ -494,7 +495,7 @@ func TestReturningChildAwaitsItsMovingWorkers(t *testing.T) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	root, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	root, _, key, runDone, w, win := childDoneWithWorker(ctx, t)
 	v, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "v", Slots: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -601,7 +602,7 @@ func TestChildSaysItsWorkersHeardTheEnd(t *testing.T) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	root, _, runDone, w, win := childDoneWithWorker(ctx, t)
+	root, _, _, runDone, w, win := childDoneWithWorker(ctx, t)
 	closed := make(chan struct{})
 	go func() {
 		root.Close()
@@ -621,5 +622,78 @@ func TestChildSaysItsWorkersHeardTheEnd(t *testing.T) {
 	// closed only once they lapsed.
 	if p := root.split.splitProto; p.endHold != 0 || len(p.ended) > 0 {
 		t.Fatal("the root took c for gone, and awaited its workers, though c said they heard the end")
+	}
+}
+
+// TestChildTellsItsWorkersTheEndAtOnce: a child master c told by the
+// root that the run is over, while it still waits for v, a worker the
+// root moved to it that has not come (the root may have told v the end
+// itself), tells its worker w the end at once, and x, which joins
+// meanwhile, at its join; its own end still waits for v. Before, c held
+// w until that wait was over (movedWait): in seed 1175458 of the
+// simulation c's machine froze until 9 s after the end, and its workers
+// sat in a session, idle, 16 s after the run ended.
+func TestChildTellsItsWorkersTheEndAtOnce(t *testing.T) {
+	leaktest.Check(t)
+	defer func(d time.Duration) { movedWait = d }(movedWait)
+	movedWait = time.Hour // c waits for v far longer than the test runs
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t, "v")
+	dialV := func(ctx context.Context) (*Conn, error) {
+		v, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "v", Slots: 1})
+		return v, err
+	}
+	vCame, ended := false, false
+	defer func() {
+		if ended {
+			return
+		}
+		if !vCame {
+			// c ends once v came (or its hour passed), whatever ctx
+			// says: a failing test brings v, so that c ends now.
+			vctx, vcancel := context.WithTimeout(context.Background(), time.Minute)
+			defer vcancel()
+			if v, err := dialV(vctx); err == nil {
+				defer v.Close()
+			}
+		}
+		<-runDone
+	}()
+	// Nothing moved to c is at the root: its Close tells c at once
+	// (endReturning), and waits for c's word that its workers heard it.
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	x, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "x", Slots: 1})
+	if err != nil {
+		t.Fatalf("x cannot reach c: %v", err)
+	}
+	defer x.Close()
+	runOver(t, "x, joining c after the end", awaitFrame(ctx, x, frames(x), isShutdown))
+	// c's own end still waits for v.
+	n := 0
+	if !c.ask(func() { n = c.awaiting() }) || n != 1 {
+		t.Fatalf("c awaits %d once it told its workers the end; want 1 (v)", n)
+	}
+	v, err := dialV(ctx)
+	if err != nil {
+		t.Fatalf("v cannot reach c: %v", err)
+	}
+	vCame = true
+	defer v.Close()
+	runOver(t, "v at c", awaitFrame(ctx, v, frames(v), isShutdown))
+	err = <-runDone
+	ended = true
+	if !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once c had passed the end on")
 	}
 }

@@ -148,6 +148,11 @@ var fixedSeeds = []struct {
 	{544942, "split runs that left a worker looking for a master, fixed with 510973 and 512830"},
 	{637471, "the same as 544942, with a frozen machine"},
 	{669383, "the same as 544942, with a worker that fails one evaluation in nine"},
+	{1175458, "eft, split: child master w1, done after the batch ended, kept nan and w0; its machine froze " +
+		"from 227 ms to 9.91 s, and the root, ending the run at 776 ms, told w1 only at its loop's end (w3, " +
+		"moved to w1, was still at the root, which told it the end itself); w1, thawed, waited movedWait " +
+		"for w3 before it told nan and w0, which sat in a session 16 s after the end (a child that hears " +
+		"the end tells its workers at once, and those that join later at their join)"},
 	{610713, "cma, rwq, w0 frozen for 4.3 s, w1 frozen, the master killed and resumed: w0's results of " +
 		"generation 0, instances cancelled as overdue, reached the master at its thaw; when the loop " +
 		"took them in one turn, the first made w0 open again, the policy sent it tasks 0 (a replica) " +
