@@ -105,27 +105,20 @@ func rootAndChildMoving(ctx context.Context, t *testing.T, workers ...string) (r
 	return root, c, key, done
 }
 
-// TestReturningChildWaitsForItsChildren: a child master c told to
-// return while a child of its own, g, told to return too, has not yet
-// named the workers it sends back (the race of nested splits at the end
-// of a run) waits for g's word, sends g's workers on to the root, and
-// only then returns; the root waits for every one of them and tells them
-// the run is over. Before, c closed at once, g's workers found no master
-// (and -once workers waited for one for ever). The order of events is
-// forced: the test plays g, its worker w1, and the root's decisions.
-func TestReturningChildWaitsForItsChildren(t *testing.T) {
-	leaktest.Check(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	root, c, key, runDone := rootAndChild(ctx, t)
-	// c lends its task to g, as a split of its own would.
+// grandchildDone plays g, a child master of c that took c's one task
+// and the workers moved (as a split of c's own would): g's link to c
+// says it is done, c returns its Done to the root, and the root tells c
+// to return. It returns g's link, for the caller to close, and its
+// frames.
+func grandchildDone(ctx context.Context, t *testing.T, root, c *Master, key *Key, moved []string) (*Conn, <-chan Message) {
+	t.Helper()
 	lent := 0
 	if !waitLoop(ctx, c, func() bool {
 		p := c.proto()
 		if p.parent == nil {
 			return false
 		}
-		g := &childMaster{token: 7, name: "g", batch: 1, created: c.now(), masters: 1}
+		g := &childMaster{token: 7, name: "g", batch: 1, created: c.now(), masters: 1, moved: moved}
 		for _, tk := range c.takeTasks(1) {
 			p.lent[tk.ID] = g
 			g.lent++
@@ -141,16 +134,12 @@ func TestReturningChildWaitsForItsChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer glink.Close()
 	gin := frames(glink)
 	glink.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
-	// g is done: c's share is done, and c returns its Done to the root.
 	glink.Send(&ChildResults{Gen: 1, IDs: []int32{0}, F: []float64{5}, Masters: 1, Done: true})
 	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
 		t.Fatal("c's Done did not reach the root")
 	}
-	// The root tells c to return; c tells g, and names the root its
-	// workers (none but itself).
 	root.ask(func() {
 		p := root.proto()
 		for _, x := range p.returning {
@@ -158,6 +147,26 @@ func TestReturningChildWaitsForItsChildren(t *testing.T) {
 		}
 		p.returning = nil
 	})
+	return glink, gin
+}
+
+// TestReturningChildWaitsForItsChildren: a child master c told to
+// return while a child of its own, g, told to return too, has not yet
+// named the workers it sends back (the race of nested splits at the end
+// of a run) waits for g's word, sends g's workers on to the root, and
+// only then returns; the root waits for every one of them and tells them
+// the run is over. Before, c closed at once, g's workers found no master
+// (and -once workers waited for one for ever). The order of events is
+// forced: the test plays g, its worker w1, and the root's decisions.
+func TestReturningChildWaitsForItsChildren(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone := rootAndChild(ctx, t)
+	// c lends its task to g, as a split of its own would; g is done, and
+	// c returns its Done to the root, which tells c to return.
+	glink, gin := grandchildDone(ctx, t, root, c, key, nil)
+	defer glink.Close()
 	if !waitLoop(ctx, root, func() bool { _, ok := root.proto().expect["c"]; return ok || len(runDone) > 0 }) {
 		t.Fatal("c did not name itself to the root as it returned")
 	}
@@ -252,41 +261,10 @@ func TestReturningChildAwaitsALostChildsWorkers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	root, c, key, runDone := rootAndChild(ctx, t)
-	// c lends its task to g, and moved w1 to g, as a split of its own would.
-	if !waitLoop(ctx, c, func() bool {
-		p := c.proto()
-		if p.parent == nil {
-			return false
-		}
-		g := &childMaster{token: 7, name: "g", batch: 1, created: c.now(), masters: 1, moved: []string{"w1"}}
-		for _, tk := range c.takeTasks(1) {
-			p.lent[tk.ID] = g
-			g.lent++
-		}
-		p.children[g.token] = g
-		p.order = append(p.order, g)
-		return g.lent == 1
-	}) {
-		t.Fatal("c did not lend its task to g")
-	}
-	glink, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// c lends its task to g, and moved w1 to g, as a split of its own
+	// would; g is done, and the root tells c to return.
+	glink, gin := grandchildDone(ctx, t, root, c, key, []string{"w1"})
 	defer glink.Close()
-	gin := frames(glink)
-	glink.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
-	glink.Send(&ChildResults{Gen: 1, IDs: []int32{0}, F: []float64{5}, Masters: 1, Done: true})
-	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
-		t.Fatal("c's Done did not reach the root")
-	}
-	root.ask(func() {
-		p := root.proto()
-		for _, x := range p.returning {
-			root.returnChild(x)
-		}
-		p.returning = nil
-	})
 	if awaitFrame(ctx, glink, gin, func(m Message) bool { _, ok := m.(*Move); return ok }) == nil {
 		t.Fatal("c did not tell g to return")
 	}
