@@ -361,7 +361,7 @@ func TestChildAwaitsItsMovedWorkerAtTheEnd(t *testing.T) {
 	}()
 	finishChild(ctx, t, root, c, key)
 	// The run ends: the root, expecting nothing, tells c at once
-	// (endReturning) and closes.
+	// (endChildren) and closes.
 	go root.Close()
 	// w is in its back-off past c's wait for workers coming back.
 	select {

@@ -651,8 +651,8 @@ func (m *Master) Interrupt() error {
 func (m *Master) Close() error {
 	if m.closing.CompareAndSwap(false, true) {
 		close(m.quit)
-		m.ask(m.endReturning) // split.go: the children done with their workers hear it now
-		m.awaitReturns()      // split.go: workers on their way back from a child master
+		m.ask(m.endChildren) // split.go: the children hear it now, and say their workers did
+		m.awaitReturns()     // split.go: workers on their way back from a child master
 		if m.stopCtx != nil {
 			m.stopCtx()
 		}

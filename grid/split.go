@@ -75,7 +75,7 @@ type splitProto struct {
 	children  map[uint64]*childMaster // this master's children, by token
 	order     []*childMaster          // R's children, in creation order
 	returning []*childMaster          // done after the batch ended: waiting for the next batch or the end
-	// Returning children told the end early (endReturning), until their
+	// Children told the end early (endChildren), until their
 	// link closes; and until when this master waits at its end for what
 	// a lost child held (awaitLost): Close, and a returning child's
 	// finish (maybeFinish), past their own bounds.
@@ -123,7 +123,8 @@ type childMaster struct {
 	lost     bool
 	recalled bool          // in splitProto.recalled
 	answered bool          // it named the workers it sends back (ChildResults.Moved)
-	told     time.Duration // when endReturning told it the end
+	told     time.Duration // when endChildren told it the end
+	toldEnd  bool          // ... it did (in splitProto.ended until its link closes)
 	heard    bool          // ... and it said its workers heard it (endPassedOn)
 	// moved names the workers moved to it: if it is lost they come
 	// back here, and Close waits for them (expectWorkers) so that they
@@ -761,7 +762,7 @@ func (m *Master) stallDeadline() time.Duration {
 // childLost gives back everything lent to c (docs/papers.md §2 assumes no
 // failure; the grid must survive one).
 func (m *Master) childLost(c *childMaster) {
-	if c.lost || c.done {
+	if c.lost || c.done || c.toldEnd { // told the end: endGone's
 		return
 	}
 	c.lost, c.inR = true, false
@@ -983,7 +984,7 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	// Close waits for them, so that none misses the end of the run.
 	m.expectWorkers(r.Moved, returnGrace)
 	c.answered = c.answered || len(r.Moved) > 0
-	if r.Done && !c.done {
+	if r.Done && !c.done && !c.toldEnd { // one sent as the end went down ends nothing more
 		c.done, c.inR = true, false
 		delete(p.children, c.token)
 		p.order = slices.DeleteFunc(p.order, func(x *childMaster) bool { return x == c })
@@ -1012,7 +1013,7 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 		} else {
 			// The batch is over (maybe with these very results): whether
 			// a next one comes or the run ends, the child learns at the
-			// next batch or as Close begins (endReturning), so that its
+			// next batch or as Close begins (endChildren), so that its
 			// workers are never on their way when the run ends.
 			p.returning = append(p.returning, c)
 		}
@@ -1166,8 +1167,8 @@ func (m *Master) heardBack(c *childMaster) {
 // under a returning child, grandchild… reaches a master that is still
 // open and has named it to its own parent, and so ends at the root, which
 // tells it the run is over; a child still at work hears the end from its
-// parent, waits for the workers on their way to it as the root does, and
-// tells them and its own children (shutdownChildren).
+// parent as its Close begins (endChildren), waits for the workers on
+// their way to it as the root does, and tells them and its own children.
 func (m *Master) awaiting() int {
 	p := m.split.splitProto
 	if p == nil {
@@ -1664,29 +1665,35 @@ func (m *Master) returnChild(c *childMaster) {
 	}
 }
 
-// endReturning tells the children done after the batch ended, which
-// keep their workers until the next batch or the end, that the master is
-// stopping, as Close begins: no next batch will call them back, and
-// Close may then wait up to returnGrace for workers on their way back
-// from other children, through which theirs would sit idle, cut off
-// from the end should a child's machine fail meanwhile (seed 307184 of
-// the simulation: the child froze 20 ms after the root knew the run was
-// over, and 365 ms before the root, done waiting, said so). A child that
-// a worker moved to it has not reached yet (still connected here,
-// finishing its tasks) is told at the loop's end, as before: told now, it
-// would wait for that worker only a moment (childReturnWait). On the
-// loop.
-func (m *Master) endReturning() {
+// endChildren tells every child whose link is open, save those told to
+// return (the root awaits those already: recalled), that the master is
+// stopping, as Close begins, and awaits each one's word that its workers
+// heard it (endPassedOn), or its workers once it is found gone
+// (checkEnded, endGone). Told only as the loop exits, a child whose
+// machine froze meanwhile would leave its workers to time out on it and
+// go home to a root that had closed (seed 307184 of the simulation: the
+// child froze 20 ms after the root knew the run was over, and 365 ms
+// before the root, done waiting, said so). A worker moved to a child and
+// still connected here (finishing its tasks, deaf to their cancel) hears
+// it here too: the child waits movedWait for it (endWait), which bounds a
+// back-off and a dial, not its tasks (seed 6760: told alone, the child
+// closed before the worker left here). On the loop.
+func (m *Master) endChildren() {
 	p := m.split.splitProto
 	if p == nil {
 		return
 	}
 	bye := m.bye()
-	p.returning = slices.DeleteFunc(p.returning, func(c *childMaster) bool {
-		if c.link == nil || slices.ContainsFunc(c.moved, func(name string) bool { return m.byName[name] != nil }) {
+	tell := func(c *childMaster) bool {
+		if c.link == nil || c.toldEnd {
 			return false
 		}
-		c.told = m.now()
+		for _, name := range c.moved {
+			if w := m.byName[name]; w != nil && w.moved && !w.ended && !w.closed {
+				m.endWorker(w)
+			}
+		}
+		c.told, c.toldEnd = m.now(), true
 		if bye.Restart {
 			// Its workers wait for a master to come back anyway.
 			c.link.SendAndClose(bye)
@@ -1696,7 +1703,11 @@ func (m *Master) endReturning() {
 		}
 		p.ended = append(p.ended, c)
 		return true
-	})
+	}
+	p.returning = slices.DeleteFunc(p.returning, tell)
+	for _, c := range p.order { // at work: the run may end before its batch does
+		tell(c)
+	}
 }
 
 // endHeardWait bounds how long a child told the end early may take to
@@ -1761,16 +1772,16 @@ func (m *Master) shutdownChildren(bye *Shutdown) []*Conn {
 		return nil
 	}
 	var links []*Conn
-	for _, c := range p.ended { // told already (endReturning): given their moment too
+	for _, c := range p.ended { // told already (endChildren): given their moment too
 		c.link.SendAndClose(nil)
 		links = append(links, c.link)
 	}
-	// Children at work, done after the batch ended, and on their way
-	// back with their workers still with them (one that has let them go
-	// has closed its link).
+	// Children that came since (a child's Close tells them first too),
+	// and those on their way back with their workers still with them
+	// (one that has let them go has closed its link).
 	for _, set := range [][]*childMaster{p.order, p.returning, p.recalled} {
 		for _, c := range set {
-			if c.link != nil {
+			if c.link != nil && !c.toldEnd {
 				c.link.SendAndClose(bye)
 				links = append(links, c.link)
 			}

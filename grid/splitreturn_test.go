@@ -463,43 +463,130 @@ func TestReturningChildHearsTheEndAtOnce(t *testing.T) {
 	}
 }
 
-// TestReturningChildAwaitsItsMovingWorkers: a child master c done after
-// the batch ended, to which the root moved a worker v still connected
-// to the root (finishing its tasks), is not told the end early: told,
-// it would wait for v only a moment (childReturnWait), and v, later,
-// would find no master (seed 6760 of the simulation). Once v has left
-// the root, c is told.
-func TestReturningChildAwaitsItsMovingWorkers(t *testing.T) {
+// TestMovingWorkerHearsTheEndAtTheRoot: a child master c done after the
+// batch ended, to which the root moved a worker v still connected to the
+// root (finishing its tasks), is told the end as the root's Close begins,
+// and v hears it from the root, while the root still waits for a worker
+// x on its way back from another child: c waits for v only movedWait, a
+// back-off and a dial, not v's tasks (seed 6760 of the simulation: c,
+// told alone, closed, and v, later, found no master). Before, both
+// heard it only as the root's loop exited, x's wait over, cut off from
+// the end should c's machine freeze meanwhile.
+func TestMovingWorkerHearsTheEndAtTheRoot(t *testing.T) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	root, _, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
 	v, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "v", Slots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
+	vin := frames(v)
 	if err := root.WaitWorkers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	kept := 0
 	root.ask(func() {
-		p := root.proto()
-		p.returning[0].moved = []string{"v"}
-		root.endReturning()
-		kept = len(p.returning)
+		root.proto().returning[0].moved = []string{"v"}
+		root.moveWorker(root.byName["v"], c.Addr())
+		root.expectWorkers([]string{"x"}, returnGrace)
 	})
-	if kept != 1 {
-		t.Fatal("c was told the end while v, moved to it, was still on its way")
-	}
-	v.Close()
-	if !waitLoop(ctx, root, func() bool { return root.byName["v"] == nil }) {
-		t.Fatal("v's leaving did not reach the root")
-	}
-	root.ask(root.endReturning)
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "v, moving to c, at the root", awaitFrame(ctx, v, vin, isShutdown))
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
 	if err := <-runDone; !errors.Is(err, ErrRunOver) {
 		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	waiting := false
+	if !root.ask(func() { _, waiting = root.proto().expect["x"] }) || !waiting {
+		t.Fatal("v and c heard the end only once the root had stopped waiting for x")
+	}
+	x, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "x", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	runOver(t, "x at the root", awaitFrame(ctx, x, frames(x), isShutdown))
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close")
+	}
+}
+
+// TestFrozenWorkingChildsWorkersHearTheEnd: a child master c still at
+// work as the root's Close begins (the run ended before c's share did)
+// is told the end then, and freezes before it passes it on. The root
+// awaits c's worker and agent, which time out on c and come home, and
+// tells them the run is over. Before, c heard the end only as the
+// root's loop exited, with no word back awaited, and they looked for a
+// master for ever. The test plays c, frozen, and its workers.
+func TestFrozenWorkingChildsWorkersHearTheEnd(t *testing.T) {
+	leaktest.Check(t)
+	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
+	endHeardWait = 0 // c never answers: any wait would do
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	key := splitTestKey(t)
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.ask(func() {
+		p := root.proto()
+		c := &childMaster{token: 1, name: "c", masters: 1, moved: []string{"w"}}
+		p.children[1], p.order = c, append(p.order, c)
+	})
+	// c, silent: no heartbeat either, and no Done.
+	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster},
+		Conn: ConnConfig{Heartbeat: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
+	if !waitLoop(ctx, root, func() bool { return root.proto().children[1].link != nil }) {
+		t.Fatal("c's hello did not reach the root")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "c", awaitFrame(ctx, link, in, isShutdown))
+	// c freezes here: it says nothing more, and its link stays open.
+	if !waitLoop(ctx, root, func() bool {
+		_, w := root.proto().expect["w"]
+		_, c := root.proto().expect["c"]
+		return w && c
+	}) {
+		t.Fatal("the root closed without awaiting the workers of a child at work that never said they heard the end")
+	}
+	// Both come before either hears the end: the root says it as it
+	// closes, once all it awaits came.
+	var conns []*Conn
+	var ins []<-chan Message
+	for _, name := range []string{"w", "c"} {
+		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s, home from frozen c, cannot reach the root: %v", name, err)
+		}
+		defer conn.Close()
+		conns, ins = append(conns, conn), append(ins, frames(conn))
+	}
+	for i, name := range []string{"w", "c"} {
+		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once c's workers had come")
 	}
 }
 
