@@ -221,7 +221,7 @@ var fixedWaitingSeeds = []struct {
 		"connection, as for one coming back from a child)"},
 	{6760, "child master w3 was told the end as the root's Close began (seed 307184's fix) while w2, moved " +
 		"to it, was still at the root finishing a task deaf to its cancel; w3 waited a second for it " +
-		"and closed, and w2 found no master (such a child is told at the root's end, as before)"},
+		"and closed, and w2 found no master (such a worker now hears the end from the root, as the child does)"},
 	{20582, "the same with child master n6 and w0, frozen while still connected to the root"},
 	{808522, "child master w0, done, was told by the root to return, and froze as its answer (naming its " +
 		"six workers) left: neither the answer nor its word to the workers got through; the root, done, " +
