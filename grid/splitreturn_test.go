@@ -450,6 +450,13 @@ func TestReturningChildHearsTheEndAtOnce(t *testing.T) {
 		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
 	}
 	// x comes: the root's wait ends, and x hears the end too.
+	xComes(ctx, t, root, key, closed)
+}
+
+// xComes plays x, the worker the root awaits as it closes: x comes,
+// hears the run is over, and the root closes (closed).
+func xComes(ctx context.Context, t *testing.T, root *Master, key *Key, closed <-chan struct{}) {
+	t.Helper()
 	x, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "x", Slots: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -505,17 +512,7 @@ func TestMovingWorkerHearsTheEndAtTheRoot(t *testing.T) {
 	if !root.ask(func() { _, waiting = root.proto().expect["x"] }) || !waiting {
 		t.Fatal("v and c heard the end only once the root had stopped waiting for x")
 	}
-	x, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "x", Slots: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	runOver(t, "x at the root", awaitFrame(ctx, x, frames(x), isShutdown))
-	select {
-	case <-closed:
-	case <-ctx.Done():
-		t.Fatal("the root did not close")
-	}
+	xComes(ctx, t, root, key, closed)
 }
 
 // TestFrozenWorkingChildsWorkersHearTheEnd: a child master c still at
@@ -526,6 +523,27 @@ func TestMovingWorkerHearsTheEndAtTheRoot(t *testing.T) {
 // root's loop exited, with no word back awaited, and they looked for a
 // master for ever. The test plays c, frozen, and its workers.
 func TestFrozenWorkingChildsWorkersHearTheEnd(t *testing.T) {
+	frozenChildsWorkersHearTheEnd(t, true)
+}
+
+// TestFrozenChildsWorkersHearTheEnd: a child master c done after the
+// root's last batch ended is told the end as the root's Close begins,
+// and freezes before it passes it on (its link stays open and says
+// nothing). The root counts it gone once endHeardWait is over, awaits
+// the worker it moved to c and c's own agent, which time out on c and
+// come home, and tells them the run is over. Before, the root closed
+// at once, and they looked for a master for ever (seed 307184 of the
+// simulation, in a rare order). The test plays c, frozen, and its
+// workers.
+func TestFrozenChildsWorkersHearTheEnd(t *testing.T) {
+	frozenChildsWorkersHearTheEnd(t, false)
+}
+
+// frozenChildsWorkersHearTheEnd plays a child master c, to which the
+// root moved a worker w, at work (atWork) or done after the root's last
+// batch: told the end as the root's Close begins, c freezes, and the
+// root must await w and c's own agent, and tell them the run is over.
+func frozenChildsWorkersHearTheEnd(t *testing.T, atWork bool) {
 	leaktest.Check(t)
 	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
 	endHeardWait = 0 // c never answers: any wait would do
@@ -540,78 +558,11 @@ func TestFrozenWorkingChildsWorkersHearTheEnd(t *testing.T) {
 	root.ask(func() {
 		p := root.proto()
 		c := &childMaster{token: 1, name: "c", masters: 1, moved: []string{"w"}}
-		p.children[1], p.order = c, append(p.order, c)
-	})
-	// c, silent: no heartbeat either, and no Done.
-	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster},
-		Conn: ConnConfig{Heartbeat: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer link.Close()
-	in := frames(link)
-	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
-	if !waitLoop(ctx, root, func() bool { return root.proto().children[1].link != nil }) {
-		t.Fatal("c's hello did not reach the root")
-	}
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
-	runOver(t, "c", awaitFrame(ctx, link, in, isShutdown))
-	// c freezes here: it says nothing more, and its link stays open.
-	if !waitLoop(ctx, root, func() bool {
-		_, w := root.proto().expect["w"]
-		_, c := root.proto().expect["c"]
-		return w && c
-	}) {
-		t.Fatal("the root closed without awaiting the workers of a child at work that never said they heard the end")
-	}
-	// Both come before either hears the end: the root says it as it
-	// closes, once all it awaits came.
-	var conns []*Conn
-	var ins []<-chan Message
-	for _, name := range []string{"w", "c"} {
-		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
-		if err != nil {
-			t.Fatalf("%s, home from frozen c, cannot reach the root: %v", name, err)
+		p.children[1] = c
+		if atWork {
+			p.order = append(p.order, c)
 		}
-		defer conn.Close()
-		conns, ins = append(conns, conn), append(ins, frames(conn))
-	}
-	for i, name := range []string{"w", "c"} {
-		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
-	}
-	select {
-	case <-closed:
-	case <-ctx.Done():
-		t.Fatal("the root did not close once c's workers had come")
-	}
-}
-
-// TestFrozenChildsWorkersHearTheEnd: a child master c done after the
-// root's last batch ended is told the end as the root's Close begins,
-// and freezes before it passes it on (its link stays open and says
-// nothing). The root counts it gone once endHeardWait is over, awaits
-// the worker it moved to c and c's own agent, which time out on c and
-// come home, and tells them the run is over. Before, the root closed
-// at once, and they looked for a master for ever (seed 307184 of the
-// simulation, in a rare order). The test plays c, frozen, and its
-// workers.
-func TestFrozenChildsWorkersHearTheEnd(t *testing.T) {
-	leaktest.Check(t)
-	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
-	endHeardWait = 0 // c never answers: any wait would do
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	key := splitTestKey(t)
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	root.ask(func() { root.proto().children[1] = &childMaster{token: 1, name: "c", masters: 1, moved: []string{"w"}} })
+	})
 	// c, silent: no heartbeat either.
 	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster},
 		Conn: ConnConfig{Heartbeat: time.Hour}})
@@ -621,9 +572,15 @@ func TestFrozenChildsWorkersHearTheEnd(t *testing.T) {
 	defer link.Close()
 	in := frames(link)
 	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
-	link.Send(&ChildResults{Gen: 1, Masters: 1, Done: true})
-	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
-		t.Fatal("c's Done did not reach the root")
+	if atWork {
+		if !waitLoop(ctx, root, func() bool { return root.proto().children[1].link != nil }) {
+			t.Fatal("c's hello did not reach the root")
+		}
+	} else {
+		link.Send(&ChildResults{Gen: 1, Masters: 1, Done: true})
+		if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+			t.Fatal("c's Done did not reach the root")
+		}
 	}
 	closed := make(chan struct{})
 	go func() {
@@ -637,8 +594,10 @@ func TestFrozenChildsWorkersHearTheEnd(t *testing.T) {
 		_, c := root.proto().expect["c"]
 		return w && c
 	}) {
-		t.Fatal("the root closed without awaiting the workers of a child that never said they heard the end")
+		t.Fatalf("the root closed without awaiting the workers of a child (at work: %v) that never said they heard the end", atWork)
 	}
+	// Both come before either hears the end: the root says it as it
+	// closes, once all it awaits came.
 	var conns []*Conn
 	var ins []<-chan Message
 	for _, name := range []string{"w", "c"} {
