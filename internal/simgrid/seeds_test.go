@@ -233,6 +233,10 @@ var fixedWaitingSeeds = []struct {
 		"(its own wait for its workers ended 150 ms later anyway, before they came), the root closed as " +
 		"n7's agent came, and w0 and w3, timing out on w2 100 ms later, found no master (a child awaits such a lost child's workers as the root does, and a lost child's " +
 		"workers hold a master's end, a returning child's too, returnGrace from when it was found lost)"},
+	{2079761, "child master w0, told to return, named its four workers and froze as the last two were to " +
+		"leave it; the root waited returnGrace for them from when they were named, and closed as w0's link " +
+		"timed out, 16 ms before n7 and w1, timing out on w0 a moment later, came (once the link of a child " +
+		"that named its workers closes, those not come yet are awaited again, and hold the end)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
