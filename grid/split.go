@@ -1166,12 +1166,18 @@ func (m *Master) heardBack(c *childMaster) {
 		m.awaitLost(c)
 		return
 	}
-	// Those it named and that have not come yet are waited for again,
-	// returnGrace from now: on their way, they come soon; still on it,
-	// its machine frozen as they were to leave, they come once their
-	// links to it time out, which may be up to their idle timeout after
-	// they were named, past the wait that began then (seed 2079761 of
-	// the simulation: the root closed 16 ms before two of them came).
+	// At the root, those it named and that have not come yet are waited
+	// for again, returnGrace from now: on their way, they come soon;
+	// still on it, its machine frozen as they were to leave, they come
+	// once their links to it time out, which may be up to their idle
+	// timeout after they were named, past the wait that began then (seed
+	// 2079761 of the simulation: the root closed 16 ms before two of them
+	// came). Not at a child: its parent does not know of such a hold,
+	// and may close first (seed 2513961: a child held for its grandchild's
+	// agent, which went home to the root, until the root had closed).
+	if p.parent != nil {
+		return
+	}
 	if n := m.expectWorkers(c.named, returnGrace); n > 0 {
 		p.endHold = max(p.endHold, m.now()+returnGrace)
 	}

@@ -237,6 +237,11 @@ var fixedWaitingSeeds = []struct {
 		"leave it; the root waited returnGrace for them from when they were named, and closed as w0's link " +
 		"timed out, 16 ms before n7 and w1, timing out on w0 a moment later, came (once the link of a child " +
 		"that named its workers closes, those not come yet are awaited again, and hold the end)"},
+	{2513961, "passed before 2079761's fix, and broke with a first version of it that held a child master " +
+		"too: child n7, returning, held for its frozen grandchild's agent, which went home to the root, " +
+		"until the root had closed (a child does not hold so)"},
+	{2517552, "the same as 2513961"},
+	{2524716, "the same as 2513961"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
