@@ -80,3 +80,37 @@ func TestChildNotHeldByAWorkerThatPassed(t *testing.T) {
 			out.Elapsed, sc, tail(trace, 40))
 	}
 }
+
+// TestGrandchildFrozenAsItHearsTheEnd: a grandchild master frozen at the
+// instant its parent, a child master, hears that the run is over, before
+// the parent's word reaches it, for longer than its workers wait on it.
+// They time out on it and go back the way they came, to the child, which
+// never heard from the grandchild that they have the end: it awaits them
+// (and the grandchild's agent), tells them, and only then says up that
+// its workers heard it, within the root's wait for that word. Before,
+// the child closed a second after the end, and they looked for a master
+// for ever.
+func TestGrandchildFrozenAsItHearsTheEnd(t *testing.T) {
+	defer func(was bool) { CheckWaiting = was }(CheckWaiting)
+	CheckWaiting = true
+	for _, c := range []struct {
+		policy string
+		seed   uint64
+	}{{"wq", 1}, {"rr", 3}, {"r3q", 3}} {
+		loss := GrandchildLoss{How: LoseFreeze, Gen: 4, For: 35 * time.Second}
+		sc := grandchildScenario(c.seed, c.policy, loss)
+		out, trace, bad := simulateScenario(t, sc)
+		if len(bad) > 0 {
+			t.Errorf("%s, seed %d broke:\n  %s\nscenario: %s\ntrace (last lines):\n%s",
+				c.policy, c.seed, strings.Join(bad, "\n  "), sc, tail(trace, 60))
+			continue
+		}
+		// Not a run that missed the gap (its order moved on).
+		if !strings.Contains(trace, `msg="sim: grandchild master frozen"`) || !strings.Contains(trace, "did not say its workers heard it") {
+			t.Errorf("%s, seed %d: no child master missed its frozen child's word: the scenario no longer freezes a grandchild in the gap\n%s",
+				c.policy, c.seed, tail(trace, 60))
+			continue
+		}
+		t.Logf("%s, seed %d: %v of virtual time, bound %v", c.policy, c.seed, out.Elapsed, Bound(sc))
+	}
+}
