@@ -1796,7 +1796,7 @@ func (m *Master) endWithin() time.Duration {
 func (m *Master) endMargin() time.Duration { return m.cfg.ShutdownGrace + time.Second }
 
 // maxEndHold bounds how far a child's holds (Shutdown.Hold) may push its
-// parent's wait for its word past when it was told the end: a tree of
+// parent's wait for its word past the wait it was given (within): a tree of
 // masters three levels deep, each level losing a child in turn (20 s is
 // endHeardWait's).
 const maxEndHold = 3 * (returnGrace + 20*time.Second)
@@ -1811,7 +1811,7 @@ func (m *Master) childHolds(c *childMaster, hold time.Duration) {
 	if !slices.Contains(p.ended, c) || c.heard {
 		return
 	}
-	by := min(m.now()+min(hold, maxEndHold)+max(c.within, m.endMargin()), c.told+maxEndHold)
+	by := min(m.now()+min(hold, maxEndHold)+max(c.within, m.endMargin()), c.told+c.within+maxEndHold)
 	if by <= c.wordBy {
 		return
 	}

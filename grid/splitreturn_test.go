@@ -649,6 +649,88 @@ func TestChildSaysItsWorkersHeardTheEnd(t *testing.T) {
 	}
 }
 
+// TestFrozenGrandchildsWorkersHearTheEnd: a child master c, told the end
+// by the root, tells its own child g (played by the test), done after
+// c's batch ended, giving it less time for its word than the root gives
+// c (Shutdown.Within); g freezes before it passes the end on. Once g's
+// time is over, c counts it gone, awaits the worker it moved to g (x) and
+// g's agent, which time out on g and come back to c, and asks the root to
+// wait that much longer for its own word (Shutdown.Hold); they hear the
+// end at c, whose word then closes the root, which never took c for
+// gone. Before, c waited a second for g's word and closed, and x and g
+// found no master.
+func TestFrozenGrandchildsWorkersHearTheEnd(t *testing.T) {
+	leaktest.Check(t)
+	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
+	endHeardWait = time.Hour // the root never gives up on c here
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	c.ask(func() {
+		p := c.proto()
+		g := &childMaster{token: 7, name: "g", masters: 1, moved: []string{"x"}}
+		p.children[7], p.returning = g, append(p.returning, g)
+	})
+	// g, silent: no heartbeat either.
+	link, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster},
+		Conn: ConnConfig{Heartbeat: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	if !waitLoop(ctx, c, func() bool { return c.proto().children[7].link != nil }) {
+		t.Fatal("g's hello did not reach c")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	m := awaitFrame(ctx, link, in, isShutdown)
+	runOver(t, "g", m)
+	if within := time.Duration(m.(*Shutdown).Within); within <= 0 || within >= endHeardWait {
+		t.Fatalf("c gave g %v for its word; the root gives c %v: c must find g gone first", within, endHeardWait)
+	}
+	// g freezes here; its time for its word is over at once.
+	c.ask(func() { c.proto().children[7].wordBy = 0 })
+	if !waitLoop(ctx, c, func() bool {
+		_, x := c.proto().expect["x"]
+		_, g := c.proto().expect["g"]
+		return x && g
+	}) {
+		t.Fatal("c closed without awaiting the workers of a child that never said they heard the end")
+	}
+	if !waitLoop(ctx, root, func() bool {
+		p := root.proto()
+		return len(p.ended) == 1 && p.ended[0].wordBy > p.ended[0].told+endHeardWait
+	}) {
+		t.Fatal("the root did not hear from c that it awaits g's workers, and so waits no longer for c's word")
+	}
+	for _, name := range []string{"x", "g"} {
+		conn, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s, back from frozen g, cannot reach c: %v", name, err)
+		}
+		defer conn.Close()
+		runOver(t, name+" at c", awaitFrame(ctx, conn, frames(conn), isShutdown))
+	}
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once c had said its word")
+	}
+	// The loop has ended: its state is read here alone.
+	if p := root.split.splitProto; p.endHold != 0 {
+		t.Fatal("the root took c for gone, and awaited its workers, though c said its word")
+	}
+}
+
 // TestChildTellsItsWorkersTheEndAtOnce: a child master c told by the
 // root that the run is over, while it still waits for v, a worker the
 // root moved to it that has not come (the root may have told v the end
