@@ -1493,7 +1493,8 @@ func (m *Master) parentFrame(msg Message) {
 			if within <= 0 {
 				within = endHeardWait
 			}
-			pl.wordBy = m.now() + within
+			// No parent waits longer: its own, if a child, is less.
+			pl.wordBy = m.now() + min(within, endHeardWait+maxEndHold)
 			if pl.runOver {
 				// Those moved here and still to come have left the
 				// parent by now (it tells a child the end only then, or

@@ -731,6 +731,66 @@ func TestFrozenGrandchildsWorkersHearTheEnd(t *testing.T) {
 	}
 }
 
+// TestChildHoldsAreBounded: a child master c told the end that says
+// again and again that it awaits a lost child's workers, each time for
+// ever (Shutdown.Hold), pushes the root's wait for its word maxEndHold
+// past the wait it was given, no further; its word still ends it.
+func TestChildHoldsAreBounded(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	key := splitTestKey(t)
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.ask(func() {
+		c := &childMaster{token: 1, name: "c", masters: 1}
+		root.proto().children[1] = c
+		root.proto().order = append(root.proto().order, c)
+	})
+	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
+	if !waitLoop(ctx, root, func() bool { return root.proto().children[1].link != nil }) {
+		t.Fatal("c's hello did not reach the root")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	m := awaitFrame(ctx, link, in, isShutdown)
+	runOver(t, "c", m)
+	if within := time.Duration(m.(*Shutdown).Within); within != endHeardWait {
+		t.Fatalf("the root gave c %v for its word, want endHeardWait (%v)", within, endHeardWait)
+	}
+	for range 3 {
+		link.Send(&Shutdown{Reason: "awaiting a lost child's workers", Hold: 1<<63 - 1})
+	}
+	// The root answers a request after the holds before it: it has taken them.
+	link.Send(&TaskRequest{Gen: 1})
+	awaitFrame(ctx, link, in, func(m Message) bool { _, ok := m.(*TaskRefusal); return ok })
+	var by, bound time.Duration
+	if !root.ask(func() {
+		c := root.proto().children[1]
+		by, bound = c.wordBy, c.told+c.within+maxEndHold
+	}) || by != bound {
+		t.Fatalf("c's holds pushed the root's wait for its word to %v, want %v", by, bound)
+	}
+	link.SendAndClose(&Shutdown{Reason: "passed on"})
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close on c's word")
+	}
+}
+
 // TestChildTellsItsWorkersTheEndAtOnce: a child master c told by the
 // root that the run is over, while it still waits for v, a worker the
 // root moved to it that has not come (the root may have told v the end
