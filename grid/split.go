@@ -125,11 +125,11 @@ type childMaster struct {
 	lost     bool
 	recalled bool          // in splitProto.recalled
 	answered bool          // it named the workers it sends back (ChildResults.Moved)
-	told     time.Duration // when endChildren told it the end
+	told     time.Duration // when endChildren told it the end (recalled: when a child's end began to wait for it)
 	toldEnd  bool          // ... it did (in splitProto.ended until its link closes)
 	heard    bool          // ... and it said its workers heard it (endPassedOn)
 	within   time.Duration // ... how long it was given for that (Shutdown.Within)
-	wordBy   time.Duration // ... and until when it is waited for (later if it holds)
+	wordBy   time.Duration // ... and until when it is waited for (later if it holds); recalled, at a child's end, for its link to close
 	// moved names the workers moved to it: if it is lost they come
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
@@ -1748,6 +1748,39 @@ func (m *Master) checkEnded() {
 			m.endGone(c)
 		}
 	}
+	if !m.endHeard() {
+		return
+	}
+	for _, c := range slices.Clone(p.recalled) {
+		switch {
+		case c.wordBy == 0:
+			c.told = m.now()
+			c.wordBy = c.told + m.endWithin()
+		case m.now() > c.wordBy:
+			m.recalledGone(c)
+		}
+	}
+}
+
+// recalledGone: c, told to return, has not closed its link (its last
+// word, which names its own agent) within what this child, told the end,
+// gives it (endWithin): its machine froze as it returned, perhaps before
+// its workers heard its word to come back, and they would time out on it
+// and come back here only after a child's short wait at the end (seed 4
+// of TestGrandchildFrozenAsItHearsTheEnd under wq: this child waited 1 s
+// and closed). So this child tells it the end, should it thaw, awaits
+// its workers and agent as a lost child's, and asks its parent to wait
+// that much longer (holdUp). On the loop.
+func (m *Master) recalledGone(c *childMaster) {
+	p := m.split.splitProto
+	c.recalled = false
+	p.recalled = slices.DeleteFunc(p.recalled, func(x *childMaster) bool { return x == c })
+	c.link.SendAndClose(m.bye())
+	m.log.Warn("child master told to return did not end its link in time at the run's end; awaiting its workers here",
+		"child", c.name, "workers", len(c.moved))
+	m.awaitLost(c)
+	m.expectAgent(c)
+	m.holdUp()
 }
 
 // endGone: the link of c, told the end early, closed (or c is silent
@@ -1835,12 +1868,18 @@ func (m *Master) holdUp() {
 }
 
 // endBy is until when this master's end waits at most for its
-// children's words and what a lost child held (endHold). On the loop.
+// children's words, those told to return (a child's: recalledGone), and
+// what a lost child held (endHold). On the loop.
 func (m *Master) endBy() time.Duration {
 	p := m.split.splitProto
 	by := p.endHold
 	for _, c := range p.ended {
 		if !c.heard {
+			by = max(by, c.wordBy)
+		}
+	}
+	if m.endHeard() {
+		for _, c := range p.recalled {
 			by = max(by, c.wordBy)
 		}
 	}

@@ -660,6 +660,22 @@ func TestChildSaysItsWorkersHeardTheEnd(t *testing.T) {
 // gone. Before, c waited a second for g's word and closed, and x and g
 // found no master.
 func TestFrozenGrandchildsWorkersHearTheEnd(t *testing.T) {
+	frozenGrandchildsWorkersHearTheEnd(t, false)
+}
+
+// TestFrozenReturningGrandchildsWorkersHearTheEnd: the same with g told
+// to return by c, frozen before its link's last frame (which names its
+// agent): c gives it as long to end its link as it would give it for its
+// word, then tells it the end, awaits x and g, and says so up.
+func TestFrozenReturningGrandchildsWorkersHearTheEnd(t *testing.T) {
+	frozenGrandchildsWorkersHearTheEnd(t, true)
+}
+
+// frozenGrandchildsWorkersHearTheEnd plays g, a child of the real child
+// master c, to which c moved a worker x: done after c's batch ended or
+// returning, g freezes as c hears the end, and c must await x and g's
+// agent, and have the root wait for it meanwhile.
+func frozenGrandchildsWorkersHearTheEnd(t *testing.T, returning bool) {
 	leaktest.Check(t)
 	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
 	endHeardWait = time.Hour // the root never gives up on c here
@@ -668,8 +684,13 @@ func TestFrozenGrandchildsWorkersHearTheEnd(t *testing.T) {
 	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
 	c.ask(func() {
 		p := c.proto()
-		g := &childMaster{token: 7, name: "g", masters: 1, moved: []string{"x"}}
-		p.children[7], p.returning = g, append(p.returning, g)
+		g := &childMaster{token: 7, name: "g", masters: 1, moved: []string{"x"}, recalled: returning}
+		p.children[7] = g
+		if returning {
+			p.recalled = append(p.recalled, g)
+		} else {
+			p.returning = append(p.returning, g)
+		}
 	})
 	// g, silent: no heartbeat either.
 	link, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster},
@@ -689,19 +710,26 @@ func TestFrozenGrandchildsWorkersHearTheEnd(t *testing.T) {
 		close(closed)
 	}()
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
-	m := awaitFrame(ctx, link, in, isShutdown)
-	runOver(t, "g", m)
-	if within := time.Duration(m.(*Shutdown).Within); within <= 0 || within >= endHeardWait {
-		t.Fatalf("c gave g %v for its word; the root gives c %v: c must find g gone first", within, endHeardWait)
+	// g freezes here; once c has given it its time, that time is over.
+	var within time.Duration
+	if !waitLoop(ctx, c, func() bool {
+		g := c.proto().children[7]
+		within = g.wordBy - g.told
+		return g.wordBy != 0
+	}) {
+		t.Fatal("c gave g no time at the end")
 	}
-	// g freezes here; its time for its word is over at once.
-	c.ask(func() { c.proto().children[7].wordBy = 0 })
+	if within <= 0 || within >= endHeardWait {
+		t.Fatalf("c gave g %v at the end; the root gives c %v: c must find g gone first", within, endHeardWait)
+	}
+	c.ask(func() { c.proto().children[7].wordBy = 1 })
+	runOver(t, "g", awaitFrame(ctx, link, in, isShutdown))
 	if !waitLoop(ctx, c, func() bool {
 		_, x := c.proto().expect["x"]
 		_, g := c.proto().expect["g"]
 		return x && g
 	}) {
-		t.Fatal("c closed without awaiting the workers of a child that never said they heard the end")
+		t.Fatal("c closed without awaiting the workers of a child silent at the end")
 	}
 	if !waitLoop(ctx, root, func() bool {
 		p := root.proto()

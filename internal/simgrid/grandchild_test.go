@@ -83,21 +83,30 @@ func TestChildNotHeldByAWorkerThatPassed(t *testing.T) {
 
 // TestGrandchildFrozenAsItHearsTheEnd: a grandchild master frozen at the
 // instant its parent, a child master, hears that the run is over, before
-// the parent's word reaches it, for longer than its workers wait on it.
-// They time out on it and go back the way they came, to the child, which
-// never heard from the grandchild that they have the end: it awaits them
-// (and the grandchild's agent), tells them, and only then says up that
-// its workers heard it, within the root's wait for that word. Before,
-// the child closed a second after the end, and they looked for a master
-// for ever.
+// the parent's word reaches it, for longer than its workers wait on it:
+// at work or done (told the end), or returning (told to return, its
+// link's last frame still to come). They time out on it and go back the
+// way they came, to the child, which never heard from the grandchild
+// that they have the end (or come back): it awaits them (and the
+// grandchild's agent), tells them, and only then says up that its
+// workers heard it, having asked the root to wait that much longer.
+// Before, the child closed a second after the end, and they looked for a
+// master for ever.
 func TestGrandchildFrozenAsItHearsTheEnd(t *testing.T) {
 	defer func(was bool) { CheckWaiting = was }(CheckWaiting)
 	CheckWaiting = true
 	for _, c := range []struct {
 		policy string
 		seed   uint64
-	}{{"wq", 1}, {"rr", 3}, {"r3q", 3}} {
-		loss := GrandchildLoss{How: LoseFreeze, Gen: 4, For: 35 * time.Second}
+		gap    string // the child's word for the frozen grandchild
+	}{
+		{"wq", 1, "did not say its workers heard it"},
+		{"rr", 3, "did not say its workers heard it"},
+		{"r3q", 3, "did not say its workers heard it"},
+		{"wq", 4, "did not end its link in time"},
+		{"rwq", 4, "did not end its link in time"},
+	} {
+		loss := GrandchildLoss{How: LoseFreeze, Gen: 1, For: 35 * time.Second}
 		sc := grandchildScenario(c.seed, c.policy, loss)
 		out, trace, bad := simulateScenario(t, sc)
 		if len(bad) > 0 {
@@ -106,9 +115,9 @@ func TestGrandchildFrozenAsItHearsTheEnd(t *testing.T) {
 			continue
 		}
 		// Not a run that missed the gap (its order moved on).
-		if !strings.Contains(trace, `msg="sim: grandchild master frozen"`) || !strings.Contains(trace, "did not say its workers heard it") {
-			t.Errorf("%s, seed %d: no child master missed its frozen child's word: the scenario no longer freezes a grandchild in the gap\n%s",
-				c.policy, c.seed, tail(trace, 60))
+		if !strings.Contains(trace, `msg="sim: grandchild master frozen"`) || !strings.Contains(trace, c.gap) {
+			t.Errorf("%s, seed %d: no child master said its frozen child %s: the scenario no longer freezes a grandchild in the gap\n%s",
+				c.policy, c.seed, c.gap, tail(trace, 60))
 			continue
 		}
 		t.Logf("%s, seed %d: %v of virtual time, bound %v", c.policy, c.seed, out.Elapsed, Bound(sc))
