@@ -178,7 +178,7 @@ type Shutdown struct {
 	// child's word that its workers heard the end (0: endHeardWait).
 	Within int64 `msgpack:"within,omitempty"`
 	// Hold (child → parent, ns), when > 0, says that the child awaits
-	// for up to Hold what a child of its own, gone silent, held: its
-	// word comes after that.
+	// for up to Hold workers on their way to it (a silent child's, or
+	// those a returning one named): its word comes after that.
 	Hold int64 `msgpack:"hold,omitempty"`
 }

@@ -990,8 +990,12 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 		}
 	}
 	// Workers on their way back from c (and c itself, as a worker):
-	// Close waits for them, so that none misses the end of the run.
+	// Close waits for them, so that none misses the end of the run (a
+	// child that heard it, past its parent's wait: holdUp).
 	m.expectWorkers(r.Moved, returnGrace)
+	if len(r.Moved) > 0 {
+		m.holdUp()
+	}
 	c.answered = c.answered || len(r.Moved) > 0
 	if r.Done && !c.done && !c.toldEnd { // one sent as the end went down ends nothing more
 		c.done, c.inR = true, false
@@ -1835,8 +1839,8 @@ func (m *Master) endMargin() time.Duration { return m.cfg.ShutdownGrace + time.S
 // endHeardWait's).
 const maxEndHold = 3 * (returnGrace + 20*time.Second)
 
-// childHolds: c, told the end, says that it awaits a silent child's
-// workers for up to hold: this master waits for c's word that long more
+// childHolds: c, told the end, says that it awaits workers on their way
+// to it for up to hold: this master waits for c's word that long more
 // (and its wait given anew after it, within, or endMargin at least) and,
 // a child itself, says so up in turn (holdUp). A child's holds push the
 // wait maxEndHold at most. On the loop.
@@ -1850,26 +1854,32 @@ func (m *Master) childHolds(c *childMaster, hold time.Duration) {
 		return
 	}
 	c.wordBy = by
-	m.log.Info("child master told the run is over awaits a lost child's workers; waiting for its word", "child", c.name, "until", by)
+	m.log.Info("child master told the run is over awaits workers on their way to it; waiting for its word", "child", c.name, "until", by)
 	m.holdUp()
 }
 
 // holdUp tells the parent of this child, told the end, that its word
-// comes later than its parent's wait (endWithin): it awaits what a silent
-// child of its own held (endGone's endHold), or such a child's word
-// (childHolds), until endBy. On the loop.
+// may come later than its parent's wait (endWithin): it awaits what a
+// silent child of its own held (endGone's endHold), the workers a
+// returning one named, or a child's word (childHolds), until endBy. On
+// the loop.
 func (m *Master) holdUp() {
 	p := m.split.splitProto
 	if pl := p.parent; pl != nil && pl.runOver && !pl.moving {
 		if hold := m.endBy() - m.now(); hold > 0 {
-			pl.conn.Send(&Shutdown{Reason: "awaiting a lost child's workers", Hold: int64(hold)})
+			pl.conn.Send(&Shutdown{Reason: "awaiting workers on their way here", Hold: int64(hold)})
 		}
 	}
 }
 
 // endBy is until when this master's end waits at most for its
-// children's words, those told to return (a child's: recalledGone), and
-// what a lost child held (endHold). On the loop.
+// children's words and what a lost child held (endHold); at a child that
+// heard the end, also for those told to return (recalledGone) and the
+// workers on their way here, each until it is expected no more: one
+// named by a returning child's last frame may come after its agent's
+// longest back-off (seed 4 of TestGrandchildFrozenAsItHearsTheEnd under
+// wq, its child frozen 12 s: named as the child thawed, the agent came
+// 4 s later, to no master). On the loop.
 func (m *Master) endBy() time.Duration {
 	p := m.split.splitProto
 	by := p.endHold
@@ -1881,6 +1891,9 @@ func (m *Master) endBy() time.Duration {
 	if m.endHeard() {
 		for _, c := range p.recalled {
 			by = max(by, c.wordBy)
+		}
+		for _, x := range p.expect {
+			by = max(by, x.by)
 		}
 	}
 	return by

@@ -759,6 +759,72 @@ func frozenGrandchildsWorkersHearTheEnd(t *testing.T, returning bool) {
 	}
 }
 
+// TestReturningGrandchildsAgentNamedAtTheEnd: a child master c, told the
+// end by the root, still waits for its own child g, told to return, to
+// end its link; g's last frame names its agent, which comes once its
+// back-off allows (its dial to c failed meanwhile, say). c awaits it
+// until it is expected no more, not a second (childReturnWait), and asks
+// the root to wait that much longer for its word; the agent hears the
+// end at c, and c's word closes the root. Before, c closed a second
+// after the end, and the agent found no master (seed 4 of the
+// simulation's TestGrandchildFrozenAsItHearsTheEnd, g frozen 12 s).
+func TestReturningGrandchildsAgentNamedAtTheEnd(t *testing.T) {
+	leaktest.Check(t)
+	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
+	endHeardWait = time.Hour // the root never gives up on c here
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	c.ask(func() {
+		p := c.proto()
+		g := &childMaster{token: 7, name: "g", masters: 1, recalled: true, done: true}
+		p.children[7], p.recalled = g, append(p.recalled, g)
+	})
+	link, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	link.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	if !waitLoop(ctx, c, func() bool { return c.proto().children[7].link != nil }) {
+		t.Fatal("g's hello did not reach c")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	// g's last frame, which names its agent, and its link ends.
+	link.SendAndClose(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"g"}})
+	if !waitLoop(ctx, c, func() bool {
+		_, g := c.proto().expect["g"]
+		return g && len(c.proto().recalled) == 0
+	}) {
+		t.Fatal("c closed without awaiting the agent its returning child named")
+	}
+	if !waitLoop(ctx, root, func() bool {
+		p := root.proto()
+		return len(p.ended) == 1 && p.ended[0].wordBy > p.ended[0].told+endHeardWait
+	}) {
+		t.Fatal("the root did not hear from c that it awaits g's agent, and so waits no longer for c's word")
+	}
+	g, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g", Slots: 1})
+	if err != nil {
+		t.Fatalf("g's agent cannot reach c: %v", err)
+	}
+	defer g.Close()
+	runOver(t, "g's agent at c", awaitFrame(ctx, g, frames(g), isShutdown))
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once c had said its word")
+	}
+}
+
 // TestChildHoldsAreBounded: a child master c told the end that says
 // again and again that it awaits a lost child's workers, each time for
 // ever (Shutdown.Hold), pushes the root's wait for its word maxEndHold

@@ -98,28 +98,32 @@ func TestGrandchildFrozenAsItHearsTheEnd(t *testing.T) {
 	for _, c := range []struct {
 		policy string
 		seed   uint64
+		frozen time.Duration
 		gap    string // the child's word for the frozen grandchild
 	}{
-		{"wq", 1, "did not say its workers heard it"},
-		{"rr", 3, "did not say its workers heard it"},
-		{"r3q", 3, "did not say its workers heard it"},
-		{"wq", 4, "did not end its link in time"},
-		{"rwq", 4, "did not end its link in time"},
+		{"wq", 1, 35 * time.Second, "did not say its workers heard it"},
+		{"rr", 3, 35 * time.Second, "did not say its workers heard it"},
+		{"r3q", 3, 35 * time.Second, "did not say its workers heard it"},
+		{"wq", 4, 35 * time.Second, "did not end its link in time"},
+		{"rwq", 4, 35 * time.Second, "did not end its link in time"},
+		// Thawed as the child still waits, it names its agent, which
+		// comes after its back-off.
+		{"wq", 4, 12 * time.Second, "awaits workers on their way to it"},
 	} {
-		loss := GrandchildLoss{How: LoseFreeze, Gen: 1, For: 35 * time.Second}
+		loss := GrandchildLoss{How: LoseFreeze, Gen: 1, For: c.frozen}
 		sc := grandchildScenario(c.seed, c.policy, loss)
 		out, trace, bad := simulateScenario(t, sc)
 		if len(bad) > 0 {
-			t.Errorf("%s, seed %d broke:\n  %s\nscenario: %s\ntrace (last lines):\n%s",
-				c.policy, c.seed, strings.Join(bad, "\n  "), sc, tail(trace, 60))
+			t.Errorf("%s, seed %d, frozen %v broke:\n  %s\nscenario: %s\ntrace (last lines):\n%s",
+				c.policy, c.seed, c.frozen, strings.Join(bad, "\n  "), sc, tail(trace, 60))
 			continue
 		}
 		// Not a run that missed the gap (its order moved on).
 		if !strings.Contains(trace, `msg="sim: grandchild master frozen"`) || !strings.Contains(trace, c.gap) {
-			t.Errorf("%s, seed %d: no child master said its frozen child %s: the scenario no longer freezes a grandchild in the gap\n%s",
-				c.policy, c.seed, c.gap, tail(trace, 60))
+			t.Errorf("%s, seed %d, frozen %v: no %q in the trace: the scenario no longer freezes a grandchild in the gap\n%s",
+				c.policy, c.seed, c.frozen, c.gap, tail(trace, 60))
 			continue
 		}
-		t.Logf("%s, seed %d: %v of virtual time, bound %v", c.policy, c.seed, out.Elapsed, Bound(sc))
+		t.Logf("%s, seed %d, frozen %v: %v of virtual time, bound %v", c.policy, c.seed, c.frozen, out.Elapsed, Bound(sc))
 	}
 }
