@@ -1043,10 +1043,10 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 // the master had closed waited for ever).
 const returnGrace = 30 * time.Second
 
-// childReturnWait bounds how long a child master that heard the end of
-// the run waits for the workers on their way to it (a grandchild master
-// going back to work is a round trip away); the workers it has heard the
-// end already (endWorkers).
+// childReturnWait is how long a child master that heard the end of the
+// run waits for what is on its way to it (a grandchild master going back
+// to work is a round trip away), or longer as endBy says; the workers it
+// has heard the end already (endWorkers).
 const childReturnWait = time.Second
 
 // expected is a worker on its way here: until when it is waited for,
@@ -1273,16 +1273,16 @@ func (m *Master) cameHere(name string) {
 	}
 }
 
-// endWait is how long a child that heard the end of the run waits at
-// most for what awaiting counts (its workers have the end meanwhile:
-// endWorkers): childReturnWait, but movedWait for a worker the parent
-// moved here that has not come yet, even one the parent told the end
-// itself (it may have closed its connection, its drain over, as the end
-// went out). That one dials this child and no other, maybe after its
-// agent's redirect back-off: were this child closed, it would go home
-// to a root that has ended, and look for a master for ever (seed 669601
-// of the simulation: it waited 1.6 s to dial, the child, done meanwhile,
-// waited 1 s). On the loop, after awaiting.
+// endWait is how long a child that heard the end of the run waits for
+// what awaiting counts (its workers have the end meanwhile: endWorkers),
+// or longer as endBy says: childReturnWait, but movedWait for a worker
+// the parent moved here that has not come yet, even one the parent told
+// the end itself (it may have closed its connection, its drain over, as
+// the end went out). That one dials this child and no other, maybe after
+// its agent's redirect back-off: were this child closed, it would go
+// home to a root that has ended, and look for a master for ever (seed
+// 669601 of the simulation: it waited 1.6 s to dial, the child, done
+// meanwhile, waited 1 s). On the loop, after awaiting.
 func (m *Master) endWait() time.Duration {
 	for _, x := range m.split.splitProto.expect {
 		if x.sent {
