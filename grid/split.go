@@ -1131,6 +1131,7 @@ func (m *Master) awaitLost(c *childMaster) {
 		m.expectAgent(c)
 	}
 	p.endHold = max(p.endHold, m.now()+returnGrace)
+	m.holdUp() // a child told the end: its parent waits for its word that much longer
 }
 
 // expectAgent notes that the worker lost child c was promoted from comes
@@ -1783,8 +1784,7 @@ func (m *Master) recalledGone(c *childMaster) {
 	m.log.Warn("child master told to return did not end its link in time at the run's end; awaiting its workers here",
 		"child", c.name, "workers", len(c.moved))
 	m.awaitLost(c)
-	m.expectAgent(c)
-	m.holdUp()
+	m.expectAgent(c) // it comes back the way it came too, here first
 }
 
 // endGone: the link of c, told the end early, closed (or c is silent
@@ -1808,9 +1808,7 @@ func (m *Master) endGone(c *childMaster) {
 		"child", c.name, "workers", len(c.moved), "err", c.link.Err())
 	m.awaitLost(c)
 	if p.parent != nil {
-		// Its agent comes back the way it came too, here first.
-		m.expectAgent(c)
-		m.holdUp()
+		m.expectAgent(c) // it comes back the way it came too, here first
 	}
 }
 
