@@ -168,8 +168,17 @@ type Drain struct {
 
 // Shutdown tells a worker that the master is going away: the run is over
 // (Restart false), or the master was interrupted and will be back (Restart
-// true), so the worker waits for it rather than leave.
+// true), so the worker waits for it rather than leave. Between masters
+// that split it also carries the end down a parent's link (Within) and
+// the word back up it (Hold: not yet).
 type Shutdown struct {
 	Reason  string `msgpack:"r"`
 	Restart bool   `msgpack:"restart,omitempty"`
+	// Within (parent → child, ns) is how long the parent waits for the
+	// child's word that its workers heard the end (0: endHeardWait).
+	Within int64 `msgpack:"within,omitempty"`
+	// Hold (child → parent, ns), when > 0, says that the child awaits
+	// for up to Hold workers on their way to it (a silent child's, or
+	// those a returning one named): its word comes after that.
+	Hold int64 `msgpack:"hold,omitempty"`
 }

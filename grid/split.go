@@ -46,7 +46,9 @@ import (
 //     parent stops, telling its workers the master will be back. A
 //     child told the end of the run that does not say its workers heard
 //     it (endHeardWait: its machine froze) is lost too: the root waits
-//     for its workers to come home, and tells them.
+//     for its workers to come home, and tells them; so does a child for
+//     its own children, within its parent's wait, which it asks to be
+//     longer while it awaits such a child's workers (Shutdown.Hold).
 //   - Stalls. A child that holds lent tasks yet returns none for two of
 //     the parent's task deadlines (stallDeadline) is cut off as lost: one left with workers that never answer (silent, their
 //     connections alive) cannot run its tasks, nor give them back (they
@@ -124,9 +126,11 @@ type childMaster struct {
 	recalled bool          // in splitProto.recalled
 	answered bool          // it named the workers it sends back (ChildResults.Moved)
 	named    []string      // ... those of them expected and not come yet
-	told     time.Duration // when endChildren told it the end
+	told     time.Duration // when endChildren told it the end (recalled: when a child's end began to wait for it)
 	toldEnd  bool          // ... it did (in splitProto.ended until its link closes)
 	heard    bool          // ... and it said its workers heard it (endPassedOn)
+	within   time.Duration // ... how long it was given for that (Shutdown.Within)
+	wordBy   time.Duration // ... and until when it is waited for (later if it holds); recalled, at a child's end, for its link to close
 	// moved names the workers moved to it: if it is lost they come
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
@@ -149,7 +153,8 @@ type parentLink struct {
 	finishBy  time.Duration // stop waiting for the workers to leave
 	done      chan error    // RunChild's answer; capacity 1
 	answered  bool
-	runOver   bool // the parent said the run is over: Close waits for the workers on their way here
+	runOver   bool          // the parent said the run is over: Close waits for the workers on their way here
+	wordBy    time.Duration // ... and until when it waits for this child's word (endPassedOn)
 	// coming names the workers the parent moves here (its Promote's)
 	// that have not joined yet: at the end of the run this child waits
 	// movedWait for them (endWait), however long they took to leave the
@@ -936,7 +941,11 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 	case *ChildResults:
 		m.onChildResults(c, v)
 	case *Shutdown:
-		c.heard = true // told the end, it passed it on (endPassedOn)
+		if v.Hold > 0 {
+			m.childHolds(c, time.Duration(v.Hold))
+		} else {
+			c.heard = true // told the end, it passed it on (endPassedOn)
+		}
 	default:
 		m.log.Warn("unexpected message on a child master's link", "child", c.name, "type", msg.Type())
 	}
@@ -982,8 +991,12 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 		}
 	}
 	// Workers on their way back from c (and c itself, as a worker):
-	// Close waits for them, so that none misses the end of the run.
+	// Close waits for them, so that none misses the end of the run (a
+	// child that heard it, past its parent's wait: holdUp).
 	m.expectWorkers(r.Moved, returnGrace)
+	if len(r.Moved) > 0 {
+		m.holdUp()
+	}
 	c.answered = c.answered || len(r.Moved) > 0
 	for _, name := range r.Moved {
 		if _, ok := p.expect[name]; ok {
@@ -1036,10 +1049,10 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 // the master had closed waited for ever).
 const returnGrace = 30 * time.Second
 
-// childReturnWait bounds how long a child master that heard the end of
-// the run waits for the workers on their way to it (a grandchild master
-// going back to work is a round trip away); the workers it has heard the
-// end already (endWorkers).
+// childReturnWait is how long a child master that heard the end of the
+// run waits for what is on its way to it (a grandchild master going back
+// to work is a round trip away), or longer as endBy says; the workers it
+// has heard the end already (endWorkers).
 const childReturnWait = time.Second
 
 // expected is a worker on its way here: until when it is waited for,
@@ -1129,6 +1142,7 @@ func (m *Master) awaitLost(c *childMaster) {
 		m.expectAgent(c)
 	}
 	p.endHold = max(p.endHold, m.now()+returnGrace)
+	m.holdUp() // a child told the end: its parent waits for its word that much longer
 }
 
 // expectAgent notes that the worker lost child c was promoted from comes
@@ -1248,7 +1262,7 @@ func (m *Master) awaitReturns() {
 		if !m.ask(func() {
 			if p := m.split.splitProto; p != nil && (p.parent == nil || p.parent.runOver) {
 				n, child = m.awaiting(), p.parent != nil
-				hold = p.endHold - m.now()
+				hold = m.endBy() - m.now()
 				if child {
 					wait = m.endWait()
 				}
@@ -1260,7 +1274,7 @@ func (m *Master) awaitReturns() {
 			deadline = time.Now().Add(wait)
 		}
 		if until := time.Now().Add(hold); until.After(deadline) {
-			deadline = until // the workers of a child gone silent at the end (endGone)
+			deadline = until // children's words, and a silent one's workers (endGone)
 		}
 		if time.Now().After(deadline) {
 			m.log.Warn("workers expected back from child masters did not come", "missing", n)
@@ -1290,16 +1304,16 @@ func (m *Master) cameHere(name string) {
 	}
 }
 
-// endWait is how long a child that heard the end of the run waits at
-// most for what awaiting counts (its workers have the end meanwhile:
-// endWorkers): childReturnWait, but movedWait for a worker the parent
-// moved here that has not come yet, even one the parent told the end
-// itself (it may have closed its connection, its drain over, as the end
-// went out). That one dials this child and no other, maybe after its
-// agent's redirect back-off: were this child closed, it would go home
-// to a root that has ended, and look for a master for ever (seed 669601
-// of the simulation: it waited 1.6 s to dial, the child, done meanwhile,
-// waited 1 s). On the loop, after awaiting.
+// endWait is how long a child that heard the end of the run waits for
+// what awaiting counts (its workers have the end meanwhile: endWorkers),
+// or longer as endBy says: childReturnWait, but movedWait for a worker
+// the parent moved here that has not come yet, even one the parent told
+// the end itself (it may have closed its connection, its drain over, as
+// the end went out). That one dials this child and no other, maybe after
+// its agent's redirect back-off: were this child closed, it would go
+// home to a root that has ended, and look for a master for ever (seed
+// 669601 of the simulation: it waited 1.6 s to dial, the child, done
+// meanwhile, waited 1 s). On the loop, after awaiting.
 func (m *Master) endWait() time.Duration {
 	for _, x := range m.split.splitProto.expect {
 		if x.sent {
@@ -1510,6 +1524,12 @@ func (m *Master) parentFrame(msg Message) {
 			}
 			m.log.Info("the parent master ended the run", "reason", v.Reason, "restart", v.Restart)
 			pl.runOver = !v.Restart
+			within := time.Duration(v.Within)
+			if within <= 0 {
+				within = endHeardWait
+			}
+			// No parent waits longer: its own, if a child, is less.
+			pl.wordBy = m.now() + min(within, endHeardWait+maxEndHold)
 			if pl.runOver {
 				// Those moved here and still to come have left the
 				// parent by now (it tells a child the end only then, or
@@ -1724,12 +1744,15 @@ func (m *Master) endChildren() {
 			}
 		}
 		c.told, c.toldEnd = m.now(), true
+		c.within = m.endWithin()
+		c.wordBy = c.told + c.within
 		if bye.Restart {
 			// Its workers wait for a master to come back anyway.
 			c.link.SendAndClose(bye)
 			c.heard = true
 		} else {
-			c.link.Send(bye) // it closes the link once its workers heard it
+			// It closes the link once its workers heard it.
+			c.link.Send(&Shutdown{Reason: bye.Reason, Within: int64(c.within)})
 		}
 		p.ended = append(p.ended, c)
 		return true
@@ -1740,11 +1763,13 @@ func (m *Master) endChildren() {
 	}
 }
 
-// endHeardWait bounds how long a child told the end early may take to
-// say that its workers heard it (endPassedOn): its own wait for workers
-// on their way to it (endWait, at most movedWait), its ShutdownGrace (5 s
-// by default) for its workers to read the end, and a round trip. A
-// variable only so that a test need not wait for it.
+// endHeardWait bounds how long the root waits for a child told the end
+// early to say that its workers heard it (endPassedOn): its own wait for
+// workers on their way to it (endWait, at most movedWait) and for its own
+// children's words (endWithin: less), its ShutdownGrace (5 s by default)
+// for its workers to read the end, and a round trip. A child that finds
+// one of its own gone silent says so (holdUp), and is waited for that
+// much more. A variable only so that a test need not wait for it.
 var endHeardWait = 20 * time.Second
 
 // checkEnded counts as gone a child told the end early that has not said
@@ -1753,11 +1778,43 @@ var endHeardWait = 20 * time.Second
 func (m *Master) checkEnded() {
 	p := m.split.splitProto
 	for _, c := range slices.Clone(p.ended) {
-		if !c.heard && m.now()-c.told > endHeardWait {
+		if !c.heard && m.now() > c.wordBy {
 			c.link.SendAndClose(nil) // the end still goes out, should it thaw
 			m.endGone(c)
 		}
 	}
+	if !m.endHeard() {
+		return
+	}
+	for _, c := range slices.Clone(p.recalled) {
+		switch {
+		case c.wordBy == 0:
+			c.told = m.now()
+			c.wordBy = c.told + m.endWithin()
+		case m.now() > c.wordBy:
+			m.recalledGone(c)
+		}
+	}
+}
+
+// recalledGone: c, told to return, has not closed its link (its last
+// word, which names its own agent) within what this child, told the end,
+// gives it (endWithin): its machine froze as it returned, perhaps before
+// its workers heard its word to come back, and they would time out on it
+// and come back here only after a child's short wait at the end (seed 4
+// of TestGrandchildFrozenAsItHearsTheEnd under wq: this child waited 1 s
+// and closed). So this child tells it the end, should it thaw, awaits
+// its workers and agent as a lost child's, and asks its parent to wait
+// that much longer (holdUp). On the loop.
+func (m *Master) recalledGone(c *childMaster) {
+	p := m.split.splitProto
+	c.recalled = false
+	p.recalled = slices.DeleteFunc(p.recalled, func(x *childMaster) bool { return x == c })
+	c.link.SendAndClose(m.bye())
+	m.log.Warn("child master told to return did not end its link in time at the run's end; awaiting its workers here",
+		"child", c.name, "workers", len(c.moved))
+	m.awaitLost(c)
+	m.expectAgent(c) // it comes back the way it came too, here first
 }
 
 // endGone: the link of c, told the end early, closed (or c is silent
@@ -1780,6 +1837,94 @@ func (m *Master) endGone(c *childMaster) {
 	m.log.Warn("child master told the run is over did not say its workers heard it; awaiting them here",
 		"child", c.name, "workers", len(c.moved), "err", c.link.Err())
 	m.awaitLost(c)
+	if p.parent != nil {
+		m.expectAgent(c) // it comes back the way it came too, here first
+	}
+}
+
+// endWithin is how long a child told the end now is given to say that
+// its workers heard it: endHeardWait at the root; at a child, what is
+// left of its own parent's wait, less endMargin, so that it finds a
+// silent child of its own gone, and says so up (holdUp), before its
+// parent finds it gone (at least childReturnWait: a tree deeper than
+// endHeardWait allows is waited for less). On the loop.
+func (m *Master) endWithin() time.Duration {
+	pl := m.split.splitProto.parent
+	if pl == nil || !pl.runOver {
+		return endHeardWait
+	}
+	return max(pl.wordBy-m.now()-m.endMargin(), childReturnWait)
+}
+
+// endMargin is what a child needs between its last child's word and its
+// own (endPassedOn): its ShutdownGrace for its workers' connections, and
+// a round trip.
+func (m *Master) endMargin() time.Duration { return m.cfg.ShutdownGrace + time.Second }
+
+// maxEndHold bounds how far a child's holds (Shutdown.Hold) may push its
+// parent's wait for its word past the wait it was given (within): a tree of
+// masters three levels deep, each level losing a child in turn (20 s is
+// endHeardWait's).
+const maxEndHold = 3 * (returnGrace + 20*time.Second)
+
+// childHolds: c, told the end, says that it awaits workers on their way
+// to it for up to hold: this master waits for c's word that long more
+// (and its wait given anew after it, within, or endMargin at least) and,
+// a child itself, says so up in turn (holdUp). A child's holds push the
+// wait maxEndHold at most. On the loop.
+func (m *Master) childHolds(c *childMaster, hold time.Duration) {
+	p := m.split.splitProto
+	if !slices.Contains(p.ended, c) || c.heard {
+		return
+	}
+	by := min(m.now()+min(hold, maxEndHold)+max(c.within, m.endMargin()), c.told+c.within+maxEndHold)
+	if by <= c.wordBy {
+		return
+	}
+	c.wordBy = by
+	m.log.Info("child master told the run is over awaits workers on their way to it; waiting for its word", "child", c.name, "until", by)
+	m.holdUp()
+}
+
+// holdUp tells the parent of this child, told the end, that its word
+// may come later than its parent's wait (endWithin): it awaits what a
+// silent child of its own held (endGone's endHold), the workers a
+// returning one named, or a child's word (childHolds), until endBy. On
+// the loop.
+func (m *Master) holdUp() {
+	p := m.split.splitProto
+	if pl := p.parent; pl != nil && pl.runOver && !pl.moving {
+		if hold := m.endBy() - m.now(); hold > 0 {
+			pl.conn.Send(&Shutdown{Reason: "awaiting workers on their way here", Hold: int64(hold)})
+		}
+	}
+}
+
+// endBy is until when this master's end waits at most for its
+// children's words and what a lost child held (endHold); at a child that
+// heard the end, also for those told to return (recalledGone) and the
+// workers on their way here, each until it is expected no more: one
+// named by a returning child's last frame may come after its agent's
+// longest back-off (seed 4 of TestGrandchildFrozenAsItHearsTheEnd under
+// wq, its child frozen 12 s: named as the child thawed, the agent came
+// 4 s later, to no master). On the loop.
+func (m *Master) endBy() time.Duration {
+	p := m.split.splitProto
+	by := p.endHold
+	for _, c := range p.ended {
+		if !c.heard {
+			by = max(by, c.wordBy)
+		}
+	}
+	if m.endHeard() {
+		for _, c := range p.recalled {
+			by = max(by, c.wordBy)
+		}
+		for _, x := range p.expect {
+			by = max(by, x.by)
+		}
+	}
+	return by
 }
 
 // endPassedOn is a child's last word up, once its parent said the run

@@ -649,6 +649,242 @@ func TestChildSaysItsWorkersHeardTheEnd(t *testing.T) {
 	}
 }
 
+// TestFrozenGrandchildsWorkersHearTheEnd: a child master c, told the end
+// by the root, tells its own child g (played by the test), done after
+// c's batch ended, giving it less time for its word than the root gives
+// c (Shutdown.Within); g freezes before it passes the end on. Once g's
+// time is over, c counts it gone, awaits the worker it moved to g (x) and
+// g's agent, which time out on g and come back to c, and asks the root to
+// wait that much longer for its own word (Shutdown.Hold); they hear the
+// end at c, whose word then closes the root, which never took c for
+// gone. Before, c waited a second for g's word and closed, and x and g
+// found no master.
+func TestFrozenGrandchildsWorkersHearTheEnd(t *testing.T) {
+	frozenGrandchildsWorkersHearTheEnd(t, false)
+}
+
+// TestFrozenReturningGrandchildsWorkersHearTheEnd: the same with g told
+// to return by c, frozen before its link's last frame (which names its
+// agent): c gives it as long to end its link as it would give it for its
+// word, then tells it the end, awaits x and g, and says so up.
+func TestFrozenReturningGrandchildsWorkersHearTheEnd(t *testing.T) {
+	frozenGrandchildsWorkersHearTheEnd(t, true)
+}
+
+// frozenGrandchildsWorkersHearTheEnd plays g, a child of the real child
+// master c, to which c moved a worker x: done after c's batch ended or
+// returning, g freezes as c hears the end, and c must await x and g's
+// agent, and have the root wait for it meanwhile.
+func frozenGrandchildsWorkersHearTheEnd(t *testing.T, returning bool) {
+	leaktest.Check(t)
+	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
+	endHeardWait = time.Hour // the root never gives up on c here
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	c.ask(func() {
+		p := c.proto()
+		g := &childMaster{token: 7, name: "g", masters: 1, moved: []string{"x"}, recalled: returning}
+		p.children[7] = g
+		if returning {
+			p.recalled = append(p.recalled, g)
+		} else {
+			p.returning = append(p.returning, g)
+		}
+	})
+	// g, silent: no heartbeat either.
+	link, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster},
+		Conn: ConnConfig{Heartbeat: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	if !waitLoop(ctx, c, func() bool { return c.proto().children[7].link != nil }) {
+		t.Fatal("g's hello did not reach c")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	// g freezes here; once c has given it its time, that time is over.
+	var within time.Duration
+	if !waitLoop(ctx, c, func() bool {
+		g := c.proto().children[7]
+		within = g.wordBy - g.told
+		return g.wordBy != 0
+	}) {
+		t.Fatal("c gave g no time at the end")
+	}
+	if within <= 0 || within >= endHeardWait {
+		t.Fatalf("c gave g %v at the end; the root gives c %v: c must find g gone first", within, endHeardWait)
+	}
+	c.ask(func() { c.proto().children[7].wordBy = 1 })
+	runOver(t, "g", awaitFrame(ctx, link, in, isShutdown))
+	if !waitLoop(ctx, c, func() bool {
+		_, x := c.proto().expect["x"]
+		_, g := c.proto().expect["g"]
+		return x && g
+	}) {
+		t.Fatal("c closed without awaiting the workers of a child silent at the end")
+	}
+	if !waitLoop(ctx, root, func() bool {
+		p := root.proto()
+		return len(p.ended) == 1 && p.ended[0].wordBy > p.ended[0].told+endHeardWait
+	}) {
+		t.Fatal("the root did not hear from c that it awaits g's workers, and so waits no longer for c's word")
+	}
+	for _, name := range []string{"x", "g"} {
+		conn, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s, back from frozen g, cannot reach c: %v", name, err)
+		}
+		defer conn.Close()
+		runOver(t, name+" at c", awaitFrame(ctx, conn, frames(conn), isShutdown))
+	}
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once c had said its word")
+	}
+	// The loop has ended: its state is read here alone.
+	if p := root.split.splitProto; p.endHold != 0 {
+		t.Fatal("the root took c for gone, and awaited its workers, though c said its word")
+	}
+}
+
+// TestReturningGrandchildsAgentNamedAtTheEnd: a child master c, told the
+// end by the root, still waits for its own child g, told to return, to
+// end its link; g's last frame names its agent, which comes once its
+// back-off allows (its dial to c failed meanwhile, say). c awaits it
+// until it is expected no more, not a second (childReturnWait), and asks
+// the root to wait that much longer for its word; the agent hears the
+// end at c, and c's word closes the root. Before, c closed a second
+// after the end, and the agent found no master (seed 4 of the
+// simulation's TestGrandchildFrozenAsItHearsTheEnd, g frozen 12 s).
+func TestReturningGrandchildsAgentNamedAtTheEnd(t *testing.T) {
+	leaktest.Check(t)
+	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
+	endHeardWait = time.Hour // the root never gives up on c here
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
+	c.ask(func() {
+		p := c.proto()
+		g := &childMaster{token: 7, name: "g", masters: 1, recalled: true, done: true}
+		p.children[7], p.recalled = g, append(p.recalled, g)
+	})
+	link, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	link.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	if !waitLoop(ctx, c, func() bool { return c.proto().children[7].link != nil }) {
+		t.Fatal("g's hello did not reach c")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
+	// g's last frame, which names its agent, and its link ends.
+	link.SendAndClose(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"g"}})
+	if !waitLoop(ctx, c, func() bool {
+		_, g := c.proto().expect["g"]
+		return g && len(c.proto().recalled) == 0
+	}) {
+		t.Fatal("c closed without awaiting the agent its returning child named")
+	}
+	if !waitLoop(ctx, root, func() bool {
+		p := root.proto()
+		return len(p.ended) == 1 && p.ended[0].wordBy > p.ended[0].told+endHeardWait
+	}) {
+		t.Fatal("the root did not hear from c that it awaits g's agent, and so waits no longer for c's word")
+	}
+	g, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g", Slots: 1})
+	if err != nil {
+		t.Fatalf("g's agent cannot reach c: %v", err)
+	}
+	defer g.Close()
+	runOver(t, "g's agent at c", awaitFrame(ctx, g, frames(g), isShutdown))
+	if err := <-runDone; !errors.Is(err, ErrRunOver) {
+		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once c had said its word")
+	}
+}
+
+// TestChildHoldsAreBounded: a child master c told the end that says
+// again and again that it awaits a lost child's workers, each time for
+// ever (Shutdown.Hold), pushes the root's wait for its word maxEndHold
+// past the wait it was given, no further; its word still ends it.
+func TestChildHoldsAreBounded(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	key := splitTestKey(t)
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.ask(func() {
+		c := &childMaster{token: 1, name: "c", masters: 1}
+		root.proto().children[1] = c
+		root.proto().order = append(root.proto().order, c)
+	})
+	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
+	if !waitLoop(ctx, root, func() bool { return root.proto().children[1].link != nil }) {
+		t.Fatal("c's hello did not reach the root")
+	}
+	closed := make(chan struct{})
+	go func() {
+		root.Close()
+		close(closed)
+	}()
+	m := awaitFrame(ctx, link, in, isShutdown)
+	runOver(t, "c", m)
+	if within := time.Duration(m.(*Shutdown).Within); within != endHeardWait {
+		t.Fatalf("the root gave c %v for its word, want endHeardWait (%v)", within, endHeardWait)
+	}
+	for range 3 {
+		link.Send(&Shutdown{Reason: "awaiting a lost child's workers", Hold: 1<<63 - 1})
+	}
+	// The root answers a request after the holds before it: it has taken them.
+	link.Send(&TaskRequest{Gen: 1})
+	awaitFrame(ctx, link, in, func(m Message) bool { _, ok := m.(*TaskRefusal); return ok })
+	var by, bound time.Duration
+	if !root.ask(func() {
+		c := root.proto().children[1]
+		by, bound = c.wordBy, c.told+c.within+maxEndHold
+	}) || by != bound {
+		t.Fatalf("c's holds pushed the root's wait for its word to %v, want %v", by, bound)
+	}
+	link.SendAndClose(&Shutdown{Reason: "passed on"})
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close on c's word")
+	}
+}
+
 // TestChildTellsItsWorkersTheEndAtOnce: a child master c told by the
 // root that the run is over, while it still waits for v, a worker the
 // root moved to it that has not come (the root may have told v the end

@@ -36,6 +36,8 @@ func allMessages() []Message {
 		&Heartbeat{},
 		&Drain{Gen: 9, Returned: []int32{4, 5}},
 		&Shutdown{Reason: "run over"},
+		&Shutdown{Reason: "run over", Within: 14e9},
+		&Shutdown{Reason: "awaiting a lost child's workers", Hold: 30e9},
 	}
 }
 

@@ -80,3 +80,50 @@ func TestChildNotHeldByAWorkerThatPassed(t *testing.T) {
 			out.Elapsed, sc, tail(trace, 40))
 	}
 }
+
+// TestGrandchildFrozenAsItHearsTheEnd: a grandchild master frozen at the
+// instant its parent, a child master, hears that the run is over, before
+// the parent's word reaches it, for longer than its workers wait on it:
+// at work or done (told the end), or returning (told to return, its
+// link's last frame still to come). They time out on it and go back the
+// way they came, to the child, which never heard from the grandchild
+// that they have the end (or come back): it awaits them (and the
+// grandchild's agent), tells them, and only then says up that its
+// workers heard it, having asked the root to wait that much longer.
+// Before, the child closed a second after the end, and they looked for a
+// master for ever.
+func TestGrandchildFrozenAsItHearsTheEnd(t *testing.T) {
+	defer func(was bool) { CheckWaiting = was }(CheckWaiting)
+	CheckWaiting = true
+	for _, c := range []struct {
+		policy string
+		seed   uint64
+		frozen time.Duration
+		gap    string // the child's word for the frozen grandchild
+	}{
+		{"wq", 1, 35 * time.Second, "did not say its workers heard it"},
+		{"rr", 3, 35 * time.Second, "did not say its workers heard it"},
+		{"r3q", 3, 35 * time.Second, "did not say its workers heard it"},
+		{"wq", 4, 35 * time.Second, "did not end its link in time"},
+		{"rwq", 4, 35 * time.Second, "did not end its link in time"},
+		// Thawed as the child still waits, it names its agent, which
+		// comes after its back-off.
+		{"wq", 4, 12 * time.Second, "awaits workers on their way to it"},
+	} {
+		loss := GrandchildLoss{How: LoseFreeze, Gen: 1, For: c.frozen}
+		sc := grandchildScenario(c.seed, c.policy, loss)
+		out, trace, bad := simulateScenario(t, sc)
+		if len(bad) > 0 {
+			t.Errorf("%s, seed %d, frozen %v broke:\n  %s\nscenario: %s\ntrace (last lines):\n%s",
+				c.policy, c.seed, c.frozen, strings.Join(bad, "\n  "), sc, tail(trace, 60))
+			continue
+		}
+		// Not a run that missed the gap (its order moved on).
+		if !strings.Contains(trace, `msg="sim: grandchild master frozen"`) || !strings.Contains(trace, c.gap) {
+			t.Errorf("%s, seed %d, frozen %v: no %q in the trace: the scenario no longer freezes a grandchild in the gap\n%s",
+				c.policy, c.seed, c.frozen, c.gap, tail(trace, 60))
+			continue
+		}
+		t.Logf("%s, seed %d, frozen %v: %v of virtual time, bound %v", c.policy, c.seed, c.frozen, out.Elapsed, Bound(sc))
+	}
+}

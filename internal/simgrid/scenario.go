@@ -42,11 +42,14 @@ type Scenario struct {
 }
 
 // GrandchildLoss is a grandchild master lost: the first promoted in
-// generation Gen or later, After its first worker joined it.
+// generation Gen or later, After its first worker joined it; or, frozen
+// (LoseFreeze), at the instant its own parent hears that the run is
+// over, for For.
 type GrandchildLoss struct {
 	How   Loss
 	Gen   int
 	After time.Duration
+	For   time.Duration
 }
 
 // Loss is how a master below the root is lost.
@@ -59,11 +62,17 @@ const (
 	// LoseCut breaks every connection of its machine at once; the
 	// machine lives on.
 	LoseCut
+	// LoseFreeze cuts its machine off the network (SIGSTOP, a cable
+	// pulled) as its parent hears the end, before that parent tells it.
+	LoseFreeze
 )
 
 func (l Loss) String() string {
-	if l == LoseCut {
+	switch l {
+	case LoseCut:
 		return "cut off"
+	case LoseFreeze:
+		return "frozen"
 	}
 	return "killed"
 }
@@ -181,7 +190,11 @@ func (sc Scenario) String() string {
 		fmt.Fprintf(&b, "\n  master killed %v after generation %d, back %v later", r.At, r.AfterGen, r.Down)
 	}
 	if g := sc.LoseGrandchild; g != nil {
-		fmt.Fprintf(&b, "\n  the first grandchild master of generation %d or later %v %v after its first worker joins", g.Gen, g.How, g.After)
+		if g.How == LoseFreeze {
+			fmt.Fprintf(&b, "\n  the first grandchild master of generation %d or later frozen for %v as its parent hears the end", g.Gen, g.For)
+		} else {
+			fmt.Fprintf(&b, "\n  the first grandchild master of generation %d or later %v %v after its first worker joins", g.Gen, g.How, g.After)
+		}
 	}
 	for _, w := range sc.Workers {
 		b.WriteString("\n  " + w.String())

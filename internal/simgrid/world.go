@@ -126,7 +126,8 @@ func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
 		for _, ws := range sc.Workers {
 			w.lose[ws.Name] = make(chan struct{}, 1)
 		}
-		log = &grandchildWatch{Writer: log, lose: w.lose, gen: sc.LoseGrandchild.Gen}
+		log = &grandchildWatch{Writer: log, lose: w.lose, gen: sc.LoseGrandchild.Gen,
+			atEnd: sc.LoseGrandchild.How == LoseFreeze, masters: map[string]string{}}
 	}
 	w.log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
@@ -435,9 +436,15 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 				t0 = time.Since(w.start)
 				at = append(at, t0+max(g.After, time.Nanosecond))
 				w.log.Info("sim: grandchild master to be lost", "worker", ws.Name, "how", g.How, "in", g.After)
-				if g.How == LoseKill {
+				switch g.How {
+				case LoseKill:
 					events = append(events, nil) // the kill ends this life
-				} else {
+				case LoseFreeze:
+					events = append(events, func() {
+						w.log.Info("sim: grandchild master frozen", "worker", ws.Name, "for", g.For)
+						w.net.Partition(ws.Host, time.Now().Add(g.For))
+					})
+				default:
 					events = append(events, func() {
 						w.log.Info("sim: grandchild master cut off", "worker", ws.Name)
 						w.net.Reset(ws.Host)
@@ -473,28 +480,45 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 
 // grandchildWatch passes the trace on and, seeing the first grandchild
 // master (a worker promoted by a master other than the root) of
-// generation gen or later take its first worker, signals that machine
+// generation gen or later take its first worker (or, atEnd, seeing its
+// parent hear that the run is over while it is a master still: the
+// first that has not returned by then), signals that machine
 // (Scenario.LoseGrandchild). The trace is the only outside sign of a
 // promotion; each line is one Write.
 type grandchildWatch struct {
 	io.Writer
-	lose map[string]chan struct{}
-	gen  int
+	lose  map[string]chan struct{}
+	gen   int
+	atEnd bool
 
-	mu    sync.Mutex
-	name  string // the grandchild's worker, once promoted
-	fired bool
+	mu      sync.Mutex
+	name    string            // the grandchild's worker, once promoted
+	parent  string            // ... and its parent's address
+	masters map[string]string // child masters' names, by address (atEnd)
+	fired   bool
 }
 
 func (g *grandchildWatch) Write(p []byte) (int, error) {
 	line := strings.TrimSuffix(string(p), "\n") + " " // attr's values end in a space
 	g.mu.Lock()
+	if g.atEnd && strings.Contains(line, `msg="child master started"`) {
+		g.masters[attr(line, "addr")] = attr(line, "child")
+	}
+	fire := false
 	switch {
 	case g.fired:
 	case g.name == "" && strings.Contains(line, `msg="promoted to a child master"`) && attr(line, "parent") != masterAddr &&
 		atoi(attr(line, "gen")) >= g.gen:
-		g.name = attr(line, "worker")
-	case g.name != "" && strings.Contains(line, `msg="worker joined"`) && strings.Contains(line, " child="+g.name+" "):
+		g.name, g.parent = attr(line, "worker"), attr(line, "parent")
+	case g.atEnd && g.name != "" && strings.Contains(line, `msg="child master done; back to work as a worker"`) && attr(line, "worker") == g.name:
+		g.name = "" // returned before the end: the next one
+	case g.atEnd:
+		fire = g.name != "" && strings.Contains(line, `msg="the parent master ended the run"`) &&
+			attr(line, "child") == g.masters[g.parent]
+	default:
+		fire = g.name != "" && strings.Contains(line, `msg="worker joined"`) && strings.Contains(line, " child="+g.name+" ")
+	}
+	if fire {
 		g.fired = true
 		if ch := g.lose[g.name]; ch != nil {
 			ch <- struct{}{}
