@@ -1153,6 +1153,27 @@ func (m *Master) heardBack(c *childMaster) {
 		m.log.Warn("child master told to return was lost before it named the workers it sends back; awaiting them here",
 			"child", c.name, "workers", len(c.moved))
 		m.awaitLost(c)
+		return
+	}
+	m.awaitDraining(c)
+}
+
+// awaitDraining: c, which answered, is gone, and a worker moved to it
+// that is still here, finishing tasks deaf to their cancel, has not
+// reached it, so c did not name it: it will find c gone and come back
+// the way it came, here, on a new connection (see expectAgain). This
+// master, the root or a child, waits for it returnGrace from now, Close
+// and a returning child's finish alike (endHold), as for a lost child's
+// workers (seed 2041889 of the simulation: child w1 waited for w2, was
+// killed as it did, and the root, done, closed once w1's agent came; w2,
+// its drain over 4 s later, went to w1, then home to no master).
+func (m *Master) awaitDraining(c *childMaster) {
+	p := m.split.splitProto
+	for _, name := range c.moved {
+		if w := m.byName[name]; w != nil && w.moved {
+			m.expectAgain(w, returnGrace)
+			p.endHold = max(p.endHold, m.now()+returnGrace)
+		}
 	}
 }
 

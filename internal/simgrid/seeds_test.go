@@ -233,6 +233,11 @@ var fixedWaitingSeeds = []struct {
 		"(its own wait for its workers ended 150 ms later anyway, before they came), the root closed as " +
 		"n7's agent came, and w0 and w3, timing out on w2 100 ms later, found no master (a child awaits such a lost child's workers as the root does, and a lost child's " +
 		"workers hold a master's end, a returning child's too, returnGrace from when it was found lost)"},
+	{2041889, "the root moved w2 to child w1 while w2 finished a task deaf to its cancel; w1, done and told to " +
+		"return, named its other workers and waited for w2, and was killed as the root's Close waited for " +
+		"it; the root awaited only w1's agent and closed as it came back, 4 s later, and w2, its drain over, " +
+		"went to dead w1, then home to no master (a master awaits again a worker still here, moved to a " +
+		"child that is gone without naming it)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
