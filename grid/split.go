@@ -1141,7 +1141,9 @@ func (m *Master) expectAgent(c *childMaster) {
 // of the simulation: the child's machine froze as its answer left, the
 // root closed as its link timed out, and its six workers, whose own
 // links to it timed out a moment later, looked for a master for ever;
-// seed 981636, the same one level down).
+// seed 981636, the same one level down). Gone after it answered, it
+// may still leave a worker moved to it that never reached it
+// (awaitDraining).
 func (m *Master) heardBack(c *childMaster) {
 	if !c.recalled {
 		return
@@ -1166,7 +1168,8 @@ func (m *Master) heardBack(c *childMaster) {
 // and a returning child's finish alike (endHold), as for a lost child's
 // workers (seed 2041889 of the simulation: child w1 waited for w2, was
 // killed as it did, and the root, done, closed once w1's agent came; w2,
-// its drain over 4 s later, went to w1, then home to no master).
+// its drain over meanwhile, went to w1 5 s later, its agent's grace for
+// the evaluation deaf to its cancel, then home to no master).
 func (m *Master) awaitDraining(c *childMaster) {
 	p := m.split.splitProto
 	for _, name := range c.moved {
