@@ -130,6 +130,9 @@ type childMaster struct {
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
 	moved []string
+	// sent are the connections told to go to it: one still open here
+	// when it is gone never reached it (awaitDraining).
+	sent []*mworker
 }
 
 // parentLink is a child's view of its parent.
@@ -914,6 +917,7 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 				if !w.left {
 					m.moveWorker(w, hello.Addr)
 					c.moved = append(c.moved, w.name)
+					c.sent = append(c.sent, w)
 					moved++
 				}
 			}
@@ -1170,10 +1174,13 @@ func (m *Master) heardBack(c *childMaster) {
 // killed as it did, and the root, done, closed once w1's agent came; w2,
 // its drain over meanwhile, went to w1 5 s later, its agent's grace for
 // the evaluation deaf to its cancel, then home to no master).
+// It goes by the connection told to go to c, not by name: one of the
+// same name here may be on its way elsewhere (sent on by a returning
+// child, say), and not come back.
 func (m *Master) awaitDraining(c *childMaster) {
 	p := m.split.splitProto
-	for _, name := range c.moved {
-		if w := m.byName[name]; w != nil && w.moved {
+	for _, w := range c.sent {
+		if !w.left {
 			m.expectAgain(w, returnGrace)
 			p.endHold = max(p.endHold, m.now()+returnGrace)
 		}
