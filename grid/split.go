@@ -1170,17 +1170,22 @@ func (m *Master) heardBack(c *childMaster) {
 // the way it came, here, on a new connection (see expectAgain). This
 // master, the root or a child, waits for it returnGrace from now, Close
 // and a returning child's finish alike (endHold), as for a lost child's
-// workers (seed 2041889 of the simulation: child w1 waited for w2, was
-// killed as it did, and the root, done, closed once w1's agent came; w2,
-// its drain over meanwhile, went to w1 5 s later, its agent's grace for
-// the evaluation deaf to its cancel, then home to no master).
+// workers; once Close has begun, it hears the end here instead, where it
+// is (seed 2041889 of the simulation: child w1 waited for w2, was killed
+// as the root's Close waited for it, and the root closed once w1's agent
+// came; w2, its drain over meanwhile, went to w1 5 s later, its agent's
+// grace for the evaluation deaf to its cancel, then home to no master).
 // It goes by the connection told to go to c, not by name: one of the
 // same name here may be on its way elsewhere (sent on by a returning
 // child, say), and not come back.
 func (m *Master) awaitDraining(c *childMaster) {
 	p := m.split.splitProto
 	for _, w := range c.sent {
-		if !w.left {
+		switch {
+		case w.left:
+		case m.closing.Load():
+			m.endWorker(w)
+		default:
 			m.expectAgain(w, returnGrace)
 			p.endHold = max(p.endHold, m.now()+returnGrace)
 		}
