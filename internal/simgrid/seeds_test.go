@@ -236,8 +236,9 @@ var fixedWaitingSeeds = []struct {
 	{2041889, "the root moved w2 to child w1 while w2 finished a task deaf to its cancel; w1, done and told to " +
 		"return, named its other workers and waited for w2, and was killed as the root's Close waited for " +
 		"it; the root awaited only w1's agent and closed as it came back, 4 s later, and w2, its drain over, " +
-		"went to dead w1, then home to no master (a master awaits again a worker still here, moved to a " +
-		"child that is gone without naming it)"},
+		"went to dead w1, then home to no master (a worker still at a master, moved to a child gone " +
+		"without naming it, hears the end there if the master's Close has begun, else is awaited on a " +
+		"new connection)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
