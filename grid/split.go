@@ -135,6 +135,9 @@ type childMaster struct {
 	// back here, and Close waits for them (expectWorkers) so that they
 	// too hear that the run is over.
 	moved []string
+	// sent are the connections told to go to it: one still open here
+	// when it is gone never reached it (awaitDraining).
+	sent []*mworker
 }
 
 // parentLink is a child's view of its parent.
@@ -920,6 +923,7 @@ func (m *Master) childFrame(cp **childMaster, conn *Conn, msg Message) {
 				if !w.left {
 					m.moveWorker(w, hello.Addr)
 					c.moved = append(c.moved, w.name)
+					c.sent = append(c.sent, w)
 					moved++
 				}
 			}
@@ -1166,7 +1170,9 @@ func (m *Master) expectAgent(c *childMaster) {
 // of the simulation: the child's machine froze as its answer left, the
 // root closed as its link timed out, and its six workers, whose own
 // links to it timed out a moment later, looked for a master for ever;
-// seed 981636, the same one level down).
+// seed 981636, the same one level down). Gone after it answered, it
+// may still leave a worker moved to it that never reached it
+// (awaitDraining).
 func (m *Master) heardBack(c *childMaster) {
 	if !c.recalled {
 		return
@@ -1180,6 +1186,7 @@ func (m *Master) heardBack(c *childMaster) {
 		m.awaitLost(c)
 		return
 	}
+	m.awaitDraining(c)
 	// At the root, those it named and that have not come yet are waited
 	// for again, returnGrace from now: on their way, they come soon;
 	// still on it, its machine frozen as they were to leave, they come
@@ -1194,6 +1201,34 @@ func (m *Master) heardBack(c *childMaster) {
 	}
 	if n := m.expectWorkers(c.named, returnGrace); n > 0 {
 		p.endHold = max(p.endHold, m.now()+returnGrace)
+	}
+}
+
+// awaitDraining: c, which answered, is gone, and a worker moved to it
+// that is still here, finishing tasks deaf to their cancel, has not
+// reached it, so c did not name it: it will find c gone and come back
+// the way it came, here, on a new connection (see expectAgain). This
+// master, the root or a child, waits for it returnGrace from now, Close
+// and a returning child's finish alike (endHold), as for a lost child's
+// workers; once Close has begun, it hears the end here instead, where it
+// is (seed 2041889 of the simulation: child w1 waited for w2, was killed
+// as the root's Close waited for it, and the root closed once w1's agent
+// came; w2, its drain over meanwhile, went to w1 5 s later, its agent's
+// grace for the evaluation deaf to its cancel, then home to no master).
+// It goes by the connection told to go to c, not by name: one of the
+// same name here may be on its way elsewhere (sent on by a returning
+// child, say), and not come back.
+func (m *Master) awaitDraining(c *childMaster) {
+	p := m.split.splitProto
+	for _, w := range c.sent {
+		switch {
+		case w.left:
+		case m.closing.Load():
+			m.endWorker(w)
+		default:
+			m.expectAgain(w, returnGrace)
+			p.endHold = max(p.endHold, m.now()+returnGrace)
+		}
 	}
 }
 

@@ -957,3 +957,130 @@ func TestChildTellsItsWorkersTheEndAtOnce(t *testing.T) {
 		t.Fatal("the root did not close once c had passed the end on")
 	}
 }
+
+// TestDrainingWorkerOfAGoneChildIsAwaited: the root moved a worker v to
+// a child master c, and v is still connected to the root, finishing a
+// task deaf to its cancel; c, done, told to return, names only itself (v
+// never reached it) and is gone. The root awaits v's new connection (v
+// finds c gone and comes back the way it came) and tells it the run is
+// over. Before, the root awaited only c's agent, and closed once it came
+// (seed 2041889 of the simulation: v went to c, then home to no master).
+func TestDrainingWorkerOfAGoneChildIsAwaited(t *testing.T) {
+	drainingWorkerOfAGoneChild(t, false)
+}
+
+// TestDrainingWorkerOfAGoneChildHearsTheEnd: the same, c gone as the
+// root's Close waits for it: v hears the end at once, where it is.
+// Before, it heard nothing until c's agent came, and, its drain over
+// first, went to c and then home to no master (seed 2041889).
+func TestDrainingWorkerOfAGoneChildHearsTheEnd(t *testing.T) {
+	drainingWorkerOfAGoneChild(t, true)
+}
+
+// drainingWorkerOfAGoneChild plays c and v, c gone as the root's Close
+// waits for it (closing) or before the run's end.
+func drainingWorkerOfAGoneChild(t *testing.T, closing bool) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	key := splitTestKey(t)
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	v, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "v", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	vin := frames(v)
+	if err := root.WaitWorkers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	var old *mworker
+	root.ask(func() {
+		p := root.proto()
+		c := &childMaster{token: 1, name: "c", masters: 1}
+		p.children[1] = c
+		old = root.byName["v"]
+		p.moving[old] = c // moved to c once c says hello
+	})
+	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	in := frames(link)
+	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
+	if mv, ok := awaitFrame(ctx, v, vin, func(m Message) bool { _, ok := m.(*Move); return ok }).(*Move); !ok || mv.Addr != "127.0.0.1:1" {
+		t.Fatalf("v got %#v, want a move to c", mv)
+	}
+	// v stays, draining. c is done, after the root's batch, and is told
+	// to return.
+	link.Send(&ChildResults{Gen: 1, Masters: 1, Done: true})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().returning) == 1 }) {
+		t.Fatal("c's Done did not reach the root")
+	}
+	root.ask(func() {
+		p := root.proto()
+		root.returnChild(p.returning[0])
+		p.returning = nil
+	})
+	if awaitFrame(ctx, link, in, func(m Message) bool { _, ok := m.(*Move); return ok }) == nil {
+		t.Fatal("the root did not tell c to return")
+	}
+	closed := make(chan struct{})
+	closeRoot := func() {
+		go func() {
+			root.Close()
+			close(closed)
+		}()
+	}
+	if closing {
+		closeRoot()
+	}
+	// c names itself, not v, and is gone.
+	link.SendAndClose(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"c"}})
+	if !waitLoop(ctx, root, func() bool { return len(root.proto().recalled) == 0 }) {
+		t.Fatal("the root did not see c's link close")
+	}
+	var x expected
+	awaited, ended := false, false
+	root.ask(func() { x, awaited = root.proto().expect["v"]; ended = old.ended })
+	// c's agent comes (before any Fatal: the root awaits it).
+	cw, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c", Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cw.Close()
+	cin := frames(cw)
+	if closing {
+		if !ended {
+			t.Fatal("v, moved to c, still here, and c gone as the root closes, was not told the end at once")
+		}
+		runOver(t, "v at the root", awaitFrame(ctx, v, vin, isShutdown))
+	} else {
+		if !awaited || x.old != old {
+			t.Fatalf("the root does not await v again (%v, %+v), moved to c, still here, and c gone", awaited, x)
+		}
+		// v's drain ends, it finds c gone and comes back.
+		v.Close()
+		if !waitLoop(ctx, root, func() bool { return old.closed }) {
+			t.Fatal("the root did not see v's first connection close")
+		}
+		closeRoot()
+		v2, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "v", Slots: 1})
+		if err != nil {
+			t.Fatalf("v, back from gone c, cannot reach the root: %v", err)
+		}
+		defer v2.Close()
+		runOver(t, "v at the root", awaitFrame(ctx, v2, frames(v2), isShutdown))
+	}
+	runOver(t, "c at the root", awaitFrame(ctx, cw, cin, isShutdown))
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the root did not close once v and c had heard the end")
+	}
+}

@@ -242,6 +242,12 @@ var fixedWaitingSeeds = []struct {
 		"until the root had closed (a child does not hold so)"},
 	{2517552, "the same as 2513961"},
 	{2524716, "the same as 2513961"},
+	{2041889, "the root moved w2 to child w1 while w2 finished a task deaf to its cancel; w1, done and told to " +
+		"return, named its other workers and waited for w2, and was killed as the root's Close waited for " +
+		"it; the root awaited only w1's agent and closed as it came back, 4 s later, and w2, its drain over, " +
+		"went to dead w1, then home to no master (a worker still at a master, moved to a child gone " +
+		"without naming it, hears the end there if the master's Close has begun, else is awaited on a " +
+		"new connection)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
