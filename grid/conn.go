@@ -50,7 +50,7 @@ func (c ConnConfig) withDefaults() ConnConfig {
 	}
 	c.MaxFrame = min(c.MaxFrame, MaxFrameLimit)
 	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 30 * time.Second
+		c.IdleTimeout = defaultIdleTimeout
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
@@ -66,6 +66,10 @@ func (c ConnConfig) withDefaults() ConnConfig {
 	}
 	return c
 }
+
+// defaultIdleTimeout is a connection's IdleTimeout by default, a
+// master's and a worker's alike.
+const defaultIdleTimeout = 30 * time.Second
 
 // MaxFrameLimit is the largest frame cap a connection accepts, whatever
 // its configuration or the master's Welcome says.

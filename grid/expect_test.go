@@ -336,6 +336,41 @@ func TestLostChildsAgentAwaited(t *testing.T) {
 	}
 }
 
+// TestLostChildsSubtreeAwaitedLostGrace: a master, the root or a child,
+// that cuts off a frozen child c waits for what c held past a link's idle
+// timeout and an agent's grace for evaluations deaf to their cancel: a
+// worker under c (or c's own child, promoted from it) hears that c is
+// gone only once its link to c times out, or c thaws, and its agent then
+// waits that grace before it dials (seed 2814825 of the simulation: the
+// root waited returnGrace, and grandchild w3's agent came home 470 ms
+// after it had closed). The wait, and the end's, is bounded all the same.
+func TestLostChildsSubtreeAwaitedLostGrace(t *testing.T) {
+	for _, root := range []bool{true, false} {
+		m := &Master{start: time.Now(), log: slog.New(slog.DiscardHandler)}
+		m.loopState.init()
+		p := m.proto()
+		want := 2 // w3, and c's agent w1, which goes home to the root
+		if !root {
+			p.parent = &parentLink{self: "c"}
+			want = 1
+		}
+		c := &childMaster{token: 1, name: "w1", masters: 2, moved: []string{"w3"}}
+		p.children[c.token] = c
+		p.order = append(p.order, c)
+		m.childLost(c)
+		m.start = m.start.Add(-(defaultIdleTimeout + DefaultAbandonGrace + time.Second)) // w3 still to come
+		if n := m.awaiting(); n != want || m.endBy() <= m.now() {
+			t.Errorf("root %v: awaiting %d, end held until %v at %v, once w3's agent's grace is over; want %d, held",
+				root, n, m.endBy(), m.now(), want)
+		}
+		m.start = m.start.Add(-(lostGrace - defaultIdleTimeout - DefaultAbandonGrace)) // past lostGrace
+		if n := m.awaiting(); n != 0 || m.endBy() > m.now() {
+			t.Errorf("root %v: awaiting %d, end held until %v at %v, past lostGrace; want 0, not held",
+				root, n, m.endBy(), m.now())
+		}
+	}
+}
+
 // TestChildAwaitsItsMovedWorkerAtTheEnd: a child master told that the
 // run is over waits for a worker the root moved to it that has not come
 // yet (its agent may wait a redirect back-off before it dials) beyond the

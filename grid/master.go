@@ -184,7 +184,7 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 		c.MinWorkers = 0
 	}
 	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 30 * time.Second
+		c.IdleTimeout = defaultIdleTimeout
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = c.IdleTimeout / 3

@@ -1053,6 +1053,29 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 // the master had closed waited for ever).
 const returnGrace = 30 * time.Second
 
+// lostGrace bounds how long a master waits for what a lost child held
+// (awaitLost, expectAgent): its workers, those of the masters under it,
+// and, at the root, its own agent. Its machine frozen (its network cut,
+// its goroutines on), such a worker hears that its master is gone only
+// once its link to it times out, the idle timeout after the last frame
+// that master sent, which left before this master found it lost (or as
+// it thaws, sooner; a master under it stops as its own link up does,
+// and tells its workers at once). The agent then gives evaluations deaf
+// to their cancel its grace, and dials after a back-off step at most.
+// returnGrace covered the first alone (seed 2814825 of the simulation: a
+// grandchild's agent came home 470 ms after the root had closed, its
+// grace over).
+const lostGrace = defaultIdleTimeout + DefaultAbandonGrace + DefaultMaxBackoff
+
+// An agent's timing that a master's waits for it count on: the defaults
+// of worker.Config's AbandonGrace (how long a cancelled evaluation may
+// take to return before the agent gives up on it) and MaxBackoff (its
+// longest wait between connection attempts).
+const (
+	DefaultAbandonGrace = 5 * time.Second
+	DefaultMaxBackoff   = 5 * time.Second
+)
+
 // childReturnWait is how long a child master that heard the end of the
 // run waits for what is on its way to it (a grandchild master going back
 // to work is a round trip away), or longer as endBy says; the workers it
@@ -1133,7 +1156,7 @@ func (m *Master) lostReturning(c *childMaster) {
 // awaitLost notes that what lost child c held comes here: the workers
 // moved to it (they go back the way they came), and, at the root, the
 // worker it was promoted from (see expectAgent). This master's end waits
-// for them up to returnGrace from now (endHold), however late c was
+// for them up to lostGrace from now (endHold), however late c was
 // found lost: Close, and a returning child's wait for its workers to
 // leave, which may be nearly over (seed 981636 of the simulation: a
 // grandchild froze as it returned, its link timed out 30 s later, 150 ms
@@ -1141,11 +1164,11 @@ func (m *Master) lostReturning(c *childMaster) {
 // moment later, came back to the child once that wait had ended).
 func (m *Master) awaitLost(c *childMaster) {
 	p := m.split.splitProto
-	m.expectWorkers(c.moved, returnGrace)
+	m.expectWorkers(c.moved, lostGrace)
 	if p.parent == nil {
 		m.expectAgent(c)
 	}
-	p.endHold = max(p.endHold, m.now()+returnGrace)
+	p.endHold = max(p.endHold, m.now()+lostGrace)
 	m.holdUp() // a child told the end: its parent waits for its word that much longer
 }
 
@@ -1153,12 +1176,12 @@ func (m *Master) awaitLost(c *childMaster) {
 // home to the root once its child master stops for want of its link
 // (seed 607541: cut off, it went home as the run ended and looked for a
 // master for ever). Its old connection, should it still drain here, does
-// not count.
+// not count. It is waited for lostGrace, as the workers it held.
 func (m *Master) expectAgent(c *childMaster) {
 	if w := m.byName[c.name]; w != nil {
-		m.expectAgain(w, returnGrace)
+		m.expectAgain(w, lostGrace)
 	} else {
-		m.expect(c.name, expected{by: m.now() + returnGrace})
+		m.expect(c.name, expected{by: m.now() + lostGrace})
 	}
 }
 
@@ -1188,10 +1211,11 @@ func (m *Master) heardBack(c *childMaster) {
 	}
 	m.awaitDraining(c)
 	// At the root, those it named and that have not come yet are waited
-	// for again, returnGrace from now: on their way, they come soon;
+	// for again, lostGrace from now: on their way, they come soon;
 	// still on it, its machine frozen as they were to leave, they come
 	// once their links to it time out, which may be up to their idle
-	// timeout after they were named, past the wait that began then (seed
+	// timeout after they were named, past the wait that began then, and
+	// their agents' grace for evaluations deaf to their cancel later (seed
 	// 2079761 of the simulation: the root closed 16 ms before two of them
 	// came). Not at a child: its parent does not know of such a hold,
 	// and may close first (seed 2513961: a child held for its grandchild's
@@ -1199,8 +1223,8 @@ func (m *Master) heardBack(c *childMaster) {
 	if p.parent != nil {
 		return
 	}
-	if n := m.expectWorkers(c.named, returnGrace); n > 0 {
-		p.endHold = max(p.endHold, m.now()+returnGrace)
+	if n := m.expectWorkers(c.named, lostGrace); n > 0 {
+		p.endHold = max(p.endHold, m.now()+lostGrace)
 	}
 }
 
@@ -1900,7 +1924,7 @@ func (m *Master) endMargin() time.Duration { return m.cfg.ShutdownGrace + time.S
 // parent's wait for its word past the wait it was given (within): a tree of
 // masters three levels deep, each level losing a child in turn (20 s is
 // endHeardWait's).
-const maxEndHold = 3 * (returnGrace + 20*time.Second)
+const maxEndHold = 3 * (lostGrace + 20*time.Second)
 
 // childHolds: c, told the end, says that it awaits workers on their way
 // to it for up to hold: this master waits for c's word that long more

@@ -162,7 +162,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MinBackoff = 100 * time.Millisecond
 	}
 	if c.MaxBackoff < c.MinBackoff {
-		c.MaxBackoff = max(5*time.Second, c.MinBackoff)
+		c.MaxBackoff = max(grid.DefaultMaxBackoff, c.MinBackoff)
 	}
 	if c.Build == nil {
 		c.Build = BuildProblem
@@ -181,7 +181,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	if c.AbandonGrace <= 0 {
-		c.AbandonGrace = 5 * time.Second
+		c.AbandonGrace = grid.DefaultAbandonGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -248,6 +248,10 @@ var fixedWaitingSeeds = []struct {
 		"went to dead w1, then home to no master (a worker still at a master, moved to a child gone " +
 		"without naming it, hears the end there if the master's Close has begun, else is awaited on a " +
 		"new connection)"},
+	{2814825, "child w1 promoted w3 and froze for 27.5 s; the root cut w1 off at 2.5 s and awaited what it " +
+		"held for returnGrace; w3 heard its parent gone only as w1 thawed, and its agent, after its grace " +
+		"for evaluations deaf to their cancel, came home 470 ms after the root had closed (what a lost " +
+		"child held is awaited lostGrace: a link's idle timeout, an agent's grace and a back-off step)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
