@@ -252,8 +252,9 @@ var fixedWaitingSeeds = []struct {
 		"held for returnGrace; w3 heard its parent gone only as w1 thawed, and its agent, after its grace " +
 		"for evaluations deaf to their cancel, came home 470 ms after the root had closed (what a lost " +
 		"child held is awaited lostGrace: a link's idle timeout, an agent's grace and a back-off step)"},
-	{3878293, "found by the search on the code before 2814825's fix, which it failed as 2814825 did (w3 " +
-		"looking for a master after the run ended); passes with it"},
+	{3878293, "the same as 2814825 one level up: child w2 froze with w3 on it, the root cut w2 off at 2.25 s, " +
+		"w3 heard of it as w2 thawed at 27.3 s, and its agent, after its 5 s grace, dialled the root 170 ms " +
+		"after it had closed"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
