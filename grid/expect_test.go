@@ -541,3 +541,44 @@ func TestReturningChildHeldForALostChildsWorkers(t *testing.T) {
 		t.Fatal("c did not return once w1 had come")
 	}
 }
+
+// TestChildsEndBoundedWhateverItsChildrenName: a child master told the
+// end, whose own returning child g names a worker over and over (a
+// broken or hostile peer: the name never comes), is held no longer than
+// its parent waits for anything of it, its word's cap (maxEndHold past
+// the wait it was given) and then lostGrace for what it held. Before,
+// each naming waited returnGrace anew, and the child never closed. The
+// master's books, and a pipe for c's link up.
+func TestChildsEndBoundedWhateverItsChildrenName(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	childEnd, rootEnd := net.Pipe()
+	link := NewConn(ctx, childEnd, ConnConfig{})
+	up := NewConn(ctx, rootEnd, ConnConfig{})
+	defer func() {
+		link.Close()
+		up.Close()
+		<-link.Done()
+		<-up.Done()
+	}()
+	link.Start(func(Message) {})
+	up.Start(func(Message) {}) // the root's side, which reads c's holds
+	m := &Master{start: time.Now(), log: slog.New(slog.DiscardHandler), ledger: sched.NewLedger(sched.LedgerConfig{})}
+	m.loopState.init()
+	p := m.proto()
+	p.parent = &parentLink{conn: link, self: "c", runOver: true, answered: true, wordBy: m.now() + endHeardWait}
+	ceiling := p.parent.wordBy + maxEndHold + lostGrace
+	g := &childMaster{token: 1, name: "g", masters: 1, done: true, recalled: true}
+	p.recalled = append(p.recalled, g)
+	for m.now() <= ceiling {
+		m.onChildResults(g, &ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"x"}})
+		if by := m.endBy(); by > ceiling {
+			t.Fatalf("at %v, c's end held until %v, past %v, when its parent waits for it no more", m.now(), by, ceiling)
+		}
+		m.start = m.start.Add(-returnGrace / 2)
+	}
+	if by := m.endBy(); by > m.now() {
+		t.Errorf("at %v, past %v, c's end still held until %v", m.now(), ceiling, by)
+	}
+}

@@ -175,10 +175,12 @@ type Shutdown struct {
 	Reason  string `msgpack:"r"`
 	Restart bool   `msgpack:"restart,omitempty"`
 	// Within (parent → child, ns) is how long the parent waits for the
-	// child's word that its workers heard the end (0: endHeardWait).
+	// child's word that its workers heard the end (0 or less: 20 s, the
+	// root's wait; more than the root's longest wait counts as that).
 	Within int64 `msgpack:"within,omitempty"`
-	// Hold (child → parent, ns), when > 0, says that the child awaits
-	// for up to Hold workers on their way to it (a silent child's, or
-	// those a returning one named): its word comes after that.
+	// Hold (child → parent, ns), when > 0, says that the child still
+	// awaits, for up to Hold from now, workers on their way to it (a
+	// silent child's, or those a returning one named): its word comes
+	// after that. The parent bounds how far holds push its wait.
 	Hold int64 `msgpack:"hold,omitempty"`
 }

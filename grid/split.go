@@ -1982,6 +1982,11 @@ func (m *Master) endBy() time.Duration {
 		for _, x := range p.expect {
 			by = max(by, x.by)
 		}
+		// Its parent waits for its word maxEndHold past the wait it gave
+		// (childHolds), then lostGrace for what it held (endGone), and
+		// no longer: a child of its own naming workers over and over,
+		// each awaited returnGrace anew, holds it no longer either.
+		by = min(by, p.parent.wordBy+maxEndHold+lostGrace)
 	}
 	return by
 }
