@@ -1244,6 +1244,7 @@ func (m *Master) heardBack(c *childMaster) {
 // child, say), and not come back.
 func (m *Master) awaitDraining(c *childMaster) {
 	p := m.split.splitProto
+	held := false
 	for _, w := range c.sent {
 		switch {
 		case w.left:
@@ -1252,7 +1253,11 @@ func (m *Master) awaitDraining(c *childMaster) {
 		default:
 			m.expectAgain(w, returnGrace)
 			p.endHold = max(p.endHold, m.now()+returnGrace)
+			held = true
 		}
+	}
+	if held {
+		m.holdUp() // a child told the end: its parent waits for its word that much longer
 	}
 }
 
@@ -1872,8 +1877,19 @@ func (m *Master) recalledGone(c *childMaster) {
 	c.link.SendAndClose(m.bye())
 	m.log.Warn("child master told to return did not end its link in time at the run's end; awaiting its workers here",
 		"child", c.name, "workers", len(c.moved))
+	m.awaitSilent(c)
+}
+
+// awaitSilent awaits what c, silent at the end of the run, held, as
+// awaitLost does, and at a child its agent too (the root's awaitLost
+// does): frozen as the end went down, c stops once its link up closes,
+// and its agent comes back the way it came, here first. A child lost at
+// work is not so awaited: its agent may be at work elsewhere by then.
+func (m *Master) awaitSilent(c *childMaster) {
 	m.awaitLost(c)
-	m.expectAgent(c) // it comes back the way it came too, here first
+	if m.split.splitProto.parent != nil {
+		m.expectAgent(c)
+	}
 }
 
 // endGone: the link of c, told the end early, closed (or c is silent
@@ -1895,10 +1911,7 @@ func (m *Master) endGone(c *childMaster) {
 	}
 	m.log.Warn("child master told the run is over did not say its workers heard it; awaiting them here",
 		"child", c.name, "workers", len(c.moved), "err", c.link.Err())
-	m.awaitLost(c)
-	if p.parent != nil {
-		m.expectAgent(c) // it comes back the way it came too, here first
-	}
+	m.awaitSilent(c)
 }
 
 // endWithin is how long a child told the end now is given to say that
