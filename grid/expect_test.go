@@ -499,6 +499,56 @@ func TestNamedWorkersAwaitedAgainOnceLinkCloses(t *testing.T) {
 	}
 }
 
+// TestReturningChildNamesWhomItStillExpects: a returning child master
+// c that ends, its own wait over, with a worker still on its way to it
+// (g, the agent of a returning child of its own, named in that child's
+// last frame) names g in its own last frame, beside its agent: g will
+// find c closed and go home to the root, which must wait for it (seeds
+// 4649628 and 4670250 of the simulation: the root closed as c did, and
+// g found no master). A worker expected no more (old) is not named. The
+// master's books, and a pipe for c's link up.
+func TestReturningChildNamesWhomItStillExpects(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	childEnd, rootEnd := net.Pipe()
+	link := NewConn(ctx, childEnd, ConnConfig{})
+	up := NewConn(ctx, rootEnd, ConnConfig{})
+	defer func() {
+		link.Close()
+		up.Close()
+		<-link.Done()
+		<-up.Done()
+	}()
+	link.Start(func(Message) {})
+	last := make(chan *ChildResults, 1)
+	up.Start(func(msg Message) {
+		if r, ok := msg.(*ChildResults); ok {
+			last <- r
+		}
+	})
+	m := &Master{start: time.Now().Add(-time.Minute), log: slog.New(slog.DiscardHandler), ledger: sched.NewLedger(sched.LedgerConfig{})}
+	m.loopState.init()
+	m.cur = &batch{id: 1, replied: true}
+	p := m.proto()
+	pl := &parentLink{conn: link, self: "c", finishing: true, moving: true, finishBy: m.now() - time.Second, done: make(chan error, 1)}
+	p.parent = pl
+	m.expect("g", expected{by: m.now() + returnGrace})
+	m.expect("old", expected{by: m.now() - time.Second})
+	m.maybeFinish()
+	if !pl.answered {
+		t.Fatal("c did not return once its wait was over")
+	}
+	select {
+	case r := <-last:
+		if want := []string{"c", "g"}; !slices.Equal(r.Moved, want) {
+			t.Errorf("c's last frame named %v, want %v", r.Moved, want)
+		}
+	case <-ctx.Done():
+		t.Fatal("c's last frame never came")
+	}
+}
+
 // TestReturningChildHeldForALostChildsWorkers: a returning child master
 // c that finds its own child g lost, told to return and silent since,
 // once c's wait for its workers to leave (finishBy) is over, still waits

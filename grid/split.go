@@ -1691,10 +1691,32 @@ func (m *Master) maybeFinish() {
 		// This worker comes now: the parent waits for it from now on
 		// (it may have waited here for its own children's workers). The
 		// link's last frame: RunChild waits for it to be written.
-		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Done: true, Moved: []string{pl.self}, C: m.childCounts()})
+		pl.conn.SendAndClose(&ChildResults{Gen: b.id, Masters: m.mastersNow(), Done: true, Moved: m.lastNamed(), C: m.childCounts()})
 		pl.answered = true
 		pl.done <- nil
 	}
+}
+
+// lastNamed is what a returning child's last frame names: its own
+// agent, and the workers still expected here (a returning child of its
+// own named its agent, say), which will find this master closed and go
+// home, to the root: the parent waits for them too (seeds 4649628 and
+// 4670250 of the simulation: a grandchild held by a frozen worker until
+// its connection timed out, 30 s, past this child's own wait, named its
+// agent as this child ended, and the agent came home to a root that had
+// closed, expecting nothing more). Sorted, so that a run replays.
+func (m *Master) lastNamed() []string {
+	p := m.split.splitProto
+	named := []string{p.parent.self}
+	now := m.now()
+	var more []string
+	for name, x := range p.expect {
+		if x.by >= now && name != p.parent.self {
+			more = append(more, name)
+		}
+	}
+	slices.Sort(more)
+	return append(named, more...)
 }
 
 // moveBack moves a finished child's workers back to its parent.

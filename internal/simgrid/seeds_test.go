@@ -255,6 +255,11 @@ var fixedWaitingSeeds = []struct {
 	{3878293, "the same as 2814825 one level up: child w2 froze with w3 on it, the root cut w2 off at 2.25 s, " +
 		"w3 heard of it as w2 thawed at 27.3 s, and its agent, after its 5 s grace, dialled the root 170 ms " +
 		"after it had closed"},
+	{4649628, "grandchild n9, returning, was held by frozen worker w3 until its connection timed out, 30 s, " +
+		"past its own wait and its parent's; it named its agent in its last frame as child n6, returning " +
+		"too, ended, and the root, expecting nothing more, closed as n6 came: n9's agent found no master " +
+		"(a returning child's last frame names the workers it still expects, and the root waits for them)"},
+	{4670250, "the same as 4649628 with grandchild n5, child n8 and frozen worker w1"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
