@@ -1856,7 +1856,10 @@ func (m *Master) endChildren() {
 // for its workers to read the end, and a round trip. A child that finds
 // one of its own gone silent says so (holdUp), and is waited for that
 // much more. A variable only so that a test need not wait for it.
-var endHeardWait = 20 * time.Second
+var endHeardWait = defaultEndHeardWait
+
+// defaultEndHeardWait is endHeardWait's value outside tests.
+const defaultEndHeardWait = 20 * time.Second
 
 // checkEnded counts as gone a child told the end early that has not said
 // its workers heard it within endHeardWait (its machine froze: its link
@@ -1957,9 +1960,8 @@ func (m *Master) endMargin() time.Duration { return m.cfg.ShutdownGrace + time.S
 
 // maxEndHold bounds how far a child's holds (Shutdown.Hold) may push its
 // parent's wait for its word past the wait it was given (within): a tree of
-// masters three levels deep, each level losing a child in turn (20 s is
-// endHeardWait's).
-const maxEndHold = 3 * (lostGrace + 20*time.Second)
+// masters three levels deep, each level losing a child in turn.
+const maxEndHold = 3 * (lostGrace + defaultEndHeardWait)
 
 // childHolds: c, told the end, says that it awaits workers on their way
 // to it for up to hold: this master waits for c's word that long more
