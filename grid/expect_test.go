@@ -508,21 +508,8 @@ func TestNamedWorkersAwaitedAgainOnceLinkCloses(t *testing.T) {
 // g found no master). A worker expected no more (old) is not named. The
 // master's books, and a pipe for c's link up.
 func TestReturningChildNamesWhomItStillExpects(t *testing.T) {
-	leaktest.Check(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	childEnd, rootEnd := net.Pipe()
-	link := NewConn(ctx, childEnd, ConnConfig{})
-	up := NewConn(ctx, rootEnd, ConnConfig{})
-	defer func() {
-		link.Close()
-		up.Close()
-		<-link.Done()
-		<-up.Done()
-	}()
-	link.Start(func(Message) {})
 	last := make(chan *ChildResults, 1)
-	up.Start(func(msg Message) {
+	ctx, link := linkUp(t, func(msg Message) {
 		if r, ok := msg.(*ChildResults); ok {
 			last <- r
 		}
@@ -558,20 +545,7 @@ func TestReturningChildNamesWhomItStillExpects(t *testing.T) {
 // and so had the root). Once they came, c returns. The master's books,
 // and a pipe for c's link up.
 func TestReturningChildHeldForALostChildsWorkers(t *testing.T) {
-	leaktest.Check(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	childEnd, rootEnd := net.Pipe()
-	link := NewConn(ctx, childEnd, ConnConfig{})
-	up := NewConn(ctx, rootEnd, ConnConfig{})
-	defer func() {
-		link.Close()
-		up.Close()
-		<-link.Done()
-		<-up.Done()
-	}()
-	link.Start(func(Message) {})
-	up.Start(func(Message) {}) // the root's side, which reads c's last word
+	_, link := linkUp(t, func(Message) {}) // the root's side reads c's last word
 	m := &Master{start: time.Now(), log: slog.New(slog.DiscardHandler), ledger: sched.NewLedger(sched.LedgerConfig{})}
 	m.loopState.init()
 	m.cur = &batch{id: 1, replied: true}
@@ -600,20 +574,7 @@ func TestReturningChildHeldForALostChildsWorkers(t *testing.T) {
 // each naming waited returnGrace anew, and the child never closed. The
 // master's books, and a pipe for c's link up.
 func TestChildsEndBoundedWhateverItsChildrenName(t *testing.T) {
-	leaktest.Check(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	childEnd, rootEnd := net.Pipe()
-	link := NewConn(ctx, childEnd, ConnConfig{})
-	up := NewConn(ctx, rootEnd, ConnConfig{})
-	defer func() {
-		link.Close()
-		up.Close()
-		<-link.Done()
-		<-up.Done()
-	}()
-	link.Start(func(Message) {})
-	up.Start(func(Message) {}) // the root's side, which reads c's holds
+	_, link := linkUp(t, func(Message) {}) // the root's side reads c's holds
 	m := &Master{start: time.Now(), log: slog.New(slog.DiscardHandler), ledger: sched.NewLedger(sched.LedgerConfig{})}
 	m.loopState.init()
 	p := m.proto()
@@ -631,4 +592,26 @@ func TestChildsEndBoundedWhateverItsChildrenName(t *testing.T) {
 	if by := m.endBy(); by > m.now() {
 		t.Errorf("at %v, past %v, c's end still held until %v", m.now(), ceiling, by)
 	}
+}
+
+// linkUp is a child master's link up over a pipe, for tests of the
+// master's books: the child's end (link), and the root's, which hands
+// what it reads to root. Both close as the test ends, before leaktest
+// counts goroutines; ctx bounds the test.
+func linkUp(t *testing.T, root func(Message)) (context.Context, *Conn) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	childEnd, rootEnd := net.Pipe()
+	link := NewConn(ctx, childEnd, ConnConfig{})
+	up := NewConn(ctx, rootEnd, ConnConfig{})
+	t.Cleanup(func() {
+		link.Close()
+		up.Close()
+		<-link.Done()
+		<-up.Done()
+		cancel()
+	})
+	link.Start(func(Message) {})
+	up.Start(root)
+	return ctx, link
 }

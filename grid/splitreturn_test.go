@@ -436,11 +436,7 @@ func TestReturningChildHearsTheEndAtOnce(t *testing.T) {
 	defer cancel()
 	root, _, key, runDone, w, win := childDoneWithWorker(ctx, t)
 	root.ask(func() { root.expectWorkers([]string{"x"}, returnGrace) })
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
 	waiting := false
 	if !root.ask(func() { _, waiting = root.proto().expect["x"] }) || !waiting {
@@ -498,11 +494,7 @@ func TestMovingWorkerHearsTheEndAtTheRoot(t *testing.T) {
 		root.moveWorker(root.byName["v"], c.Addr())
 		root.expectWorkers([]string{"x"}, returnGrace)
 	})
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	runOver(t, "v, moving to c, at the root", awaitFrame(ctx, v, vin, isShutdown))
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
 	if err := <-runDone; !errors.Is(err, ErrRunOver) {
@@ -563,15 +555,7 @@ func frozenChildsWorkersHearTheEnd(t *testing.T, atWork bool) {
 			p.order = append(p.order, c)
 		}
 	})
-	// c, silent: no heartbeat either.
-	link, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "c/master", Slots: 1, Problems: []string{helloSubMaster},
-		Conn: ConnConfig{Heartbeat: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer link.Close()
-	in := frames(link)
-	link.Send(&ChildHello{Token: 1, Addr: "127.0.0.1:1"})
+	link, in := silentChildLink(ctx, t, root, key, "c", 1)
 	if atWork {
 		if !waitLoop(ctx, root, func() bool { return root.proto().children[1].link != nil }) {
 			t.Fatal("c's hello did not reach the root")
@@ -582,11 +566,7 @@ func frozenChildsWorkersHearTheEnd(t *testing.T, atWork bool) {
 			t.Fatal("c's Done did not reach the root")
 		}
 	}
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	runOver(t, "c", awaitFrame(ctx, link, in, isShutdown))
 	// c freezes here: it says nothing more, and its link stays open.
 	if !waitLoop(ctx, root, func() bool {
@@ -627,11 +607,7 @@ func TestChildSaysItsWorkersHeardTheEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	root, _, _, runDone, w, win := childDoneWithWorker(ctx, t)
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
 	if err := <-runDone; !errors.Is(err, ErrRunOver) {
 		t.Fatalf("c ended with %v, want %v", err, ErrRunOver)
@@ -692,23 +668,11 @@ func frozenGrandchildsWorkersHearTheEnd(t *testing.T, returning bool) {
 			p.returning = append(p.returning, g)
 		}
 	})
-	// g, silent: no heartbeat either.
-	link, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "g/master", Slots: 1, Problems: []string{helloSubMaster},
-		Conn: ConnConfig{Heartbeat: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer link.Close()
-	in := frames(link)
-	link.Send(&ChildHello{Token: 7, Addr: "127.0.0.1:1"})
+	link, in := silentChildLink(ctx, t, c, key, "g", 7)
 	if !waitLoop(ctx, c, func() bool { return c.proto().children[7].link != nil }) {
 		t.Fatal("g's hello did not reach c")
 	}
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
 	// g freezes here; once c has given it its time, that time is over.
 	var within time.Duration
@@ -789,11 +753,7 @@ func TestReturningGrandchildsAgentNamedAtTheEnd(t *testing.T) {
 	if !waitLoop(ctx, c, func() bool { return c.proto().children[7].link != nil }) {
 		t.Fatal("g's hello did not reach c")
 	}
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
 	// g's last frame, which names its agent, and its link ends.
 	link.SendAndClose(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"g"}})
@@ -854,11 +814,7 @@ func TestChildHoldsAreBounded(t *testing.T) {
 	if !waitLoop(ctx, root, func() bool { return root.proto().children[1].link != nil }) {
 		t.Fatal("c's hello did not reach the root")
 	}
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	m := awaitFrame(ctx, link, in, isShutdown)
 	runOver(t, "c", m)
 	if within := time.Duration(m.(*Shutdown).Within); within != endHeardWait {
@@ -922,11 +878,7 @@ func TestChildTellsItsWorkersTheEndAtOnce(t *testing.T) {
 	}()
 	// Nothing moved to c is at the root: its Close tells c at once
 	// (endReturning), and waits for c's word that its workers heard it.
-	closed := make(chan struct{})
-	go func() {
-		root.Close()
-		close(closed)
-	}()
+	closed := closeAsync(root)
 	runOver(t, "w at c", awaitFrame(ctx, w, win, isShutdown))
 	x, _, err := Dial(ctx, c.Addr(), DialConfig{Key: key, Name: "x", Slots: 1})
 	if err != nil {
@@ -1083,4 +1035,30 @@ func drainingWorkerOfAGoneChild(t *testing.T, closing bool) {
 	case <-ctx.Done():
 		t.Fatal("the root did not close once v and c had heard the end")
 	}
+}
+
+// closeAsync closes m in the background, and says when it has.
+func closeAsync(m *Master) <-chan struct{} {
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	return closed
+}
+
+// silentChildLink opens the control link of child master name (token)
+// to m, as a frozen machine would keep it: its hello sent, then nothing,
+// not even a heartbeat. It closes as the test ends.
+func silentChildLink(ctx context.Context, t *testing.T, m *Master, key *Key, name string, token uint64) (*Conn, <-chan Message) {
+	t.Helper()
+	link, _, err := Dial(ctx, m.Addr(), DialConfig{Key: key, Name: name + "/master", Slots: 1, Problems: []string{helloSubMaster},
+		Conn: ConnConfig{Heartbeat: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+	in := frames(link)
+	link.Send(&ChildHello{Token: token, Addr: "127.0.0.1:1"})
+	return link, in
 }
