@@ -502,11 +502,12 @@ func TestNamedWorkersAwaitedAgainOnceLinkCloses(t *testing.T) {
 // TestReturningChildNamesWhomItStillExpects: a returning child master
 // c that ends, its own wait over, with a worker still on its way to it
 // (g, the agent of a returning child of its own, named in that child's
-// last frame) names g in its own last frame, beside its agent: g will
-// find c closed and go home to the root, which must wait for it (seeds
-// 4649628 and 4670250 of the simulation: the root closed as c did, and
-// g found no master). A worker expected no more (old) is not named. The
-// master's books, and a pipe for c's link up.
+// last frame) and a child of its own still at work (h, to which c moved
+// y) names them in its own last frame, beside its agent: they will find
+// c closed and go home to the root, which must wait for them (seeds
+// 4649628, 4670250 and 4869473 of the simulation: the root closed as c
+// did, and g, or h, found no master). A worker expected no more (old)
+// is not named. The master's books, and a pipe for c's link up.
 func TestReturningChildNamesWhomItStillExpects(t *testing.T) {
 	last := make(chan *ChildResults, 1)
 	ctx, link := linkUp(t, func(msg Message) {
@@ -522,13 +523,14 @@ func TestReturningChildNamesWhomItStillExpects(t *testing.T) {
 	p.parent = pl
 	m.expect("g", expected{by: m.now() + returnGrace})
 	m.expect("old", expected{by: m.now() - time.Second})
+	p.children[9] = &childMaster{token: 9, name: "h", masters: 1, link: link, moved: []string{"y"}}
 	m.maybeFinish()
 	if !pl.answered {
 		t.Fatal("c did not return once its wait was over")
 	}
 	select {
 	case r := <-last:
-		if want := []string{"c", "g"}; !slices.Equal(r.Moved, want) {
+		if want := []string{"c", "g", "h", "y"}; !slices.Equal(r.Moved, want) {
 			t.Errorf("c's last frame named %v, want %v", r.Moved, want)
 		}
 	case <-ctx.Done():

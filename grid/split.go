@@ -1698,25 +1698,36 @@ func (m *Master) maybeFinish() {
 }
 
 // lastNamed is what a returning child's last frame names: its own
-// agent, and the workers still expected here (a returning child of its
-// own named its agent, say), which will find this master closed and go
-// home, to the root: the parent waits for them too (seeds 4649628 and
-// 4670250 of the simulation: a grandchild held by a frozen worker until
-// its connection timed out, 30 s, past this child's own wait, named its
-// agent as this child ended, and the agent came home to a root that had
-// closed, expecting nothing more). Sorted, so that a run replays.
+// agent, and the workers still on their way here or under a child of its
+// own still at work, which this master's end leaves to go home, to the
+// root: the parent waits for them too. On their way: a returning child
+// of its own named its agent, say (seeds 4649628 and 4670250 of the
+// simulation: a grandchild held by a frozen worker until its connection
+// timed out, 30 s, past this child's own wait, named its agent as this
+// child ended, and the agent came home to a root that had closed,
+// expecting nothing more). Under a child at work: its agent and the
+// workers moved to it, told as this master closes that their master
+// will be back (seed 4869473: a grandchild left with no worker, waiting
+// for one, when its returning parent's wait ended). Sorted, so that a
+// run replays.
 func (m *Master) lastNamed() []string {
 	p := m.split.splitProto
-	named := []string{p.parent.self}
 	now := m.now()
 	var more []string
 	for name, x := range p.expect {
-		if x.by >= now && name != p.parent.self {
+		if x.by >= now {
 			more = append(more, name)
 		}
 	}
+	for _, c := range p.children {
+		if c.link != nil && !c.done && !c.lost {
+			more = append(more, c.name)
+			more = append(more, c.moved...)
+		}
+	}
+	more = slices.DeleteFunc(more, func(n string) bool { return n == p.parent.self })
 	slices.Sort(more)
-	return append(named, more...)
+	return append([]string{p.parent.self}, slices.Compact(more)...)
 }
 
 // moveBack moves a finished child's workers back to its parent.

@@ -260,6 +260,10 @@ var fixedWaitingSeeds = []struct {
 		"too, ended, and the root, expecting nothing more, closed as n6 came: n9's agent found no master " +
 		"(a returning child's last frame names the workers it still expects, and the root waits for them)"},
 	{4670250, "the same as 4649628 with grandchild n5, child n8 and frozen worker w1"},
+	{4869473, "child n6 returned while its own child n8 was still at work, left with no worker (both killed); " +
+		"n6's wait ended 30 s later, it told n8 its master would be back, and n8's agent went home to a root " +
+		"that had closed as n6 came (a returning child's last frame names the agents of its children still " +
+		"at work, and the workers moved to them)"},
 }
 
 // TestFixedWaitingSeeds replays them with CheckWaiting on (even under
