@@ -1719,11 +1719,9 @@ func (m *Master) lastNamed() []string {
 			more = append(more, name)
 		}
 	}
-	for _, c := range p.children {
-		if c.link != nil && !c.done && !c.lost {
-			more = append(more, c.name)
-			more = append(more, c.moved...)
-		}
+	for _, c := range p.children { // at work (done and lost ones are not here)
+		more = append(more, c.name)
+		more = append(more, c.moved...)
 	}
 	more = slices.DeleteFunc(more, func(n string) bool { return n == p.parent.self })
 	slices.Sort(more)
