@@ -38,7 +38,8 @@ import (
 //     (ChildResults, coalesced, with its tree's counts: ChildCounts);
 //     when its share is done and no request is outstanding it sends the
 //     last ones with Done, moves its workers back to the parent, and
-//     its agent connects to the parent as a worker again.
+//     its agent connects to the parent as a worker again; its last frame
+//     names whom its end leaves to go home (lastNamed).
 //   - Faults. A child whose control link breaks before Done (killed, cut
 //     off) gives back, in the parent, every task lent to it and not
 //     returned (sched.TasksAdded); its workers lose their master and
@@ -1308,8 +1309,10 @@ func (m *Master) noteJoins() {
 }
 
 // awaitReturns waits for the workers on their way back from child
-// masters, each at most returnGrace from when it was moved (and Close at
-// most ShutdownGrace more), so that Close tells them the run is over too.
+// masters, each at most returnGrace from when it was moved (lostGrace
+// from when its child was found lost), and Close at most ShutdownGrace
+// more, or as long as endBy says, so that Close tells them the run is
+// over too.
 // A child that returns does not wait: what reaches it now it sends on
 // (bounce), and its own agent must get back to its parent; a returning
 // child waits for its children's workers before it stops (maybeFinish).
@@ -1931,9 +1934,9 @@ func (m *Master) awaitSilent(c *childMaster) {
 // end, they may not have: frozen before it passed the end on, c leaves
 // them to time out on it and go home, to a root that had closed (seed
 // 307184 of the simulation, in a rare order), and they would look for a
-// master for ever. So this master awaits them (and, at the root, c's own
-// agent) as it does a child lost at work, for returnGrace from now,
-// which Close waits out too (awaitLost's endHold). On the loop.
+// master for ever. So this master awaits them, and c's own agent
+// (awaitSilent), as it does a child lost at work, for lostGrace from
+// now, which Close waits out too (awaitLost's endHold). On the loop.
 func (m *Master) endGone(c *childMaster) {
 	p := m.split.splitProto
 	if !slices.Contains(p.ended, c) {
