@@ -991,6 +991,11 @@ func drainingWorkerOfAGoneChild(t *testing.T, closing bool) {
 	}
 	if closing {
 		closeRoot()
+		// Close has begun before c's link ends, however late the
+		// goroutine that calls it runs on a loaded machine.
+		if !waitLoop(ctx, root, func() bool { return root.closing.Load() }) {
+			t.Fatal("the root's Close did not begin")
+		}
 	}
 	// c names itself, not v, and is gone.
 	link.SendAndClose(&ChildResults{Gen: 1, Masters: 1, Done: true, Moved: []string{"c"}})
