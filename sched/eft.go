@@ -396,6 +396,16 @@ func (p *policy) setEFT(cfg Config) error {
 // eftW returns the eft figures of worker place wi, fresh if the place
 // now holds another worker.
 func (p *policy) eftW(wi int32) *eftWorker {
+	if e := p.eft; int(wi) < len(e.ew) {
+		if x := &e.ew[wi]; x.id == p.workers[wi].id {
+			return x // the common case, inlined
+		}
+	}
+	return p.eftWFresh(wi)
+}
+
+// eftWFresh is eftW where the place is new or holds another worker now.
+func (p *policy) eftWFresh(wi int32) *eftWorker {
 	e := p.eft
 	for int(wi) >= len(e.ew) {
 		e.ew = append(e.ew, eftWorker{id: -1})
@@ -696,7 +706,13 @@ func (x *eftWorker) insertRun(t time.Duration) {
 func (p *policy) eftSync(wi int32) {
 	w := &p.workers[wi]
 	x := p.eftW(wi)
-	want := min(w.count(), w.slots)
+	if want := min(w.count(), w.slots); len(x.run) != want {
+		p.eftResync(x, want)
+	}
+}
+
+// eftResync is eftSync where x.run does not hold want starts.
+func (p *policy) eftResync(x *eftWorker, want int) {
 	if len(x.run) > want {
 		x.run = x.run[:want]
 	}
@@ -1011,14 +1027,28 @@ func (x *eftPlaces) placesBy(h float64) int {
 		return 0
 	}
 	// Idle slots: from when a new instance arrives.
-	n := x.idle * (int(min((last-x.arrive)/x.e, math.MaxInt32)) + 1)
+	n := 0
+	if x.idle > 0 {
+		n = x.idle * runs(last-x.arrive, x.e)
+	}
 	// Running slots: from the end of what they run.
 	for _, s := range x.ends {
 		if s <= last {
-			n += int(min((last-s)/x.e, math.MaxInt32)) + 1
+			n += runs(last-s, x.e)
 		}
 	}
 	return max(n-x.held, 0)
+}
+
+// runs is how many instances of run time e a slot free for d (≥ 0) can
+// start: ⌊d/e⌋ + 1, the quotient capped at MaxInt32 (as min would, NaN
+// included, without min's care for signed zeros).
+func runs(d, e float64) int {
+	k := d / e
+	if k > math.MaxInt32 {
+		k = math.MaxInt32
+	}
+	return int(k) + 1
 }
 
 // eftDefaults sets the model's figures for workers not measured yet.
