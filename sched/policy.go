@@ -536,10 +536,15 @@ func (p *policy) requeue(ti TaskID) {
 // work again. It reports whether the worker was late.
 func (p *policy) answered(id WorkerID) bool {
 	wi, ok := p.idx[id]
-	if !ok || !p.workers[wi].late {
+	return ok && p.answeredAt(wi)
+}
+
+// answeredAt is answered for the worker at place wi.
+func (p *policy) answeredAt(wi int32) bool {
+	w := &p.workers[wi]
+	if !w.late {
 		return false
 	}
-	w := &p.workers[wi]
 	w.late = false
 	// What it holds is no longer only on a late worker: out of Q (a
 	// worker never gets a second instance of a task it holds).
@@ -681,7 +686,13 @@ func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
 		return out
 	}
 	t := &p.tasks[ti]
-	wi, known := p.idx[id]
+	var wi int32
+	var known bool
+	if p.eft != nil && p.eft.evSet {
+		wi, known = p.eft.evWi, p.eft.evOK // eftBegin's lookup
+	} else {
+		wi, known = p.idx[id]
+	}
 	if known {
 		// Free the instance whatever the outcome: the slot is free now.
 		w := &p.workers[wi]
@@ -691,7 +702,7 @@ func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
 			p.markFree(wi)
 			p.release(wi)
 		}
-		p.answered(id)
+		p.answeredAt(wi)
 	}
 	if t.done {
 		return out
