@@ -396,27 +396,30 @@ func (p *policy) setEFT(cfg Config) error {
 // eftW returns the eft figures of worker place wi, fresh if the place
 // now holds another worker.
 func (p *policy) eftW(wi int32) *eftWorker {
-	if e := p.eft; int(wi) < len(e.ew) {
-		if x := &e.ew[wi]; x.id == p.workers[wi].id {
-			return x // the common case, inlined
-		}
+	// eftGrow keeps a place for every worker.
+	if x := &p.eft.ew[wi]; x.id == p.workers[wi].id {
+		return x
 	}
-	return p.eftWFresh(wi)
+	return p.eftFresh(wi)
 }
 
-// eftWFresh is eftW where the place is new or holds another worker now.
-func (p *policy) eftWFresh(wi int32) *eftWorker {
-	e := p.eft
-	for int(wi) >= len(e.ew) {
+// eftGrow gives every worker place its eft figures' place, that of a
+// worker not seen yet (made fresh when eftW first looks at it).
+func (e *eftState) eftGrow(n int) {
+	for len(e.ew) < n {
 		e.ew = append(e.ew, eftWorker{id: -1})
 	}
+}
+
+// eftFresh makes the figures of worker place wi fresh: the place holds
+// another worker now.
+func (p *policy) eftFresh(wi int32) *eftWorker {
+	e := p.eft
 	x := &e.ew[wi]
-	if id := p.workers[wi].id; x.id != id {
-		x.id, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = id, false, false, false, false, false, x.run[:0]
-		x.ef, x.rf, x.real, x.sent, x.probe, x.unsent = eftFigure{}, eftFigure{}, 0, 0, false, 0
-		x.recvGen, x.planGen = 0, 0 // the last worker's keys are not its (gen 0 is never current)
-		e.version++
-	}
+	x.id, x.inDue, x.inPassed, x.inRecv, x.censored, x.starting, x.run = p.workers[wi].id, false, false, false, false, false, x.run[:0]
+	x.ef, x.rf, x.real, x.sent, x.probe, x.unsent = eftFigure{}, eftFigure{}, 0, 0, false, 0
+	x.recvGen, x.planGen = 0, 0 // the last worker's keys are not its (gen 0 is never current)
+	e.version++
 	return x
 }
 
@@ -568,7 +571,9 @@ func (p *policy) eftMeasure(ev Event) bool {
 	x := p.eftW(wi)
 	x.starting = false // it serves
 	if ev.Kind == ResultArrived && ev.Task >= 0 && int(ev.Task) < p.n {
-		p.eftSync(wi)
+		if !p.eftSynced(wi) {
+			p.eftSync(wi)
+		}
 		if k := w.pos(ev.Task); k >= 0 && k < w.slots && len(x.run) > 0 {
 			// The instance that ran longest is the one that ended; the
 			// first held one took its slot when its result left.
@@ -706,19 +711,21 @@ func (x *eftWorker) insertRun(t time.Duration) {
 func (p *policy) eftSync(wi int32) {
 	w := &p.workers[wi]
 	x := p.eftW(wi)
-	if want := min(w.count(), w.slots); len(x.run) != want {
-		p.eftResync(x, want)
-	}
-}
-
-// eftResync is eftSync where x.run does not hold want starts.
-func (p *policy) eftResync(x *eftWorker, want int) {
+	want := min(w.count(), w.slots)
 	if len(x.run) > want {
 		x.run = x.run[:want]
 	}
 	for len(x.run) < want {
 		x.insertRun(p.eft.now)
 	}
+}
+
+// eftSynced says that worker wi's running start times agree with the
+// engine's books, and its figures are its own: eftSync would do nothing.
+// Inlined, it spares the call where it is asked often.
+func (p *policy) eftSynced(wi int32) bool {
+	x, w := &p.eft.ew[wi], &p.workers[wi]
+	return x.id == w.id && len(x.run) == min(len(w.inst)-w.lo, w.slots)
 }
 
 // model returns worker wi's e and r for the model, in nanoseconds: its
@@ -846,7 +853,9 @@ func (p *policy) eftJoined(ev Event) {
 // starting (Event.Starting) is not judged: its instances waited for it.
 func (p *policy) eftCensor(wi int32, k int) {
 	w := &p.workers[wi]
-	p.eftSync(wi)
+	if !p.eftSynced(wi) {
+		p.eftSync(wi)
+	}
 	x := &p.eft.ew[wi]
 	if k >= len(x.run) {
 		return
@@ -889,7 +898,9 @@ func (p *policy) slotFree(wi int32) []float64 {
 // slotFreeM is slotFree given worker wi's model (model), which callers
 // that need it too figure once.
 func (p *policy) slotFreeM(wi int32, e, r float64, c int) []float64 {
-	p.eftSync(wi)
+	if !p.eftSynced(wi) {
+		p.eftSync(wi)
+	}
 	x := &p.eft.ew[wi]
 	f := p.eft.free[:0]
 	for _, s := range x.run {
@@ -915,7 +926,9 @@ func (p *policy) efPos(wi int32, k int) float64 {
 func (p *policy) efPosM(wi int32, k int, e, r float64, c int) float64 {
 	w := &p.workers[wi]
 	if k < c && k < w.count() {
-		p.eftSync(wi)
+		if !p.eftSynced(wi) {
+			p.eftSync(wi)
+		}
 		s := p.eft.ew[wi].run[k] // the k-th oldest running: the k-th sent
 		return p.runEnd(s, e, r) + r/2
 	}
@@ -1227,7 +1240,9 @@ func (p *policy) horizonSync(q int, short bool) {
 	e := p.eft
 	n := 0
 	for _, i := range e.open {
-		p.eftSync(i)
+		if !p.eftSynced(i) {
+			p.eftSync(i)
+		}
 		if n += e.places[i].hi; !short && n >= q {
 			return
 		}
@@ -1354,7 +1369,9 @@ func (p *policy) eftSend(wi int32, ti TaskID, replica bool, out []Action) []Acti
 	e.sent = grown(e.sent, p.n)
 	e.sent[ti] = eftSent{arrive: arrive, to: wi + 1, place: p.sendPlace(), idle: w.count() < w.slots}
 	if w.count() < w.slots {
-		p.eftSync(wi)
+		if !p.eftSynced(wi) {
+			p.eftSync(wi)
+		}
 		e.ew[wi].insertRun(arrive)
 	}
 	e.stepSends++

@@ -449,6 +449,9 @@ func (p *policy) join(id WorkerID, slots int) {
 	} else {
 		wi = int32(len(p.workers))
 		p.workers = append(p.workers, w)
+		if p.eft != nil {
+			p.eft.eftGrow(len(p.workers))
+		}
 	}
 	p.idx[id] = wi
 	p.live++
