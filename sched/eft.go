@@ -396,16 +396,16 @@ func (p *policy) setEFT(cfg Config) error {
 // eftW returns the eft figures of worker place wi, fresh if the place
 // now holds another worker.
 func (p *policy) eftW(wi int32) *eftWorker {
-	// eftGrow keeps a place for every worker.
+	// grow keeps a place for every worker (join).
 	if x := &p.eft.ew[wi]; x.id == p.workers[wi].id {
 		return x
 	}
 	return p.eftFresh(wi)
 }
 
-// eftGrow gives every worker place its eft figures' place, that of a
+// grow gives every worker place its eft figures' place, that of a
 // worker not seen yet (made fresh when eftW first looks at it).
-func (e *eftState) eftGrow(n int) {
+func (e *eftState) grow(n int) {
 	for len(e.ew) < n {
 		e.ew = append(e.ew, eftWorker{id: -1})
 	}

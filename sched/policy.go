@@ -450,7 +450,7 @@ func (p *policy) join(id WorkerID, slots int) {
 		wi = int32(len(p.workers))
 		p.workers = append(p.workers, w)
 		if p.eft != nil {
-			p.eft.eftGrow(len(p.workers))
+			p.eft.grow(len(p.workers))
 		}
 	}
 	p.idx[id] = wi
