@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/docstest"
 )
 
@@ -129,6 +130,23 @@ func jsonLines(t *testing.T, name, stderr string, vocab map[string]bool) []map[s
 		recs = append(recs, r)
 	}
 	return recs
+}
+
+// TestLogVocabularyNamesRefusalKinds: a summary of refusals (the
+// master's refused connections, a node's gossip rejected) has one key per
+// kind it counted, and each is in docs/logs.md's vocabulary. Which kinds
+// a run's summaries hold depends on timing (a peer that closes a gossip
+// stream before its header as it ends, say), so TestProcessesLogJSON
+// meets them only now and then: it failed under load on refused_empty.
+func TestLogVocabularyNamesRefusalKinds(t *testing.T) {
+	vocab := logVocabulary(t)
+	for _, kinds := range [][]string{grid.RefusedKinds(), grid.GossipRefusedKinds()} {
+		for _, k := range kinds {
+			if !vocab[k] {
+				t.Errorf("refusal kind %q is a summary's key but not in docs/logs.md's vocabulary", k)
+			}
+		}
+	}
 }
 
 // logVocabulary is the set of keys in the table of docs/logs.md's

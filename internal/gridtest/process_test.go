@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -281,14 +282,29 @@ func TestProcessesWorkerKilled(t *testing.T) {
 				startWorker(t, "w1", keyEnv, "-join", m.gossip, "-slots", "1", "-delay", "20ms"),
 				startWorker(t, "w2", keyEnv, "-join", m.gossip, "-slots", "2", "-delay", "20ms", "-slowdown", "2"),
 			}
-			victim := startWorker(t, "victim", keyEnv, "-join", m.gossip, "-slots", "2", "-delay", "100ms")
+			victim := startWorker(t, "victim", keyEnv, "-join", m.gossip, "-slots", "2", "-delay", "100ms", "-metrics", "127.0.0.1:0")
 			ctx := withTimeout(t, runTimeout)
+			metrics, err := victim.waitStderr(ctx, servingMetrics)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if _, err := m.waitStdout(ctx, regexp.MustCompile(`(?m)^gen\s+2[/\s]`)); err != nil {
 				t.Fatal(err)
 			}
-			// Generation 3 is sent the moment generation 2 is printed; a
-			// moment later the victim holds some of its tasks.
-			time.Sleep(30 * time.Millisecond)
+			// Generation 2's results are all in: a task the victim
+			// finishes from now on is of generation 3 or later, and its
+			// result leaves 100 ms later (its -delay), killed with it.
+			// (Killed 30 ms after the line instead, as before, a victim
+			// of a master that sent generation 3 100 ms late held nothing,
+			// and no task was sent again.)
+			before := finishedTasks(t, ctx, metrics[1])
+			for finishedTasks(t, ctx, metrics[1]) == before {
+				select {
+				case <-ctx.Done():
+					t.Fatal("the victim finished no task after generation 2")
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
 			if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -306,6 +322,38 @@ func TestProcessesWorkerKilled(t *testing.T) {
 				t.Errorf("victim: %v, want killed by SIGKILL", victim.err)
 			}
 		})
+	}
+}
+
+// servingMetrics is an esworker's log line saying where its metrics are.
+var servingMetrics = regexp.MustCompile(`msg="serving metrics" url=(\S+)`)
+
+// finishedTasks is the count of tasks an esworker finished, from its
+// metrics at url.
+func finishedTasks(t *testing.T, ctx context.Context, url string) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^esgrid_worker_tasks_total\{[^}]*outcome="finished"[^}]*\} (\S+)$`)
+	for {
+		req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			page, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if m := re.FindSubmatch(page); m != nil {
+				n, err := strconv.ParseFloat(string(m[1]), 64)
+				if err != nil {
+					t.Fatalf("%s: %v", url, err)
+				}
+				return n
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no count of finished tasks at %s", url)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
