@@ -154,7 +154,7 @@ func (fm *fakeMaster) next() *masterConn {
 		return mc
 	case err := <-fm.errs:
 		fm.t.Fatalf("handshake failed at the master: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		fm.t.Fatal("no worker connected")
 	}
 	return nil
@@ -201,7 +201,7 @@ func startAgent(t *testing.T, ctx context.Context, cfg Config) (*Agent, func() e
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("agent did not return")
 			return nil
 		}
@@ -455,7 +455,7 @@ func TestAgentWrongKeyRefusedOnBothSides(t *testing.T) {
 			}
 		case mc := <-fm.conns:
 			t.Fatalf("a worker with the wrong key got a connection: %+v", mc.hello)
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("no handshake")
 		}
 	}

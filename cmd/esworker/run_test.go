@@ -110,7 +110,7 @@ func TestEvaluatesAndDrains(t *testing.T) {
 		select {
 		case m := <-msgs:
 			return m
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("no message from esworker")
 			return nil
 		}
@@ -127,7 +127,7 @@ func TestEvaluatesAndDrains(t *testing.T) {
 		if got != 0 {
 			t.Errorf("exit %d after drain", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("esworker did not exit after draining")
 	}
 }

@@ -537,7 +537,7 @@ func authenticated(ctx context.Context, addr, name string, key *grid.Key, a atta
 	select {
 	case <-conn.Done():
 		return nil
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		return errors.New("the master did not close the connection")
 	}
 }

@@ -30,7 +30,7 @@ func TestRelayedWorkersEndWithTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r1 := startOnceRelay(t, ctx, "r1", key, m.Addr())
 	r2 := startOnceRelay(t, ctx, "r2", key, r1.addr)
