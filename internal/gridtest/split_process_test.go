@@ -1,13 +1,11 @@
 package gridtest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -47,15 +45,7 @@ func splitReference(t *testing.T) outcome {
 			splitRefErr = err
 			return
 		}
-		rep, ckpt := filepath.Join(dir, "report.json"), filepath.Join(dir, "state.ckpt")
-		args := append([]string{"-inprocess", "-quiet", "-report", rep, "-checkpoint", ckpt}, splitFlags...)
-		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, esrun, args...).CombinedOutput(); err != nil {
-			splitRefErr = fmt.Errorf("esrun %v: %w\n%s", args, err, out)
-			return
-		}
-		splitRef, splitRefErr = readOutcome(rep, ckpt)
+		splitRef, splitRefErr = runInProcess(esrun, dir, splitFlags)
 	})
 	if splitRefErr != nil {
 		t.Fatal(splitRefErr)
