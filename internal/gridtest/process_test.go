@@ -158,6 +158,12 @@ type master struct {
 // generation 0, and waits until it listens.
 func startMaster(t *testing.T, policy string, minWorkers int) *master {
 	t.Helper()
+	return startMasterWith(t, policy, minWorkers, esFlags)
+}
+
+// startMasterWith is startMaster running the ES of flags.
+func startMasterWith(t *testing.T, policy string, minWorkers int, flags []string) *master {
+	t.Helper()
 	esrun, _ := binaries(t)
 	dir := t.TempDir()
 	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
@@ -165,7 +171,7 @@ func startMaster(t *testing.T, policy string, minWorkers int) *master {
 		"-v", "-policy", policy, "-local", "0", "-min-workers", strconv.Itoa(minWorkers),
 		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
-	}, esFlags...)
+	}, flags...)
 	m.proc = start(t, "esrun", esrun, keyEnv, args...)
 	sub, err := m.waitStderr(withTimeout(t, runTimeout), listening)
 	if err != nil {
