@@ -14,14 +14,14 @@ import (
 	"github.com/esgrid/esgrid/internal/testplugin"
 )
 
-// gate holds a run at its n-th evaluation until the test opens it, so
-// that what the test does there lands in the run however late the test
-// acts: the workers evaluate the plugin "gate" (Rastrigin, bit for bit;
+// gate holds a run at a point until the test opens it, so that what the
+// test does there lands in the run however late the test acts: the
+// workers evaluate the plugin "gate" (Rastrigin, bit for bit;
 // internal/testplugin/gate), given the gate's directory.
 type gate struct {
-	dir   string
-	path  string // the plugin's executable
-	after int
+	dir  string
+	path string // the plugin's executable
+	hold string // the environment variable that says what it holds
 }
 
 var (
@@ -30,10 +30,20 @@ var (
 	gateErr  error
 )
 
-// newGate returns a closed gate that holds every evaluation after the
-// first after ones; it opens when the test ends, so that no plugin
-// process is left waiting.
-func newGate(t *testing.T, after int) *gate {
+// gateAfter is a closed gate that holds every evaluation after the
+// first n of the run.
+func gateAfter(t *testing.T, n int) *gate {
+	return newGate(t, "ESGRID_TEST_GATE_AFTER="+strconv.Itoa(n))
+}
+
+// gateAgain is a closed gate that holds every evaluation of a one-slot
+// worker's later sessions: once it has been moved to another master (or
+// reconnected), it evaluates nothing.
+func gateAgain(t *testing.T) *gate { return newGate(t, "ESGRID_TEST_GATE_AGAIN=1") }
+
+// newGate returns a closed gate that holds what hold says; it opens when
+// the test ends, so that no plugin process is left waiting.
+func newGate(t *testing.T, hold string) *gate {
 	t.Helper()
 	binaries(t) // makes binDir, and skips under -short
 	gateOnce.Do(func() { gatePath, gateErr = testplugin.BuildPkg(binDir, testplugin.Gate) })
@@ -43,24 +53,19 @@ func newGate(t *testing.T, after int) *gate {
 	if gateErr != nil {
 		t.Fatal(gateErr)
 	}
-	g := &gate{dir: t.TempDir(), path: gatePath, after: after}
+	g := &gate{dir: t.TempDir(), path: gatePath, hold: hold}
 	t.Cleanup(func() { g.open(t) })
 	return g
 }
 
-// esFlags is esFlags with the problem the gate holds, for esrun.
-func (g *gate) esFlags() []string {
-	return append(append([]string(nil), esFlags...), "-problem", "gate", "-plugin", "gate="+g.path)
-}
+// problem are esrun's flags for the problem the gate holds.
+func (g *gate) problem() []string { return []string{"-problem", "gate", "-plugin", "gate=" + g.path} }
 
 // workerArgs are the flags of a worker that evaluates behind the gate.
 func (g *gate) workerArgs() []string { return []string{"-plugin", "gate=" + g.path} }
 
-// env is the environment of a worker whose evaluations the gate counts
-// and holds.
-func (g *gate) env() []string {
-	return []string{"ESGRID_TEST_GATE=" + g.dir, "ESGRID_TEST_GATE_AFTER=" + strconv.Itoa(g.after)}
-}
+// env is the environment of a worker whose evaluations the gate holds.
+func (g *gate) env() []string { return []string{"ESGRID_TEST_GATE=" + g.dir, g.hold} }
 
 // held waits until an evaluation waits at the gate: the run can go no
 // further until the gate opens.

@@ -40,20 +40,21 @@ func genLine(g int) *regexp.Regexp {
 // which has no other path), and the trajectory is -inprocess's.
 //
 // The kills land mid-run however late the test acts: the workers
-// evaluate behind a gate that holds the run at its 85th evaluation (of
-// the 165 it needs, about generation 4), and opens only once the workers
-// cut off with r1 are back on the master.
+// evaluate behind a gate that holds the run after its first 85
+// evaluations (of the 165 it needs at least: about generation 4), and
+// opens only once the workers cut off with r1 are back on the master.
 func TestProcessesRelays(t *testing.T) {
 	esrun, _ := binaries(t)
-	g := newGate(t, 85)
-	want, err := runInProcess(esrun, t.TempDir(), g.esFlags())
+	g := gateAfter(t, 85)
+	flags := slices.Concat(esFlags, g.problem())
+	want, err := runInProcess(esrun, t.TempDir(), flags)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := startMasterWith(t, "r3q", 5, g.esFlags())
+	m := startMasterWith(t, "r3q", 5, flags)
 	r1, r1addr := startRelayProc(t, "r1", keyEnv, "-relay-only", "-join", m.gossip)
 	// Tasks of about 20 ms (-slowdown), so that the schedule matters.
-	slow := append([]string{"-slots", "1", "-slowdown", "400"}, g.workerArgs()...)
+	slow := slices.Concat([]string{"-slots", "1", "-slowdown", "400"}, g.workerArgs())
 	env := slices.Concat(keyEnv, g.env())
 	worker := func(name string, args ...string) *proc {
 		return startWorker(t, name, env, slices.Concat(args, slow)...)

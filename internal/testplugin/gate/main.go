@@ -3,16 +3,21 @@
 // dimension, its values equal to the built-in's, bit for bit. The
 // environment, which a worker passes on to its plugins, sets the gate:
 //
-//	ESGRID_TEST_GATE=DIR      the evaluations of every process given DIR
-//	                          are counted together (one byte each in
-//	                          DIR/evals)
-//	ESGRID_TEST_GATE_AFTER=N  once N have been made, each further one
-//	                          creates DIR/held and waits, until DIR/open
-//	                          exists or it is cancelled
+//	ESGRID_TEST_GATE=DIR      the gate: an evaluation it holds creates
+//	                          DIR/held and waits, until DIR/open exists
+//	                          or it is cancelled
+//	ESGRID_TEST_GATE_AFTER=N  hold every evaluation after the first N
+//	                          made by all the processes given DIR
+//	                          (counted in DIR/evals, a byte each)
+//	ESGRID_TEST_GATE_AGAIN=1  hold every evaluation of a process whose
+//	                          worker (its parent) had another process
+//	                          evaluate before: a one-slot worker's later
+//	                          session, once moved to another master or
+//	                          reconnected
 //
-// So a run cannot get past its N-th evaluation until the test, told by
-// DIR/held that the run is held there, has done what it must and opened
-// the gate. Without ESGRID_TEST_GATE nothing is held.
+// So a run cannot get past the point the gate holds until the test, told
+// by DIR/held that the run is held there, has done what it must and
+// opened the gate. Without ESGRID_TEST_GATE nothing is held.
 package main
 
 import (
@@ -23,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/esgrid/esgrid/problems"
@@ -40,9 +46,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gate:", err)
 		os.Exit(1)
 	}
-	g := &gated{Problem: p, dir: os.Getenv("ESGRID_TEST_GATE")}
-	if g.dir != "" {
-		if g.after, err = strconv.ParseInt(os.Getenv("ESGRID_TEST_GATE_AFTER"), 10, 64); err != nil {
+	g := &gated{Problem: p, dir: os.Getenv("ESGRID_TEST_GATE"), again: os.Getenv("ESGRID_TEST_GATE_AGAIN") == "1"}
+	if after := os.Getenv("ESGRID_TEST_GATE_AFTER"); after != "" {
+		if g.after, err = strconv.ParseInt(after, 10, 64); err != nil {
 			fmt.Fprintln(os.Stderr, "gate: ESGRID_TEST_GATE_AFTER:", err)
 			os.Exit(1)
 		}
@@ -54,7 +60,11 @@ func main() {
 type gated struct {
 	problems.Problem
 	dir   string
-	after int64
+	after int64 // 0: no count
+	again bool
+
+	once  sync.Once
+	later bool // this process's worker had another evaluate before it
 }
 
 func (g *gated) Eval(ctx context.Context, x []float64) (float64, error) {
@@ -66,12 +76,22 @@ func (g *gated) Eval(ctx context.Context, x []float64) (float64, error) {
 	return g.Problem.Eval(ctx, x)
 }
 
-// pass counts this evaluation and, past the first g.after, waits for the
-// gate to open.
+// pass holds this evaluation, if the gate says so, until it opens.
 func (g *gated) pass(ctx context.Context) error {
-	k, err := g.count()
-	if err != nil || k <= g.after {
-		return err
+	hold := false
+	if g.after > 0 {
+		k, err := g.count()
+		if err != nil {
+			return err
+		}
+		hold = k > g.after
+	}
+	if g.again {
+		g.once.Do(func() { g.later = g.evaluatedBefore() })
+		hold = hold || g.later
+	}
+	if !hold {
+		return nil
 	}
 	open := filepath.Join(g.dir, "open")
 	if err := os.WriteFile(filepath.Join(g.dir, "held"), nil, 0o644); err != nil {
@@ -107,4 +127,17 @@ func (g *gated) count() (int64, error) {
 		return 0, err
 	}
 	return f.Seek(0, io.SeekCurrent)
+}
+
+// evaluatedBefore says whether another process of this one's worker
+// evaluated before: DIR/worker-PPID names the first that did.
+func (g *gated) evaluatedBefore() bool {
+	mark := filepath.Join(g.dir, fmt.Sprintf("worker-%d", os.Getppid()))
+	f, err := os.OpenFile(mark, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return errors.Is(err, os.ErrExist)
+	}
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	f.Close()
+	return false
 }
