@@ -53,8 +53,10 @@ func TestProcessesRelays(t *testing.T) {
 	}
 	m := startMasterWith(t, "r3q", 5, flags)
 	r1, r1addr := startRelayProc(t, "r1", keyEnv, "-relay-only", "-join", m.gossip)
-	// Tasks of about 20 ms (-slowdown), so that the schedule matters.
-	slow := slices.Concat([]string{"-slots", "1", "-slowdown", "400"}, g.workerArgs())
+	// Tasks of about 20 ms (-slowdown: a plugin's evaluation, a round
+	// trip to its process, takes about 150 µs), so that the schedule
+	// matters.
+	slow := slices.Concat([]string{"-slots", "1", "-slowdown", "130"}, g.workerArgs())
 	env := slices.Concat(keyEnv, g.env())
 	worker := func(name string, args ...string) *proc {
 		return startWorker(t, name, env, slices.Concat(args, slow)...)
