@@ -123,16 +123,7 @@ func reference(t *testing.T) outcome {
 		if refErr = os.Mkdir(dir, 0o755); refErr != nil {
 			return
 		}
-		rep, ckpt := filepath.Join(dir, "report.json"), filepath.Join(dir, "state.ckpt")
-		args := append([]string{"-inprocess", "-quiet", "-report", rep, "-checkpoint", ckpt}, esFlags...)
-		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, esrun, args...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			refErr = fmt.Errorf("esrun %v: %w\n%s", args, err, out)
-			return
-		}
-		ref, refErr = readOutcome(rep, ckpt)
+		ref, refErr = runInProcess(esrun, dir, esFlags)
 	})
 	if refErr != nil {
 		t.Fatal(refErr)
@@ -141,6 +132,19 @@ func reference(t *testing.T) outcome {
 		t.Fatalf("reference run: %d generations, stop %q", len(ref.rep.Generations), ref.rep.Stop)
 	}
 	return ref
+}
+
+// runInProcess runs esrun -inprocess with flags, its report and
+// checkpoint in dir, and returns its outcome.
+func runInProcess(esrun, dir string, flags []string) (outcome, error) {
+	rep, ckpt := filepath.Join(dir, "report.json"), filepath.Join(dir, "state.ckpt")
+	args := append([]string{"-inprocess", "-quiet", "-report", rep, "-checkpoint", ckpt}, flags...)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, esrun, args...).CombinedOutput(); err != nil {
+		return outcome{}, fmt.Errorf("esrun %v: %w\n%s", args, err, out)
+	}
+	return readOutcome(rep, ckpt)
 }
 
 // master is a running esrun that evaluates on remote workers only.
@@ -154,6 +158,12 @@ type master struct {
 // generation 0, and waits until it listens.
 func startMaster(t *testing.T, policy string, minWorkers int) *master {
 	t.Helper()
+	return startMasterWith(t, policy, minWorkers, esFlags)
+}
+
+// startMasterWith is startMaster running the ES of flags.
+func startMasterWith(t *testing.T, policy string, minWorkers int, flags []string) *master {
+	t.Helper()
 	esrun, _ := binaries(t)
 	dir := t.TempDir()
 	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
@@ -161,7 +171,7 @@ func startMaster(t *testing.T, policy string, minWorkers int) *master {
 		"-v", "-policy", policy, "-local", "0", "-min-workers", strconv.Itoa(minWorkers),
 		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
-	}, esFlags...)
+	}, flags...)
 	m.proc = start(t, "esrun", esrun, keyEnv, args...)
 	sub, err := m.waitStderr(withTimeout(t, runTimeout), listening)
 	if err != nil {

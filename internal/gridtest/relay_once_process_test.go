@@ -36,13 +36,13 @@ func startMasterGossipAt(t *testing.T, policy string, minWorkers int, gossip str
 func TestProcessesRelayBeforeItsMasterEndsWithTheRun(t *testing.T) {
 	want := reference(t)
 	gossip := freeGossipAddr(t)
-	r1, r1addr := startRelayProc(t, "r1", "-relay-only", "-join", gossip)
+	r1, r1addr := startRelayProc(t, "r1", keyEnv, "-relay-only", "-join", gossip)
 	if _, err := r1.waitStderr(withTimeout(t, 30*time.Second), regexp.MustCompile(`cannot reach upstream; retrying`)); err != nil {
 		t.Fatalf("the relay does not wait for its master: %v", err)
 	}
 	m := startMasterGossipAt(t, "r3q", 4, gossip)
 	slots := []string{"-slots", "1"}
-	r2, r2addr := startRelayProc(t, "r2", append([]string{"-master", r1addr}, slots...)...)
+	r2, r2addr := startRelayProc(t, "r2", keyEnv, append([]string{"-master", r1addr}, slots...)...)
 	w1 := startWorker(t, "w1", keyEnv, append([]string{"-master", r1addr}, slots...)...)
 	w2 := startWorker(t, "w2", keyEnv, append([]string{"-master", r1addr}, slots...)...)
 	w3 := startWorker(t, "w3", keyEnv, append([]string{"-master", r2addr}, slots...)...)

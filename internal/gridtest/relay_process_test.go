@@ -2,6 +2,7 @@ package gridtest
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,10 +13,11 @@ import (
 // relayListening is esworker's line once its relay listens.
 var relayListening = regexp.MustCompile(`(?m)^esworker: relay listening (\S+)$`)
 
-// startRelayProc starts esworker -relay and waits for its address.
-func startRelayProc(t *testing.T, name string, args ...string) (*proc, string) {
+// startRelayProc starts esworker -relay with env and waits for its
+// address.
+func startRelayProc(t *testing.T, name string, env []string, args ...string) (*proc, string) {
 	t.Helper()
-	p := startWorker(t, name, keyEnv, append([]string{"-relay", "127.0.0.1:0"}, args...)...)
+	p := startWorker(t, name, env, append([]string{"-relay", "127.0.0.1:0"}, args...)...)
 	sub, err := p.waitStderr(withTimeout(t, 20*time.Second), relayListening)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -36,28 +38,53 @@ func genLine(g int) *regexp.Regexp {
 // (taking r2's upstream with it): their tasks go back to the queue, the
 // workers behind reconnect straight to the master (or wait, r2's own,
 // which has no other path), and the trajectory is -inprocess's.
+//
+// The kills land mid-run however late the test acts: the workers
+// evaluate behind a gate that holds the run after its first 85
+// evaluations (of the 165 it needs at least: about generation 4), and
+// opens only once the workers cut off with r1 are back on the master.
 func TestProcessesRelays(t *testing.T) {
-	want := reference(t)
-	m := startMaster(t, "r3q", 5)
-	r1, r1addr := startRelayProc(t, "r1", "-relay-only", "-join", m.gossip)
-	// Tasks of about 20 ms (-slowdown), so that the workers cut off with
-	// the relay are back while the run still has work for them.
-	slow := []string{"-slots", "1", "-slowdown", "400"}
-	_, r2addr := startRelayProc(t, "r2", append([]string{"-master", r1addr}, slow...)...)
-	w1a := startWorker(t, "w1a", keyEnv, append([]string{"-master", r1addr + "," + m.data}, slow...)...)
-	w1b := startWorker(t, "w1b", keyEnv, append([]string{"-master", r1addr + "," + m.data}, slow...)...)
-	w2a := startWorker(t, "w2a", keyEnv, append([]string{"-master", r2addr + "," + m.data}, slow...)...)
-	d0 := startWorker(t, "d0", keyEnv, append([]string{"-join", m.gossip}, slow...)...)
+	esrun, _ := binaries(t)
+	g := gateAfter(t, 85)
+	flags := slices.Concat(esFlags, g.problem())
+	want, err := runInProcess(esrun, t.TempDir(), flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMasterWith(t, "r3q", 5, flags)
+	r1, r1addr := startRelayProc(t, "r1", keyEnv, "-relay-only", "-join", m.gossip)
+	// Tasks of about 20 ms (-slowdown: a plugin's evaluation, a round
+	// trip to its process, takes about 150 µs), so that the schedule
+	// matters.
+	slow := slices.Concat([]string{"-slots", "1", "-slowdown", "130"}, g.workerArgs())
+	env := slices.Concat(keyEnv, g.env())
+	worker := func(name string, args ...string) *proc {
+		return startWorker(t, name, env, slices.Concat(args, slow)...)
+	}
+	_, r2addr := startRelayProc(t, "r2", env, slices.Concat([]string{"-master", r1addr}, slow)...)
+	w1a := worker("w1a", "-master", r1addr+","+m.data)
+	w1b := worker("w1b", "-master", r1addr+","+m.data)
+	w2a := worker("w2a", "-master", r2addr+","+m.data)
+	d0 := worker("d0", "-join", m.gossip)
 
 	ctx := withTimeout(t, runTimeout)
-	if _, err := m.waitStdout(ctx, genLine(2)); err != nil {
+	if err := g.held(ctx); err != nil {
 		t.Fatal(err)
 	}
 	w1b.cmd.Process.Signal(syscall.SIGKILL) // a worker behind a relay dies
-	if _, err := m.waitStdout(ctx, genLine(4)); err != nil {
+	if _, err := m.waitStderr(ctx, regexp.MustCompile(`worker lost[^\n]*worker=w1b\b`)); err != nil {
 		t.Fatal(err)
 	}
 	r1.cmd.Process.Signal(syscall.SIGKILL) // the relay dies, and the chain behind it
+	if _, err := m.waitStderr(ctx, regexp.MustCompile(`relay lost`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []*proc{w1a, w2a} {
+		if _, err := w.waitStderr(ctx, regexp.MustCompile(`connected to the master" worker=`+w.name+` addr=`+regexp.QuoteMeta(m.data))); err != nil {
+			t.Fatalf("%s did not reconnect straight to the master after the relay died: %v", w.name, err)
+		}
+	}
+	g.open(t)
 
 	got := m.finish(t)
 	sched := sameRun(t, got, want)

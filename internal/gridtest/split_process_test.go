@@ -1,13 +1,11 @@
 package gridtest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -47,15 +45,7 @@ func splitReference(t *testing.T) outcome {
 			splitRefErr = err
 			return
 		}
-		rep, ckpt := filepath.Join(dir, "report.json"), filepath.Join(dir, "state.ckpt")
-		args := append([]string{"-inprocess", "-quiet", "-report", rep, "-checkpoint", ckpt}, splitFlags...)
-		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, esrun, args...).CombinedOutput(); err != nil {
-			splitRefErr = fmt.Errorf("esrun %v: %w\n%s", args, err, out)
-			return
-		}
-		splitRef, splitRefErr = readOutcome(rep, ckpt)
+		splitRef, splitRefErr = runInProcess(esrun, dir, splitFlags)
 	})
 	if splitRefErr != nil {
 		t.Fatal(splitRefErr)
@@ -111,6 +101,13 @@ func startSplitRun(t *testing.T, rule string) *splitRun {
 // (extra(i); extra may be nil).
 func startSplitRunWith(t *testing.T, rule string, extra func(i int) []string) *splitRun {
 	t.Helper()
+	return startSplitRunOf(t, rule, splitFlags, keyEnv, extra)
+}
+
+// startSplitRunOf is startSplitRunWith running the ES of flags, its
+// workers given env.
+func startSplitRunOf(t *testing.T, rule string, flags, env []string, extra func(i int) []string) *splitRun {
+	t.Helper()
 	esrun, _ := binaries(t)
 	dir := t.TempDir()
 	m := &master{reportPath: filepath.Join(dir, "report.json"), ckPath: filepath.Join(dir, "state.ckpt")}
@@ -119,7 +116,7 @@ func startSplitRunWith(t *testing.T, rule string, extra func(i int) []string) *s
 		"-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0",
 		"-split", rule, "-master-cost", "1ms",
 		"-report", m.reportPath, "-checkpoint", m.ckPath,
-	}, splitFlags...)
+	}, flags...)
 	m.proc = start(t, "esrun", esrun, keyEnv, args...)
 	sub, err := m.waitStderr(withTimeout(t, runTimeout), listening)
 	if err != nil {
@@ -133,7 +130,7 @@ func startSplitRunWith(t *testing.T, rule string, extra func(i int) []string) *s
 		if extra != nil {
 			args = append(args, extra(i)...)
 		}
-		r.workers[name] = startWorker(t, name, keyEnv, args...)
+		r.workers[name] = startWorker(t, name, env, args...)
 	}
 	return r
 }
@@ -198,10 +195,25 @@ var promoting = regexp.MustCompile(`msg="overloaded: promoting a worker to a chi
 // master is killed (SIGKILL) mid-generation; the tasks lent to it come
 // back, its workers find the master again, and the trajectory is
 // -inprocess's.
+//
+// The child holds its share when the kill lands, however late the test
+// acts: the workers evaluate behind a gate that holds every evaluation
+// of a worker moved to another master, so the child's workers finish
+// none of its tasks; the gate opens once the child's process is gone.
 func TestProcessesSplitChildKilled(t *testing.T) {
-	want := splitReference(t)
-	r := startSplitRun(t, "paper")
-	sub, err := r.m.waitStderr(withTimeout(t, runTimeout), promoting)
+	esrun, _ := binaries(t)
+	g := gateAgain(t)
+	flags := slices.Concat(splitFlags, g.problem())
+	want, err := runInProcess(esrun, t.TempDir(), flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A plugin's evaluation takes about 150 µs, a round trip to its
+	// process: -slowdown 5 makes it about the built-in's millisecond.
+	slow := slices.Concat(g.workerArgs(), []string{"-slowdown", "5"})
+	r := startSplitRunOf(t, "paper", flags, slices.Concat(keyEnv, g.env()), func(int) []string { return slow })
+	ctx := withTimeout(t, runTimeout)
+	sub, err := r.m.waitStderr(ctx, promoting)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +221,15 @@ func TestProcessesSplitChildKilled(t *testing.T) {
 	if victim == nil {
 		t.Fatalf("promoted worker %q is not one of ours", sub[1])
 	}
-	time.Sleep(30 * time.Millisecond) // the child runs its share
+	// A worker moved to the child holds one of its tasks.
+	if err := g.held(ctx); err != nil {
+		t.Fatal(err)
+	}
 	victim.cmd.Process.Signal(syscall.SIGKILL)
+	if _, err := victim.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.open(t)
 	got := r.m.finish(t)
 	sameRun(t, got, want)
 	mr := readMasters(t, r.m.reportPath)
@@ -224,7 +243,7 @@ func TestProcessesSplitChildKilled(t *testing.T) {
 	// and exit (-once). One that takes longer (a loaded machine) waits for
 	// a master and is logged and stopped with the test; those that exit
 	// must exit cleanly.
-	ctx := withTimeout(t, 10*time.Second)
+	ctx = withTimeout(t, 10*time.Second)
 	for name, w := range r.workers {
 		if name == sub[1] {
 			continue

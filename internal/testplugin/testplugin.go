@@ -19,6 +19,10 @@ const Example = "github.com/esgrid/esgrid/examples/plugins/rastrigin-go"
 // hello says it cannot be cancelled (internal/testplugin/nocancel).
 const NoCancel = "github.com/esgrid/esgrid/internal/testplugin/nocancel"
 
+// Gate is the import path of the plugin "gate": Rastrigin, whose
+// evaluations a test can hold at a gate (internal/testplugin/gate).
+const Gate = "github.com/esgrid/esgrid/internal/testplugin/gate"
+
 // ErrNoGoTool says there is no go tool to build with: a test then skips.
 var ErrNoGoTool = errors.New("no go tool to build the example plugin")
 
