@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,45 +273,46 @@ func TestProcessesTrajectoryEqualsInProcess(t *testing.T) {
 	}
 }
 
-// TestProcessesWorkerKilled kills -9 one worker while it holds tasks of
-// generation 3. With WQ the run can only finish if the master sends the
-// lost worker's tasks again; with R3Q replicas may win first; EFT plans
-// them again (sched/eft.go).
+// TestProcessesWorkerKilled kills -9 one worker while it holds a task.
+// With WQ the run can only finish if the master sends the lost worker's
+// tasks again; with R3Q replicas may win first; EFT plans them again
+// (sched/eft.go).
+//
+// The victim holds its task, and the run is not over, when the kill
+// lands, however late the test acts: the victim evaluates behind a gate
+// that holds its second evaluation and every later one (every policy
+// sends each slot a task at the start, and it has two), the others
+// behind one that holds theirs after their first ten (fewer than they
+// can make while the victim holds at most six tasks), so that no policy
+// finishes the run without it. Both open once the master has lost it.
 func TestProcessesWorkerKilled(t *testing.T) {
-	want := reference(t)
+	esrun, _ := binaries(t)
+	// The gate's problem, the same for every run: each has its own gate.
+	flags := slices.Concat(esFlags, gateAfter(t, 1).problem())
+	want, err := runInProcess(esrun, t.TempDir(), flags)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, policy := range []string{"wq", "r3q", "eft"} {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, 4)
+			g, others := gateAfter(t, 1), gateAfter(t, 10)
+			m := startMasterWith(t, policy, 4, flags)
 			// Link delays make each generation last a few round trips
 			// whatever the policy (R3Q's replicas would otherwise finish
-			// the run in milliseconds), and the victim's longer one makes
-			// it hold its tasks for 200 ms at least.
+			// the run in milliseconds).
+			worker := func(name string, g *gate, args ...string) *proc {
+				return startWorker(t, name, slices.Concat(keyEnv, g.env()), slices.Concat([]string{"-join", m.gossip}, args, g.workerArgs())...)
+			}
 			ws := []*proc{
-				startWorker(t, "w0", keyEnv, "-join", m.gossip, "-slots", "2", "-delay", "20ms"),
-				startWorker(t, "w1", keyEnv, "-join", m.gossip, "-slots", "1", "-delay", "20ms"),
-				startWorker(t, "w2", keyEnv, "-join", m.gossip, "-slots", "2", "-delay", "20ms", "-slowdown", "2"),
+				worker("w0", others, "-slots", "2", "-delay", "20ms"),
+				worker("w1", others, "-slots", "1", "-delay", "20ms"),
+				worker("w2", others, "-slots", "2", "-delay", "20ms", "-slowdown", "2"),
 			}
-			victim := startWorker(t, "victim", keyEnv, "-join", m.gossip, "-slots", "2", "-delay", "100ms", "-metrics", "127.0.0.1:0")
+			victim := worker("victim", g, "-slots", "2", "-delay", "100ms")
 			ctx := withTimeout(t, runTimeout)
-			metrics, err := victim.waitStderr(ctx, servingMetrics)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.waitStdout(ctx, regexp.MustCompile(`(?m)^gen\s+2[/\s]`)); err != nil {
-				t.Fatal(err)
-			}
-			// Generation 2's results are all in: a task the victim
-			// finishes from now on is of generation 3 or later, and its
-			// result leaves 100 ms later (its -delay), killed with it.
-			// (Killed 30 ms after the line instead, as before, a victim
-			// of a master that sent generation 3 100 ms late held nothing,
-			// and no task was sent again.)
-			before := finishedTasks(t, ctx, metrics[1])
-			for finishedTasks(t, ctx, metrics[1]) == before {
-				select {
-				case <-ctx.Done():
-					t.Fatal("the victim finished no task after generation 2")
-				case <-time.After(5 * time.Millisecond):
+			for _, g := range []*gate{g, others} {
+				if err := g.held(ctx); err != nil {
+					t.Fatal(err)
 				}
 			}
 			if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -322,6 +322,8 @@ func TestProcessesWorkerKilled(t *testing.T) {
 			if _, err := m.waitStderr(ctx, lost); err != nil {
 				t.Errorf("the master did not report the lost worker: %v", err)
 			}
+			g.open(t) // the victim's plugins, should they outlive it, end
+			others.open(t)
 			s := sameRun(t, m.finish(t), want)
 			if s.Originals != want.rep.Evals || policy == "wq" && s.Resends == 0 {
 				t.Errorf("%d originals and %d resends for %d evaluations: want one original a task, and the victim's tasks sent again", s.Originals, s.Resends, want.rep.Evals)
@@ -332,38 +334,6 @@ func TestProcessesWorkerKilled(t *testing.T) {
 				t.Errorf("victim: %v, want killed by SIGKILL", victim.err)
 			}
 		})
-	}
-}
-
-// servingMetrics is an esworker's log line saying where its metrics are.
-var servingMetrics = regexp.MustCompile(`msg="serving metrics" url=(\S+)`)
-
-// finishedTasks is the count of tasks an esworker finished, from its
-// metrics at url.
-func finishedTasks(t *testing.T, ctx context.Context, url string) float64 {
-	t.Helper()
-	re := regexp.MustCompile(`(?m)^esgrid_worker_tasks_total\{[^}]*outcome="finished"[^}]*\} (\S+)$`)
-	for {
-		req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			page, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if m := re.FindSubmatch(page); m != nil {
-				n, err := strconv.ParseFloat(string(m[1]), 64)
-				if err != nil {
-					t.Fatalf("%s: %v", url, err)
-				}
-				return n
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no count of finished tasks at %s", url)
-		case <-time.After(5 * time.Millisecond):
-		}
 	}
 }
 
