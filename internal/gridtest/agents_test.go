@@ -185,9 +185,9 @@ func TestAgentsWorkerKilledMidRun(t *testing.T) {
 	if !errors.Is(victim.err, context.Canceled) {
 		t.Errorf("killed agent returned %v", victim.err)
 	}
-	if n := c.master.Workers(); n != 3 {
-		t.Errorf("%d workers after the kill, want 3", n)
-	}
+	// The run may end before the master has read the end of the victim's
+	// connection, on a loaded machine: it drops the victim all the same.
+	eventuallyT(t, "the master to drop the killed worker (3 workers left)", func() bool { return c.master.Workers() == 3 })
 }
 
 func TestAgentsWrongKeyNeverGetsATask(t *testing.T) {

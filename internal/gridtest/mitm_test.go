@@ -180,10 +180,11 @@ func gridConnQuick() grid.ConnConfig {
 	return grid.ConnConfig{IdleTimeout: 3 * time.Second, Heartbeat: 300 * time.Millisecond}
 }
 
-// eventuallyT waits up to 20 s for cond.
+// eventuallyT waits for cond, up to a minute (patience for a loaded
+// machine: cond is the event).
 func eventuallyT(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
