@@ -11,16 +11,23 @@ import (
 	"time"
 )
 
-// refuser is a worker that connects again and again and refuses the
-// master's problem at once, as a worker whose plugin does not start.
-func refuser(ctx context.Context, wg *sync.WaitGroup, addr string, key *Key, name, reason string) {
+// refusing is a worker that refuses the master's problem, and why.
+type refusing struct{ name, reason string }
+
+// refuser plays workers that connect again and again, by turns, each
+// refusing the master's problem at once, as workers whose plugin does not
+// start. By turns, in one goroutine: each has been refused once before
+// any is refused twice, which the master's verdict waits for, however
+// the goroutines of a loaded machine are run.
+func refuser(ctx context.Context, wg *sync.WaitGroup, addr string, key *Key, ws ...refusing) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for ctx.Err() == nil {
-			conn, _, err := Dial(ctx, addr, DialConfig{Key: key, Name: name, Slots: 1, Conn: ConnConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+		for i := 0; ctx.Err() == nil; i++ {
+			w := ws[i%len(ws)]
+			conn, _, err := Dial(ctx, addr, DialConfig{Key: key, Name: w.name, Slots: 1, Conn: ConnConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 			if err == nil {
-				conn.SendAndClose(&Reject{Reason: reason})
+				conn.SendAndClose(&Reject{Reason: w.reason})
 				<-conn.Done()
 			}
 			select {
@@ -39,8 +46,9 @@ func TestNoWorkerCanEvaluateFailsTheRun(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-1", "worker: cannot build problem: plugin sim: no licence")
-	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-2", "worker: cannot build problem: plugin sim: no hello within 30s")
+	refuser(ctx, &wg, m.Addr(), m.cfg.Key,
+		refusing{"lab-1", "worker: cannot build problem: plugin sim: no licence"},
+		refusing{"lab-2", "worker: cannot build problem: plugin sim: no hello within 30s"})
 	_, err := m.Evaluate(ctx, 0, [][]float64{{1, 2, 3, 4, 5}})
 	if !errors.Is(err, ErrNoWorkerCan) {
 		t.Fatalf("Evaluate = %v, want ErrNoWorkerCan", err)
@@ -64,7 +72,7 @@ func TestRefusingWorkerBesideAGoodOne(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	refuser(ctx, &wg, m.Addr(), m.cfg.Key, "lab-1", "worker: cannot build problem")
+	refuser(ctx, &wg, m.Addr(), m.cfg.Key, refusing{"lab-1", "worker: cannot build problem"})
 	good := newTestWorker("good", 1, 0)
 	startWorkers(t, m, good)
 	for gen := range 20 {
