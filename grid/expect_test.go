@@ -603,17 +603,25 @@ func TestChildsEndBoundedWhateverItsChildrenName(t *testing.T) {
 func linkUp(t *testing.T, root func(Message)) (context.Context, *Conn) {
 	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel) // after pipeLink's cleanup: cleanups run last first
+	link, up := pipeLink(ctx, t)
+	link.Start(func(Message) {})
+	up.Start(root)
+	return ctx, link
+}
+
+// pipeLink is a child's control link to the root over a pipe: the
+// child's end (link) and the root's (up), unstarted. Both close, and
+// their goroutines end, as the test ends.
+func pipeLink(ctx context.Context, t *testing.T) (link, up *Conn) {
 	childEnd, rootEnd := net.Pipe()
-	link := NewConn(ctx, childEnd, ConnConfig{})
-	up := NewConn(ctx, rootEnd, ConnConfig{})
+	link = NewConn(ctx, childEnd, ConnConfig{})
+	up = NewConn(ctx, rootEnd, ConnConfig{})
 	t.Cleanup(func() {
 		link.Close()
 		up.Close()
 		<-link.Done()
 		<-up.Done()
-		cancel()
 	})
-	link.Start(func(Message) {})
-	up.Start(root)
-	return ctx, link
+	return link, up
 }

@@ -2,7 +2,6 @@ package grid
 
 import (
 	"context"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -101,15 +100,7 @@ func TestChildReportsFirstSendBeforeGrantingBack(t *testing.T) {
 	root, child := startMaster(t, "wq"), startMaster(t, "wq")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	childEnd, rootEnd := net.Pipe()
-	link := NewConn(ctx, childEnd, ConnConfig{}) // the child's control link to the root
-	up := NewConn(ctx, rootEnd, ConnConfig{})
-	t.Cleanup(func() {
-		link.Close()
-		up.Close()
-		<-link.Done()
-		<-up.Done()
-	})
+	link, up := pipeLink(ctx, t) // the child's control link to the root
 	link.Start(func(Message) {}) // the test plays the root's side
 	got := frames(up)
 

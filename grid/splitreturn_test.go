@@ -537,8 +537,7 @@ func TestFrozenChildsWorkersHearTheEnd(t *testing.T) {
 // root must await w and c's own agent, and tell them the run is over.
 func frozenChildsWorkersHearTheEnd(t *testing.T, atWork bool) {
 	leaktest.Check(t)
-	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
-	endHeardWait = 0 // c never answers: any wait would do
+	setEndHeardWait(t, 0) // c never answers: any wait would do
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	key := splitTestKey(t)
@@ -653,8 +652,7 @@ func TestFrozenReturningGrandchildsWorkersHearTheEnd(t *testing.T) {
 // agent, and have the root wait for it meanwhile.
 func frozenGrandchildsWorkersHearTheEnd(t *testing.T, returning bool) {
 	leaktest.Check(t)
-	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
-	endHeardWait = time.Hour // the root never gives up on c here
+	setEndHeardWait(t, time.Hour) // the root never gives up on c here
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
@@ -734,8 +732,7 @@ func frozenGrandchildsWorkersHearTheEnd(t *testing.T, returning bool) {
 // simulation's TestGrandchildFrozenAsItHearsTheEnd, g frozen 12 s).
 func TestReturningGrandchildsAgentNamedAtTheEnd(t *testing.T) {
 	leaktest.Check(t)
-	defer func(d time.Duration) { endHeardWait = d }(endHeardWait)
-	endHeardWait = time.Hour // the root never gives up on c here
+	setEndHeardWait(t, time.Hour) // the root never gives up on c here
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	root, c, key, runDone, w, win := childDoneWithWorker(ctx, t)
@@ -1066,4 +1063,12 @@ func silentChildLink(ctx context.Context, t *testing.T, m *Master, key *Key, nam
 	in := frames(link)
 	link.Send(&ChildHello{Token: token, Addr: "127.0.0.1:1"})
 	return link, in
+}
+
+// setEndHeardWait sets endHeardWait to d for the test, and back as it
+// ends.
+func setEndHeardWait(t *testing.T, d time.Duration) {
+	old := endHeardWait
+	endHeardWait = d
+	t.Cleanup(func() { endHeardWait = old })
 }
