@@ -79,8 +79,8 @@ func TestCheckHangingGivenUp(t *testing.T) {
 // gets its own deadline back once it answers a check in 140 ms (else its
 // next checks wait four grown deadlines each, 20 minutes, behind a hang).
 func TestCheckMeasuresWorker(t *testing.T) {
-	m, b, _, w1 := checkBooks(t)
-	m.exec = float64(40 * time.Millisecond)
+	m, b, w0, w1 := checkBooks(t)
+	m.measured(w0, 40*time.Millisecond)
 	w1.overran = 2 * time.Minute // a task of the batch hung on it
 	if d := m.deadline(w1); d < time.Minute {
 		t.Fatalf("deadline %v of a worker whose task ran 2 minutes; want it grown", d)

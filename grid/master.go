@@ -70,8 +70,9 @@ type MasterConfig struct {
 	MaxFrame int
 	// DeadlineFactor and DeadlineFloor set when a running task instance is
 	// overdue: after DeadlineFactor × its worker's smoothed execution time
-	// (the grid's, before the worker has one) plus the worker's smoothed
-	// round trip, and never before DeadlineFloor. An overdue instance is a
+	// (before the worker has one, the upper median of the hosts' times,
+	// which no one host can shorten) plus the worker's smoothed round
+	// trip, and never before DeadlineFloor. An overdue instance is a
 	// policy event (sched.Overdue): it is cancelled and its task runs
 	// again, on another worker if one is open, else on the same one once
 	// it answers; the late worker gets nothing new until it answers. Each

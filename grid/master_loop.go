@@ -91,6 +91,9 @@ type mworker struct {
 
 	// Smoothed measurements (ns): execution time and round trip.
 	exec, rtt float64
+	// hostExec is its host's smoothed execution time (hostTimes), set
+	// at its first result.
+	hostExec *float64
 
 	// out lists the instances of the current batch outstanding on this
 	// worker in the master's books (sent, not yet answered or
@@ -316,7 +319,8 @@ type loopState struct {
 	batches int
 	counts  MasterStats // Workers and ConnStats are filled in by stats()
 	gone    ConnStats   // traffic of closed connections
-	exec    float64     // the grid's smoothed execution time (ns)
+	exec    float64     // the smoothed execution time of every result (ns), for split.go's estimates
+	hosts   hostTimes   // the hosts' times, which fresh workers' deadlines fall back on
 	overdue []int32     // scratch for checkDeadlines
 	split   splitState  // overload test, children, parent (submaster.go)
 	v       verifyState // tokens, checks, excluded workers (verify.go)
@@ -588,19 +592,25 @@ func (m *Master) checkDeadlines() {
 	m.takeBack(now)    // workers.go
 }
 
-// measured feeds an evaluation w finished in exec into its mean and the
-// grid's.
+// measured feeds an evaluation w finished in exec into its mean, its
+// host's and the grid's.
 func (m *Master) measured(w *mworker, exec time.Duration) {
 	sched.Smooth(&w.exec, exec)
 	sched.Smooth(&m.exec, exec)
+	m.hosts.measured(w, exec)
 	w.overran = 0 // measured: its mean says how long it takes
 }
 
 // deadline is how long an instance may run on w before it is overdue.
 // Its overruns count only once it has answered since (it is not late):
-// see sched.Overran.
+// see sched.Overran. A worker with no time of its own is given the
+// hosts' (hostTimes), which no one host can shorten.
 func (m *Master) deadline(w *mworker) time.Duration {
-	return m.cfg.deadlines().OfWorker(w.exec, m.exec, w.rtt, sched.Overran(w.overran, w.late))
+	var grid float64
+	if w.exec == 0 {
+		grid = m.hosts.grid()
+	}
+	return m.cfg.deadlines().OfWorker(w.exec, grid, w.rtt, sched.Overran(w.overran, w.late))
 }
 
 // moveWorker tells w to go to the master at addr: a planned move, which

@@ -64,6 +64,8 @@ type testWorker struct {
 	hold       chan struct{}                         // evaluations end only once it is closed (nil: no wait)
 	from       string                                // local IP it dials from, a host of its own (127.0.0.x); default the system's choice
 	deaf       bool                                  // a cancelled running task runs to its end, then is acknowledged as stopped (a plugin that cannot be cancelled)
+	stopAck    bool                                  // a cancelled running task is acknowledged as stopped (AckStopped), as worker.Agent does
+	claim      time.Duration                         // the execution time every result reports (0: the real one); a liar's
 	rawConn    net.Conn                              // the socket under conn
 	conn       *Conn
 	welcome    *Welcome
@@ -237,7 +239,10 @@ func (w *testWorker) slot() {
 		}
 		cancel()
 		r := Result{Gen: q.gen, ID: q.t.ID, Exec: int64(time.Since(start)), Cancelled: cancelled, Token: q.t.Token}
-		if cancelled && w.deaf {
+		if w.claim > 0 {
+			r.Exec = int64(w.claim)
+		}
+		if cancelled && (w.deaf || w.stopAck) {
 			r.Ack = AckStopped
 		}
 		if !cancelled {

@@ -58,8 +58,8 @@ func TestMasterLateWorkerDeadlineNotGrown(t *testing.T) {
 	m.ask(func() {
 		w, d := m.byName["silent"], m.cfg.deadlines()
 		got = m.deadline(w)
-		plain = d.Of(w.exec, m.exec, w.rtt)
-		grown = d.OfWorker(w.exec, m.exec, w.rtt, w.overran)
+		plain = d.Of(w.exec, m.hosts.grid(), w.rtt)
+		grown = d.OfWorker(w.exec, m.hosts.grid(), w.rtt, w.overran)
 	})
 	if grown <= plain {
 		t.Fatalf("setup: its overrun would not grow its deadline (%v, plain %v)", grown, plain)

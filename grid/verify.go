@@ -67,6 +67,15 @@ import (
 // given up (givenUp), so a host whose evaluations hang is not asked the
 // same check for ever.
 //
+// Deadlines are not the liar's to set. A check instance is stopped after
+// four deadlines of its worker, and a worker that has finished nothing
+// yet gets its deadline from the hosts' times (hostTimes: their upper
+// median), not from the mean of every result: a liar that answers at
+// once and claims 1 ns would drive that mean to the floor, the checks
+// asked of fresh honest workers would be stopped until given up, and its
+// lies would stand unverified. On fewer hosts than the honest ones
+// measured it cannot shorten that deadline.
+//
 // Failing workers. A worker whose evaluations fail MaxFailures times in
 // a row (an error, or a non-finite value from a problem that declares
 // none) is set aside while its connection lasts, its tasks going to the
@@ -583,6 +592,7 @@ func (m *Master) exclude(b *batch, host, why string) {
 		return
 	}
 	m.counts.Excluded++
+	m.hosts.exclude(host)
 	var names []string
 	for _, w := range m.order {
 		if w.host == host && !v.exIDs[w.id] {

@@ -336,3 +336,68 @@ func TestExclusionValidate(t *testing.T) {
 		}
 	}
 }
+
+// A liar cannot shorten the deadlines of fresh honest workers. It
+// answers at once, claims 1 ns for every evaluation, and lies on every
+// value; the honest hosts that measured the grid before it (100 ms an
+// evaluation) have left, and fresh ones join to check it. A fresh
+// worker's deadline falls back on the grid's time: were that the mean of
+// every result, the liar's 64 would have driven it to the floor, the
+// checks (four deadlines: 40 ms) would be stopped on the honest workers
+// every time and given up, and the lies would stand unverified. The
+// upper median of the hosts' times is an honest host's, so the checks
+// end, outvote the liar, and its host is excluded.
+func TestMasterVerifyLiarCannotShortenFreshDeadlines(t *testing.T) {
+	const floor, eval, n = 10 * time.Millisecond, 100 * time.Millisecond, 64
+	m := startMaster(t, "wq", func(c *MasterConfig) {
+		c.Verify, c.DeadlineFloor = 1, floor
+		c.FirstDeadline = 10 * time.Minute // the liar's checks wait for the fresh hosts
+	})
+	honest := func(name, from string) *testWorker {
+		w := newTestWorker(name, n, eval) // a slot per task: no check waits behind another
+		w.from, w.stopAck = from, true
+		return w
+	}
+	before := []*testWorker{honest("a", "127.0.0.3"), honest("b", "127.0.0.4")}
+	startWorkers(t, m, before...)
+	evalAndCheck(t, m, 1, n) // the grid measured: 100 ms an evaluation
+	for _, w := range before {
+		w.stop()
+	}
+	eventually(t, "the first hosts to leave", func() bool { return m.Workers() == 0 })
+
+	liar := newTestWorker("liar", 4, 0)
+	liar.from, liar.claim, liar.fitness = "127.0.0.2", time.Nanosecond, alwaysLies
+	startWorkers(t, m, liar)
+	xs := randomBatch(rand.New(rand.NewPCG(11, 12)), n, 5)
+	st0 := m.Stats()
+	type reply struct {
+		f   []float64
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		f, err := m.Evaluate(t.Context(), 1, xs)
+		done <- reply{f, err}
+	}()
+	eventually(t, "the liar to answer every task", func() bool { return m.Stats().Results-st0.Results >= n })
+	startWorkers(t, m, honest("c", "127.0.0.5"), honest("d", "127.0.0.6"))
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	lies := 0
+	for i := range xs {
+		if r.f[i] != sphere(xs[i]) {
+			lies++
+		}
+	}
+	st := m.Stats()
+	if lies > 0 || st.Excluded != 1 || st.Unverified != st0.Unverified {
+		t.Errorf("%d of %d lies returned, %d hosts excluded, %d values unverified; want none, the liar's, none",
+			lies, n, st.Excluded, st.Unverified-st0.Unverified)
+	}
+	if x := m.Excluded(); len(x) != 1 || x[0].Host != liar.from {
+		t.Errorf("Excluded() = %v, want the liar's host", x)
+	}
+}
