@@ -176,3 +176,28 @@ func TestStoppedCheckEndsLateness(t *testing.T) {
 		t.Errorf("generation 2 gave b nothing; want one of its 3 tasks on each of the 3 workers' slots (a %d, c %d)", len(a.out), len(c.out))
 	}
 }
+
+// TestCheckOverrunGrowsDeadline: a check stopped as overdue on a worker
+// that has finished nothing says how long it takes at least, as a task's
+// overrun does: its next deadline grows from it. Its deadline was the
+// hosts' time, here only a liar's 1 ns, which cut its every check at
+// four floors until the check was given up. What counts is the run the
+// worker reports, at most the time since the instance was sent: a worker
+// cannot claim an hour to stretch its own deadline.
+func TestCheckOverrunGrowsDeadline(t *testing.T) {
+	m, b, w0, w1 := checkBooks(t)
+	m.measured(w0, time.Nanosecond)
+	if d := m.deadline(w1); d != m.cfg.DeadlineFloor {
+		t.Fatalf("setup: deadline %v, want the floor", d)
+	}
+	m.v.checks[0].out[0].overdue = true // checkChecks found it overdue and stopped it
+	sent := m.now() - 4*time.Second
+	m.v.checks[0].out[0].at = sent
+	m.result(w1, b, &Result{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckStopped, Exec: int64(time.Hour), Token: outOn(t, m, w1)})
+	if since := m.now() - sent; w1.overran < 4*time.Second || w1.overran > since {
+		t.Errorf("overran %v after a check stopped 4 s after it was sent, claiming an hour; want 4 s to the %v since", w1.overran, since)
+	}
+	if d := m.deadline(w1); d < 16*time.Second {
+		t.Errorf("deadline %v after a check overran 4 s; want at least 4 × 4 s", d)
+	}
+}

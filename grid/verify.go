@@ -65,7 +65,9 @@ import (
 // instance stopped as overdue while it ran (a hang) counts as a failed
 // evaluation: after MaxRetries of them, errors included, the check is
 // given up (givenUp), so a host whose evaluations hang is not asked the
-// same check for ever.
+// same check for ever. Like a task's overrun, it grows the deadline of a
+// worker that has finished nothing yet, so that one merely slow ends a
+// check within MaxRetries.
 //
 // Deadlines are not the liar's to set. A check instance is stopped after
 // four deadlines of its worker, and a worker that has finished nothing
@@ -74,7 +76,8 @@ import (
 // once and claims 1 ns would drive that mean to the floor, the checks
 // asked of fresh honest workers would be stopped until given up, and its
 // lies would stand unverified. On fewer hosts than the honest ones
-// measured it cannot shorten that deadline.
+// measured it cannot shorten that deadline; before any honest host is
+// measured, a check stopped grows it.
 //
 // Failing workers. A worker whose evaluations fail MaxFailures times in
 // a row (an error, or a non-finite value from a problem that declares
@@ -457,9 +460,9 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 		m.counts.Stale++ // a copy of a check decided already
 		return slot
 	}
-	overdue := false
+	overdue, sent := false, time.Duration(0)
 	if i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w }); i >= 0 {
-		overdue = c.out[i].overdue
+		overdue, sent = c.out[i].overdue, c.out[i].at
 		c.out = slices.Delete(c.out, i, i+1)
 		m.v.load[w.id]--
 	}
@@ -475,6 +478,13 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 			// is charged nothing, nor is a stop this master never asked
 			// for (a worker cannot wear a check out by itself).
 			c.fails = append(c.fails, w.name+": overdue, stopped")
+			// And w takes at least as long as it ran (at most since it
+			// was sent: not w's word alone), as a task's overrun says
+			// (sched.Deadlines.OfWorker): a worker that has finished
+			// nothing, its deadline the hosts' time (perhaps only a
+			// liar's), gets its next checks' grown, and ends one within
+			// MaxRetries instead of being cut short at each.
+			w.overran = max(w.overran, min(exec, m.now()-sent))
 			if m.givenUp(b, c) {
 				return slot
 			}

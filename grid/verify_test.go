@@ -339,18 +339,34 @@ func TestExclusionValidate(t *testing.T) {
 
 // A liar cannot shorten the deadlines of fresh honest workers. It
 // answers at once, claims 1 ns for every evaluation, and lies on every
-// value; the honest hosts that measured the grid before it (100 ms an
-// evaluation) have left, and fresh ones join to check it. A fresh
-// worker's deadline falls back on the grid's time: were that the mean of
-// every result, the liar's 64 would have driven it to the floor, the
+// value; fresh honest workers (100 ms an evaluation) join to check it.
+// A fresh worker's deadline falls back on the grid's time. Were that the
+// mean of every result, the liar's 64 would drive it to the floor, the
 // checks (four deadlines: 40 ms) would be stopped on the honest workers
-// every time and given up, and the lies would stand unverified. The
-// upper median of the hosts' times is an honest host's, so the checks
-// end, outvote the liar, and its host is excluded.
+// every time and given up, and the lies would stand unverified (they
+// did). It is the upper median of the hosts' times: an honest host's
+// when honest hosts measured the grid before the liar came (they left
+// since), so no check is stopped, as -max-retries 0 requires. When none
+// did, the liar's time is the only one, and a check stopped once says
+// how long its worker takes at least: its next deadline grows from that.
+// Either way the checks end, outvote the liar, and its host is excluded.
 func TestMasterVerifyLiarCannotShortenFreshDeadlines(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		measuredBefore bool
+		maxRetries     int
+	}{
+		{"honest hosts measured before, no retry", true, -1},
+		{"only the liar measured", false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) { testLiarCannotShortenFreshDeadlines(t, c.measuredBefore, c.maxRetries) })
+	}
+}
+
+func testLiarCannotShortenFreshDeadlines(t *testing.T, measuredBefore bool, maxRetries int) {
 	const floor, eval, n = 10 * time.Millisecond, 100 * time.Millisecond, 64
 	m := startMaster(t, "wq", func(c *MasterConfig) {
-		c.Verify, c.DeadlineFloor = 1, floor
+		c.Verify, c.DeadlineFloor, c.MaxRetries = 1, floor, maxRetries
 		c.FirstDeadline = 10 * time.Minute // the liar's checks wait for the fresh hosts
 	})
 	honest := func(name, from string) *testWorker {
@@ -358,13 +374,15 @@ func TestMasterVerifyLiarCannotShortenFreshDeadlines(t *testing.T) {
 		w.from, w.stopAck = from, true
 		return w
 	}
-	before := []*testWorker{honest("a", "127.0.0.3"), honest("b", "127.0.0.4")}
-	startWorkers(t, m, before...)
-	evalAndCheck(t, m, 1, n) // the grid measured: 100 ms an evaluation
-	for _, w := range before {
-		w.stop()
+	if measuredBefore {
+		before := []*testWorker{honest("a", "127.0.0.3"), honest("b", "127.0.0.4")}
+		startWorkers(t, m, before...)
+		evalAndCheck(t, m, 1, n) // the grid measured: 100 ms an evaluation
+		for _, w := range before {
+			w.stop()
+		}
+		eventually(t, "the first hosts to leave", func() bool { return m.Workers() == 0 })
 	}
-	eventually(t, "the first hosts to leave", func() bool { return m.Workers() == 0 })
 
 	liar := newTestWorker("liar", 4, 0)
 	liar.from, liar.claim, liar.fitness = "127.0.0.2", time.Nanosecond, alwaysLies
