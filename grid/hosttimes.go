@@ -14,11 +14,11 @@ import (
 // key holder that claims 1 ns for its many results drives it to the
 // floor, and fresh honest workers' instances, and the checks they are
 // asked (four deadlines), are stopped as overdue until the checks are
-// given up and its lies stand unverified. Of the hosts' times, a liar's
-// can set the median only if it holds more hosts than the honest ones
-// measured: against one honest host the median is the larger of the
-// two, so a liar can lengthen a fresh worker's deadline (the task timeout
-// bounds it), never shorten it below an honest host's. Hosts count once
+// given up and its lies stand unverified. Of the hosts' times, a liar
+// on fewer hosts than the honest ones measured moves the median neither
+// way; on as many it can lengthen it (against one honest host the median
+// is the larger of the two; the task timeout bounds a fresh worker's
+// deadline), and only on more can it shorten it. Hosts count once
 // measured, gone or not (a liar cannot wait out the honest hosts and set
 // it alone), until they are excluded. The simulator (sched/sim) has no
 // liar, and keeps the mean of every result.

@@ -9,10 +9,10 @@ import (
 // TestFreshDeadlineFromHosts: a worker with no time of its own is given
 // its deadline by the upper median of the hosts' times, not by the mean
 // of every result, which a liar's thousand results of 1 ns drive to the
-// floor. With one honest host against it, the liar can lengthen that
-// deadline (the task timeout bounds it), not shorten it; on more hosts
-// than the honest ones measured it sets it, as it wins -verify's vote;
-// an excluded host's time is struck.
+// floor. On as many hosts as the honest ones measured, the liar can
+// lengthen that deadline (the task timeout bounds it), not shorten it;
+// on fewer it moves it neither way; on more it sets it, as it wins
+// -verify's vote; an excluded host's time is struck.
 func TestFreshDeadlineFromHosts(t *testing.T) {
 	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
 		cfg: MasterConfig{DeadlineFactor: 4, DeadlineFloor: time.Second, FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute}}
