@@ -443,6 +443,16 @@ func (m *Master) joined(w *mworker) {
 		w.conn.SendAndClose(&Reject{Reason: why})
 		return
 	}
+	if old := m.byName[w.name]; old != nil && !old.left && old.host != w.host {
+		// A name proves nothing (any key holder may give it): a live
+		// connection keeps it against another host, or a key holder
+		// could drop every worker in turn by taking their names.
+		w.left = true
+		reason := fmt.Sprintf("worker name %q is in use by a connection from another host; try again once it ends", truncate(w.name, maxErrText))
+		m.refusals.Add(RefusedOther, w.conn.RemoteAddr().String()+": "+reason)
+		w.conn.SendAndClose(&Reject{Reason: reason})
+		return
+	}
 	if old := m.byName[w.name]; old != nil && !old.left {
 		// One node, one data connection: a worker that reconnects under
 		// the same name has lost the old one, whether or not we noticed.
