@@ -1,7 +1,9 @@
 package grid
 
 import (
+	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -66,3 +68,65 @@ func TestMasterNameTakenFromAnotherHost(t *testing.T) {
 	})
 }
 
+// A key holder that connects as a relay under the name of a relay
+// connected from another host does not close it (and every stream of its
+// workers): it is refused, and the relay keeps its place.
+func TestMasterRelayNameTakenFromAnotherHost(t *testing.T) {
+	m := startMaster(t, "wq")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
+		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		r.Run(ctx)
+	}()
+	defer func() {
+		stop()
+		<-relayDone
+	}()
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 && r.Stats().Upstreams == 1 })
+	m.relayReg.mu.Lock()
+	honest := m.relayReg.byName["relay"]
+	m.relayReg.mu.Unlock()
+
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.4")}}
+	nc, err := d.DialContext(t.Context(), "tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief, _, err := ClientHandshake(t.Context(), nc, DialConfig{Key: m.cfg.Key, Name: "relay", Problems: []string{helloRelay},
+		Conn: ConnConfig{Logger: testLogger(t)}})
+	if err != nil {
+		t.Fatalf("the impostor's handshake: %v", err)
+	}
+	defer func() {
+		thief.Close()
+		<-thief.Done()
+	}()
+	thief.Start(func(Message) {})
+	select {
+	case <-thief.Done():
+	case <-honest.done:
+		t.Fatal("the honest relay's connection was closed")
+	case <-time.After(time.Minute):
+		t.Fatal("neither connection closed")
+	}
+	var rej *RejectError
+	if err := thief.Err(); !errors.As(err, &rej) || !strings.Contains(rej.Reason, `"relay"`) {
+		t.Errorf("the impostor's connection ended with %v, want a Reject naming the name", err)
+	}
+	m.relayReg.mu.Lock()
+	now := m.relayReg.byName["relay"]
+	m.relayReg.mu.Unlock()
+	if now != honest {
+		t.Error("the relay's place was taken")
+	}
+}
