@@ -130,3 +130,28 @@ func TestMasterRelayNameTakenFromAnotherHost(t *testing.T) {
 		t.Error("the relay's place was taken")
 	}
 }
+
+// A key holder that sends the failure of a task it was given again and
+// again, with the task's token, fails that task once: the task goes to
+// another worker and the run goes on. (Each copy counted as one more
+// failure: MaxRetries+1 copies of one error failed the run.)
+func TestMasterReplayedFailureCountsOnce(t *testing.T) {
+	m := startMaster(t, "wq")
+	replayer := newTestWorker("replayer", 4, 0)
+	replayer.freeze = true
+	replayer.forge = func(ts *Tasks) []Result {
+		var rs []Result
+		for _, it := range ts.Items {
+			for range m.cfg.MaxRetries + 2 {
+				rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, Err: "replayed"})
+			}
+		}
+		return rs
+	}
+	startWorkers(t, m, replayer, newTestWorker("honest", 1, 0))
+	evalAndCheck(t, m, 2, 20)
+	if replayer.got.Load() == 0 {
+		t.Fatal("the replayer got no task: nothing was tested")
+	}
+}
+

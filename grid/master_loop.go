@@ -779,11 +779,11 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		m.unsolicited(w, r)
 	case r.Err != "":
 		m.cancelSentAgain(w, b.id, r.ID)
-		w.takeOut(r.ID, now)
+		_, out := w.takeOut(r.ID, now)
 		w.late = false
 		m.counts.Failed++
 		m.failing(w, r.Err) // workers.go: set aside first if it keeps failing, so that the retry goes elsewhere
-		m.failed(w, b, r)
+		m.failed(w, b, r, out)
 	default:
 		// NaN and ±Inf are results like any other when the problem says
 		// so (ProblemSpec.NonFinite): the ES ranks them. An instance sent
@@ -875,13 +875,17 @@ func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Du
 // failed handles an evaluation error from w for task r.ID of batch b:
 // the task is retried on another worker (sched.Failed), up to
 // MaxRetries failures, after which the batch fails with every failure.
-func (m *Master) failed(w *mworker, b *batch, r *Result) {
+// Only the failure of an instance outstanding in w's books (out) counts
+// towards them: one answered or cancelled already cannot fail its task
+// again, or a key holder that repeated one error with its token would
+// fail the run.
+func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 	if r.ID < 0 || int(r.ID) >= len(b.done) || b.replied {
 		return
 	}
 	ev := sched.Event{Kind: sched.Failed, Worker: w.id, Task: sched.TaskID(r.ID)}
-	if b.done[r.ID] {
-		m.step(ev, 0) // a copy that lost anyway: only its slot matters
+	if b.done[r.ID] || !out {
+		m.step(ev, 0) // a copy that lost anyway, or answered already: only its slot matters
 		return
 	}
 	errText := truncate(r.Err, maxErrText)
