@@ -3,8 +3,10 @@ package grid
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -155,3 +157,80 @@ func TestMasterReplayedFailureCountsOnce(t *testing.T) {
 	}
 }
 
+// A liar asked to check another host's value, that votes its lie and then
+// sends the check's failure again and again with its token, is excluded
+// as any liar is: an instance of a check answers once. (Each copy counted
+// as one more failed attempt: MaxRetries+1 of them gave the disputed check
+// up, which failed the run instead of excluding the liar.)
+func TestMasterReplayedCheckFailureCountsOnce(t *testing.T) {
+	m := startMaster(t, "wq", func(cfg *MasterConfig) { cfg.Verify = 1 })
+	liar := newTestWorker("liar", 2, 100*time.Microsecond)
+	liar.fitness = liarFitness(func([]float64) bool { return true })
+	liar.from = "127.0.0.2"
+	var checks atomic.Int64
+	liar.forge = func(ts *Tasks) []Result {
+		var rs []Result
+		for _, it := range ts.Items {
+			if it.ID < checkBase {
+				continue
+			}
+			checks.Add(1)
+			rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, F: liar.fitness(it.X), Exec: 1})
+			for range m.cfg.MaxRetries + 2 {
+				rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, Err: "replayed"})
+			}
+		}
+		return rs
+	}
+	ws := []*testWorker{liar}
+	for i, name := range []string{"h1", "h2", "h3"} {
+		h := newTestWorker(name, 1, 200*time.Microsecond)
+		h.from = fmt.Sprintf("127.0.0.%d", 3+i)
+		ws = append(ws, h)
+	}
+	startWorkers(t, m, ws...)
+	evalAndCheck(t, m, 4, 30) // every value is sphere's, bit for bit
+	if checks.Load() == 0 {
+		t.Fatal("the liar was asked no check: nothing was tested")
+	}
+	if st := m.Stats(); st.Excluded != 1 {
+		t.Errorf("%d hosts excluded, want the liar's", st.Excluded)
+	}
+}
+
+// A key holder that drops every check instance it is sent, unasked, as
+// it arrives, is not asked that check again: another host is. (As the
+// least loaded host, with the most slots, it was sent the check again for
+// every drop: 3,684 instances for the 40 tasks of two batches.)
+func TestMasterCheckDroppedUnaskedGoesElsewhere(t *testing.T) {
+	m := startMaster(t, "wq", quickDeadlines, func(cfg *MasterConfig) { cfg.Verify = 1 })
+	dropper := newTestWorker("dropper", MaxMetaSlots, 0)
+	dropper.from = "127.0.0.2"
+	dropper.freeze = true
+	var checks atomic.Int64
+	dropper.forge = func(ts *Tasks) []Result {
+		var rs []Result
+		for _, it := range ts.Items {
+			if it.ID >= checkBase {
+				checks.Add(1)
+				rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, Cancelled: true, Ack: AckDropped})
+			}
+		}
+		return rs
+	}
+	ws := []*testWorker{dropper}
+	for i, name := range []string{"h1", "h2"} {
+		h := newTestWorker(name, 1, 200*time.Microsecond)
+		h.from = fmt.Sprintf("127.0.0.%d", 3+i)
+		ws = append(ws, h)
+	}
+	startWorkers(t, m, ws...)
+	const gens, n = 2, 20
+	evalAndCheck(t, m, gens, n)
+	if checks.Load() == 0 {
+		t.Fatal("the dropper was asked no check: nothing was tested")
+	}
+	if got := checks.Load(); got > gens*n {
+		t.Errorf("the dropper was sent %d instances of checks for %d tasks", got, gens*n)
+	}
+}

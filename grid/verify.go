@@ -448,15 +448,30 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 		m.counts.Stale++ // a copy of a check decided already
 		return slot
 	}
+	i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.token == r.Token })
+	if i < 0 && (r.Cancelled || r.Err != "") {
+		// That instance has answered already: it stops or fails once,
+		// or a key holder that sent its answer again and again would
+		// wear the check out, or have it asked again for every copy.
+		m.counts.Duplicates++
+		return false
+	}
 	overdue := false
-	if i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w }); i >= 0 {
+	if i >= 0 {
 		overdue = c.out[i].overdue
 		c.out = slices.Delete(c.out, i, i+1)
 		m.v.load[w.id]--
 	}
 	if r.Cancelled {
 		m.log.Debug("check instance stopped", "gen", b.gen, "task", t, "worker", w.name, "ack", r.Ack)
-		delete(c.asked, w.host) // stopped on the worker: it may be asked again
+		if overdue || r.Ack == 0 {
+			// Stopped as asked, or as its session ended: it may be
+			// asked again. A stop this master did not ask for is the
+			// worker declining the check: another host is asked (else
+			// a worker that dropped each instance on arrival would be
+			// sent the check again, as the least loaded, for ever).
+			delete(c.asked, w.host)
+		}
 		if r.Ack == AckStopped && overdue {
 			// It ran past its deadline (a hang), and this master stopped
 			// it: one attempt failed, as an evaluation error is, so that
