@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -232,5 +233,41 @@ func TestMasterCheckDroppedUnaskedGoesElsewhere(t *testing.T) {
 	}
 	if got := checks.Load(); got > gens*n {
 		t.Errorf("the dropper was sent %d instances of checks for %d tasks", got, gens*n)
+	}
+}
+
+// A key holder that joins under ever new names, each refusing the
+// problem, grows none of the master's books of names without bound: it
+// remembers at most maxNamesKept names that joined, and as many refusals.
+// (Each name stayed in both, with its reason, for the whole run: a
+// kilobyte a join, and a log line for each refusal.)
+func TestMasterNewNamesBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("4,160 handshakes")
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	m := startMaster(t, "wq", func(c *MasterConfig) { c.Logger = quiet })
+	const joins = maxNamesKept + 64
+	long := strings.Repeat("x", MaxWorkerName-8)
+	for i := range joins {
+		conn, _, err := Dial(t.Context(), m.Addr(), DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("%s%08d", long, i), Slots: 1,
+			Conn: ConnConfig{Logger: quiet}})
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+		conn.Start(func(Message) {})
+		conn.SendAndClose(&Reject{Reason: strings.Repeat("cannot build the problem ", 20)})
+		<-conn.Done()
+	}
+	var named, refused, left int
+	eventually(t, "every join to be gone", func() bool {
+		m.ask(func() { named, refused, left = len(m.named), len(m.unable.byName), len(m.order) })
+		return left == 0 && m.Stats().Joined == joins
+	})
+	if named > maxNamesKept || refused > maxNamesKept {
+		t.Errorf("after %d joins under new names: %d names kept, %d refusals; want at most %d each", joins, named, refused, maxNamesKept)
+	}
+	if st := m.Stats(); st.Named != joins {
+		t.Errorf("named %d, want %d", st.Named, joins)
 	}
 }

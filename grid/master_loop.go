@@ -298,6 +298,12 @@ func (b *batch) fail(err error) {
 	}
 }
 
+// maxNamesKept bounds the names a master remembers that are not
+// connected (joined, refused the problem): a lab's workers many times
+// over, while a key holder joining under ever new names would grow the
+// books, and the log, without bound.
+const maxNamesKept = 4096
+
 // loopState is everything the event loop owns.
 type loopState struct {
 	byID map[sched.WorkerID]*mworker
@@ -307,7 +313,7 @@ type loopState struct {
 	// replays one simulated run).
 	order   []*mworker
 	byName  map[string]*mworker // workers not left, by Hello name
-	named   map[string]bool     // every name that joined (MasterStats.Named)
+	named   map[string]bool     // the names that joined (MasterStats.Named), the first maxNamesKept
 	nLive   int
 	acts    []sched.Action
 	dirty   []*mworker
@@ -466,8 +472,10 @@ func (m *Master) joined(w *mworker) {
 	m.cameHere(w.name) // split.go
 	m.counts.Joined++
 	if !m.named[w.name] {
-		m.named[w.name] = true
 		m.counts.Named++
+		if len(m.named) < maxNamesKept {
+			m.named[w.name] = true
+		}
 	}
 	if m.endHeard() { // split.go: a child master that heard the run is over
 		w.left = true // it never joins the run
