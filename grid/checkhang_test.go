@@ -2,9 +2,11 @@ package grid
 
 import (
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/cputime"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -194,5 +196,52 @@ func TestStoppedCheckEndsLateness(t *testing.T) {
 	m.startBatch(&evalReq{gen: 2, xs: [][]float64{x(0), x(1), x(2)}, reply: make(chan evalReply, 1)})
 	if len(b.out) == 0 {
 		t.Errorf("generation 2 gave b nothing; want one of its 3 tasks on each of the 3 workers' slots (a %d, c %d)", len(a.out), len(c.out))
+	}
+}
+
+// TestCancelAcksCostAlike: a worker that claims 65,536 slots and never
+// answers the cancels of its running instances has at most sched.MaxSlots
+// of them noted as stopping, the oldest giving way; and a frame of cancel
+// acknowledgements for instances it never had costs the loop no more
+// against that book full than empty. (Each looked the whole book up: 100,000
+// against 65,536 held the loop for 10 s, a frame's worth of them a minute.)
+func TestCancelAcksCostAlike(t *testing.T) {
+	m, b, _, w := checkBooks(t)
+	w.slots, w.heard = MaxMetaSlots, true
+	acks := make([]Result, 20_000)
+	for i := range acks {
+		acks[i] = Result{Gen: b.id, ID: 3, Cancelled: true, Ack: AckLate}
+	}
+	cost := func() time.Duration {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		c0, _ := cputime.Thread()
+		for i := range acks {
+			m.result(w, b, &acks[i])
+		}
+		c1, _ := cputime.Thread()
+		return c1 - c0
+	}
+	empty := cost()
+	const noted = 2 * sched.MaxSlots
+	for i := range noted {
+		w.noteStopping(int32(i/1000), int32(i%1000))
+	}
+	if n := len(w.stopping); n != sched.MaxSlots {
+		t.Fatalf("%d instances noted as stopping, want sched.MaxSlots (%d)", n, sched.MaxSlots)
+	}
+	if _, ok := w.stopping[[2]int32{0, 0}]; ok {
+		t.Error("the oldest instance noted did not give way")
+	}
+	if _, ok := w.stopping[[2]int32{(noted - 1) / 1000, (noted - 1) % 1000}]; !ok {
+		t.Error("the newest instance noted is not kept")
+	}
+	if _, ok := cputime.Thread(); !ok {
+		t.Skip("this system cannot tell a thread's CPU time")
+	}
+	full := cost()
+	t.Logf("%d acknowledgements: %v against an empty book, %v against %d noted", len(acks), empty, full, len(w.stopping))
+	if full > 20*empty+10*time.Millisecond {
+		t.Errorf("%d acknowledgements cost %v against %d instances noted, %v against none", len(acks), full, len(w.stopping), empty)
 	}
 }

@@ -120,13 +120,18 @@ type mworker struct {
 	// (verify.go); flush sends them with the policy's tasks.
 	checkTasks []Task
 
-	// stopping lists the running instances (batch id, task) that the
-	// master cancelled and the worker has not yet acknowledged: each may
-	// hold its slot a while yet (a plugin that cannot be cancelled
-	// finishes its evaluation, or is killed and started again), so an
-	// instance sent meanwhile may wait for that slot, and its round trip
-	// is not measured. At most slots entries: the oldest give way.
-	stopping [][2]int32
+	// stopping holds the running instances (batch id, task) that the
+	// master cancelled and the worker has not yet acknowledged, each
+	// with when it was noted (stopSeq): each may hold its slot a while
+	// yet (a plugin that cannot be cancelled finishes its evaluation, or
+	// is killed and started again), so an instance sent meanwhile may
+	// wait for that slot, and its round trip is not measured. At most
+	// slots entries, and sched.MaxSlots: the oldest give way. A map, as
+	// every acknowledgement looks its instance up, and a frame may carry
+	// a million (scanning a list of 65,536 for each of 100,000 held the
+	// loop for 10 s).
+	stopping map[[2]int32]uint64
+	stopSeq  uint64
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -156,16 +161,24 @@ type outInstance struct {
 // noteStopping notes that w was told to cancel its running instance of
 // task t of batch b (see stopping).
 func (w *mworker) noteStopping(b, t int32) {
-	if len(w.stopping) >= w.slots && len(w.stopping) > 0 {
-		w.stopping = append(w.stopping[:0], w.stopping[1:]...)
+	if w.stopping == nil {
+		w.stopping = make(map[[2]int32]uint64)
 	}
-	w.stopping = append(w.stopping, [2]int32{b, t})
+	if len(w.stopping) >= max(min(w.slots, sched.MaxSlots), 1) {
+		oldest, seq := [2]int32{}, uint64(math.MaxUint64)
+		for k, s := range w.stopping {
+			if s < seq {
+				oldest, seq = k, s
+			}
+		}
+		delete(w.stopping, oldest)
+	}
+	w.stopSeq++
+	w.stopping[[2]int32{b, t}] = w.stopSeq
 }
 
 // stopped notes w's acknowledgement of a cancel of task t of batch b.
-func (w *mworker) stopped(b, t int32) {
-	w.stopping = slices.DeleteFunc(w.stopping, func(s [2]int32) bool { return s == [2]int32{b, t} })
-}
+func (w *mworker) stopped(b, t int32) { delete(w.stopping, [2]int32{b, t}) }
 
 // takeOut removes task t from w's outstanding instances and returns it;
 // the next held instance starts running (in the books) at now.
@@ -1075,7 +1088,7 @@ func (m *Master) queueCancel(w *mworker, gen, t int32) {
 // (seed 510859 of the simulation). So that instance is cancelled too, or
 // never sent if it has not gone yet.
 func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
-	if !slices.Contains(w.stopping, [2]int32{b, t}) ||
+	if _, ok := w.stopping[[2]int32{b, t}]; !ok ||
 		!slices.ContainsFunc(w.out, func(o outInstance) bool { return o.task == t }) {
 		return
 	}
