@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/sched"
 )
 
 // A key holder that connects under the name of a worker connected from
@@ -269,5 +271,36 @@ func TestMasterNewNamesBounded(t *testing.T) {
 	}
 	if st := m.Stats(); st.Named != joins {
 		t.Errorf("named %d, want %d", st.Named, joins)
+	}
+}
+
+// An instance is measured once: copies of a result sent again, each
+// claiming half an hour, move neither its worker's mean execution time
+// nor the grid's, which the deadlines of workers not yet measured use.
+// (Each copy was measured: a few dozen set the grid's mean to the claim.)
+func TestMasterResultMeasuredOnce(t *testing.T) {
+	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
+		cfg: MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+			FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour}}
+	m.loopState.init()
+	p, err := sched.New("wq", sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{})
+	w := &mworker{id: 1, name: "w", host: "10.0.0.1", slots: 1, heard: true, lastHeard: m.now()}
+	m.byID[w.id], m.order = w, append(m.order, w)
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: 1}, 0)
+	m.startBatch(&evalReq{gen: 1, xs: [][]float64{{0}, {1}}, reply: make(chan evalReply, 1)})
+	task := w.out[0].task
+	r := Result{Gen: m.cur.id, ID: task, F: 1, Exec: int64(time.Millisecond), Token: w.tokens[task]}
+	m.results(w, &Results{Items: []Result{r}})
+	r.Exec = int64(30 * time.Minute)
+	for range 50 {
+		m.results(w, &Results{Items: []Result{r}})
+	}
+	if m.exec != float64(time.Millisecond) || w.exec != float64(time.Millisecond) {
+		t.Errorf("grid's mean %v, worker's %v after one result of 1ms and 50 copies claiming 30m; want 1ms",
+			time.Duration(m.exec), time.Duration(w.exec))
 	}
 }

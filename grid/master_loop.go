@@ -768,25 +768,28 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	// Dated at its arrival: the ledger moves it back by the worker's
 	// one-way delay (half its smallest round trip).
 	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Arrival: true}
+	// An instance is measured once: as its result takes it out of the
+	// books, or tells the ledger of it (one cancelled already); copies
+	// of a result sent again, each claiming up to the master's age,
+	// would move the grid's mean where they liked.
 	finished := r.Err == "" && exec > 0
-	if finished {
-		m.measured(w, exec)
-	}
 	switch {
 	case b == nil || r.Gen != b.id:
 		// An earlier batch: its compute was wasted, its value unused,
 		// but how long it ran still says how fast the worker is, and
 		// that it is alive.
 		m.counts.Stale++
-		if finished && w.tell(r.Gen, r.ID) {
+		first := finished && w.tell(r.Gen, r.ID)
+		if first {
 			// Stale: the open batch may have sent w the same task
 			// again, an instance this execution must not end.
 			ran.Stale = true
 			m.ledger.Ran(ran)
+			m.measured(w, exec)
 		}
-		if !w.left && (w.late || m.adaptive && finished) {
+		if !w.left && (w.late || m.adaptive && first) {
 			ev := sched.Event{Kind: sched.Measured, Worker: w.id}
-			if m.adaptive && finished {
+			if m.adaptive && first {
 				ev.Exec = exec
 			}
 			w.late = false
@@ -812,13 +815,16 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		// else Ran settles it with this execution, and the ledger, not
 		// finding it, takes back the cancelled instance's send instead.
 		m.cancelSentAgain(w, b.id, r.ID)
-		if exec > 0 && w.tell(b.id, r.ID) {
+		told := exec > 0 && w.tell(b.id, r.ID)
+		if told {
 			m.ledger.Ran(ran)
 		}
 		w.late = false
 		w.fails = 0
 		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
-		m.measure(&ev, w, r.ID, now, exec)
+		if out := m.measure(&ev, w, r.ID, now, exec); finished && (out || told) {
+			m.measured(w, exec)
+		}
 		if !m.step(ev, r.F) {
 			m.counts.Duplicates++
 		} else {
@@ -880,8 +886,9 @@ func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Durat
 // cannot know. The deadlines use the smoothed round trip; with the
 // adaptive depth (sched.Config.Adaptive) ev carries the measurements:
 // Exec as the worker reported it (the time its slot was busy, an emulated
-// slowdown included) and the RTT.
-func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Duration) {
+// slowdown included) and the RTT. It reports whether the instance was
+// in the books.
+func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Duration) (out bool) {
 	o, ok := w.takeOut(t, now)
 	var rtt time.Duration
 	if ok && o.idle && exec > 0 {
@@ -891,6 +898,7 @@ func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Du
 	if m.adaptive {
 		ev.Exec, ev.RTT = exec, rtt
 	}
+	return ok
 }
 
 // failed handles an evaluation error from w for task r.ID of batch b:

@@ -438,6 +438,12 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 		m.unsolicited(w, r)
 		return false
 	}
+	if !r.Cancelled {
+		// A value or a failure answers its instance once: a copy is
+		// unsolicited, or a key holder that sent it again and again
+		// would wear the check out, or move its measurements at will.
+		delete(m.v.given, r.Token)
+	}
 	if !r.Cancelled && r.Err == "" && exec > 0 {
 		// A check is an evaluation like any: it says how long w takes,
 		// so that its next instances' deadlines are w's, not those grown
@@ -450,10 +456,10 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 	}
 	i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.token == r.Token })
 	if i < 0 && (r.Cancelled || r.Err != "") {
-		// That instance has answered already: it stops or fails once,
-		// or a key holder that sent its answer again and again would
-		// wear the check out, or have it asked again for every copy.
-		m.counts.Duplicates++
+		// Its instance left the books (it answered already, or its
+		// worker was lost and the check asked elsewhere): a stop or a
+		// failure of it changes nothing, or copies of a stop would have
+		// the check asked again for every copy.
 		return false
 	}
 	overdue := false
