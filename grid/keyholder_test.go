@@ -19,10 +19,15 @@ import (
 // and the impostor is refused with the reason. (The master dropped the
 // honest worker as "reconnected", and a key holder that kept reconnecting
 // under each worker's name kept every honest worker out.) A worker that
-// reconnects from its own host still replaces its old connection.
+// reconnects from its own host still replaces its old connection. An
+// impostor that retries at once does not fill the master's log: its
+// refusals are counted in the summary, and its closes not logged.
 func TestMasterNameTakenFromAnotherHost(t *testing.T) {
 	t.Run("another host is refused", func(t *testing.T) {
-		m := startMaster(t, "wq")
+		var log syncBuffer
+		m := startMaster(t, "wq", func(c *MasterConfig) {
+			c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		})
 		honest := newTestWorker("lab-1", 1, 0)
 		honest.from = "127.0.0.3"
 		startWorkers(t, m, honest)
@@ -43,12 +48,25 @@ func TestMasterNameTakenFromAnotherHost(t *testing.T) {
 		if err := thief.conn.Err(); !errors.As(err, &rej) || !strings.Contains(rej.Reason, `"lab-1"`) {
 			t.Errorf("the impostor's connection ended with %v, want a Reject naming the name", err)
 		}
+		const retries = 20
+		for range retries {
+			again := newTestWorker("lab-1", 64, 0)
+			again.from, again.freeze = "127.0.0.4", true
+			if err := again.start(t, m.Addr(), m.cfg.Key); err != nil {
+				t.Fatalf("the impostor's handshake: %v", err)
+			}
+			<-again.conn.Done()
+		}
 		evalAndCheck(t, m, 2, 10)
 		if err := honest.conn.Err(); err != nil {
 			t.Errorf("the honest worker's connection: %v", err)
 		}
 		if st := m.Stats(); st.Lost.Reconnected != 0 || st.Workers != 1 {
 			t.Errorf("reconnected %d, workers %d; want 0 and 1", st.Lost.Reconnected, st.Workers)
+		}
+		eventually(t, "the refusals to be counted", func() bool { return m.Refused()[RefusedOther] == retries+1 })
+		if n := strings.Count(log.String(), "disconnected"); n != 0 {
+			t.Errorf("%d impostors' closes logged", n)
 		}
 	})
 	t.Run("its own host replaces", func(t *testing.T) {

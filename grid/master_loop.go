@@ -74,6 +74,10 @@ type mworker struct {
 	// it the run is over (shutdownWorkers). Read by others only once
 	// the loop has ended (m.done).
 	taken bool
+	// refused: its join was refused (its host excluded, its name taken):
+	// its close is not news, and a key holder retrying at once would
+	// fill the log with it.
+	refused bool
 	// ended: told the run is over before the loop's end (split.go's
 	// endWorkers), so shutdownWorkers does not tell it again: a second
 	// last frame would cut the first off.
@@ -430,7 +434,7 @@ func (m *Master) handle(lm loopMsg) {
 				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
 			}
 			m.workerLeft(w)
-		default:
+		case !w.refused:
 			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
@@ -457,7 +461,7 @@ func (m *Master) joined(w *mworker) {
 	w.taken = true
 	if why := m.excludedWhy(w.host); why != "" {
 		// Its handshake passed as its host was being excluded.
-		w.left = true
+		w.left, w.refused = true, true
 		m.v.exIDs[w.id] = true
 		w.conn.SendAndClose(&Reject{Reason: why})
 		return
@@ -466,7 +470,7 @@ func (m *Master) joined(w *mworker) {
 		// A name proves nothing (any key holder may give it): a live
 		// connection keeps it against another host, or a key holder
 		// could drop every worker in turn by taking their names.
-		w.left = true
+		w.left, w.refused = true, true
 		reason := fmt.Sprintf("worker name %q is in use by a connection from another host; try again once it ends", truncate(w.name, maxErrText))
 		m.refusals.Add(RefusedOther, w.conn.RemoteAddr().String()+": "+reason)
 		w.conn.SendAndClose(&Reject{Reason: reason})
