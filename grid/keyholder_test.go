@@ -185,9 +185,11 @@ func TestMasterReplayedFailureCountsOnce(t *testing.T) {
 // up, which failed the run instead of excluding the liar.)
 func TestMasterReplayedCheckFailureCountsOnce(t *testing.T) {
 	m := startMaster(t, "wq", func(cfg *MasterConfig) { cfg.Verify = 1 })
+	// It lies on checks alone, so that it is asked some before it is
+	// caught.
 	liar := newTestWorker("liar", 2, 100*time.Microsecond)
-	liar.fitness = liarFitness(func([]float64) bool { return true })
 	liar.from = "127.0.0.2"
+	lie := liarFitness(func([]float64) bool { return true })
 	var checks atomic.Int64
 	liar.forge = func(ts *Tasks) []Result {
 		var rs []Result
@@ -196,7 +198,7 @@ func TestMasterReplayedCheckFailureCountsOnce(t *testing.T) {
 				continue
 			}
 			checks.Add(1)
-			rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, F: liar.fitness(it.X), Exec: 1})
+			rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, F: lie(it.X), Exec: 1})
 			for range m.cfg.MaxRetries + 2 {
 				rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, Err: "replayed"})
 			}
