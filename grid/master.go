@@ -256,7 +256,7 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 type MasterStats struct {
 	Workers    int   // workers connected and not left
 	Joined     int   // joins: a worker back from a child master, or reconnecting, counts again
-	Named      int   // workers that ever joined, each name once
+	Named      int   // workers that ever joined, each name once (a name past the first 4,096 at each join)
 	Batches    int   // batches started
 	TasksSent  int64 // task instances sent (originals and replicas)
 	Results    int64 // results received, of any kind (cancel acknowledgements aside)

@@ -74,6 +74,10 @@ type mworker struct {
 	// it the run is over (shutdownWorkers). Read by others only once
 	// the loop has ended (m.done).
 	taken bool
+	// refused: its join was refused (its host excluded, its name taken):
+	// its close is not news, and a key holder retrying at once would
+	// fill the log with it.
+	refused bool
 	// ended: told the run is over before the loop's end (split.go's
 	// endWorkers), so shutdownWorkers does not tell it again: a second
 	// last frame would cut the first off.
@@ -123,13 +127,18 @@ type mworker struct {
 	// (verify.go); flush sends them with the policy's tasks.
 	checkTasks []Task
 
-	// stopping lists the running instances (batch id, task) that the
-	// master cancelled and the worker has not yet acknowledged: each may
-	// hold its slot a while yet (a plugin that cannot be cancelled
-	// finishes its evaluation, or is killed and started again), so an
-	// instance sent meanwhile may wait for that slot, and its round trip
-	// is not measured. At most slots entries: the oldest give way.
-	stopping [][2]int32
+	// stopping holds the running instances (batch id, task) that the
+	// master cancelled and the worker has not yet acknowledged, each
+	// with when it was noted (stopSeq): each may hold its slot a while
+	// yet (a plugin that cannot be cancelled finishes its evaluation, or
+	// is killed and started again), so an instance sent meanwhile may
+	// wait for that slot, and its round trip is not measured. At most
+	// slots entries, and sched.MaxSlots: the oldest give way. A map, as
+	// every acknowledgement looks its instance up, and a frame may carry
+	// a million (scanning a list of 65,536 for each of 100,000 held the
+	// loop for 10 s).
+	stopping map[[2]int32]uint64
+	stopSeq  uint64
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -159,16 +168,24 @@ type outInstance struct {
 // noteStopping notes that w was told to cancel its running instance of
 // task t of batch b (see stopping).
 func (w *mworker) noteStopping(b, t int32) {
-	if len(w.stopping) >= w.slots && len(w.stopping) > 0 {
-		w.stopping = append(w.stopping[:0], w.stopping[1:]...)
+	if w.stopping == nil {
+		w.stopping = make(map[[2]int32]uint64)
 	}
-	w.stopping = append(w.stopping, [2]int32{b, t})
+	if len(w.stopping) >= max(min(w.slots, sched.MaxSlots), 1) {
+		oldest, seq := [2]int32{}, uint64(math.MaxUint64)
+		for k, s := range w.stopping {
+			if s < seq {
+				oldest, seq = k, s
+			}
+		}
+		delete(w.stopping, oldest)
+	}
+	w.stopSeq++
+	w.stopping[[2]int32{b, t}] = w.stopSeq
 }
 
 // stopped notes w's acknowledgement of a cancel of task t of batch b.
-func (w *mworker) stopped(b, t int32) {
-	w.stopping = slices.DeleteFunc(w.stopping, func(s [2]int32) bool { return s == [2]int32{b, t} })
-}
+func (w *mworker) stopped(b, t int32) { delete(w.stopping, [2]int32{b, t}) }
 
 // takeOut removes task t from w's outstanding instances and returns it;
 // the next held instance starts running (in the books) at now.
@@ -301,6 +318,12 @@ func (b *batch) fail(err error) {
 	}
 }
 
+// maxNamesKept bounds the names a master remembers that are not
+// connected (joined, refused the problem): a lab's workers many times
+// over, while a key holder joining under ever new names would grow the
+// books, and the log, without bound.
+const maxNamesKept = 4096
+
 // loopState is everything the event loop owns.
 type loopState struct {
 	byID map[sched.WorkerID]*mworker
@@ -310,7 +333,7 @@ type loopState struct {
 	// replays one simulated run).
 	order   []*mworker
 	byName  map[string]*mworker // workers not left, by Hello name
-	named   map[string]bool     // every name that joined (MasterStats.Named)
+	named   map[string]bool     // the names that joined (MasterStats.Named), the first maxNamesKept
 	nLive   int
 	acts    []sched.Action
 	dirty   []*mworker
@@ -415,7 +438,7 @@ func (m *Master) handle(lm loopMsg) {
 				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
 			}
 			m.workerLeft(w)
-		default:
+		case !w.refused:
 			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
@@ -442,9 +465,19 @@ func (m *Master) joined(w *mworker) {
 	w.taken = true
 	if why := m.excludedWhy(w.host); why != "" {
 		// Its handshake passed as its host was being excluded.
-		w.left = true
+		w.left, w.refused = true, true
 		m.v.exIDs[w.id] = true
 		w.conn.SendAndClose(&Reject{Reason: why})
+		return
+	}
+	if old := m.byName[w.name]; old != nil && !old.left && old.host != w.host {
+		// A name proves nothing (any key holder may give it): a live
+		// connection keeps it against another host, or a key holder
+		// could drop every worker in turn by taking their names.
+		w.left, w.refused = true, true
+		reason := fmt.Sprintf("worker name %q is in use by a connection from another host; try again once it ends", truncate(w.name, maxErrText))
+		m.refusals.Add(RefusedOther, w.conn.RemoteAddr().String()+": "+reason)
+		w.conn.SendAndClose(&Reject{Reason: reason})
 		return
 	}
 	if old := m.byName[w.name]; old != nil && !old.left {
@@ -460,8 +493,10 @@ func (m *Master) joined(w *mworker) {
 	m.cameHere(w.name) // split.go
 	m.counts.Joined++
 	if !m.named[w.name] {
-		m.named[w.name] = true
 		m.counts.Named++
+		if len(m.named) < maxNamesKept {
+			m.named[w.name] = true
+		}
 	}
 	if m.endHeard() { // split.go: a child master that heard the run is over
 		w.left = true // it never joins the run
@@ -747,25 +782,28 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 	// Dated at its arrival: the ledger moves it back by the worker's
 	// one-way delay (half its smallest round trip).
 	ran := sched.Execution{Worker: w.id, Task: sched.TaskID(r.ID), Start: now - exec, End: now, Arrival: true}
+	// An instance is measured once: as its result takes it out of the
+	// books, or tells the ledger of it (one cancelled already); copies
+	// of a result sent again, each claiming up to the master's age,
+	// would move the grid's mean where they liked.
 	finished := r.Err == "" && exec > 0
-	if finished {
-		m.measured(w, exec)
-	}
 	switch {
 	case b == nil || r.Gen != b.id:
 		// An earlier batch: its compute was wasted, its value unused,
 		// but how long it ran still says how fast the worker is, and
 		// that it is alive.
 		m.counts.Stale++
-		if finished && w.tell(r.Gen, r.ID) {
+		first := finished && w.tell(r.Gen, r.ID)
+		if first {
 			// Stale: the open batch may have sent w the same task
 			// again, an instance this execution must not end.
 			ran.Stale = true
 			m.ledger.Ran(ran)
+			m.measured(w, exec)
 		}
-		if !w.left && (w.late || m.adaptive && finished) {
+		if !w.left && (w.late || m.adaptive && first) {
 			ev := sched.Event{Kind: sched.Measured, Worker: w.id}
-			if m.adaptive && finished {
+			if m.adaptive && first {
 				ev.Exec = exec
 			}
 			w.late = false
@@ -779,11 +817,11 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		m.unsolicited(w, r)
 	case r.Err != "":
 		m.cancelSentAgain(w, b.id, r.ID)
-		w.takeOut(r.ID, now)
+		_, out := w.takeOut(r.ID, now)
 		w.late = false
 		m.counts.Failed++
 		m.failing(w, r.Err) // workers.go: set aside first if it keeps failing, so that the retry goes elsewhere
-		m.failed(w, b, r)
+		m.failed(w, b, r, out)
 	default:
 		// NaN and ±Inf are results like any other when the problem says
 		// so (ProblemSpec.NonFinite): the ES ranks them. An instance sent
@@ -791,13 +829,16 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 		// else Ran settles it with this execution, and the ledger, not
 		// finding it, takes back the cancelled instance's send instead.
 		m.cancelSentAgain(w, b.id, r.ID)
-		if exec > 0 && w.tell(b.id, r.ID) {
+		told := exec > 0 && w.tell(b.id, r.ID)
+		if told {
 			m.ledger.Ran(ran)
 		}
 		w.late = false
 		w.fails = 0
 		ev := sched.Event{Kind: sched.ResultArrived, Worker: w.id, Task: sched.TaskID(r.ID)}
-		m.measure(&ev, w, r.ID, now, exec)
+		if out := m.measure(&ev, w, r.ID, now, exec); finished && (out || told) {
+			m.measured(w, exec)
+		}
 		if !m.step(ev, r.F) {
 			m.counts.Duplicates++
 		} else {
@@ -859,8 +900,9 @@ func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Durat
 // cannot know. The deadlines use the smoothed round trip; with the
 // adaptive depth (sched.Config.Adaptive) ev carries the measurements:
 // Exec as the worker reported it (the time its slot was busy, an emulated
-// slowdown included) and the RTT.
-func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Duration) {
+// slowdown included) and the RTT. It reports whether the instance was
+// in the books.
+func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Duration) (out bool) {
 	o, ok := w.takeOut(t, now)
 	var rtt time.Duration
 	if ok && o.idle && exec > 0 {
@@ -870,18 +912,23 @@ func (m *Master) measure(ev *sched.Event, w *mworker, t int32, now, exec time.Du
 	if m.adaptive {
 		ev.Exec, ev.RTT = exec, rtt
 	}
+	return ok
 }
 
 // failed handles an evaluation error from w for task r.ID of batch b:
 // the task is retried on another worker (sched.Failed), up to
 // MaxRetries failures, after which the batch fails with every failure.
-func (m *Master) failed(w *mworker, b *batch, r *Result) {
+// Only the failure of an instance outstanding in w's books (out) counts
+// towards them: one answered or cancelled already cannot fail its task
+// again, or a key holder that repeated one error with its token would
+// fail the run.
+func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 	if r.ID < 0 || int(r.ID) >= len(b.done) || b.replied {
 		return
 	}
 	ev := sched.Event{Kind: sched.Failed, Worker: w.id, Task: sched.TaskID(r.ID)}
-	if b.done[r.ID] {
-		m.step(ev, 0) // a copy that lost anyway: only its slot matters
+	if b.done[r.ID] || !out {
+		m.step(ev, 0) // a copy that lost anyway, or answered already: only its slot matters
 		return
 	}
 	errText := truncate(r.Err, maxErrText)
@@ -1063,7 +1110,7 @@ func (m *Master) queueCancel(w *mworker, gen, t int32) {
 // (seed 510859 of the simulation). So that instance is cancelled too, or
 // never sent if it has not gone yet.
 func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
-	if !slices.Contains(w.stopping, [2]int32{b, t}) ||
+	if _, ok := w.stopping[[2]int32{b, t}]; !ok ||
 		!slices.ContainsFunc(w.out, func(o outInstance) bool { return o.task == t }) {
 		return
 	}

@@ -57,6 +57,9 @@ func (m *Master) refused(name, reason string) {
 	}
 	r := u.byName[name]
 	if r == nil {
+		if len(u.byName) >= maxNamesKept {
+			return // past the bound, not recorded, nor logged (master_loop.go)
+		}
 		r = &refusal{}
 		u.byName[name] = r
 	}

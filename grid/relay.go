@@ -414,6 +414,15 @@ func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 		m.relayReg.byName = map[string]*relayMux{}
 	}
 	old := m.relayReg.byName[h.Name]
+	if old != nil && hostOf(old.conn.RemoteAddr()) != hostOf(conn.RemoteAddr()) {
+		// As for workers (joined): a name proves nothing, and a live
+		// relay keeps it against another host.
+		m.relayReg.mu.Unlock()
+		reason := fmt.Sprintf("relay name %q is in use by a connection from another host; try again once it ends", truncate(h.Name, maxErrText))
+		m.refusals.Add(RefusedOther, conn.RemoteAddr().String()+": "+reason)
+		conn.SendAndClose(&Reject{Reason: reason})
+		return
+	}
 	m.relayReg.byName[h.Name] = x
 	m.relayReg.byes.Add(1)
 	m.relayReg.mu.Unlock()

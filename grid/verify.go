@@ -450,6 +450,12 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 		m.unsolicited(w, r)
 		return false
 	}
+	if !r.Cancelled {
+		// A value or a failure answers its instance once: a copy is
+		// unsolicited, or a key holder that sent it again and again
+		// would wear the check out, or move its measurements at will.
+		delete(m.v.given, r.Token)
+	}
 	if !r.Cancelled && r.Err == "" && exec > 0 {
 		// A check is an evaluation like any: it says how long w takes,
 		// so that its next instances' deadlines are w's, not those grown
@@ -460,15 +466,30 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 		m.counts.Stale++ // a copy of a check decided already
 		return slot
 	}
+	i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.token == r.Token })
+	if i < 0 && (r.Cancelled || r.Err != "") {
+		// Its instance left the books (it answered already, or its
+		// worker was lost and the check asked elsewhere): a stop or a
+		// failure of it changes nothing, or copies of a stop would have
+		// the check asked again for every copy.
+		return false
+	}
 	overdue, sent := false, time.Duration(0)
-	if i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w }); i >= 0 {
+	if i >= 0 {
 		overdue, sent = c.out[i].overdue, c.out[i].at
 		c.out = slices.Delete(c.out, i, i+1)
 		m.v.load[w.id]--
 	}
 	if r.Cancelled {
 		m.log.Debug("check instance stopped", "gen", b.gen, "task", t, "worker", w.name, "ack", r.Ack)
-		delete(c.asked, w.host) // stopped on the worker: it may be asked again
+		if overdue || r.Ack == 0 {
+			// Stopped as asked, or as its session ended: it may be
+			// asked again. A stop this master did not ask for is the
+			// worker declining the check: another host is asked (else
+			// a worker that dropped each instance on arrival would be
+			// sent the check again, as the least loaded, for ever).
+			delete(c.asked, w.host)
+		}
 		if r.Ack == AckStopped && overdue {
 			// It ran past its deadline (a hang), and this master stopped
 			// it: one attempt failed, as an evaluation error is, so that

@@ -1,0 +1,326 @@
+package grid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
+
+// A key holder that connects under the name of a worker connected from
+// another host does not take its place: the honest connection stays,
+// and the impostor is refused with the reason. (The master dropped the
+// honest worker as "reconnected", and a key holder that kept reconnecting
+// under each worker's name kept every honest worker out.) A worker that
+// reconnects from its own host still replaces its old connection. An
+// impostor that retries at once does not fill the master's log: its
+// refusals are counted in the summary, and its closes not logged.
+func TestMasterNameTakenFromAnotherHost(t *testing.T) {
+	t.Run("another host is refused", func(t *testing.T) {
+		var log syncBuffer
+		m := startMaster(t, "wq", func(c *MasterConfig) {
+			c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		})
+		honest := newTestWorker("lab-1", 1, 0)
+		honest.from = "127.0.0.3"
+		startWorkers(t, m, honest)
+		thief := newTestWorker("lab-1", 64, 0)
+		thief.from = "127.0.0.4"
+		thief.freeze = true
+		if err := thief.start(t, m.Addr(), m.cfg.Key); err != nil {
+			t.Fatalf("the impostor's handshake: %v", err)
+		}
+		select {
+		case <-thief.conn.Done():
+		case <-honest.conn.Done():
+			t.Fatalf("the honest worker's connection closed: %v", honest.conn.Err())
+		case <-time.After(time.Minute):
+			t.Fatal("neither connection closed")
+		}
+		var rej *RejectError
+		if err := thief.conn.Err(); !errors.As(err, &rej) || !strings.Contains(rej.Reason, `"lab-1"`) {
+			t.Errorf("the impostor's connection ended with %v, want a Reject naming the name", err)
+		}
+		const retries = 20
+		for range retries {
+			again := newTestWorker("lab-1", 64, 0)
+			again.from, again.freeze = "127.0.0.4", true
+			if err := again.start(t, m.Addr(), m.cfg.Key); err != nil {
+				t.Fatalf("the impostor's handshake: %v", err)
+			}
+			<-again.conn.Done()
+		}
+		evalAndCheck(t, m, 2, 10)
+		if err := honest.conn.Err(); err != nil {
+			t.Errorf("the honest worker's connection: %v", err)
+		}
+		if st := m.Stats(); st.Lost.Reconnected != 0 || st.Workers != 1 {
+			t.Errorf("reconnected %d, workers %d; want 0 and 1", st.Lost.Reconnected, st.Workers)
+		}
+		eventually(t, "the refusals to be counted", func() bool { return m.Refused()[RefusedOther] == retries+1 })
+		if n := strings.Count(log.String(), "disconnected"); n != 0 {
+			t.Errorf("%d impostors' closes logged", n)
+		}
+	})
+	t.Run("its own host replaces", func(t *testing.T) {
+		m := startMaster(t, "wq")
+		old := newTestWorker("lab-1", 1, 0)
+		old.from = "127.0.0.3"
+		startWorkers(t, m, old)
+		again := newTestWorker("lab-1", 1, 0)
+		again.from = "127.0.0.3"
+		if err := again.start(t, m.Addr(), m.cfg.Key); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-old.conn.Done():
+		case <-time.After(time.Minute):
+			t.Fatal("the old connection was not dropped")
+		}
+		evalAndCheck(t, m, 1, 10)
+		if st := m.Stats(); st.Lost.Reconnected != 1 {
+			t.Errorf("reconnected %d, want 1", st.Lost.Reconnected)
+		}
+	})
+}
+
+// A key holder that connects as a relay under the name of a relay
+// connected from another host does not close it (and every stream of its
+// workers): it is refused, and the relay keeps its place.
+func TestMasterRelayNameTakenFromAnotherHost(t *testing.T) {
+	m := startMaster(t, "wq")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
+		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		r.Run(ctx)
+	}()
+	defer func() {
+		stop()
+		<-relayDone
+	}()
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 && r.Stats().Upstreams == 1 })
+	m.relayReg.mu.Lock()
+	honest := m.relayReg.byName["relay"]
+	m.relayReg.mu.Unlock()
+
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.4")}}
+	nc, err := d.DialContext(t.Context(), "tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief, _, err := ClientHandshake(t.Context(), nc, DialConfig{Key: m.cfg.Key, Name: "relay", Problems: []string{helloRelay},
+		Conn: ConnConfig{Logger: testLogger(t)}})
+	if err != nil {
+		t.Fatalf("the impostor's handshake: %v", err)
+	}
+	defer func() {
+		thief.Close()
+		<-thief.Done()
+	}()
+	thief.Start(func(Message) {})
+	select {
+	case <-thief.Done():
+	case <-honest.done:
+		t.Fatal("the honest relay's connection was closed")
+	case <-time.After(time.Minute):
+		t.Fatal("neither connection closed")
+	}
+	var rej *RejectError
+	if err := thief.Err(); !errors.As(err, &rej) || !strings.Contains(rej.Reason, `"relay"`) {
+		t.Errorf("the impostor's connection ended with %v, want a Reject naming the name", err)
+	}
+	m.relayReg.mu.Lock()
+	now := m.relayReg.byName["relay"]
+	m.relayReg.mu.Unlock()
+	if now != honest {
+		t.Error("the relay's place was taken")
+	}
+}
+
+// A key holder that sends the failure of a task it was given again and
+// again, with the task's token, fails that task once: the task goes to
+// another worker and the run goes on. (Each copy counted as one more
+// failure: MaxRetries+1 copies of one error failed the run.)
+func TestMasterReplayedFailureCountsOnce(t *testing.T) {
+	m := startMaster(t, "wq")
+	replayer := newTestWorker("replayer", 4, 0)
+	replayer.freeze = true
+	replayer.forge = func(ts *Tasks) []Result {
+		var rs []Result
+		for _, it := range ts.Items {
+			for range m.cfg.MaxRetries + 2 {
+				rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, Err: "replayed"})
+			}
+		}
+		return rs
+	}
+	startWorkers(t, m, replayer, newTestWorker("honest", 1, 0))
+	evalAndCheck(t, m, 2, 20)
+	if replayer.got.Load() == 0 {
+		t.Fatal("the replayer got no task: nothing was tested")
+	}
+}
+
+// A liar asked to check another host's value, that votes its lie and then
+// sends the check's failure again and again with its token, is excluded
+// as any liar is: an instance of a check answers once. (Each copy counted
+// as one more failed attempt: MaxRetries+1 of them gave the disputed check
+// up, which failed the run instead of excluding the liar.)
+func TestMasterReplayedCheckFailureCountsOnce(t *testing.T) {
+	m := startMaster(t, "wq", func(cfg *MasterConfig) { cfg.Verify = 1 })
+	// It lies on checks alone, so that it is asked some before it is
+	// caught.
+	liar := newTestWorker("liar", 2, 100*time.Microsecond)
+	liar.from = "127.0.0.2"
+	lie := liarFitness(func([]float64) bool { return true })
+	var checks atomic.Int64
+	liar.forge = func(ts *Tasks) []Result {
+		var rs []Result
+		for _, it := range ts.Items {
+			if it.ID < checkBase {
+				continue
+			}
+			checks.Add(1)
+			rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, F: lie(it.X), Exec: 1})
+			for range m.cfg.MaxRetries + 2 {
+				rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, Err: "replayed"})
+			}
+		}
+		return rs
+	}
+	ws := []*testWorker{liar}
+	for i, name := range []string{"h1", "h2", "h3"} {
+		h := newTestWorker(name, 1, 200*time.Microsecond)
+		h.from = fmt.Sprintf("127.0.0.%d", 3+i)
+		ws = append(ws, h)
+	}
+	startWorkers(t, m, ws...)
+	evalAndCheck(t, m, 4, 30) // every value is sphere's, bit for bit
+	if checks.Load() == 0 {
+		t.Fatal("the liar was asked no check: nothing was tested")
+	}
+	if st := m.Stats(); st.Excluded != 1 {
+		t.Errorf("%d hosts excluded, want the liar's", st.Excluded)
+	}
+}
+
+// A key holder that drops every check instance it is sent, unasked, as
+// it arrives, is not asked that check again: another host is. (As the
+// least loaded host, with the most slots, it was sent the check again for
+// every drop: 3,684 instances for the 40 tasks of two batches.)
+func TestMasterCheckDroppedUnaskedGoesElsewhere(t *testing.T) {
+	m := startMaster(t, "wq", quickDeadlines, func(cfg *MasterConfig) { cfg.Verify = 1 })
+	dropper := newTestWorker("dropper", MaxMetaSlots, 0)
+	dropper.from = "127.0.0.2"
+	dropper.freeze = true
+	var checks atomic.Int64
+	dropper.forge = func(ts *Tasks) []Result {
+		var rs []Result
+		for _, it := range ts.Items {
+			if it.ID >= checkBase {
+				checks.Add(1)
+				rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Token: it.Token, Cancelled: true, Ack: AckDropped})
+			}
+		}
+		return rs
+	}
+	ws := []*testWorker{dropper}
+	for i, name := range []string{"h1", "h2"} {
+		h := newTestWorker(name, 1, 200*time.Microsecond)
+		h.from = fmt.Sprintf("127.0.0.%d", 3+i)
+		ws = append(ws, h)
+	}
+	startWorkers(t, m, ws...)
+	const gens, n = 2, 20
+	evalAndCheck(t, m, gens, n)
+	if checks.Load() == 0 {
+		t.Fatal("the dropper was asked no check: nothing was tested")
+	}
+	if got := checks.Load(); got > gens*n {
+		t.Errorf("the dropper was sent %d instances of checks for %d tasks", got, gens*n)
+	}
+}
+
+// A key holder that joins under ever new names, each refusing the
+// problem, grows none of the master's books of names without bound: it
+// remembers at most maxNamesKept names that joined, and as many refusals.
+// (Each name stayed in both, with its reason, for the whole run: a
+// kilobyte a join, and a log line for each refusal.)
+func TestMasterNewNamesBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("4,160 handshakes")
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	m := startMaster(t, "wq", func(c *MasterConfig) { c.Logger = quiet })
+	const joins = maxNamesKept + 64
+	long := strings.Repeat("x", MaxWorkerName-8)
+	for i := range joins {
+		conn, _, err := Dial(t.Context(), m.Addr(), DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("%s%08d", long, i), Slots: 1,
+			Conn: ConnConfig{Logger: quiet}})
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+		conn.Start(func(Message) {})
+		conn.SendAndClose(&Reject{Reason: strings.Repeat("cannot build the problem ", 20)})
+		<-conn.Done()
+	}
+	var named, refused, left int
+	eventually(t, "every join to be gone", func() bool {
+		m.ask(func() { named, refused, left = len(m.named), len(m.unable.byName), len(m.order) })
+		return left == 0 && m.Stats().Joined == joins
+	})
+	if named > maxNamesKept || refused > maxNamesKept {
+		t.Errorf("after %d joins under new names: %d names kept, %d refusals; want at most %d each", joins, named, refused, maxNamesKept)
+	}
+	if st := m.Stats(); st.Named != joins {
+		t.Errorf("named %d, want %d", st.Named, joins)
+	}
+}
+
+// An instance is measured once: copies of a result sent again, each
+// claiming half an hour, move neither its worker's mean execution time
+// nor the grid's, which the deadlines of workers not yet measured use.
+// (Each copy was measured: a few dozen set the grid's mean to the claim.)
+func TestMasterResultMeasuredOnce(t *testing.T) {
+	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
+		cfg: MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+			FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour}}
+	m.loopState.init()
+	p, err := sched.New("wq", sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{})
+	w := &mworker{id: 1, name: "w", host: "10.0.0.1", slots: 1, heard: true, lastHeard: m.now()}
+	m.byID[w.id], m.order = w, append(m.order, w)
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: 1}, 0)
+	m.startBatch(&evalReq{gen: 1, xs: [][]float64{{0}, {1}}, reply: make(chan evalReply, 1)})
+	task := w.out[0].task
+	r := Result{Gen: m.cur.id, ID: task, F: 1, Exec: int64(time.Millisecond), Token: w.tokens[task]}
+	m.results(w, &Results{Items: []Result{r}})
+	r.Exec = int64(30 * time.Minute)
+	for range 50 {
+		m.results(w, &Results{Items: []Result{r}})
+	}
+	if m.exec != float64(time.Millisecond) || w.exec != float64(time.Millisecond) {
+		t.Errorf("grid's mean %v, worker's %v after one result of 1ms and 50 copies claiming 30m; want 1ms",
+			time.Duration(m.exec), time.Duration(w.exec))
+	}
+}
