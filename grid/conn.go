@@ -105,8 +105,9 @@ type RejectError struct {
 func (e *RejectError) Error() string { return "grid: rejected by peer: " + e.Reason }
 
 // Handler receives every message that arrives on a Conn, in order, on the
-// connection's reader goroutine. Heartbeats are absorbed by the Conn and a
-// Reject closes it, so neither reaches the handler. The message is the
+// connection's reader goroutine. Heartbeats are absorbed by the Conn (one
+// with Echo set is answered with a plain one) and a Reject closes it, so
+// neither reaches the handler. The message is the
 // handler's to keep.
 //
 // A handler must never wait on its own connection: it may Send (which never
@@ -140,6 +141,7 @@ type Conn struct {
 	fe          *frameEncoder // pending frames, encoded, not yet written
 	marks       []mark        // with Delay: where each pending frame ends and when it is due
 	closed      bool          // closing has started
+	echoEnd     int           // > 0: an echo is queued, its frame ends there in fe.buf
 	flushClose  bool          // close once the queue is written (SendAndClose)
 	started     bool          // Start was called
 	readerDone  chan struct{} // closed when the reader returns
@@ -234,15 +236,27 @@ func (c *Conn) Start(h Handler) {
 // once the connection is closing, and with ErrFrameTooLarge (without
 // closing) when m does not fit in a frame. m is encoded before Send
 // returns, so the caller may reuse it.
-func (c *Conn) Send(m Message) error {
+func (c *Conn) Send(m Message) error { return c.send(m, false) }
+
+// send is Send; echo marks m as the answer to a Heartbeat with Echo set,
+// of which one at a time is queued: a peer that floods echo requests while
+// we cannot write gets one answer per write, not one per request.
+func (c *Conn) send(m Message, echo bool) error {
 	c.mu.Lock()
 	if c.closed || c.flushClose {
 		c.mu.Unlock()
 		return ErrClosed
 	}
+	if echo && c.echoEnd > 0 {
+		c.mu.Unlock()
+		return nil
+	}
 	if err := c.fe.encode(m); err != nil {
 		c.mu.Unlock()
 		return err
+	}
+	if echo {
+		c.echoEnd = c.fe.buf.Len()
 	}
 	if c.cfg.Delay > 0 {
 		c.marks = append(c.marks, mark{end: c.fe.buf.Len(), due: time.Now().Add(c.cfg.Delay)})
@@ -381,6 +395,9 @@ func (c *Conn) readLoop(h Handler) {
 		c.stats.framesIn.Add(1)
 		switch v := m.(type) {
 		case *Heartbeat:
+			if v.Echo {
+				c.send(Heartbeat{}, true) // plain: the peer does not answer it
+			}
 			continue
 		case *Reject:
 			c.closeWithError(&RejectError{Reason: truncate(v.Reason, maxErrText)})
@@ -526,6 +543,7 @@ func (c *Conn) takeDue(out []byte) ([]byte, int, time.Time, bool) {
 	}
 	out = append(out, pending[:cut]...)
 	c.fe.buf.Next(cut)
+	c.echoEnd = max(0, c.echoEnd-cut) // 0: the echo, if one was queued, is out
 	return out, frames, next, c.flushClose && c.fe.buf.Len() == 0
 }
 

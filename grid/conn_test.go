@@ -516,3 +516,78 @@ func BenchmarkConnTaskResultRoundTrip(b *testing.B) {
 	master.Close()
 	worker.Close()
 }
+
+// TestConnEchoesEchoHeartbeats: a Heartbeat with Echo set is answered at
+// once with a plain one (which asks nothing back), a plain Heartbeat is
+// not answered, and a flood of echo requests while the answers cannot be
+// written gets at most one answer queued beside the one being written.
+func TestConnEchoesEchoHeartbeats(t *testing.T) {
+	leaktest.Check(t)
+	raw, nc := net.Pipe() // unbuffered: the Conn's writes wait for raw's reads
+	cfg := quietConfig()
+	cfg.Heartbeat, cfg.WriteTimeout = time.Hour, time.Hour // no heartbeat of its own
+	c := NewConn(t.Context(), nc, cfg)
+	defer func() { c.Close(); <-c.Done() }()
+	c.Start(func(m Message) {
+		if _, ok := m.(*Tasks); ok {
+			c.Send(&Results{}) // the marker: whatever was answered before it came first
+		}
+	})
+	send := func(ms ...Message) {
+		var b []byte
+		for _, m := range ms {
+			var err error
+			if b, err = AppendFrame(b, m, 0); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		if _, err := raw.Write(b); err != nil {
+			t.Error(err) // not Fatal: it runs on its own goroutine
+		}
+	}
+	fr := NewFrameReader(raw, 0)
+	// answers reads up to the marker and counts the heartbeats before it.
+	answers := func() (n int) {
+		t.Helper()
+		raw.SetReadDeadline(time.Now().Add(time.Minute)) // bounds a broken Conn, not the test's pace
+		for {
+			m, err := fr.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch v := m.(type) {
+			case *Heartbeat:
+				if v.Echo {
+					t.Fatal("an echo asked for an echo")
+				}
+				n++
+			case *Results:
+				return n
+			default:
+				t.Fatalf("unexpected %v", m.Type())
+			}
+		}
+	}
+
+	go send(Heartbeat{}, Tasks{})
+	if n := answers(); n != 0 {
+		t.Errorf("a plain heartbeat was answered %d times", n)
+	}
+	go send(Heartbeat{Echo: true}, Tasks{})
+	if n := answers(); n != 1 {
+		t.Errorf("an echo heartbeat was answered %d times, want 1", n)
+	}
+	// raw reads nothing while it sends: the first answer waits in the
+	// writer, a second is queued, and the rest are not.
+	flood := make([]Message, 1000)
+	for i := range flood {
+		flood[i] = Heartbeat{Echo: true}
+	}
+	sent := make(chan struct{})
+	go func() { send(append(flood, Tasks{})...); close(sent) }()
+	<-sent
+	if n := answers(); n < 1 || n > 2 {
+		t.Errorf("1000 echo requests sent while nothing was read were answered %d times, want 1 or 2", n)
+	}
+}

@@ -157,7 +157,12 @@ type Results struct {
 
 // Heartbeat keeps an otherwise idle connection alive within the peer's read
 // deadline.
-type Heartbeat struct{}
+type Heartbeat struct {
+	// Echo asks the peer's Conn to answer at once with a plain Heartbeat:
+	// the master's probe of a link that gossip declared dead. A peer that
+	// predates it ignores the field and does not answer.
+	Echo bool `msgpack:"e,omitempty"`
+}
 
 // Drain says the worker is going away gracefully: it gives back the tasks it
 // held, finishes the ones running and sends their results, then leaves.

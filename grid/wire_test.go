@@ -34,6 +34,7 @@ func allMessages() []Message {
 		}, Queued: 5, Running: 2},
 		&Results{Items: []Result{}, Queued: 0, Running: 0},
 		&Heartbeat{},
+		&Heartbeat{Echo: true},
 		&Drain{Gen: 9, Returned: []int32{4, 5}},
 		&Shutdown{Reason: "run over"},
 		&Shutdown{Reason: "run over", Within: 14e9},
@@ -84,6 +85,27 @@ func TestRoundTripEveryType(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, allMessages()) {
 		t.Errorf("stream round trip differs")
+	}
+}
+
+// TestHeartbeatEchoIsOptional: a plain Heartbeat is the empty map it
+// always was, and an Echo one decodes into the field-less Heartbeat of a
+// peer that predates it (which then does not answer).
+func TestHeartbeatEchoIsOptional(t *testing.T) {
+	b, err := AppendFrame(nil, Heartbeat{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0, 0, 0, 2, byte(MsgHeartbeat), 0x80}; !bytes.Equal(b, want) {
+		t.Errorf("a plain heartbeat's frame is % x, want % x", b, want)
+	}
+	body, err := msgpack.Marshal(Heartbeat{Echo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old struct{}
+	if err := msgpack.Unmarshal(body, &old); err != nil {
+		t.Errorf("a peer without Echo cannot decode an echo request: %v", err)
 	}
 }
 
