@@ -528,9 +528,11 @@ func TestConnEchoesEchoHeartbeats(t *testing.T) {
 	cfg.Heartbeat, cfg.WriteTimeout = time.Hour, time.Hour // no heartbeat of its own
 	c := NewConn(t.Context(), nc, cfg)
 	defer func() { c.Close(); <-c.Done() }()
+	marked := make(chan struct{}, 1)
 	c.Start(func(m Message) {
 		if _, ok := m.(*Tasks); ok {
 			c.Send(&Results{}) // the marker: whatever was answered before it came first
+			marked <- struct{}{}
 		}
 	})
 	send := func(ms ...Message) {
@@ -574,19 +576,20 @@ func TestConnEchoesEchoHeartbeats(t *testing.T) {
 	if n := answers(); n != 0 {
 		t.Errorf("a plain heartbeat was answered %d times", n)
 	}
+	<-marked
 	go send(Heartbeat{Echo: true}, Tasks{})
 	if n := answers(); n != 1 {
 		t.Errorf("an echo heartbeat was answered %d times, want 1", n)
 	}
+	<-marked
 	// raw reads nothing while it sends: the first answer waits in the
 	// writer, a second is queued, and the rest are not.
 	flood := make([]Message, 1000)
 	for i := range flood {
 		flood[i] = Heartbeat{Echo: true}
 	}
-	sent := make(chan struct{})
-	go func() { send(append(flood, Tasks{})...); close(sent) }()
-	<-sent
+	go send(append(flood, Tasks{})...)
+	<-marked // every request taken: its reader reads ahead of raw's Write, so that alone would not say
 	if n := answers(); n < 1 || n > 2 {
 		t.Errorf("1000 echo requests sent while nothing was read were answered %d times, want 1 or 2", n)
 	}

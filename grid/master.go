@@ -292,6 +292,10 @@ type MasterStats struct {
 	// Lost counts the other workers lost during the run, by cause; a
 	// worker a split moves to another master is not lost.
 	Lost LostStats
+	// GossipKept counts gossip's verdicts (dead, or left) on a connected
+	// worker or relay whose connection answered the master's probe: it
+	// was kept, and is counted nowhere else.
+	GossipKept int64
 	// CancelAcks counts workers' answers to cancels (what they did with
 	// the instance goes to the ledger's cancel counts).
 	CancelAcks int64
@@ -619,21 +623,20 @@ func (m *Master) ask(f func()) bool {
 
 // HandleMemberEvent lets gossip tell the master about workers: a worker
 // that gossip declares dead (frozen, or cut off with its connection still
-// open) or that leaves the cluster is dropped, exactly as if its data
-// connection had broken: its tasks go back to the queue and the
-// connection is closed. A worker that drained first has already left and
-// is not touched. Wire it as the membership's OnEvent. Other events are
-// only logged by the membership.
+// open) or that leaves the cluster, and a relay with every worker behind
+// it, is dropped as if its data connection had broken (its tasks go back
+// to the queue and the connection is closed), unless its connection
+// answers the master's probe within 2 s: gossip's word is not proof
+// (probe.go). A worker that drained first has already left and is not
+// touched. Wire it as the membership's OnEvent. Other events are only
+// logged by the membership.
 func (m *Master) HandleMemberEvent(ev MemberEvent) {
 	if ev.Kind != MemberFailed && ev.Kind != MemberLeft {
 		return
 	}
-	m.relayGone(ev.Member.Name) // relay.go: a relay speaks for its workers
-	if ev.Member.MetaErr == nil && ev.Member.Meta.Role != RoleWorker {
-		return
-	}
+	worker := ev.Member.MetaErr != nil || ev.Member.Meta.Role == RoleWorker
 	select {
-	case m.in <- loopMsg{kind: msgMemberGone, name: ev.Member.Name, left: ev.Kind == MemberLeft}:
+	case m.in <- loopMsg{kind: msgMemberGone, name: ev.Member.Name, left: ev.Kind == MemberLeft, worker: worker}:
 	case <-m.done:
 	}
 }

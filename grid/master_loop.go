@@ -19,7 +19,7 @@ const (
 	msgJoined     loopMsgKind = iota + 1 // w finished its handshake
 	msgFrame                             // w sent msg
 	msgClosed                            // w's connection is closed
-	msgMemberGone                        // gossip says the worker named name failed (or left)
+	msgMemberGone                        // gossip says the member named name failed (or left)
 	msgEvaluate                          // start batch eval
 	msgCall                              // run call on the loop
 )
@@ -32,8 +32,11 @@ type loopMsg struct {
 	msg  Message
 	name string
 	left bool // msgMemberGone: a leave, not a failure
-	eval *evalReq
-	call func()
+	// worker: msgMemberGone: the member may be a worker (its gossip
+	// role says so, or cannot be read); any may be a relay.
+	worker bool
+	eval   *evalReq
+	call   func()
 }
 
 type evalReq struct {
@@ -82,6 +85,9 @@ type mworker struct {
 	// endWorkers), so shutdownWorkers does not tell it again: a second
 	// last frame would cut the first off.
 	ended bool
+	// probe: gossip says it is gone, and its link is asked to answer
+	// (probe.go).
+	probe linkProbe
 
 	// Status from the worker's last Results (Clop's status table), and
 	// when its session last sent any (results or a status report).
@@ -350,6 +356,9 @@ type loopState struct {
 	// noneOpen is since when no worker has been open to tasks while
 	// some were set aside for failing (-1: one is; workers.go).
 	noneOpen time.Duration
+	// relayProbes are the relays whose links gossip says are gone and
+	// are asked for an echo (probe.go).
+	relayProbes []relayProbe
 }
 
 func (s *loopState) init() {
@@ -379,6 +388,7 @@ func (m *Master) loop() {
 		case <-deadlines.C:
 			m.checkDeadlines()
 			m.checkRefusals() // refusals.go
+			m.checkProbes()   // probe.go
 		}
 		// Take what else is waiting before writing, so that several
 		// results from one worker become one frame back.
@@ -442,18 +452,7 @@ func (m *Master) handle(lm loopMsg) {
 			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
-		m.unexpect(lm.name) // split.go: gone from the cluster, it comes nowhere
-		if w := m.byName[lm.name]; w != nil && !w.left {
-			what := "gossip declared worker dead"
-			lost := &m.counts.Lost.Dead
-			if lm.left {
-				what, lost = "worker left the cluster", &m.counts.Lost.Left
-			}
-			*lost++
-			m.log.Warn(what+"; dropping its connection, its tasks go back to the queue", "worker", w.name, "worker_id", w.id)
-			m.workerLeft(w)
-			w.conn.Close()
-		}
+		m.memberGone(lm.name, lm.left, lm.worker) // probe.go
 	case msgEvaluate:
 		m.startBatch(lm.eval)
 	case msgCall:

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -540,9 +542,11 @@ func TestMasterRejectsWrongKey(t *testing.T) {
 	}
 }
 
-// TestMasterDropsWorkerGossipSaysGone: a worker whose data connection
-// stays open (heartbeats go on) but that gossip declares dead, or that
-// leaves the cluster, is dropped as if its connection had broken.
+// TestMasterDropsWorkerGossipSaysGone: a frozen worker, whose data
+// connection stays open but answers nothing (it reads nothing, sends no
+// heartbeat), that gossip declares dead, or that leaves the cluster, is
+// dropped as if its connection had broken, once its link has not
+// answered the master's probe.
 func TestMasterDropsWorkerGossipSaysGone(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -555,7 +559,11 @@ func TestMasterDropsWorkerGossipSaysGone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := startMaster(t, "rwq")
 			frozen := newTestWorker("frozen", 2, 0)
-			frozen.freeze = true
+			frozen.heartbeat = time.Hour
+			frozen.onTasks = func(w *testWorker, _ net.Conn) bool {
+				<-w.ctx.Done() // frozen: its connection reads nothing more
+				return true
+			}
 			startWorkers(t, m, frozen, newTestWorker("alive", 2, 300*time.Microsecond))
 
 			gossipKey := m.cfg.Key.GossipKey()
@@ -593,9 +601,13 @@ func TestMasterDropsWorkerGossipSaysGone(t *testing.T) {
 			// gone: the master's deadlines move its tasks after 1 s, and
 			// failure detection takes about as long. Only gossip drops it.
 			eventually(t, "the master to drop the worker gossip says is gone", func() bool { return m.Workers() == 1 })
-			select {
-			case <-frozen.conn.Done():
-			case <-time.After(time.Minute):
+			if st := m.Stats(); st.Lost.Dead+st.Lost.Left != 1 || st.GossipKept != 0 {
+				t.Errorf("lost as gossip said %d, kept %d; want the frozen worker dropped as gossip said", st.Lost.Dead+st.Lost.Left, st.GossipKept)
+			}
+			// Its reader is held in the handler, so its socket is read
+			// here: past what the master sent, it ends.
+			frozen.rawConn.SetReadDeadline(time.Now().Add(time.Minute))
+			if _, err := io.Copy(io.Discard, frozen.rawConn); errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Error("the dropped worker's connection is still open")
 			}
 		})

@@ -503,16 +503,21 @@ func (m *Master) serveRelay(x *relayMux) {
 	}
 }
 
-// relayGone drops the relay that gossip names (declared dead, or left):
-// it speaks for its workers, which go with it.
-func (m *Master) relayGone(name string) {
+// relayNamed is the relay connected under name, or nil.
+func (m *Master) relayNamed(name string) *relayMux {
 	m.relayReg.mu.Lock()
-	x := m.relayReg.byName[name]
-	m.relayReg.mu.Unlock()
-	if x != nil {
-		m.log.Warn("gossip says a relay is gone; dropping it and its workers", "relay", name)
-		x.Close()
+	defer m.relayReg.mu.Unlock()
+	return m.relayReg.byName[name]
+}
+
+// dropRelay drops a relay that gossip says is gone (and whose link did
+// not answer, probe.go): it speaks for its workers, which go with it.
+func (m *Master) dropRelay(x *relayMux) {
+	if x.conn.Err() != nil {
+		return // closed already, and logged as lost
 	}
+	m.log.Warn("gossip says a relay is gone; dropping it and its workers", "relay", x.name)
+	x.Close()
 }
 
 // Relays is the number of relays connected to the master now.
