@@ -336,6 +336,7 @@ type Master struct {
 	log    *slog.Logger
 	conns  *slog.Logger // handshakes and connections: rate-limited (ratelog.go)
 	vlog   *slog.Logger // a line per task (retries, checks given up): rate-limited
+	glog   *slog.Logger // gossip verdicts the link refuted, which a key holder can forge: rate-limited
 	ln     net.Listener
 	start  time.Time
 	policy sched.Policy // loop-owned
@@ -404,6 +405,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		log:    cfg.Logger.With("component", "master"),
 		conns:  LimitLog(cfg.Logger, 5, 20),
 		vlog:   LimitLog(cfg.Logger.With("component", "master"), 1, 10),
+		glog:   LimitLog(cfg.Logger.With("component", "master"), 1, 10),
 		ln:     ln,
 		start:  time.Now(),
 		policy: p,

@@ -90,7 +90,7 @@ func (m *Master) checkProbes() {
 		}
 		if w.probe.answered(w.conn) {
 			m.counts.GossipKept++
-			m.log.Info(gossipSaid(w.probe.left)+", but its connection answers; kept", "worker", w.name, "worker_id", w.id)
+			m.glog.Info(gossipSaid(w.probe.left)+", but its connection answers; kept", "worker", w.name, "worker_id", w.id)
 			continue
 		}
 		m.dropGone(w, w.probe.left)
@@ -102,7 +102,7 @@ func (m *Master) checkProbes() {
 			kept = append(kept, p)
 		case p.answered(p.x.conn):
 			m.counts.GossipKept++
-			m.log.Info(gossipSaid(p.left)+", but its connection answers; kept", "relay", p.x.name)
+			m.glog.Info(gossipSaid(p.left)+", but its connection answers; kept", "relay", p.x.name)
 		default:
 			m.dropRelay(p.x)
 		}
