@@ -107,8 +107,7 @@ func (e *RejectError) Error() string { return "grid: rejected by peer: " + e.Rea
 // Handler receives every message that arrives on a Conn, in order, on the
 // connection's reader goroutine. Heartbeats are absorbed by the Conn (one
 // with Echo set is answered with a plain one) and a Reject closes it, so
-// neither reaches the handler. The message is the
-// handler's to keep.
+// neither reaches the handler. The message is the handler's to keep.
 //
 // A handler must never wait on its own connection: it may Send (which never
 // blocks) or hand the message to another goroutine; while it runs, the
