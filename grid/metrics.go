@@ -21,7 +21,7 @@ func (m *Master) MetricsState() metrics.MasterState {
 		Inbox: st.Inbox, InboxCap: st.InboxCap, Assignments: st.Assignments, InboxWaiting: st.InboxWaiting,
 		Refused: refused, Verified: st.Verified, Mismatches: st.Mismatches, Excluded: st.Excluded,
 		OverloadMean: st.OverloadMean, Overloaded: st.Overloaded, Masters: st.Masters,
-		Splits: st.Splits, Suppressed: st.Suppressed,
+		Splits: st.Splits, Suppressed: st.Suppressed, GossipKept: st.GossipKept,
 		Lost: map[string]int64{"closed": st.Lost.Closed, "gossip_dead": st.Lost.Dead, "left_cluster": st.Lost.Left, "reconnected": st.Lost.Reconnected},
 	}
 	for _, w := range m.WorkerStats() {

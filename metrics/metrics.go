@@ -96,6 +96,10 @@ type MasterState struct {
 	Overloaded         bool
 	Masters            int
 	Splits, Suppressed int64
+	// Gossip's verdicts (a worker or a relay dead, or left) that the
+	// master checked on the data link and found wrong: the link answered,
+	// so it kept it.
+	GossipKept int64
 }
 
 // WorkerState is the master's view of one connected worker.
@@ -143,7 +147,7 @@ type Master struct {
 
 type masterDescs struct {
 	results, workers, joined, named, unsolicited, failed, overdue, dropped *prometheus.Desc
-	lost                                                                   *prometheus.Desc
+	lost, gossipKept                                                       *prometheus.Desc
 	refused, verified, excluded                                            *prometheus.Desc
 	bytes, frames, inbox, inboxCap, assignments, waiting                   *prometheus.Desc
 	wRTT, wExec, wSlots, wTasks                                            *prometheus.Desc
@@ -216,6 +220,7 @@ func NewMaster(state func() MasterState) *Master {
 	d.overdue = prometheus.NewDesc("esgrid_overdue_tasks_total", "Task instances that ran past their deadline and were given to another worker.", nil, nil)
 	d.dropped = prometheus.NewDesc("esgrid_workers_dropped_total", "Workers whose connection the master dropped (a task past the task timeout, or a silent session).", nil, nil)
 	d.lost = prometheus.NewDesc("esgrid_workers_lost_total", "Workers lost during the run, by cause: closed (their connection ended unasked), gossip_dead, left_cluster, reconnected (the old connection of a worker that connected again), dropped (by the master, as esgrid_workers_dropped_total). A worker a split moves to another master is not lost.", []string{"cause"}, nil)
+	d.gossipKept = prometheus.NewDesc("esgrid_gossip_verdicts_kept_total", "Gossip's verdicts that a connected worker or relay was gone (dead, or left) which its data link refuted: the master asked the link, it answered, and the master kept it. A worker dropped on gossip's word is in esgrid_workers_lost_total.", nil, nil)
 	d.bytes = prometheus.NewDesc("esgrid_master_bytes_total", "Bytes on the master's data connections, by direction (in: from workers).", []string{"direction"}, nil)
 	d.frames = prometheus.NewDesc("esgrid_master_frames_total", "Frames on the master's data connections, by direction.", []string{"direction"}, nil)
 	d.inbox = prometheus.NewDesc("esgrid_master_inbox_messages", "Messages waiting in the master's inbox now.", nil, nil)
@@ -340,7 +345,7 @@ func (c masterState) Describe(ch chan<- *prometheus.Desc) {
 		d.overloadMean, d.overloaded, d.masters, d.splits} {
 		ch <- x
 	}
-	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded, d.lost, d.named} {
+	for _, x := range []*prometheus.Desc{d.refused, d.verified, d.excluded, d.lost, d.gossipKept, d.named} {
 		ch <- x
 	}
 }
@@ -378,6 +383,7 @@ func (c masterState) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(d.lost, float64(n), cause)
 	}
+	counter(d.gossipKept, float64(st.GossipKept))
 	counter(d.bytes, float64(st.BytesIn), "in")
 	counter(d.bytes, float64(st.BytesOut), "out")
 	counter(d.frames, float64(st.FramesIn), "in")

@@ -411,7 +411,7 @@ func TestGossipRefusals(t *testing.T) {
 func TestCountersStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMaster(func() MasterState {
-		return MasterState{Dropped: 3, Lost: map[string]int64{"gossip_dead": 2}}
+		return MasterState{Dropped: 3, Lost: map[string]int64{"gossip_dead": 2}, GossipKept: 5}
 	})
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)
@@ -438,6 +438,9 @@ func TestCountersStartAtZero(t *testing.T) {
 		if v := value(t, fams, c.name, c.label, c.value); v != c.want {
 			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, v, c.want)
 		}
+	}
+	if v := value(t, fams, "esgrid_gossip_verdicts_kept_total"); v != 5 {
+		t.Errorf("esgrid_gossip_verdicts_kept_total = %v, want 5", v)
 	}
 	if n := len(fams["esgrid_gossip_refused_total"].GetMetric()); n != 3 {
 		t.Errorf("%d gossip refusal series, want 3", n)
