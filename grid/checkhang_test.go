@@ -8,16 +8,22 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
+// bareMaster is a master of config cfg an hour into its run, with its
+// books and no network: its loop's functions are called directly.
+func bareMaster(cfg MasterConfig) *Master {
+	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler), cfg: cfg}
+	m.loopState.init()
+	return m
+}
+
 // checkBooks is a master's books, no network, with w0 and w1 one-slot
 // workers on two hosts, an hour into the run, and a batch of one task
 // whose value w0 gave and which is checked: its check instance is out on
 // w1.
 func checkBooks(t testing.TB) (*Master, *batch, *mworker, *mworker) {
 	t.Helper()
-	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
-		cfg: MasterConfig{Verify: 1, MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
-			FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute}}
-	m.loopState.init()
+	m := bareMaster(MasterConfig{Verify: 1, MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+		FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute})
 	w0 := &mworker{id: 1, name: "w0", host: "10.0.0.1", slots: 1}
 	w1 := &mworker{id: 2, name: "w1", host: "10.0.0.2", slots: 1}
 	for _, w := range []*mworker{w0, w1} {
@@ -123,10 +129,8 @@ func TestCheckMeasuresWorker(t *testing.T) {
 // simulation: the stopped check was taken for stale, and the worker, the
 // last one left, got nothing for hours.
 func TestStoppedCheckEndsLateness(t *testing.T) {
-	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
-		cfg: MasterConfig{Verify: 1, MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
-			FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour}}
-	m.loopState.init()
+	m := bareMaster(MasterConfig{Verify: 1, MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+		FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour})
 	p, err := sched.New("wq", sched.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package grid
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 )
@@ -14,9 +13,7 @@ import (
 // on fewer it moves it neither way; on more it sets it, as it wins
 // -verify's vote; an excluded host's time is struck.
 func TestFreshDeadlineFromHosts(t *testing.T) {
-	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
-		cfg: MasterConfig{DeadlineFactor: 4, DeadlineFloor: time.Second, FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute}}
-	m.loopState.init()
+	m := bareMaster(MasterConfig{DeadlineFactor: 4, DeadlineFloor: time.Second, FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute})
 	liar := &mworker{id: 1, name: "liar", host: "10.0.0.1", slots: 1}
 	honest := &mworker{id: 2, name: "honest", host: "10.0.0.2", slots: 1}
 	fresh := &mworker{id: 3, name: "fresh", host: "10.0.0.3", slots: 1}

@@ -1,7 +1,6 @@
 package grid
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,25 +95,7 @@ func TestMasterNameTakenFromAnotherHost(t *testing.T) {
 // workers): it is refused, and the relay keeps its place.
 func TestMasterRelayNameTakenFromAnotherHost(t *testing.T) {
 	m := startMaster(t, "wq")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
-		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(t.Context())
-	relayDone := make(chan struct{})
-	go func() {
-		defer close(relayDone)
-		r.Run(ctx)
-	}()
-	defer func() {
-		stop()
-		<-relayDone
-	}()
+	r := runRelay(t, m, ConnConfig{})
 	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 && r.Stats().Upstreams == 1 })
 	m.relayReg.mu.Lock()
 	honest := m.relayReg.byName["relay"]
@@ -299,10 +280,8 @@ func TestMasterNewNamesBounded(t *testing.T) {
 // nor the grid's, which the deadlines of workers not yet measured use.
 // (Each copy was measured: a few dozen set the grid's mean to the claim.)
 func TestMasterResultMeasuredOnce(t *testing.T) {
-	m := &Master{start: time.Now().Add(-time.Hour), log: slog.New(slog.DiscardHandler), vlog: slog.New(slog.DiscardHandler),
-		cfg: MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
-			FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour}}
-	m.loopState.init()
+	m := bareMaster(MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+		FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour})
 	p, err := sched.New("wq", sched.Config{})
 	if err != nil {
 		t.Fatal(err)

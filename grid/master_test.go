@@ -296,6 +296,32 @@ func startMaster(t *testing.T, policy string, opts ...masterOpt) *Master {
 	return m
 }
 
+// runRelay runs a relay named "relay" for m's workers, its links to m
+// configured by conn, until the test ends.
+func runRelay(t *testing.T, m *Master, conn ConnConfig) *Relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t), Conn: conn,
+		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-done
+	})
+	return r
+}
+
 func startWorkers(t *testing.T, m *Master, ws ...*testWorker) {
 	t.Helper()
 	for _, w := range ws {
@@ -687,25 +713,7 @@ func TestMasterCloseTellsLateJoiners(t *testing.T) {
 		// Generous: the test waits for events, never for these.
 		c.ShutdownGrace, c.HandshakeTimeout, c.HelloTimeout = time.Minute, time.Minute, time.Minute
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
-		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(t.Context())
-	relayDone := make(chan struct{})
-	go func() {
-		defer close(relayDone)
-		r.Run(ctx)
-	}()
-	defer func() {
-		stop()
-		<-relayDone
-	}()
+	r := runRelay(t, m, ConnConfig{})
 	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 && r.Stats().Upstreams == 1 })
 	const n = 8 // before, each late join went astray one time in two
 	ncs := make([]net.Conn, n)

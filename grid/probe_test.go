@@ -1,8 +1,6 @@
 package grid
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 )
@@ -90,26 +88,7 @@ func TestMasterDropsWorkerWhoseLinkIsMute(t *testing.T) {
 func TestMasterProbesRelayGossipSaysGone(t *testing.T) {
 	t.Run("answering", func(t *testing.T) {
 		m := startMaster(t, "wq")
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
-			Conn:     ConnConfig{Heartbeat: time.Hour},
-			Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(t.Context())
-		relayDone := make(chan struct{})
-		go func() {
-			defer close(relayDone)
-			r.Run(ctx)
-		}()
-		defer func() {
-			stop()
-			<-relayDone
-		}()
+		r := runRelay(t, m, ConnConfig{Heartbeat: time.Hour})
 		eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
 		m.HandleMemberEvent(gone("relay", false))
 		eventually(t, "the master to judge the probe", func() bool { return m.Stats().GossipKept > 0 || m.Relays() == 0 })
