@@ -482,12 +482,16 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 	}
 	if r.Cancelled {
 		m.log.Debug("check instance stopped", "gen", b.gen, "task", t, "worker", w.name, "ack", r.Ack)
-		if overdue || r.Ack == 0 {
-			// Stopped as asked, or as its session ended: it may be
-			// asked again. A stop this master did not ask for is the
-			// worker declining the check: another host is asked (else
-			// a worker that dropped each instance on arrival would be
-			// sent the check again, as the least loaded, for ever).
+		if overdue {
+			// Stopped as asked: it may be asked again. A stop this
+			// master did not ask for (dropped, stopped, or with no
+			// outcome at all, as a session that ends says) is the worker
+			// declining the check: another host is asked (else a worker
+			// that dropped each instance on arrival would be sent the
+			// check again, as the least loaded, for ever). An honest
+			// session that ends costs its host the vote on this check
+			// alone; a lost worker's instances still out are asked
+			// again (checksLost).
 			delete(c.asked, w.host)
 		}
 		if r.Ack == AckStopped && overdue {
