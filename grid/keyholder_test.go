@@ -1,6 +1,7 @@
 package grid
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -132,6 +133,52 @@ func TestMasterRelayNameTakenFromAnotherHost(t *testing.T) {
 	m.relayReg.mu.Unlock()
 	if now != honest {
 		t.Error("the relay's place was taken")
+	}
+}
+
+// A relay refused after its handshake (its name is held by a relay on
+// another host) backs off as after a failed dial. (It dialled again at
+// once: 2,681 handshakes a second against the master, found by the
+// review.) Its back-off here is an hour, so after its first refusal it
+// must not have tried again: on the old code it tried hundreds of times
+// in the 200 ms the test looks.
+func TestRelayRefusedBacksOff(t *testing.T) {
+	m := startMaster(t, "wq")
+	runRelay(t, m, ConnConfig{})
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
+		Network: TCPFrom("127.0.0.4"), MinBackoff: time.Hour, MaxBackoff: time.Hour,
+		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		second.Run(ctx)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	refused := func() int64 { return m.Refused()[RefusedOther] }
+	eventually(t, "the second relay to be refused", func() bool { return refused() >= 1 })
+	eventually(t, "the second relay to hear it", func() bool {
+		second.mu.Lock()
+		defer second.mu.Unlock()
+		return second.stats.Upstreams >= 1 && second.up == nil
+	})
+	time.Sleep(200 * time.Millisecond) // a relay that does not back off tries again within it, hundreds of times
+	if n, up := refused(), second.Stats().Upstreams; n != 1 || up != 1 {
+		t.Errorf("%d refusals, %d upstream sessions of the second relay; want 1 and 1 (it backs off an hour)", n, up)
+	}
+	if m.Relays() != 1 {
+		t.Errorf("%d relays, want the first alone", m.Relays())
 	}
 }
 

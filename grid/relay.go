@@ -414,9 +414,10 @@ func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 		m.relayReg.byName = map[string]*relayMux{}
 	}
 	old := m.relayReg.byName[h.Name]
-	if old != nil && hostOf(old.conn.RemoteAddr()) != hostOf(conn.RemoteAddr()) {
+	if old != nil && old.conn.Err() == nil && hostOf(old.conn.RemoteAddr()) != hostOf(conn.RemoteAddr()) {
 		// As for workers (joined): a name proves nothing, and a live
-		// relay keeps it against another host.
+		// relay keeps it against another host (one whose link has
+		// ended, not yet struck off, does not).
 		m.relayReg.mu.Unlock()
 		reason := fmt.Sprintf("relay name %q is in use by a connection from another host; try again once it ends", truncate(h.Name, maxErrText))
 		m.refusals.Add(RefusedOther, conn.RemoteAddr().String()+": "+reason)
@@ -691,18 +692,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			if ctx.Err() == nil {
 				quiet.log(r.log, err, "addr", addr, "retry_in", backoff)
 			}
-			t := time.NewTimer(time.Duration(float64(backoff) * (0.8 + 0.4*r.cfg.Rand.Float64())))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
+			sleepCtx(ctx, time.Duration(float64(backoff)*(0.8+0.4*r.cfg.Rand.Float64())))
 			backoff = min(2*backoff, r.cfg.MaxBackoff)
 			continue
 		}
-		backoff = r.cfg.MinBackoff
 		attempt = -1
-		quiet = relayQuiet{}
 		r.mu.Lock()
 		r.up = up
 		r.over = nil
@@ -723,6 +717,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		for _, d := range down {
 			d.finish()
 		}
+		var rej *RejectError
+		if ctx.Err() == nil && errors.As(up.Err(), &rej) {
+			// Refused after the handshake (its name is taken, say):
+			// backed off as a failed dial is, or the relay would
+			// handshake again at once, thousands of times a second.
+			quiet.log(r.log, rej, "addr", addr, "retry_in", backoff)
+			sleepCtx(ctx, time.Duration(float64(backoff)*(0.8+0.4*r.cfg.Rand.Float64())))
+			backoff = min(2*backoff, r.cfg.MaxBackoff)
+			continue
+		}
+		backoff = r.cfg.MinBackoff
+		quiet = relayQuiet{}
 		switch {
 		case ctx.Err() != nil:
 		case over != nil && over.Restart:
@@ -737,6 +743,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // relayQuiet logs failed upstream attempts: the first, then only a
