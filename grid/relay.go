@@ -61,11 +61,18 @@ const (
 )
 
 // relayAddr is the address of a stream that reached a master through a
-// relay: "relay/NAME:STREAM", so that a relay's streams count as one
-// source for the handshake gate.
+// relay: "relay/NAME:STREAM".
 type relayAddr struct {
 	relay  string
 	stream uint32
+	// from is the downstream address the relay accepted the stream from
+	// (its RelayOpen says), "" from a relay that does not say: the
+	// handshake gate counts the stream as the source "relay/NAME/FROM",
+	// so that an idle flood through the relay's port, which needs no
+	// key, holds one address's share of the slots, not every relayed
+	// worker's. A key holder's relay may lie about it, as a key holder
+	// may start relays under many names.
+	from string
 	// host is the host the relay's own connection counts as (hostOf):
 	// its workers count as that one host for verification, since the
 	// master cannot see past the relay.
@@ -78,6 +85,27 @@ func (a relayAddr) Network() string { return "esgrid-relay" }
 // String implements net.Addr.
 func (a relayAddr) String() string {
 	return net.JoinHostPort("relay/"+a.relay, strconv.FormatUint(uint64(a.stream), 10))
+}
+
+// source is the stream's source for the handshake gate.
+func (a relayAddr) source() string {
+	if a.from == "" {
+		return "relay/" + a.relay
+	}
+	return "relay/" + a.relay + "/" + a.from
+}
+
+// openedFrom reads the downstream address a RelayOpen names: an IP, or
+// "" when it names none (or nonsense).
+func openedFrom(d []byte) string {
+	if len(d) > len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255") {
+		return ""
+	}
+	ip := net.ParseIP(string(d))
+	if ip == nil {
+		return ""
+	}
+	return ip.String()
 }
 
 // errRelayOverrun closes a stream whose reader fell too far behind.
@@ -273,8 +301,12 @@ type relayMux struct {
 }
 
 func newRelayMux(name string, conn *Conn, log *slog.Logger) *relayMux {
+	// Room for every stream the relay may have open: a burst of opens
+	// (anyone can make one through the relay's port) waits for the
+	// handshake gate, which refuses with a reason, rather than being
+	// closed unheard, honest workers among them.
 	return &relayMux{name: name, conn: conn, log: log, streams: map[uint32]*relayStream{},
-		accept: make(chan *relayStream, 64), done: make(chan struct{})}
+		accept: make(chan *relayStream, MaxRelayStreams), done: make(chan struct{})}
 }
 
 // handle takes one frame from the relay (on its connection's reader).
@@ -293,7 +325,8 @@ func (x *relayMux) handle(msg Message) {
 		var s *relayStream
 		if !dup && !full && !x.closed {
 			send := func(m *RelayFrame) error { return x.conn.Send(m) }
-			s = newRelayStream(r.S, x.conn.LocalAddr(), relayAddr{relay: x.name, stream: r.S, host: hostOf(x.conn.RemoteAddr())}, send, x.forget)
+			peer := relayAddr{relay: x.name, stream: r.S, host: hostOf(x.conn.RemoteAddr()), from: openedFrom(r.D)}
+			s = newRelayStream(r.S, x.conn.LocalAddr(), peer, send, x.forget)
 			x.streams[r.S] = s
 		}
 		x.mu.Unlock()
@@ -790,7 +823,8 @@ func (r *Relay) acceptLoop(ctx context.Context) {
 		r.down[id] = d
 		r.stats.Streams++
 		r.mu.Unlock()
-		if err := up.Send(&RelayFrame{S: id, Op: RelayOpen}); err != nil {
+		// The master's handshake gate counts the stream by its source.
+		if err := up.Send(&RelayFrame{S: id, Op: RelayOpen, D: []byte(sourceIP(nc.RemoteAddr()))}); err != nil {
 			r.drop(id, d)
 			continue
 		}

@@ -466,3 +466,36 @@ func TestMasterSlowlorisManySources(t *testing.T) {
 	eventually(t, "the attack to go on after the join", func() bool { return m.Refused()[RefusedBusy] > before })
 	t.Logf("%d addresses, %d idle connections opened; refused %v", nSources, opened.Load(), m.Refused())
 }
+
+// A relay's downstream port needs no key: anyone who reaches it opens
+// streams to the master's handshake. Under a maintained slowloris of 300
+// idle connections to the relay from 127.0.0.1, a worker from 127.0.0.2
+// joins through the same relay (the master's gate counts a relayed
+// stream by the address the relay saw, not as the relay's alone), and
+// one from the attacker's address is told why it is refused.
+func TestRelaySlowlorisOtherSourceJoins(t *testing.T) {
+	src := loopbackSources(t, 1)[0]
+	m := startMaster(t, "wq")
+	r := runRelay(t, m, ConnConfig{})
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
+	stop := make(chan struct{})
+	var opened atomic.Int64
+	wg := slowloris(r.Addr(), []net.IP{net.IPv4(127, 0, 0, 1)}, 300, stop, &opened)
+	defer func() { close(stop); wg.Wait() }()
+	eventually(t, "the slowloris to fill its share", func() bool {
+		return opened.Load() >= 300 && m.Refused()[RefusedPerSource] > 0
+	})
+
+	c, err := dialFrom(t.Context(), src, r.Addr(), "from-two", m.cfg.Key)
+	if err != nil {
+		t.Fatalf("worker from %v refused through the relay under the attack: %v (refused %v)", src, err, m.Refused())
+	}
+	defer func() { c.Close(); <-c.Done() }()
+	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
+
+	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), r.Addr(), "from-one", m.cfg.Key)
+	var rej *RejectError
+	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "from your address") {
+		t.Errorf("worker from the attacker's address: %v, want a refusal saying its address is busy", err)
+	}
+}
