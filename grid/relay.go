@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/esgrid/esgrid/grid/member"
 )
 
 // Relays (docs/papers.md §1: the master reaches W1–W3 through R1; §3:
@@ -58,6 +60,13 @@ const (
 	// relayBuffered bounds the bytes waiting on one stream for its
 	// reader; past it the stream is closed (its peer does not read).
 	relayBuffered = 64 << 20
+	// relayPerSource bounds the streams from one downstream address, and
+	// the last relayReserved of MaxRelayStreams go to addresses that
+	// have none (grid/member's Slots): the relay's port needs no key,
+	// and one address holding every stream kept the relay's workers out.
+	// To hold them all takes 3,088 addresses.
+	relayPerSource = 64
+	relayReserved  = MaxRelayStreams * 3 / 4
 )
 
 // relayAddr is the address of a stream that reached a master through a
@@ -610,6 +619,7 @@ type Relay struct {
 	up      *Conn
 	over    *Shutdown // the master's word that the run is over, on up
 	down    map[uint32]*downstream
+	places  *member.Slots // the downstream connections' places, by address
 	next    uint32
 	stats   RelayStats
 	wg      sync.WaitGroup
@@ -620,6 +630,8 @@ type Relay struct {
 // that empties the bytes queued for it.
 type downstream struct {
 	nc   net.Conn
+	src  string // its address, which holds a place until drop gives it back
+	held bool   // the place is still held (under Relay.mu)
 	mu   sync.Mutex
 	q    []byte
 	fin  bool // upstream closed the stream, or is gone: close once q is written
@@ -684,7 +696,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.Conn.Logger == nil {
 		cfg.Conn.Logger = cfg.Logger
 	}
-	return &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.Name), down: map[uint32]*downstream{}, stopped: make(chan struct{})}, nil
+	return &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.Name), down: map[uint32]*downstream{},
+		places: member.NewSlots(MaxRelayStreams, relayPerSource, relayReserved), stopped: make(chan struct{})}, nil
 }
 
 // Addr is the relay's downstream address.
@@ -810,16 +823,22 @@ func (r *Relay) acceptLoop(ctx context.Context) {
 			}
 			continue
 		}
+		src := sourceIP(nc.RemoteAddr())
 		r.mu.Lock()
 		up := r.up
-		if up == nil || len(r.down) >= MaxRelayStreams {
+		if up == nil {
 			r.mu.Unlock()
-			nc.Close() // no upstream (or too many): the worker retries
+			nc.Close() // no upstream: the worker retries
+			continue
+		}
+		if why := r.places.Take(src); why != "" {
+			r.mu.Unlock()
+			r.refuse(nc, why)
 			continue
 		}
 		r.next++
 		id := r.next
-		d := &downstream{nc: nc, wake: make(chan struct{}, 1), dead: make(chan struct{})}
+		d := &downstream{nc: nc, src: src, held: true, wake: make(chan struct{}, 1), dead: make(chan struct{})}
 		r.down[id] = d
 		r.stats.Streams++
 		r.mu.Unlock()
@@ -840,14 +859,36 @@ func (r *Relay) acceptLoop(ctx context.Context) {
 	}
 }
 
-// drop forgets a downstream connection and closes it.
+// drop forgets a downstream connection, gives back its place and
+// closes it.
 func (r *Relay) drop(id uint32, d *downstream) {
 	r.mu.Lock()
 	if r.down[id] == d {
 		delete(r.down, id)
 	}
+	if d.held {
+		d.held = false
+		r.places.Give(d.src)
+	}
 	r.mu.Unlock()
 	d.close()
+}
+
+// refuse tells a downstream connection the relay has no place for it
+// why, in the handshake's Reject (which its worker logs), and closes it.
+func (r *Relay) refuse(nc net.Conn, why string) {
+	reason := "relay busy: its last places are kept for new addresses; try again"
+	switch why {
+	case member.SlotsFull:
+		reason = fmt.Sprintf("relay busy: %d connections; try again", MaxRelayStreams)
+	case member.SlotsPerSource:
+		reason = fmt.Sprintf("relay busy: %d connections from your address; try again", relayPerSource)
+	}
+	if b, err := AppendFrame(nil, &Reject{Reason: reason}, handshakeMaxFrame); err == nil {
+		nc.SetWriteDeadline(time.Now().Add(refuseWriteLimit))
+		nc.Write(b)
+	}
+	nc.Close()
 }
 
 // readDown carries what a downstream connection sends upstream. Once

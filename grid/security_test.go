@@ -499,3 +499,67 @@ func TestRelaySlowlorisOtherSourceJoins(t *testing.T) {
 		t.Errorf("worker from the attacker's address: %v, want a refusal saying its address is busy", err)
 	}
 }
+
+// An address that opens more connections to a relay's port than the
+// relay carries (MaxRelayStreams), and holds each until the relay has
+// closed it, keeps only its share: a worker from another address is let
+// in through the relay, and one from the attacker's is told why not.
+func TestRelayFloodOtherSourceJoins(t *testing.T) {
+	src := loopbackSources(t, 1)[0]
+	m := startMaster(t, "wq")
+	r := runRelay(t, m, ConnConfig{})
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var opened atomic.Int64
+	for range MaxRelayStreams + 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Timeout: time.Second}
+			for {
+				nc, err := d.Dial("tcp", r.Addr())
+				if err == nil {
+					opened.Add(1)
+					done := make(chan struct{})
+					go func() {
+						io.Copy(io.Discard, nc) // the relay's half-close, or its close
+						close(done)
+					}()
+					select {
+					case <-done:
+					case <-stop:
+					}
+					// Held past the relay's half-close for as long as it
+					// waits for a hang-up.
+					select {
+					case <-time.After(relayLinger):
+					case <-stop:
+					}
+					nc.Close()
+					<-done
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	eventually(t, "the flood to fill the relay", func() bool { return opened.Load() >= MaxRelayStreams+100 })
+
+	c, err := dialFrom(t.Context(), src, r.Addr(), "from-two", m.cfg.Key)
+	if err != nil {
+		t.Fatalf("worker from %v refused by the relay under a flood of %d connections: %v (relay %+v)", src, opened.Load(), err, r.Stats())
+	}
+	defer func() { c.Close(); <-c.Done() }()
+	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
+
+	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), r.Addr(), "from-one", m.cfg.Key)
+	var rej *RejectError
+	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "your address") {
+		t.Errorf("worker from the attacker's address: %v, want a refusal saying why", err)
+	}
+}
