@@ -615,6 +615,7 @@ type RelayStats struct {
 type Relay struct {
 	cfg     RelayConfig
 	log     *slog.Logger
+	odd     *slog.Logger // rate-limited: what an upstream should not have sent (a key holder may pose as it)
 	mu      sync.Mutex
 	up      *Conn
 	over    *Shutdown // the master's word that the run is over, on up
@@ -696,7 +697,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.Conn.Logger == nil {
 		cfg.Conn.Logger = cfg.Logger
 	}
-	return &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.Name), down: map[uint32]*downstream{},
+	log := cfg.Logger.With("relay", cfg.Name)
+	return &Relay{cfg: cfg, log: log, odd: LimitLog(log, 1, 10), down: map[uint32]*downstream{},
 		places: member.NewSlots(MaxRelayStreams, relayPerSource, relayReserved), stopped: make(chan struct{})}, nil
 }
 
@@ -981,7 +983,7 @@ func (r *Relay) fromUpstream(msg Message) {
 	}
 	x, ok := msg.(*RelayFrame)
 	if !ok {
-		r.log.Warn("unexpected message from upstream", "type", msg.Type())
+		r.odd.Warn("unexpected message from upstream", "type", msg.Type())
 		return
 	}
 	r.mu.Lock()

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
 )
 
 // A key holder who answers for tasks it has not been given — all the
@@ -561,5 +563,83 @@ func TestRelayFloodOtherSourceJoins(t *testing.T) {
 	var rej *RejectError
 	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "your address") {
 		t.Errorf("worker from the attacker's address: %v, want a refusal saying why", err)
+	}
+}
+
+// A key holder posing as a relay's master cannot flood the relay's log:
+// 1,000 frames a master never sends a relay make a few lines.
+func TestRelayFakeUpstreamOddFramesLogFewLines(t *testing.T) {
+	leaktest.Check(t)
+	key := testClusterKey(t, "test cluster")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &countingHandler{}
+	r, err := NewRelay(RelayConfig{Listener: down, Key: key, Name: "relay", Logger: slog.New(logs),
+		Upstream: func(context.Context, int) (string, error) { return ln.Addr().String(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	defer func() { stop(); <-done }()
+
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := Accept(t.Context(), nc, AcceptConfig{Key: key,
+		Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "sphere", Dim: 5}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { up.Close(); <-up.Done() }()
+	opened := make(chan uint32, 1)
+	up.Start(func(m Message) {
+		if f, ok := m.(*RelayFrame); ok && f.Op == RelayOpen {
+			opened <- f.S
+		}
+	})
+	eventually(t, "the relay to take downstream connections", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.up != nil
+	})
+	w, err := net.Dial("tcp", r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var s uint32
+	select {
+	case s = <-opened:
+	case <-t.Context().Done():
+		t.Fatal("no stream opened")
+	}
+	for range 1000 {
+		if err := up.Send(&Results{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Frames are handled in order: once this byte is down, so are they.
+	if err := up.Send(&RelayFrame{S: s, Op: RelayData, D: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(w, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.count(); n > 12 {
+		t.Errorf("%d warning lines for 1,000 odd frames from upstream, want a few", n)
 	}
 }
