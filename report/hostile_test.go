@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A report of a few hundred bytes that claims a worker of 2⁴⁰ slots (a
@@ -33,5 +34,24 @@ func TestReadRefusesAbsurdSlots(t *testing.T) {
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
 		t.Errorf("a %d-byte report allocated %d MiB", len(rep), n>>20)
+	}
+}
+
+// An axis whose range is narrow for its magnitude (fitness values of
+// −10¹⁷ that differ by 64, as a run of a problem with huge values may
+// report) gets a few ticks: the tick loop stepped i++ past 2⁵³, where
+// i+1 == i, and grew its list until memory ran out.
+func TestTicksOfANarrowRangeEnd(t *testing.T) {
+	for _, r := range [][2]float64{{1e17, 1e17 + 64}, {-1e17 - 64, -1e17}, {1e300, 1e300 * (1 + 1e-15)}, {0, 1}} {
+		got := make(chan int, 1)
+		go func() { got <- len(readableTicks{}.Ticks(r[0], r[1])) }()
+		select {
+		case n := <-got:
+			if n > 20 {
+				t.Errorf("range %v: %d ticks", r, n)
+			}
+		case <-time.After(time.Minute): // the loop never ends; a minute is patience, not a margin
+			t.Fatalf("range %v: the ticks never came", r)
+		}
 	}
 }
