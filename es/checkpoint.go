@@ -153,7 +153,9 @@ func (e *Engine) decodeBody(header, body []byte) error {
 	}
 	var c checkpoint
 	if err := msgpack.Unmarshal(body, &c); err != nil {
-		return err
+		// A good checksum over a body that does not decode: not written
+		// by SaveCheckpoint (the checksum is not a seal).
+		return checkpointErrorf("damaged: the state does not decode: %v", err)
 	}
 	if err := c.check(); err != nil {
 		return err

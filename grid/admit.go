@@ -100,10 +100,12 @@ func (g *gate) leave(ip string) {
 
 // sourceIP is the address a connection comes from, without the port.
 func sourceIP(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	if a == nil {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.String()
+	case relayAddr:
+		return a.source()
+	case nil:
 		return ""
 	}
 	host, _, err := net.SplitHostPort(a.String())

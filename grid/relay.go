@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/esgrid/esgrid/grid/member"
 )
 
 // Relays (docs/papers.md §1: the master reaches W1–W3 through R1; §3:
@@ -58,14 +60,28 @@ const (
 	// relayBuffered bounds the bytes waiting on one stream for its
 	// reader; past it the stream is closed (its peer does not read).
 	relayBuffered = 64 << 20
+	// relayPerSource bounds the streams from one downstream address, and
+	// the last relayReserved of MaxRelayStreams go to addresses that
+	// have none (grid/member's Slots): the relay's port needs no key,
+	// and one address holding every stream kept the relay's workers out.
+	// To hold them all takes 3,088 addresses.
+	relayPerSource = 64
+	relayReserved  = MaxRelayStreams * 3 / 4
 )
 
 // relayAddr is the address of a stream that reached a master through a
-// relay: "relay/NAME:STREAM", so that a relay's streams count as one
-// source for the handshake gate.
+// relay: "relay/NAME:STREAM".
 type relayAddr struct {
 	relay  string
 	stream uint32
+	// from is the downstream address the relay accepted the stream from
+	// (its RelayOpen says), "" from a relay that does not say: the
+	// handshake gate counts the stream as the source "relay/NAME/FROM",
+	// so that an idle flood through the relay's port, which needs no
+	// key, holds one address's share of the slots, not every relayed
+	// worker's. A key holder's relay may lie about it, as a key holder
+	// may start relays under many names.
+	from string
 	// host is the host the relay's own connection counts as (hostOf):
 	// its workers count as that one host for verification, since the
 	// master cannot see past the relay.
@@ -78,6 +94,27 @@ func (a relayAddr) Network() string { return "esgrid-relay" }
 // String implements net.Addr.
 func (a relayAddr) String() string {
 	return net.JoinHostPort("relay/"+a.relay, strconv.FormatUint(uint64(a.stream), 10))
+}
+
+// source is the stream's source for the handshake gate.
+func (a relayAddr) source() string {
+	if a.from == "" {
+		return "relay/" + a.relay
+	}
+	return "relay/" + a.relay + "/" + a.from
+}
+
+// openedFrom reads the downstream address a RelayOpen names: an IP, or
+// "" when it names none (or nonsense).
+func openedFrom(d []byte) string {
+	if len(d) > len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255") {
+		return ""
+	}
+	ip := net.ParseIP(string(d))
+	if ip == nil {
+		return ""
+	}
+	return ip.String()
 }
 
 // errRelayOverrun closes a stream whose reader fell too far behind.
@@ -273,8 +310,12 @@ type relayMux struct {
 }
 
 func newRelayMux(name string, conn *Conn, log *slog.Logger) *relayMux {
+	// Room for every stream the relay may have open: a burst of opens
+	// (anyone can make one through the relay's port) waits for the
+	// handshake gate, which refuses with a reason, rather than being
+	// closed unheard, honest workers among them.
 	return &relayMux{name: name, conn: conn, log: log, streams: map[uint32]*relayStream{},
-		accept: make(chan *relayStream, 64), done: make(chan struct{})}
+		accept: make(chan *relayStream, MaxRelayStreams), done: make(chan struct{})}
 }
 
 // handle takes one frame from the relay (on its connection's reader).
@@ -293,7 +334,8 @@ func (x *relayMux) handle(msg Message) {
 		var s *relayStream
 		if !dup && !full && !x.closed {
 			send := func(m *RelayFrame) error { return x.conn.Send(m) }
-			s = newRelayStream(r.S, x.conn.LocalAddr(), relayAddr{relay: x.name, stream: r.S, host: hostOf(x.conn.RemoteAddr())}, send, x.forget)
+			peer := relayAddr{relay: x.name, stream: r.S, host: hostOf(x.conn.RemoteAddr()), from: openedFrom(r.D)}
+			s = newRelayStream(r.S, x.conn.LocalAddr(), peer, send, x.forget)
 			x.streams[r.S] = s
 		}
 		x.mu.Unlock()
@@ -574,10 +616,12 @@ type RelayStats struct {
 type Relay struct {
 	cfg     RelayConfig
 	log     *slog.Logger
+	odd     *slog.Logger // rate-limited: what an upstream should not have sent (a key holder may pose as it)
 	mu      sync.Mutex
 	up      *Conn
 	over    *Shutdown // the master's word that the run is over, on up
 	down    map[uint32]*downstream
+	places  *member.Slots // the downstream connections' places, by address
 	next    uint32
 	stats   RelayStats
 	wg      sync.WaitGroup
@@ -588,6 +632,8 @@ type Relay struct {
 // that empties the bytes queued for it.
 type downstream struct {
 	nc   net.Conn
+	src  string // its address, which holds a place until drop gives it back
+	held bool   // the place is still held (under Relay.mu)
 	mu   sync.Mutex
 	q    []byte
 	fin  bool // upstream closed the stream, or is gone: close once q is written
@@ -652,7 +698,9 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.Conn.Logger == nil {
 		cfg.Conn.Logger = cfg.Logger
 	}
-	return &Relay{cfg: cfg, log: cfg.Logger.With("relay", cfg.Name), down: map[uint32]*downstream{}, stopped: make(chan struct{})}, nil
+	log := cfg.Logger.With("relay", cfg.Name)
+	return &Relay{cfg: cfg, log: log, odd: LimitLog(log, 1, 10), down: map[uint32]*downstream{},
+		places: member.NewSlots(MaxRelayStreams, relayPerSource, relayReserved), stopped: make(chan struct{})}, nil
 }
 
 // Addr is the relay's downstream address.
@@ -793,20 +841,27 @@ func (r *Relay) acceptLoop(ctx context.Context) {
 			}
 			continue
 		}
+		src := sourceIP(nc.RemoteAddr())
 		r.mu.Lock()
 		up := r.up
-		if up == nil || len(r.down) >= MaxRelayStreams {
+		if up == nil {
 			r.mu.Unlock()
-			nc.Close() // no upstream (or too many): the worker retries
+			nc.Close() // no upstream: the worker retries
+			continue
+		}
+		if why := r.places.Take(src); why != "" {
+			r.mu.Unlock()
+			r.refuse(nc, why)
 			continue
 		}
 		r.next++
 		id := r.next
-		d := &downstream{nc: nc, wake: make(chan struct{}, 1), dead: make(chan struct{})}
+		d := &downstream{nc: nc, src: src, held: true, wake: make(chan struct{}, 1), dead: make(chan struct{})}
 		r.down[id] = d
 		r.stats.Streams++
 		r.mu.Unlock()
-		if err := up.Send(&RelayFrame{S: id, Op: RelayOpen}); err != nil {
+		// The master's handshake gate counts the stream by its source.
+		if err := up.Send(&RelayFrame{S: id, Op: RelayOpen, D: []byte(sourceIP(nc.RemoteAddr()))}); err != nil {
 			r.drop(id, d)
 			continue
 		}
@@ -822,14 +877,36 @@ func (r *Relay) acceptLoop(ctx context.Context) {
 	}
 }
 
-// drop forgets a downstream connection and closes it.
+// drop forgets a downstream connection, gives back its place and
+// closes it.
 func (r *Relay) drop(id uint32, d *downstream) {
 	r.mu.Lock()
 	if r.down[id] == d {
 		delete(r.down, id)
 	}
+	if d.held {
+		d.held = false
+		r.places.Give(d.src)
+	}
 	r.mu.Unlock()
 	d.close()
+}
+
+// refuse tells a downstream connection the relay has no place for it
+// why, in the handshake's Reject (which its worker logs), and closes it.
+func (r *Relay) refuse(nc net.Conn, why string) {
+	reason := "relay busy: its last places are kept for new addresses; try again"
+	switch why {
+	case member.SlotsFull:
+		reason = fmt.Sprintf("relay busy: %d connections; try again", MaxRelayStreams)
+	case member.SlotsPerSource:
+		reason = fmt.Sprintf("relay busy: %d connections from your address; try again", relayPerSource)
+	}
+	if b, err := AppendFrame(nil, &Reject{Reason: reason}, handshakeMaxFrame); err == nil {
+		nc.SetWriteDeadline(time.Now().Add(refuseWriteLimit))
+		nc.Write(b)
+	}
+	nc.Close()
 }
 
 // readDown carries what a downstream connection sends upstream. Once
@@ -922,7 +999,7 @@ func (r *Relay) fromUpstream(msg Message) {
 	}
 	x, ok := msg.(*RelayFrame)
 	if !ok {
-		r.log.Warn("unexpected message from upstream", "type", msg.Type())
+		r.odd.Warn("unexpected message from upstream", "type", msg.Type())
 		return
 	}
 	r.mu.Lock()

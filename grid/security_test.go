@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/internal/leaktest"
 )
 
 // A key holder who answers for tasks it has not been given — all the
@@ -465,4 +467,179 @@ func TestMasterSlowlorisManySources(t *testing.T) {
 	before := m.Refused()[RefusedBusy]
 	eventually(t, "the attack to go on after the join", func() bool { return m.Refused()[RefusedBusy] > before })
 	t.Logf("%d addresses, %d idle connections opened; refused %v", nSources, opened.Load(), m.Refused())
+}
+
+// A relay's downstream port needs no key: anyone who reaches it opens
+// streams to the master's handshake. Under a maintained slowloris of 300
+// idle connections to the relay from 127.0.0.1, a worker from 127.0.0.2
+// joins through the same relay (the master's gate counts a relayed
+// stream by the address the relay saw, not as the relay's alone), and
+// one from the attacker's address is told why it is refused.
+func TestRelaySlowlorisOtherSourceJoins(t *testing.T) {
+	src := loopbackSources(t, 1)[0]
+	m := startMaster(t, "wq")
+	r := runRelay(t, m, ConnConfig{})
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
+	stop := make(chan struct{})
+	var opened atomic.Int64
+	wg := slowloris(r.Addr(), []net.IP{net.IPv4(127, 0, 0, 1)}, 300, stop, &opened)
+	defer func() { close(stop); wg.Wait() }()
+	eventually(t, "the slowloris to fill its share", func() bool {
+		return opened.Load() >= 300 && m.Refused()[RefusedPerSource] > 0
+	})
+
+	c, err := dialFrom(t.Context(), src, r.Addr(), "from-two", m.cfg.Key)
+	if err != nil {
+		t.Fatalf("worker from %v refused through the relay under the attack: %v (refused %v)", src, err, m.Refused())
+	}
+	defer func() { c.Close(); <-c.Done() }()
+	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
+
+	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), r.Addr(), "from-one", m.cfg.Key)
+	var rej *RejectError
+	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "from your address") {
+		t.Errorf("worker from the attacker's address: %v, want a refusal saying its address is busy", err)
+	}
+}
+
+// An address that opens more connections to a relay's port than the
+// relay carries (MaxRelayStreams), and holds each until the relay has
+// closed it, keeps only its share: a worker from another address is let
+// in through the relay, and one from the attacker's is told why not.
+func TestRelayFloodOtherSourceJoins(t *testing.T) {
+	src := loopbackSources(t, 1)[0]
+	m := startMaster(t, "wq")
+	r := runRelay(t, m, ConnConfig{})
+	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var opened atomic.Int64
+	for range MaxRelayStreams + 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Timeout: time.Second}
+			for {
+				nc, err := d.Dial("tcp", r.Addr())
+				if err == nil {
+					opened.Add(1)
+					done := make(chan struct{})
+					go func() {
+						io.Copy(io.Discard, nc) // the relay's half-close, or its close
+						close(done)
+					}()
+					select {
+					case <-done:
+					case <-stop:
+					}
+					// Held past the relay's half-close for as long as it
+					// waits for a hang-up.
+					select {
+					case <-time.After(relayLinger):
+					case <-stop:
+					}
+					nc.Close()
+					<-done
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	eventually(t, "the flood to fill the relay", func() bool { return opened.Load() >= MaxRelayStreams+100 })
+
+	c, err := dialFrom(t.Context(), src, r.Addr(), "from-two", m.cfg.Key)
+	if err != nil {
+		t.Fatalf("worker from %v refused by the relay under a flood of %d connections: %v (relay %+v)", src, opened.Load(), err, r.Stats())
+	}
+	defer func() { c.Close(); <-c.Done() }()
+	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
+
+	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), r.Addr(), "from-one", m.cfg.Key)
+	var rej *RejectError
+	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "your address") {
+		t.Errorf("worker from the attacker's address: %v, want a refusal saying why", err)
+	}
+}
+
+// A key holder posing as a relay's master cannot flood the relay's log:
+// 1,000 frames a master never sends a relay make a few lines.
+func TestRelayFakeUpstreamOddFramesLogFewLines(t *testing.T) {
+	leaktest.Check(t)
+	key := testClusterKey(t, "test cluster")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &countingHandler{}
+	r, err := NewRelay(RelayConfig{Listener: down, Key: key, Name: "relay", Logger: slog.New(logs),
+		Upstream: func(context.Context, int) (string, error) { return ln.Addr().String(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	defer func() { stop(); <-done }()
+
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := Accept(t.Context(), nc, AcceptConfig{Key: key,
+		Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "sphere", Dim: 5}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { up.Close(); <-up.Done() }()
+	opened := make(chan uint32, 1)
+	up.Start(func(m Message) {
+		if f, ok := m.(*RelayFrame); ok && f.Op == RelayOpen {
+			opened <- f.S
+		}
+	})
+	eventually(t, "the relay to take downstream connections", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.up != nil
+	})
+	w, err := net.Dial("tcp", r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var s uint32
+	select {
+	case s = <-opened:
+	case <-t.Context().Done():
+		t.Fatal("no stream opened")
+	}
+	for range 1000 {
+		if err := up.Send(&Results{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Frames are handled in order: once this byte is down, so are they.
+	if err := up.Send(&RelayFrame{S: s, Op: RelayData, D: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(w, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.count(); n > 12 {
+		t.Errorf("%d warning lines for 1,000 odd frames from upstream, want a few", n)
+	}
 }

@@ -236,7 +236,7 @@ type RelayFrame struct {
 // The operations of a RelayFrame.
 const (
 	RelayData  uint8 = iota // D is the next bytes of stream S
-	RelayOpen               // a new stream S (a downstream connection)
+	RelayOpen               // a new stream S (a downstream connection); D: the IP it came from, for the master's handshake gate
 	RelayClose              // stream S is closed
 )
 

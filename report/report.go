@@ -119,8 +119,14 @@ type Instance struct {
 // a few hundred MB.
 const maxReport = 1 << 30
 
+// maxSlots bounds a worker's slots in a report: a master takes no
+// worker of more (grid.MaxMetaSlots), and the timeline draws a lane per
+// slot.
+const maxSlots = 1 << 16
+
 // Read reads the report at path (at most 1 GiB); a file that is not an
-// esrun report, or one without a generation, is an error.
+// esrun report, one without a generation, or one with a worker of more
+// slots than a master takes, is an error.
 func Read(path string) (*Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -134,6 +140,13 @@ func Read(path string) (*Report, error) {
 	}
 	if len(rep.Generations) == 0 && rep.Schedule == nil {
 		return nil, fmt.Errorf("%s: the report has no generation", path)
+	}
+	if s := rep.Schedule; s != nil {
+		for _, w := range s.PerWorker {
+			if w.Slots < 0 || w.Slots > maxSlots {
+				return nil, fmt.Errorf("%s: worker %d has %d slots, outside [0, %d]: not an esrun report", path, w.Worker, w.Slots, maxSlots)
+			}
+		}
 	}
 	return &rep, nil
 }

@@ -20,9 +20,16 @@ func (readableTicks) Ticks(min, max float64) []plot.Tick {
 		return plot.DefaultTicks{}.Ticks(min, max)
 	}
 	step := niceStep((max - min) / 8)
+	first, last := math.Ceil(min/step-1e-9), math.Floor(max/step+1e-9) // float noise: 6 × 0.05 > 0.3
+	if !(last-first <= 16) || math.Max(math.Abs(first), math.Abs(last)) >= 1<<53 {
+		// A range too narrow for its magnitude (1e17 to 1e17+64): its
+		// steps are not integers apart in a float64, and i++ would never
+		// reach the end.
+		return plot.DefaultTicks{}.Ticks(min, max)
+	}
 	var ticks []plot.Tick
 	big := 0.0
-	for i := math.Ceil(min/step - 1e-9); i*step <= max+step*1e-9; i++ { // float noise: 6 × 0.05 > 0.3
+	for i := first; i <= last; i++ {
 		v := i * step
 		if v == 0 {
 			v = 0 // not −0

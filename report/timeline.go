@@ -153,7 +153,9 @@ func buildTimeline(rep *Report) *timelineModel {
 // before the one it followed on that slot ended; a worker never runs
 // more than its slots at once, so there are as many lanes as slots.
 func packLanes(bars []timelineBar, slots int) int {
-	ends := make([]float64, slots)
+	// No more lanes than bars are ever taken: the first free one always
+	// is among them.
+	ends := make([]float64, min(slots, len(bars)))
 	for i := range ends {
 		ends[i] = math.Inf(-1)
 	}

@@ -1,0 +1,57 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A report of a few hundred bytes that claims a worker of 2⁴⁰ slots (a
+// hand-edited or hostile file) is refused on reading, in one line that
+// names the field, before the timeline sizes its lanes by it (a panic,
+// or terabytes, before).
+func TestReadRefusesAbsurdSlots(t *testing.T) {
+	const rep = `{"schedule": {"total": 1,
+		"generations": [{"gen": 0, "start": 0, "end": 1}],
+		"per_worker": [{"worker": 1, "name": "w", "slots": 1099511627776}],
+		"timeline": {"instances": [{"worker": 1, "gen": 0, "kind": "result", "start": 0, "end": 1}]}}}`
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(path, []byte(rep), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r, err := Read(path)
+	if err == nil {
+		_, err = panels(r)
+	}
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "slots") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("got %v, want one line about the slots", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
+		t.Errorf("a %d-byte report allocated %d MiB", len(rep), n>>20)
+	}
+}
+
+// An axis whose range is narrow for its magnitude (fitness values of
+// −10¹⁷ that differ by 64, as a run of a problem with huge values may
+// report) gets a few ticks: the tick loop stepped i++ past 2⁵³, where
+// i+1 == i, and grew its list until memory ran out.
+func TestTicksOfANarrowRangeEnd(t *testing.T) {
+	for _, r := range [][2]float64{{1e17, 1e17 + 64}, {-1e17 - 64, -1e17}, {1e300, 1e300 * (1 + 1e-15)}, {0, 1}} {
+		got := make(chan int, 1)
+		go func() { got <- len(readableTicks{}.Ticks(r[0], r[1])) }()
+		select {
+		case n := <-got:
+			if n > 20 {
+				t.Errorf("range %v: %d ticks", r, n)
+			}
+		case <-time.After(time.Minute): // the loop never ends; a minute is patience, not a margin
+			t.Fatalf("range %v: the ticks never came", r)
+		}
+	}
+}
