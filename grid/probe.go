@@ -9,8 +9,9 @@ import "time"
 // whose CPU its evaluations saturate can miss gossip's probes while its
 // link is fine. So the master asks the link itself before it drops a
 // worker, or a relay and every worker behind it: it sends a Heartbeat with
-// Echo set, which the peer's Conn answers at once, and drops the link only
-// if no frame came in on it within gossipProbeWait.
+// Echo set, which the peer's Conn answers at once, keeps the link as soon
+// as a frame comes in on it, and drops it if none has within
+// gossipProbeWait.
 
 // gossipProbeWait is how long a link gossip says is gone has to answer
 // the master's echo request. The peer's Conn answers from its reader, at
@@ -18,7 +19,7 @@ import "time"
 // times over, and a worker that is really gone costs 2 s (at most one
 // deadline check more) on top of gossip's own detection, which takes
 // seconds.
-const gossipProbeWait = 2 * time.Second
+var gossipProbeWait = 2 * time.Second // a variable for tests only
 
 // linkProbe is the master's question to one link that gossip says is
 // gone: asked at at, when in frames had come in on it.
@@ -39,15 +40,8 @@ func (p *linkProbe) ask(c *Conn, left bool, now time.Duration) bool {
 	return true
 }
 
-// due reports whether the probe has waited gossipProbeWait, and if so
-// clears it.
-func (p *linkProbe) due(now time.Duration) bool {
-	if !p.asked || now-p.at < gossipProbeWait {
-		return false
-	}
-	p.asked = false
-	return true
-}
+// due reports whether the probe has waited gossipProbeWait.
+func (p *linkProbe) due(now time.Duration) bool { return now-p.at >= gossipProbeWait }
 
 // answered reports whether a frame came in on c since the probe was asked.
 func (p *linkProbe) answered(c *Conn) bool { return c.Stats().FramesIn > p.in }
@@ -80,31 +74,33 @@ func (m *Master) memberGone(name string, left, worker bool) {
 	}
 }
 
-// checkProbes drops each link probed gossipProbeWait ago that has not
-// answered, and keeps the others. The deadline tick calls it.
+// checkProbes keeps each probed link that has answered, at once, and
+// drops each that has not once gossipProbeWait has passed since it was
+// asked. The deadline tick calls it.
 func (m *Master) checkProbes() {
 	now := m.now()
 	for _, w := range m.order {
-		if w.left || !w.probe.due(now) {
-			continue
-		}
-		if w.probe.answered(w.conn) {
+		switch {
+		case w.left || !w.probe.asked:
+		case w.probe.answered(w.conn):
+			w.probe.asked = false
 			m.counts.GossipKept++
 			m.glog.Info(gossipSaid(w.probe.left)+", but its connection answers; kept", "worker", w.name, "worker_id", w.id)
-			continue
+		case w.probe.due(now):
+			w.probe.asked = false
+			m.dropGone(w, w.probe.left)
 		}
-		m.dropGone(w, w.probe.left)
 	}
 	kept := m.relayProbes[:0]
 	for _, p := range m.relayProbes {
 		switch {
-		case !p.due(now):
-			kept = append(kept, p)
 		case p.answered(p.x.conn):
 			m.counts.GossipKept++
 			m.glog.Info(gossipSaid(p.left)+", but its connection answers; kept", "relay", p.x.name)
-		default:
+		case p.due(now):
 			m.dropRelay(p.x)
+		default:
+			kept = append(kept, p)
 		}
 	}
 	clear(m.relayProbes[len(kept):])

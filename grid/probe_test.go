@@ -37,6 +37,7 @@ func muteLink(t *testing.T, m *Master, name string, relay bool) {
 func TestMasterKeepsWorkerWhoseLinkAnswersGossip(t *testing.T) {
 	for _, left := range []bool{false, true} {
 		t.Run(map[bool]string{false: "dead", true: "left"}[left], func(t *testing.T) {
+			setGossipProbeWait(t, time.Hour) // an answer is taken at once; none is waited for an hour
 			m := startMaster(t, "wq")
 			w := newTestWorker("lab-1", 2, 0)
 			w.heartbeat = time.Hour
@@ -87,6 +88,7 @@ func TestMasterDropsWorkerWhoseLinkIsMute(t *testing.T) {
 // dropped.
 func TestMasterProbesRelayGossipSaysGone(t *testing.T) {
 	t.Run("answering", func(t *testing.T) {
+		setGossipProbeWait(t, time.Hour)
 		m := startMaster(t, "wq")
 		r := runRelay(t, m, ConnConfig{Heartbeat: time.Hour})
 		eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
@@ -106,4 +108,13 @@ func TestMasterProbesRelayGossipSaysGone(t *testing.T) {
 			t.Errorf("kept %d", n)
 		}
 	})
+}
+
+// setGossipProbeWait sets gossipProbeWait for the test, restored as it
+// ends: call it before the master starts, so that the master has closed
+// by then.
+func setGossipProbeWait(t *testing.T, d time.Duration) {
+	old := gossipProbeWait
+	gossipProbeWait = d
+	t.Cleanup(func() { gossipProbeWait = old })
 }
