@@ -20,8 +20,9 @@ import (
 // is the larger of the two; the task timeout bounds a fresh worker's
 // deadline), and only on more can it shorten it. Hosts count once
 // measured, gone or not (a liar cannot wait out the honest hosts and set
-// it alone), until they are excluded. The simulator (sched/sim) has no
-// liar, and keeps the mean of every result.
+// it alone), until they are excluded: the first maxNamesKept hosts (one
+// machine may have endless IPv6 addresses). The simulator (sched/sim)
+// has no liar, and keeps the mean of every result.
 type hostTimes struct {
 	by     map[string]*float64 // host → smoothed execution time (ns)
 	median float64             // upper median of by, while !stale
@@ -39,7 +40,10 @@ func (h *hostTimes) measured(w *mworker, exec time.Duration) {
 		}
 		if w.hostExec = h.by[w.host]; w.hostExec == nil {
 			w.hostExec = new(float64)
-			h.by[w.host] = w.hostExec
+			if len(h.by) < maxNamesKept {
+				h.by[w.host] = w.hostExec
+			} // else a host past the cap keeps a time no one reads
+
 		}
 	}
 	sched.Smooth(w.hostExec, exec)

@@ -1,8 +1,11 @@
 package grid
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/sched"
 )
 
 // TestFreshDeadlineFromHosts: a worker with no time of its own is given
@@ -63,5 +66,21 @@ func TestFreshDeadlineFromHosts(t *testing.T) {
 	// A worker with a time of its own keeps it.
 	if d := m.deadline(honest); d != 8*time.Second {
 		t.Errorf("a measured worker's deadline %v, want 4 × its own 2 s", d)
+	}
+}
+
+// TestHostTimesBounded: the hosts' book keeps the first maxNamesKept
+// hosts measured; the others' times count for nothing, and cost the book
+// nothing (one machine may have endless IPv6 addresses).
+func TestHostTimesBounded(t *testing.T) {
+	m := bareMaster(MasterConfig{DeadlineFactor: 4, DeadlineFloor: time.Second, FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute})
+	for i := range maxNamesKept + 100 {
+		m.measured(&mworker{id: sched.WorkerID(i + 1), host: fmt.Sprintf("2001:db8::%x", i)}, time.Second)
+	}
+	if n := len(m.hosts.by); n != maxNamesKept {
+		t.Errorf("%d hosts kept, want maxNamesKept (%d)", n, maxNamesKept)
+	}
+	if g := m.hosts.grid(); g != float64(time.Second) {
+		t.Errorf("hosts' time %v, want 1 s", time.Duration(g))
 	}
 }
