@@ -250,9 +250,28 @@ func TestCancelAcksBookBounded(t *testing.T) {
 	if _, ok := w.stopping[[2]int32{(noted - 1) / 1000, (noted - 1) % 1000}]; !ok {
 		t.Error("the newest instance noted is not kept")
 	}
-	w.stopped((noted-1)/1000, (noted-1)%1000)
+	key := func(i int) [2]int32 { return [2]int32{int32(i / 1000), int32(i % 1000)} }
+	w.stopped(key(noted - 1)[0], key(noted - 1)[1])
 	if n := len(w.stopping); n != sched.MaxSlots-1 {
 		t.Errorf("%d instances noted after one acknowledged, want %d", n, sched.MaxSlots-1)
+	}
+	// The ten oldest acknowledged: once full again, the oldest left
+	// gives way, not one acknowledged already.
+	const first = noted - sched.MaxSlots // the oldest noted still there
+	for i := first; i < first+10; i++ {
+		w.stopped(key(i)[0], key(i)[1])
+	}
+	for i := range 12 {
+		w.noteStopping(key(noted + i)[0], key(noted + i)[1])
+	}
+	if n := len(w.stopping); n != sched.MaxSlots {
+		t.Errorf("%d instances noted, want sched.MaxSlots (%d)", n, sched.MaxSlots)
+	}
+	if _, ok := w.stopping[key(first+10)]; ok {
+		t.Error("the oldest instance left did not give way")
+	}
+	if _, ok := w.stopping[key(first+11)]; !ok {
+		t.Error("the second oldest left gave way too")
 	}
 }
 

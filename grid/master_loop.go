@@ -145,6 +145,11 @@ type mworker struct {
 	// loop for 10 s).
 	stopping map[[2]int32]uint64
 	stopSeq  uint64
+	// stopOrder lists the instances noted, oldest first, each with its
+	// stopSeq: the oldest still in stopping gives way without a scan of
+	// the map (entries acknowledged since are skipped, and pruned once
+	// they are as many as the live ones).
+	stopOrder []stopNote
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -171,23 +176,33 @@ type outInstance struct {
 	overdue bool
 }
 
+// stopNote is an entry of mworker.stopOrder.
+type stopNote struct {
+	key [2]int32
+	seq uint64
+}
+
 // noteStopping notes that w was told to cancel its running instance of
 // task t of batch b (see stopping).
 func (w *mworker) noteStopping(b, t int32) {
 	if w.stopping == nil {
 		w.stopping = make(map[[2]int32]uint64)
 	}
-	if len(w.stopping) >= max(min(w.slots, sched.MaxSlots), 1) {
-		oldest, seq := [2]int32{}, uint64(math.MaxUint64)
-		for k, s := range w.stopping {
-			if s < seq {
-				oldest, seq = k, s
-			}
+	for len(w.stopping) >= max(min(w.slots, sched.MaxSlots), 1) {
+		old := w.stopOrder[0]
+		w.stopOrder = w.stopOrder[1:]
+		if w.stopping[old.key] == old.seq {
+			delete(w.stopping, old.key)
 		}
-		delete(w.stopping, oldest)
+	}
+	if len(w.stopOrder) >= 2*max(len(w.stopping), 16) {
+		// Mostly acknowledged already: keep the live ones, in order.
+		w.stopOrder = slices.DeleteFunc(w.stopOrder, func(n stopNote) bool { return w.stopping[n.key] != n.seq })
 	}
 	w.stopSeq++
-	w.stopping[[2]int32{b, t}] = w.stopSeq
+	k := [2]int32{b, t}
+	w.stopping[k] = w.stopSeq
+	w.stopOrder = append(w.stopOrder, stopNote{k, w.stopSeq})
 }
 
 // stopped notes w's acknowledgement of a cancel of task t of batch b.
