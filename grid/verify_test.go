@@ -368,6 +368,10 @@ func testLiarCannotShortenFreshDeadlines(t *testing.T, measuredBefore bool, maxR
 	m := startMaster(t, "wq", func(c *MasterConfig) {
 		c.Verify, c.DeadlineFloor, c.MaxRetries = 1, floor, maxRetries
 		c.FirstDeadline = 10 * time.Minute // the liar's checks wait for the fresh hosts
+		// An honest host's deadline is 40 × its 100 ms, a check's four
+		// times that: 16 s, which no load stretches an evaluation to;
+		// the liar's 1 ns gives the floor, 40 ms a check, as before.
+		c.DeadlineFactor = 40
 	})
 	honest := func(name, from string) *testWorker {
 		w := newTestWorker(name, n, eval) // a slot per task: no check waits behind another
