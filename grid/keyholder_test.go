@@ -146,26 +146,9 @@ func TestRelayRefusedBacksOff(t *testing.T) {
 	m := startMaster(t, "wq")
 	runRelay(t, m, ConnConfig{})
 	eventually(t, "the relay to connect", func() bool { return m.Relays() == 1 })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t),
+	second := runRelayWith(t, RelayConfig{Key: m.cfg.Key, Name: "relay",
 		Network: TCPFrom("127.0.0.4"), MinBackoff: time.Hour, MaxBackoff: time.Hour,
 		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		second.Run(ctx)
-	}()
-	defer func() {
-		stop()
-		<-done
-	}()
 	refused := func() int64 { return m.Refused()[RefusedOther] }
 	eventually(t, "the second relay to be refused", func() bool { return refused() >= 1 })
 	eventually(t, "the second relay to hear it", func() bool {

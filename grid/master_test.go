@@ -300,12 +300,26 @@ func startMaster(t *testing.T, policy string, opts ...masterOpt) *Master {
 // configured by conn, until the test ends.
 func runRelay(t *testing.T, m *Master, conn ConnConfig) *Relay {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRelay(RelayConfig{Listener: ln, Key: m.cfg.Key, Name: "relay", Logger: testLogger(t), Conn: conn,
+	return runRelayWith(t, RelayConfig{Key: m.cfg.Key, Name: "relay", Conn: conn,
 		Upstream: func(context.Context, int) (string, error) { return m.Addr(), nil }})
+}
+
+// runRelayWith runs a relay of config cfg until the test ends, on a
+// listener of its own at 127.0.0.1 unless cfg has one, logging to the
+// test unless cfg says where.
+func runRelayWith(t *testing.T, cfg RelayConfig) *Relay {
+	t.Helper()
+	if cfg.Listener == nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Listener = ln
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	r, err := NewRelay(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

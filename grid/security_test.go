@@ -581,18 +581,8 @@ func TestRelayFakeUpstreamOddFramesLogFewLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &countingHandler{}
-	r, err := NewRelay(RelayConfig{Listener: down, Key: key, Name: "relay", Logger: slog.New(logs),
+	r := runRelayWith(t, RelayConfig{Listener: down, Key: key, Name: "relay", Logger: slog.New(logs),
 		Upstream: func(context.Context, int) (string, error) { return ln.Addr().String(), nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.Run(ctx)
-	}()
-	defer func() { stop(); <-done }()
 
 	nc, err := ln.Accept()
 	if err != nil {
