@@ -1,7 +1,6 @@
 package gridtest
 
 import (
-	"net"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/internal/freeport"
 	"github.com/esgrid/esgrid/internal/longtest"
 	"github.com/esgrid/esgrid/sched"
 )
@@ -158,21 +158,11 @@ func TestProcessesInterruptAndResume(t *testing.T) {
 
 // freeGossipAddr is a loopback address whose port is free (TCP and UDP)
 // now, for a master that must be found again at the same address after a
-// restart.
+// restart. It lies outside the kernel's ephemeral range (freeport): one
+// found by listening on port 0 was handed out again as the master's own
+// data port (-listen 127.0.0.1:0), and esrun failed with "-gossip
+// 127.0.0.1:33353: cannot listen: bind: address already in use".
 func freeGossipAddr(t *testing.T) string {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		if pc, err := net.ListenPacket("udp", addr); err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port for gossip")
-	return ""
+	return freeport.Addr(t)
 }
