@@ -47,14 +47,20 @@ func checkDashboard(t *testing.T, ctx context.Context, api string, vars map[stri
 	t.Logf("run %s: %d queries of the dashboard checked over %v", vars["run"], queries, to.Sub(from).Round(time.Second))
 }
 
-// queryRange runs a PromQL range query at a 1 s step and returns its
-// series' number and whether any value is finite. Its steps end at to
-// itself (from is moved back to a whole number of steps before it): a
-// query over a run's end reads what Prometheus had seen when the test
-// asked it.
+// queryRange runs a PromQL range query at a step of a quarter of the
+// scrape interval and returns its series' number and whether any value
+// is finite. A series scraped once is then seen: it lives from that
+// scrape to the next, which marks it stale, and at a 1 s step that second
+// could fall between two steps (CI: the split run's master saw its
+// workers for a second at a time, each moved to a child master within a
+// second of joining, and its per-worker panels came back empty). Its
+// steps end at to itself (from is moved back to a whole number of steps
+// before it): a query over a run's end reads what Prometheus had seen
+// when the test asked it.
 func queryRange(ctx context.Context, api, query string, from, to time.Time) (series int, finite bool, err error) {
-	from = to.Add(-to.Sub(from).Truncate(time.Second) - time.Second)
-	v := url.Values{"query": {query}, "start": {ts(from)}, "end": {ts(to)}, "step": {"1"}}
+	const step = 250 * time.Millisecond
+	from = to.Add(-to.Sub(from).Truncate(step) - step)
+	v := url.Values{"query": {query}, "start": {ts(from)}, "end": {ts(to)}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}
 	var data struct {
 		Result []struct {
 			Values [][2]any `json:"values"`
