@@ -861,7 +861,7 @@ func (r *Relay) acceptLoop(ctx context.Context) {
 		r.stats.Streams++
 		r.mu.Unlock()
 		// The master's handshake gate counts the stream by its source.
-		if err := up.Send(&RelayFrame{S: id, Op: RelayOpen, D: []byte(sourceIP(nc.RemoteAddr()))}); err != nil {
+		if err := up.Send(&RelayFrame{S: id, Op: RelayOpen, D: []byte(src)}); err != nil {
 			r.drop(id, d)
 			continue
 		}

@@ -488,18 +488,7 @@ func TestRelaySlowlorisOtherSourceJoins(t *testing.T) {
 		return opened.Load() >= 300 && m.Refused()[RefusedPerSource] > 0
 	})
 
-	c, err := dialFrom(t.Context(), src, r.Addr(), "from-two", m.cfg.Key)
-	if err != nil {
-		t.Fatalf("worker from %v refused through the relay under the attack: %v (refused %v)", src, err, m.Refused())
-	}
-	defer func() { c.Close(); <-c.Done() }()
-	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
-
-	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), r.Addr(), "from-one", m.cfg.Key)
-	var rej *RejectError
-	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "from your address") {
-		t.Errorf("worker from the attacker's address: %v, want a refusal saying its address is busy", err)
-	}
+	otherSourceJoins(t, m, r, src, "from your address")
 }
 
 // An address that opens more connections to a relay's port than the
@@ -552,17 +541,25 @@ func TestRelayFloodOtherSourceJoins(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 	eventually(t, "the flood to fill the relay", func() bool { return opened.Load() >= MaxRelayStreams+100 })
 
+	otherSourceJoins(t, m, r, src, "your address")
+}
+
+// otherSourceJoins checks, while an attack from 127.0.0.1 lasts, that a
+// worker from src joins m through relay r, and that one from the
+// attacker's address is refused with a reason that says so (containing
+// why).
+func otherSourceJoins(t *testing.T, m *Master, r *Relay, src net.IP, why string) {
+	t.Helper()
 	c, err := dialFrom(t.Context(), src, r.Addr(), "from-two", m.cfg.Key)
 	if err != nil {
-		t.Fatalf("worker from %v refused by the relay under a flood of %d connections: %v (relay %+v)", src, opened.Load(), err, r.Stats())
+		t.Fatalf("worker from %v refused through the relay under the attack: %v (refused %v, relay %+v)", src, err, m.Refused(), r.Stats())
 	}
 	defer func() { c.Close(); <-c.Done() }()
 	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
-
 	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), r.Addr(), "from-one", m.cfg.Key)
 	var rej *RejectError
-	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "your address") {
-		t.Errorf("worker from the attacker's address: %v, want a refusal saying why", err)
+	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, why) {
+		t.Errorf("worker from the attacker's address: %v, want a refusal saying %q", err, why)
 	}
 }
 
