@@ -69,6 +69,14 @@ After every run it checks:
               the run ends (-once) or when sent SIGTERM
   memory      each esrun's peak RSS (getrusage) stays under -max-rss
 
+One end other than success is by design: a task that failed more often
+than esrun's -max-retries allows, every failure injected (a plugin crash,
+-fail-every). The master cannot tell a plugin that crashes now and then
+from a task that crashes it every time, so esrun must then fail with
+that error. Such a run is counted as "failed as designed", not a defect,
+when the generations it completed equal the in-process run's and its
+workers, told the master will be back, drain when sent SIGTERM.
+
 It prints one line per run, then a summary: runs, faults injected by
 kind, defects by kind, and for each defect the command that replays its
 scenario and the directory where its logs are kept. Every process it

@@ -3,7 +3,9 @@ package soak
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"regexp"
@@ -122,7 +124,9 @@ func readOutcome(reportPath, ckptPath string, lines []string) (outcome, error) {
 	if err := json.Unmarshal(b, &o.rep); err != nil {
 		return o, fmt.Errorf("report %s: %w", reportPath, err)
 	}
-	if o.ckpt, err = os.ReadFile(ckptPath); err != nil {
+	// No checkpoint is not an error here: a run that failed at its first
+	// generation wrote none, and checkTrajectory flags a missing one.
+	if o.ckpt, err = os.ReadFile(ckptPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return o, err
 	}
 	return o, nil
@@ -172,15 +176,7 @@ func checkTrajectory(got, want outcome) []finding {
 	add := func(format string, args ...any) {
 		diffs = append(diffs, fmt.Sprintf(format, args...))
 	}
-	ref := map[int]string{}
-	for _, l := range want.lines {
-		ref[lineGen(l)] = l
-	}
-	for _, l := range got.lines {
-		if w := ref[lineGen(l)]; l != w {
-			add("printed %q, in process %q", l, w)
-		}
-	}
+	comparePrinted(got, want, add)
 	g, w := got.rep, want.rep
 	if g.Error != "" || g.Stop != w.Stop || g.Evals != w.Evals || g.NaNs != w.NaNs {
 		add("ended with stop %q, error %q, %d evaluations, %d NaN; in process stop %q, %d evaluations, %d NaN",
@@ -190,11 +186,7 @@ func checkTrajectory(got, want outcome) []finding {
 	if start < 0 || start > len(w.Generations) || len(g.Generations) != len(w.Generations)-start {
 		add("report has %d generations from %d, in process %d from 0", len(g.Generations), start, len(w.Generations))
 	} else {
-		for i, r := range g.Generations {
-			if want := w.Generations[start+i]; !r.equal(want) {
-				add("generation %d: %+v, in process %+v", want.Gen, r, want)
-			}
-		}
+		compareGenerations(got, want, add)
 	}
 	if !same(g.Best.F, w.Best.F) || !slices.EqualFunc(g.Best.X, w.Best.X, same) {
 		add("final best %v, in process %v", float64(g.Best.F), float64(w.Best.F))
@@ -202,6 +194,54 @@ func checkTrajectory(got, want outcome) []finding {
 	if !bytes.Equal(got.ckpt, want.ckpt) {
 		add("final checkpoint differs (%d bytes, in process %d)", len(got.ckpt), len(want.ckpt))
 	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return []finding{{kindTrajectory, summarise(diffs)}}
+}
+
+// comparePrinted adds a difference for each generation line got printed
+// that is not want's line for that generation.
+func comparePrinted(got, want outcome, add func(string, ...any)) {
+	ref := map[int]string{}
+	for _, l := range want.lines {
+		ref[lineGen(l)] = l
+	}
+	for _, l := range got.lines {
+		if w := ref[lineGen(l)]; l != w {
+			add("printed %q, in process %q", l, w)
+		}
+	}
+}
+
+// compareGenerations adds a difference for each generation of got's
+// report (from its start) that is not want's, as far as both go.
+func compareGenerations(got, want outcome, add func(string, ...any)) {
+	start := got.rep.Config.StartGen
+	for i, r := range got.rep.Generations {
+		if start < 0 || start+i >= len(want.rep.Generations) {
+			add("report has generation %d from %d, in process %d from 0", i, start, len(want.rep.Generations))
+			return
+		}
+		if w := want.rep.Generations[start+i]; !r.equal(w) {
+			add("generation %d: %+v, in process %+v", w.Gen, r, w)
+		}
+	}
+}
+
+// checkPrefix checks a run that ended early, as designed (exhausted):
+// its report says why, and every generation it printed and reported
+// equals the in-process run's.
+func checkPrefix(got, want outcome) []finding {
+	var diffs []string
+	add := func(format string, args ...any) {
+		diffs = append(diffs, fmt.Sprintf(format, args...))
+	}
+	if got.rep.Error == "" {
+		add("esrun failed, but its report gives no error")
+	}
+	comparePrinted(got, want, add)
+	compareGenerations(got, want, add)
 	if len(diffs) == 0 {
 		return nil
 	}
@@ -284,3 +324,49 @@ func checkMemory(peaks []int64, limit int64) []finding {
 
 // mib writes bytes in MiB.
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// exhaustedRE matches esrun's error when a task failed more often than
+// -max-retries allows (grid's failed): its generation, task and count,
+// then every failure as "WORKER: TEXT", joined by "; ".
+var exhaustedRE = regexp.MustCompile(`grid: generation (\d+), task (\d+) failed (\d+) times \(max retries \d+\): (.*?)(?: \(partial report in [^()]*\))?$`)
+
+// injectedRE matches one failure that the scenario injected: a soak
+// plugin process that exited during an evaluation, or an esworker
+// -fail-every failure, each after the name of the worker that saw it.
+var injectedRE = regexp.MustCompile(`(?:^|; )(w\d+)(?:-r\d+)?: (?:plugin ` + pluginName + ` \(slot \d+\): plugin process exited during an evaluation|emulated failure of evaluation \d+ \(fails every \d+\))`)
+
+// exhausted reports whether errLine, esrun's error line, says that
+// the run ended as designed under the faults sc injected: one task
+// failed more often than -max-retries allows, and every one of its
+// failures was injected by a worker of sc that injects that kind. The
+// master cannot tell a plugin that crashes now and then from a task that
+// crashes it every time, so such a run must fail with that error (the
+// soak met it once in 870 runs: a worker alone whose plugin crashed at
+// every 5th evaluation). It returns the reason, or "" when errLine is
+// anything else.
+func exhausted(sc scenario, errLine string) string {
+	m := exhaustedRE.FindStringSubmatch(errLine)
+	if m == nil {
+		return ""
+	}
+	n, err := strconv.Atoi(m[3])
+	if err != nil {
+		return ""
+	}
+	spec := map[string]workerSpec{}
+	for _, w := range sc.Workers {
+		spec[w.Name] = w
+	}
+	found := injectedRE.FindAllStringSubmatch(m[4], -1)
+	if len(found) != n {
+		return ""
+	}
+	for _, f := range found {
+		w, ok := spec[f[1]]
+		crash := strings.Contains(f[0], "plugin process exited")
+		if !ok || (crash && w.PluginCrashEvery == 0) || (!crash && w.FailEvery == 0) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("generation %s, task %s failed %d times, each failure injected", m[1], m[2], n)
+}

@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -251,5 +252,40 @@ func TestGenLinesDropLastGenAndTimes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) || lineGen(got[0]) != 3 {
 		t.Errorf("genLines = %q, want %q", got, want)
+	}
+}
+
+// TestExhaustedOnlyByInjectedFailures checks which esrun errors count as
+// a run that failed as designed: a task's every failure injected by a
+// worker of the scenario that injects that kind, and nothing else.
+func TestExhaustedOnlyByInjectedFailures(t *testing.T) {
+	sc := scenario{Workers: []workerSpec{{Name: "w0", PluginCrashEvery: 5}, {Name: "w1", FailEvery: 10}, {Name: "w2"}}}
+	crash := func(w string) string {
+		return w + ": plugin soak (slot 2): plugin process exited during an evaluation (exit status 3); it restarts on the next one; stderr: "
+	}
+	fail := func(w string) string { return w + ": emulated failure of evaluation 20 (fails every 10)" }
+	line := func(n int, fs ...string) string {
+		return fmt.Sprintf("esrun: grid: generation 3, task 7 failed %d times (max retries 3): %s", n, strings.Join(fs, "; "))
+	}
+	for _, c := range []struct {
+		name, line string
+		want       bool
+	}{
+		{"crashes", line(4, crash("w0"), crash("w0"), crash("w0-r1"), crash("w0")), true},
+		{"crashes and failures", line(4, crash("w0"), fail("w1"), crash("w0"), fail("w1-r2")), true},
+		{"a crash on a worker that injects none", line(4, crash("w0"), crash("w2"), crash("w0"), crash("w0")), false},
+		{"a failure on a worker that injects crashes only", line(4, crash("w0"), fail("w0"), crash("w0"), crash("w0")), false},
+		{"a failure not injected", line(4, crash("w0"), crash("w0"), "w0: plugin soak (slot 1): protocol error", crash("w0")), false},
+		{"a worker not in the scenario", line(4, crash("w0"), crash("w9"), crash("w0"), crash("w0")), false},
+		{"fewer failures listed than counted", line(4, crash("w0"), crash("w0"), crash("w0")), false},
+		{"another error", "esrun: grid: no worker joined within 1m0s", false},
+	} {
+		got := exhausted(sc, c.line)
+		if (got != "") != c.want {
+			t.Errorf("%s: exhausted = %q, want a reason: %v", c.name, got, c.want)
+		}
+		if c.want && got != "generation 3, task 7 failed 4 times, each failure injected" {
+			t.Errorf("%s: reason %q", c.name, got)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,11 +31,12 @@ const (
 const workerGrace = 30 * time.Second
 
 // listening is esrun's line once it is bound; joined the master's line
-// for a worker that joined.
+// for a worker that joined. masterErr keeps those, errors, and esrun's
+// own lines (its last is why it failed: errorLine).
 var (
 	listening = regexp.MustCompile(`^esrun: listening data=(\S+) gossip=(\S+)$`)
 	joined    = regexp.MustCompile(`msg="worker joined".* worker=(\S+)`)
-	masterErr = regexp.MustCompile(listening.String() + `|` + joined.String() + `|level=ERROR`)
+	masterErr = regexp.MustCompile(listening.String() + `|` + joined.String() + `|level=ERROR|^esrun: `)
 	anyLine   = regexp.MustCompile(``)
 )
 
@@ -49,6 +51,10 @@ type result struct {
 	PeakRSS     int64  // the largest esrun peak RSS, bytes
 	Logs        string // where its logs are kept, when it has findings
 	Interrupted bool
+	// Exhausted, when not empty, says why the run ended as designed with
+	// an error: a task failed more often than -max-retries allows, every
+	// failure injected by the scenario (exhausted).
+	Exhausted string
 }
 
 // runState is a run under way.
@@ -76,6 +82,9 @@ type runState struct {
 // runOne runs the scenario of seed as run i and checks it.
 func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
 	sc := drawScenario(seed, s.cfg.Limits)
+	if s.cfg.alter != nil {
+		s.cfg.alter(&sc)
+	}
 	res := result{Run: i, Scenario: sc, Bound: boundOf(sc, s.cfg.Slack, observed{}), Faults: map[string]int{}}
 	dir, err := os.MkdirTemp(s.root, fmt.Sprintf("run%d-seed%d-", i, seed))
 	if err != nil {
@@ -139,18 +148,33 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 // check checks a run that ended, last being its last master: the
 // workers' exits, the master's, its memory, its trajectory and its counts.
 func (r *runState) check(ctx context.Context, res *result, last *proc, want outcome) []finding {
-	out := r.checkWorkers(ctx)
-	if st := last.status(); st != "exit 0" {
-		out = append(out, finding{kindExit, fmt.Sprintf("esrun: %s, want exit 0; %s", st, lastLine(last.err.kept()))})
+	st := last.status()
+	if st == "exit 1" {
+		res.Exhausted = exhausted(r.sc, errorLine(last.err.kept()))
+	}
+	// A failed run is one to resume: its master told the workers it will
+	// be back, and they wait for it, -once or not (grid.Master.Interrupt).
+	out := r.checkWorkers(ctx, r.once && res.Exhausted == "")
+	if st != "exit 0" && res.Exhausted == "" {
+		out = append(out, finding{kindExit, fmt.Sprintf("esrun: %s, want exit 0; %s", st, errorLine(last.err.kept()))})
 	}
 	out = append(out, checkMemory(r.peakRSS(res), int64(r.s.cfg.MaxRSS)<<20)...)
 	var lines []string
 	for _, m := range r.masters {
 		lines = append(lines, m.out.kept()...)
 	}
-	got, err := readOutcome(r.report, r.ckpt, lines)
+	report := r.report
+	if res.Exhausted != "" {
+		report += ".partial" // esrun's report of a run that did not end
+	}
+	got, err := readOutcome(report, r.ckpt, lines)
 	if err != nil {
 		return append(out, finding{kindExit, fmt.Sprintf("esrun left no report: %v", err)})
+	}
+	if res.Exhausted != "" {
+		// The run stopped at the failed task: what it completed must
+		// still be the in-process run's.
+		return append(out, checkPrefix(got, want)...)
 	}
 	out = append(out, checkTrajectory(got, want)...)
 	return append(out, checkCounts(got.rep, r.sc.ES)...)
@@ -286,7 +310,7 @@ func (r *runState) startMaster(ctx context.Context, resume bool) (*proc, error) 
 			return nil, ctx.Err()
 		}
 		m.wait(ctx)
-		return nil, &earlyExit{fmt.Sprintf("%s ended before it listened: %s; %s", name, m.status(), lastLine(m.err.kept()))}
+		return nil, &earlyExit{fmt.Sprintf("%s ended before it listened: %s; %s", name, m.status(), errorLine(m.err.kept()))}
 	}
 	r.gossip = sub[2]
 	return m, nil
@@ -319,6 +343,17 @@ func (r *runState) killAll() {
 }
 
 // lastLine is the last of lines, for a finding.
+// errorLine returns esrun's error line among its stderr lines (the last
+// that begins "esrun: "), or the last line when there is none.
+func errorLine(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "esrun: ") {
+			return lines[i]
+		}
+	}
+	return lastLine(lines)
+}
+
 func lastLine(lines []string) string {
 	if len(lines) == 0 {
 		return "(no error line)"

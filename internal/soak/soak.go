@@ -71,6 +71,9 @@ type Config struct {
 	// against it: the tests' way to check that a wrong trajectory is
 	// caught.
 	mangle func(*outcome)
+	// alter, when set, alters each scenario drawn before it runs: the
+	// tests' way to run a scenario no seed draws.
+	alter func(*scenario)
 }
 
 func (c *Config) replay(seed uint64) string {

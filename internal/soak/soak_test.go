@@ -172,3 +172,35 @@ func assertNoProcessLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestSoakTakesExhaustedRetriesAsDesigned runs a scenario whose every
+// evaluation fails by injection (esworker -fail-every 1 on every worker):
+// esrun must fail with its max-retries error, and the soak takes that as
+// the designed end, not a defect: the workers wait for the run to be
+// resumed and drain on SIGTERM, and the report esrun left says why. (The
+// crash of a soak plugin cannot be made certain to fail one task 4
+// times; TestExhaustedOnlyByInjectedFailures reads its error text.)
+func TestSoakTakesExhaustedRetriesAsDesigned(t *testing.T) {
+	bin := testBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var out bytes.Buffer
+	cfg := tiny(bin, t.TempDir(), 18, 1)
+	cfg.alter = func(sc *scenario) {
+		sc.Faults, sc.KillMaster = nil, 0
+		for i := range sc.Workers {
+			w := &sc.Workers[i]
+			*w = workerSpec{Name: w.Name, Slots: w.Slots, Slowdown: 1, FailEvery: 1}
+		}
+	}
+	passed, err := Run(ctx, cfg, &out)
+	s := out.String()
+	if err != nil || !passed {
+		t.Fatalf("passed %v, err %v\n%s", passed, err, s)
+	}
+	if !regexp.MustCompile(`(?m)^run 0 seed 18: ok, failed as designed \(generation 0, task \d+ failed 4 times, each failure injected\)`).MatchString(s) ||
+		!strings.Contains(s, "\nfailed as designed: 1 runs") {
+		t.Errorf("the run is not reported as failed by design:\n%s", s)
+	}
+	assertNoProcessLeft(t)
+}

@@ -29,6 +29,7 @@ type tally struct {
 	defects     []defect
 	took        time.Duration
 	interrupted bool
+	exhausted   int     // runs that failed as designed (result.Exhausted)
 	peakRSS     int64   // the largest esrun peak RSS
 	worstRatio  float64 // the largest run time over its bound
 }
@@ -45,6 +46,9 @@ func (t *tally) add(res result) {
 		t.defects = append(t.defects, defect{Run: res.Run, Seed: res.Scenario.Seed, Kind: f.Kind, Detail: f.Detail,
 			Replay: t.cfg.replay(res.Scenario.Seed), Logs: res.Logs})
 	}
+	if res.Exhausted != "" {
+		t.exhausted++
+	}
 	t.peakRSS = max(t.peakRSS, res.PeakRSS)
 	if res.Bound.Total > 0 {
 		t.worstRatio = max(t.worstRatio, float64(res.Took)/float64(res.Bound.Total))
@@ -54,6 +58,9 @@ func (t *tally) add(res result) {
 // line is a run's progress line.
 func (t *tally) line(res result) string {
 	verdict := "ok"
+	if res.Exhausted != "" {
+		verdict = "ok, failed as designed (" + res.Exhausted + ")"
+	}
 	if len(res.Findings) > 0 {
 		var kinds []string
 		for _, f := range res.Findings {
@@ -112,6 +119,9 @@ func (t *tally) summary() string {
 	}
 	fmt.Fprintf(&b, "faults injected: %d: %s\n", total, countList(t.faults, faultKinds))
 	fmt.Fprintf(&b, "  (%s, %s and %s count the workers started with them; the others count the faults that happened)\n", hangEvery, silent, delayed)
+	if t.exhausted > 0 {
+		fmt.Fprintf(&b, "failed as designed: %d runs (a task failed more often than -max-retries allows, every failure injected)\n", t.exhausted)
+	}
 	fmt.Fprintf(&b, "longest run: %.0f%% of its bound; esrun peak RSS at most %s (bound %d MiB)\n", 100*t.worstRatio, mib(t.peakRSS), t.cfg.MaxRSS)
 	byKind := map[string]int{}
 	runs := map[int]bool{}

@@ -92,8 +92,8 @@ func (r *runState) continueAll() {
 
 // checkWorkers checks that every worker that joined and was neither
 // killed nor stopped at the end exits 0: by itself once the run is over
-// (-once), else once sent SIGTERM.
-func (r *runState) checkWorkers(ctx context.Context) []finding {
+// (once: the workers run -once and the run ended), else once sent SIGTERM.
+func (r *runState) checkWorkers(ctx context.Context, once bool) []finding {
 	// The chaos is over: r.stopped and r.killed no longer change.
 	r.mu.Lock()
 	workers, stopped, killed := append([]*proc(nil), r.workers...), r.stopped, r.killed
@@ -114,7 +114,7 @@ func (r *runState) checkWorkers(ctx context.Context) []finding {
 			continue // killed and not replaced yet, stopped at the end, or never in the run
 		}
 		how := "once the run was over (-once)"
-		if !r.once {
+		if !once {
 			how = "after SIGTERM"
 			p.signal(syscall.SIGTERM)
 		}
