@@ -495,6 +495,21 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 	counter(a.idle, idle)
 }
 
+// serveTimeouts bound each connection of Serve, so that clients that
+// hold connections open cannot pile them up: a request's headers and
+// whole read, a response's write (a scrape of the largest registry takes
+// milliseconds; Prometheus gives up after 10 s by default), and an idle
+// keep-alive connection (Prometheus scrapes every 5 to 60 s and redials
+// when one was closed). Tests shorten them.
+var serveTimeouts = struct{ header, read, write, idle time.Duration }{
+	header: 10 * time.Second, read: 20 * time.Second, write: time.Minute, idle: 2 * time.Minute,
+}
+
+// maxHeaderBytes bounds a request's headers (net/http's default is 1 MiB):
+// the metrics and the status page take no header worth more than a few
+// hundred bytes.
+const maxHeaderBytes = 16 << 10
+
 // Serve serves reg's metrics on addr at /metrics until ctx is done, and
 // returns the address it listens on; page, when not nil, serves every
 // other path (esrun's status page). The server stops with ctx; done is
@@ -511,7 +526,8 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog
 	} else {
 		mux.HandleFunc("/", rootText)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: serveTimeouts.header, ReadTimeout: serveTimeouts.read,
+		WriteTimeout: serveTimeouts.write, IdleTimeout: serveTimeouts.idle, MaxHeaderBytes: maxHeaderBytes}
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)

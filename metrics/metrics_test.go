@@ -1,10 +1,13 @@
 package metrics
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -391,6 +394,60 @@ func TestServe(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "# HELP esgrid_sync_wait_seconds_total") ||
 		!strings.Contains(string(body), `esgrid_worker_busy_slots{worker="w1"} 2`) {
 		t.Fatalf("status %d, body:\n%s", resp.StatusCode, body)
+	}
+}
+
+// A connection left idle after a scrape is closed by the server, so that
+// clients cannot pile connections up; and headers over the cap are
+// refused.
+func TestServeClosesIdleConnections(t *testing.T) {
+	leaktest.Check(t)
+	was := serveTimeouts
+	serveTimeouts.idle = 50 * time.Millisecond
+	defer func() { serveTimeouts = was }()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, done, err := Serve(ctx, "127.0.0.1:0", exercised(t), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-done }()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("status %d, close %v: want a kept-alive 200", resp.StatusCode, resp.Close)
+	}
+	// Nothing more is sent: the server must close the connection (the
+	// read's own deadline only stops a test that would hang).
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if n, err := r.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("idle connection: read %d bytes, err %v; want EOF from the server", n, err)
+	}
+
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	fmt.Fprintf(c2, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 4*maxHeaderBytes))
+	c2.SetReadDeadline(time.Now().Add(time.Minute))
+	resp2, err := http.ReadResponse(bufio.NewReader(c2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("headers of %d bytes: status %d, want 431", 4*maxHeaderBytes, resp2.StatusCode)
 	}
 }
 
