@@ -111,6 +111,13 @@ type MasterConfig struct {
 	// and DefaultMaxHandshakesPerSource.
 	MaxHandshakes          int
 	MaxHandshakesPerSource int
+	// RelayBuffered bounds the bytes that the streams of every relay
+	// connected hold together, waiting for the master to read them (a
+	// stream alone holds 64 MiB at most, and 16 KiB before its
+	// handshake ends). A stream that would pass it is closed, and the
+	// relay told; its worker reconnects. Default DefaultRelayBuffered
+	// (256 MiB).
+	RelayBuffered int
 	// HelloTimeout bounds the wait for a worker's Hello once the master
 	// has sent its Challenge. Default DefaultHelloTimeout.
 	HelloTimeout time.Duration
@@ -379,6 +386,10 @@ type Master struct {
 
 	relayReg relays      // relays connected (relay.go)
 	unable   unableState // workers that refused the problem (refusals.go)
+	// relayBudget bounds what the relays' streams hold together, and
+	// relayOdd logs the streams closed over it (relay.go).
+	relayBudget *relayBudget
+	relayOdd    *slog.Logger
 
 	loopState // owned by the loop goroutine
 }
@@ -417,6 +428,8 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		gate:   newGate(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource),
 		liveCh: make(chan struct{}),
 	}
+	m.relayBudget = newRelayBudget(cfg.RelayBuffered)
+	m.relayOdd = LimitLog(m.log, 1, 10)
 	// Only eft, and rwq and r3q with sched.Config.Adaptive, use the
 	// measurements.
 	m.adaptive = sched.Measures(p.Name(), cfg.Sched)
