@@ -111,6 +111,14 @@ type MasterConfig struct {
 	// and DefaultMaxHandshakesPerSource.
 	MaxHandshakes          int
 	MaxHandshakesPerSource int
+	// MaxWorkers bounds the connections the master holds at once:
+	// workers, relays, and child masters' links, each about 80 KiB of
+	// memory and, unless relayed, a file descriptor; a key holder could
+	// otherwise open them by the thousand under new names. One past it
+	// is refused once its key is checked, with the reason ("master
+	// full: …"), and its worker retries with backoff. Default
+	// DefaultMaxWorkers().
+	MaxWorkers int
 	// RelayBuffered bounds the bytes that the streams of every relay
 	// connected hold together, waiting for the master to read them (a
 	// stream alone holds 64 MiB at most, and 16 KiB before its
@@ -229,6 +237,9 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	}
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = 64
+	}
+	if c.MaxWorkers <= 0 {
+		c.MaxWorkers = DefaultMaxWorkers()
 	}
 	if c.MaxHandshakesPerSource <= 0 {
 		c.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
@@ -390,6 +401,8 @@ type Master struct {
 	// relayOdd logs the streams closed over it (relay.go).
 	relayBudget *relayBudget
 	relayOdd    *slog.Logger
+	// connected counts the connections held, against cfg.MaxWorkers.
+	connected atomic.Int64
 
 	loopState // owned by the loop goroutine
 }
@@ -722,10 +735,37 @@ func (m *Master) acceptLoop() {
 	}
 }
 
+// maxWorkersCeiling is the most connections DefaultMaxWorkers allows:
+// about 1.3 GiB of the master's memory, at 80 KiB a connection.
+const maxWorkersCeiling = 16384
+
+// DefaultMaxWorkers is MasterConfig.MaxWorkers by default: three
+// quarters of the process's open-file limit (the rest for gossip,
+// handshakes, checkpoints and the like), at least 64 and at most
+// 16,384.
+func DefaultMaxWorkers() int {
+	n := maxWorkersCeiling
+	if lim := openFileLimit(); lim > 0 {
+		n = min(n, max(lim*3/4, 64))
+	}
+	return n
+}
+
+// holdConn takes a place among the connections the master holds,
+// unless all MaxWorkers are taken.
+func (m *Master) holdConn() error {
+	if m.connected.Add(1) > int64(m.cfg.MaxWorkers) {
+		m.connected.Add(-1)
+		return fmt.Errorf("master full: %d connections, its most (esrun -max-workers); try again later", m.cfg.MaxWorkers)
+	}
+	return nil
+}
+
 // handshake authenticates one worker and hands it to the loop. It calls
 // done once the handshake is over (its slot in the gate is free again).
 func (m *Master) handshake(nc net.Conn, done func()) {
 	var id int32
+	held := false // a place among MaxWorkers is taken for the connection
 	conn, hello, err := Accept(m.connCtx, nc, AcceptConfig{
 		Key:          m.cfg.Key,
 		Timeout:      m.cfg.HandshakeTimeout,
@@ -743,6 +783,10 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 			}
 			if helloRole(h) != "" {
 				// A child master's link or a relay (splitmsg.go).
+				if err := m.holdConn(); err != nil {
+					return 0, ProblemSpec{}, err
+				}
+				held = true
 				id = m.nextWorker.Add(1)
 				return id, m.cfg.Problem, nil
 			}
@@ -755,6 +799,10 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 			if len(h.Problems) > 0 && !slices.Contains(h.Problems, m.cfg.Problem.Name) {
 				return 0, ProblemSpec{}, fmt.Errorf("worker does not offer problem %q (offers %v)", m.cfg.Problem.Name, h.Problems)
 			}
+			if err := m.holdConn(); err != nil {
+				return 0, ProblemSpec{}, err
+			}
+			held = true
 			id = m.nextWorker.Add(1)
 			return id, m.cfg.Problem, nil
 		},
@@ -768,8 +816,17 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 	done()
 	if err != nil {
 		// Accept has logged the reason and sent a Reject where it could.
+		if held {
+			m.connected.Add(-1)
+		}
 		return
 	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		<-conn.Done() // closed with the master's connections, at the latest
+		m.connected.Add(-1)
+	}()
 	if role := helloRole(hello); role != "" {
 		m.acceptRole(role, conn, hello) // split.go
 		return
