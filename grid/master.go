@@ -656,15 +656,23 @@ func (m *Master) ask(f func()) bool {
 // to the queue and the connection is closed), unless its connection
 // answers the master's probe within 2 s: gossip's word is not proof
 // (probe.go). A worker that drained first has already left and is not
-// touched. Wire it as the membership's OnEvent. Other events are only
-// logged by the membership.
+// touched. A worker on its way here (back from a child master) that
+// gossip says is gone is waited for 2 s more, and as before if gossip
+// says it is alive again within them (split.go's unexpect). Wire it as
+// the membership's OnEvent. Other events are only logged by the
+// membership.
 func (m *Master) HandleMemberEvent(ev MemberEvent) {
-	if ev.Kind != MemberFailed && ev.Kind != MemberLeft {
+	worker := ev.Member.MetaErr != nil || ev.Member.Meta.Role == RoleWorker
+	kind := msgMemberGone
+	switch {
+	case ev.Kind == MemberFailed, ev.Kind == MemberLeft:
+	case worker && ev.Member.MetaErr == nil && !ev.Member.Meta.Leaving:
+		kind = msgMemberBack // joined, or updated: alive
+	default:
 		return
 	}
-	worker := ev.Member.MetaErr != nil || ev.Member.Meta.Role == RoleWorker
 	select {
-	case m.in <- loopMsg{kind: msgMemberGone, name: ev.Member.Name, left: ev.Kind == MemberLeft, worker: worker}:
+	case m.in <- loopMsg{kind: kind, name: ev.Member.Name, left: ev.Kind == MemberLeft, worker: worker}:
 	case <-m.done:
 	}
 }
