@@ -2,6 +2,7 @@ package grid
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -759,14 +760,50 @@ type downstream struct {
 	held    bool   // the place is still held (under Relay.mu)
 	mu      sync.Mutex
 	q       []byte
-	charged int  // bytes queued and not yet written, taken from Relay.budget
-	fin     bool // upstream closed the stream, or is gone: close once q is written
+	charged int     // bytes queued and not yet written, taken from Relay.budget
+	fin     bool    // upstream closed the stream, or is gone: close once q is written
+	hs      hsWatch // the master's side of the handshake, as it comes down
 	wake    chan struct{}
 	dead    chan struct{}
 	once    sync.Once
 }
 
 func (d *downstream) close() { d.once.Do(func() { close(d.dead); d.nc.Close() }) }
+
+// hsWatch follows the master's first two frames on a stream, its
+// Challenge and then its Welcome (or Reject), which go in clear: until
+// both have come, an honest worker has sent its Hello and nothing more.
+type hsWatch struct {
+	frames int     // whole frames seen, up to 2
+	hdr    [4]byte // the current frame's length prefix, as it comes
+	nhdr   int
+	left   int // bytes of the current frame still to come
+}
+
+// feed follows b, the next bytes from the master.
+func (h *hsWatch) feed(b []byte) {
+	for len(b) > 0 && h.frames < 2 {
+		if h.nhdr < 4 {
+			n := copy(h.hdr[h.nhdr:], b)
+			h.nhdr += n
+			b = b[n:]
+			if h.nhdr == 4 {
+				h.left = int(binary.BigEndian.Uint32(h.hdr[:]))
+			}
+		} else {
+			n := min(len(b), h.left)
+			h.left -= n
+			b = b[n:]
+		}
+		if h.nhdr == 4 && h.left == 0 {
+			h.frames++
+			h.nhdr = 0
+		}
+	}
+}
+
+// over reports whether the handshake is over (under d.mu).
+func (h *hsWatch) over() bool { return h.frames >= 2 }
 
 // written gives back to budget up to n bytes of what d took.
 func (d *downstream) written(budget *relayBudget, n int) {
@@ -1048,11 +1085,33 @@ func (r *Relay) refuse(nc net.Conn, why string) {
 // upstream is gone it reads on, discarding, until the peer hangs up or
 // writeDown closes: a socket closed with unread bytes is reset, and a
 // reset loses what the peer had not read yet (the master's last word).
+//
+// Until the master's Welcome has come down, it carries a Hello's worth
+// at most (relayHelloBuffered): anyone may connect to the relay's port,
+// and a flood sent before the master could refuse it would fill the
+// upstream connection's queue (its cap closes it, and every stream on
+// it), faster than the master's refusals come back through that queue.
 func (r *Relay) readDown(id uint32, d *downstream, up *Conn) {
 	buf := make([]byte, relayChunk)
 	upGone := false
+	early := 0 // bytes carried before the handshake was over
 	for {
 		n, err := d.nc.Read(buf)
+		if n > 0 && early >= 0 {
+			d.mu.Lock()
+			over := d.hs.over()
+			d.mu.Unlock()
+			if early += n; over {
+				early = -1 // no need to look again
+			} else if early > relayHelloBuffered {
+				r.odd.Warn("a relayed connection sent more than a hello before its handshake ended; closing it", "stream", id, "from", d.src)
+				if !upGone {
+					up.Send(&RelayFrame{S: id, Op: RelayClose})
+				}
+				r.drop(id, d)
+				return
+			}
+		}
 		if n > 0 && !upGone && up.Send(&RelayFrame{S: id, Op: RelayData, D: buf[:n]}) != nil {
 			upGone = true
 			d.finish() // what upstream sent last still goes down
@@ -1177,6 +1236,7 @@ func (r *Relay) fromUpstream(msg Message) {
 		}
 		d.q = append(d.q, x.D...)
 		d.charged += len(x.D)
+		d.hs.feed(x.D)
 	case RelayClose:
 		d.fin = true
 	}

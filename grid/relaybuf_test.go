@@ -205,3 +205,61 @@ func TestRelayFakeMasterCannotPileUpBuffers(t *testing.T) {
 	}
 	eventually(t, "the relay to count nothing held", func() bool { return r.budget.held() == 0 })
 }
+
+// A relay carries a Hello's worth at most from a connection whose
+// handshake has not ended (the master's Welcome has not come down):
+// anyone may connect to its port, and what it floods would sit in the
+// upstream connection's queue, ahead of every worker's frames, until its
+// cap closed the connection. The stream is closed and the master told.
+func TestRelayCarriesAHelloBeforeTheWelcome(t *testing.T) {
+	leaktest.Check(t)
+	key := testClusterKey(t, "test cluster")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	r := runRelayWith(t, RelayConfig{Key: key, Name: "relay",
+		Upstream: func(context.Context, int) (string, error) { return ln.Addr().String(), nil }})
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := Accept(t.Context(), nc, AcceptConfig{Key: key,
+		Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "sphere", Dim: 5}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { up.Close(); <-up.Done() }()
+	carried, closed, over := 0, make(chan struct{}), make(chan struct{})
+	up.Start(func(m Message) { // the master says nothing: no Challenge, no Welcome
+		f, ok := m.(*RelayFrame)
+		switch {
+		case !ok:
+		case f.Op == RelayData:
+			if carried += len(f.D); carried > relayHelloBuffered && carried-len(f.D) <= relayHelloBuffered {
+				close(over)
+			}
+		case f.Op == RelayClose:
+			close(closed)
+		}
+	})
+	eventually(t, "the relay to take downstream connections", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.up != nil
+	})
+	flood, err := net.Dial("tcp", r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flood.Close()
+	go flood.Write(make([]byte, 1<<20)) // fails once the relay closes it
+	select {
+	case <-closed:
+	case <-over:
+		t.Fatalf("the relay carried more than %d bytes before the handshake ended", relayHelloBuffered)
+	case <-t.Context().Done():
+		t.Fatal("the stream was never closed")
+	}
+}
