@@ -161,6 +161,9 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 	}
 	w := &Welcome{Version: ProtocolVersion, Worker: id, Problem: problem, MaxFrame: cfg.Conn.withDefaults().MaxFrame}
 	w.MAC = welcomeMAC(cfg.Key, mNonce, h.Nonce, w)
+	if a, ok := nc.(interface{ authenticated() }); ok {
+		a.authenticated() // a relay's stream holds more from now on (relay.go)
+	}
 	if err := hs.send(w); err != nil {
 		return nil, nil, hs.abort(ctx, log, "welcome", err)
 	}

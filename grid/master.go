@@ -111,6 +111,21 @@ type MasterConfig struct {
 	// and DefaultMaxHandshakesPerSource.
 	MaxHandshakes          int
 	MaxHandshakesPerSource int
+	// MaxWorkers bounds the connections the master holds at once:
+	// workers, relays, and child masters' links, each about 80 KiB of
+	// memory and, unless relayed, a file descriptor; a key holder could
+	// otherwise open them by the thousand under new names. One past it
+	// is refused once its key is checked, with the reason ("master
+	// full: …"), and its worker retries with backoff. Default
+	// DefaultMaxWorkers().
+	MaxWorkers int
+	// RelayBuffered bounds the bytes that the streams of every relay
+	// connected hold together, waiting for the master to read them (a
+	// stream alone holds 64 MiB at most, and 16 KiB before its
+	// handshake ends). A stream that would pass it is closed, and the
+	// relay told; its worker reconnects. Default DefaultRelayBuffered
+	// (256 MiB).
+	RelayBuffered int
 	// HelloTimeout bounds the wait for a worker's Hello once the master
 	// has sent its Challenge. Default DefaultHelloTimeout.
 	HelloTimeout time.Duration
@@ -222,6 +237,9 @@ func (c MasterConfig) withDefaults() (MasterConfig, error) {
 	}
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = 64
+	}
+	if c.MaxWorkers <= 0 {
+		c.MaxWorkers = DefaultMaxWorkers()
 	}
 	if c.MaxHandshakesPerSource <= 0 {
 		c.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
@@ -379,6 +397,12 @@ type Master struct {
 
 	relayReg relays      // relays connected (relay.go)
 	unable   unableState // workers that refused the problem (refusals.go)
+	// relayBudget bounds what the relays' streams hold together, and
+	// relayOdd logs the streams closed over it (relay.go).
+	relayBudget *relayBudget
+	relayOdd    *slog.Logger
+	// connected counts the connections held, against cfg.MaxWorkers.
+	connected atomic.Int64
 
 	loopState // owned by the loop goroutine
 }
@@ -417,6 +441,8 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		gate:   newGate(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource),
 		liveCh: make(chan struct{}),
 	}
+	m.relayBudget = newRelayBudget(cfg.RelayBuffered)
+	m.relayOdd = LimitLog(m.log, 1, 10)
 	// Only eft, and rwq and r3q with sched.Config.Adaptive, use the
 	// measurements.
 	m.adaptive = sched.Measures(p.Name(), cfg.Sched)
@@ -630,15 +656,23 @@ func (m *Master) ask(f func()) bool {
 // to the queue and the connection is closed), unless its connection
 // answers the master's probe within 2 s: gossip's word is not proof
 // (probe.go). A worker that drained first has already left and is not
-// touched. Wire it as the membership's OnEvent. Other events are only
-// logged by the membership.
+// touched. A worker on its way here (back from a child master) that
+// gossip says is gone is waited for 2 s more, and as before if gossip
+// says it is alive again within them (split.go's unexpect). Wire it as
+// the membership's OnEvent. Other events are only logged by the
+// membership.
 func (m *Master) HandleMemberEvent(ev MemberEvent) {
-	if ev.Kind != MemberFailed && ev.Kind != MemberLeft {
+	worker := ev.Member.MetaErr != nil || ev.Member.Meta.Role == RoleWorker
+	kind := msgMemberGone
+	switch {
+	case ev.Kind == MemberFailed, ev.Kind == MemberLeft:
+	case worker && ev.Member.MetaErr == nil && !ev.Member.Meta.Leaving:
+		kind = msgMemberBack // joined, or updated: alive
+	default:
 		return
 	}
-	worker := ev.Member.MetaErr != nil || ev.Member.Meta.Role == RoleWorker
 	select {
-	case m.in <- loopMsg{kind: msgMemberGone, name: ev.Member.Name, left: ev.Kind == MemberLeft, worker: worker}:
+	case m.in <- loopMsg{kind: kind, name: ev.Member.Name, left: ev.Kind == MemberLeft, worker: worker}:
 	case <-m.done:
 	}
 }
@@ -709,10 +743,37 @@ func (m *Master) acceptLoop() {
 	}
 }
 
+// maxWorkersCeiling is the most connections DefaultMaxWorkers allows:
+// about 1.3 GiB of the master's memory, at 80 KiB a connection.
+const maxWorkersCeiling = 16384
+
+// DefaultMaxWorkers is MasterConfig.MaxWorkers by default: three
+// quarters of the process's open-file limit (the rest for gossip,
+// handshakes, checkpoints and the like), at least 64 and at most
+// 16,384.
+func DefaultMaxWorkers() int {
+	n := maxWorkersCeiling
+	if lim := openFileLimit(); lim > 0 {
+		n = min(n, max(lim*3/4, 64))
+	}
+	return n
+}
+
+// holdConn takes a place among the connections the master holds,
+// unless all MaxWorkers are taken.
+func (m *Master) holdConn() error {
+	if m.connected.Add(1) > int64(m.cfg.MaxWorkers) {
+		m.connected.Add(-1)
+		return fmt.Errorf("master full: %d connections, its most (esrun -max-workers); try again later", m.cfg.MaxWorkers)
+	}
+	return nil
+}
+
 // handshake authenticates one worker and hands it to the loop. It calls
 // done once the handshake is over (its slot in the gate is free again).
 func (m *Master) handshake(nc net.Conn, done func()) {
 	var id int32
+	held := false // a place among MaxWorkers is taken for the connection
 	conn, hello, err := Accept(m.connCtx, nc, AcceptConfig{
 		Key:          m.cfg.Key,
 		Timeout:      m.cfg.HandshakeTimeout,
@@ -730,6 +791,10 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 			}
 			if helloRole(h) != "" {
 				// A child master's link or a relay (splitmsg.go).
+				if err := m.holdConn(); err != nil {
+					return 0, ProblemSpec{}, err
+				}
+				held = true
 				id = m.nextWorker.Add(1)
 				return id, m.cfg.Problem, nil
 			}
@@ -742,6 +807,10 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 			if len(h.Problems) > 0 && !slices.Contains(h.Problems, m.cfg.Problem.Name) {
 				return 0, ProblemSpec{}, fmt.Errorf("worker does not offer problem %q (offers %v)", m.cfg.Problem.Name, h.Problems)
 			}
+			if err := m.holdConn(); err != nil {
+				return 0, ProblemSpec{}, err
+			}
+			held = true
 			id = m.nextWorker.Add(1)
 			return id, m.cfg.Problem, nil
 		},
@@ -755,8 +824,17 @@ func (m *Master) handshake(nc net.Conn, done func()) {
 	done()
 	if err != nil {
 		// Accept has logged the reason and sent a Reject where it could.
+		if held {
+			m.connected.Add(-1)
+		}
 		return
 	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		<-conn.Done() // closed with the master's connections, at the latest
+		m.connected.Add(-1)
+	}()
 	if role := helloRole(hello); role != "" {
 		m.acceptRole(role, conn, hello) // split.go
 		return

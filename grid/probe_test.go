@@ -118,3 +118,31 @@ func setGossipProbeWait(t *testing.T, d time.Duration) {
 	gossipProbeWait = d
 	t.Cleanup(func() { gossipProbeWait = old })
 }
+
+// A worker on its way back to a master (not connected, so there is no
+// link to ask) that gossip says is gone is not forgotten at once: any
+// key holder may forge the verdict, and the member refutes it. Taken
+// back by gossip, it is waited for as before; not taken back within
+// gossipProbeWait, it is forgotten.
+func TestMasterAwaitedWorkerOutlivesForgedGossip(t *testing.T) {
+	setGossipProbeWait(t, time.Hour)
+	m := startMaster(t, "wq")
+	awaiting := func() (n int) {
+		m.ask(func() { n = m.awaiting() })
+		return n
+	}
+	m.ask(func() { m.expect("w9", expected{by: m.now() + time.Hour}) })
+	m.HandleMemberEvent(gone("w9", false))
+	if n := awaiting(); n != 1 {
+		t.Fatalf("once gossip says it is dead: %d workers awaited, want 1 (it may refute the verdict)", n)
+	}
+	m.HandleMemberEvent(MemberEvent{Kind: MemberJoined, Member: Member{Name: "w9", Meta: NodeMeta{Role: RoleWorker}}})
+	m.ask(func() { gossipProbeWait = 0 }) // any wait has passed now
+	if n := awaiting(); n != 1 {
+		t.Fatalf("once gossip took the verdict back: %d workers awaited, want 1", n)
+	}
+	m.HandleMemberEvent(gone("w9", true))
+	if n := awaiting(); n != 0 {
+		t.Fatalf("gone, and not taken back within gossipProbeWait: %d workers awaited, want 0", n)
+	}
+}

@@ -2,15 +2,18 @@ package grid
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/esgrid/esgrid/grid/member"
@@ -60,6 +63,11 @@ const (
 	// relayBuffered bounds the bytes waiting on one stream for its
 	// reader; past it the stream is closed (its peer does not read).
 	relayBuffered = 64 << 20
+	// relayHelloBuffered bounds them on a master's stream whose
+	// handshake has not ended: a worker sends its Hello alone (one frame
+	// and its length) and waits for the Welcome, and anyone may open a
+	// stream through a relay's port, which needs no key.
+	relayHelloBuffered = handshakeMaxFrame + 4
 	// relayPerSource bounds the streams from one downstream address, and
 	// the last relayReserved of MaxRelayStreams go to addresses that
 	// have none (grid/member's Slots): the relay's port needs no key,
@@ -117,8 +125,49 @@ func openedFrom(d []byte) string {
 	return ip.String()
 }
 
-// errRelayOverrun closes a stream whose reader fell too far behind.
-var errRelayOverrun = errors.New("grid: relay: stream buffer full (reader not reading)")
+// DefaultRelayBuffered bounds the bytes that all the relay streams of a
+// master (MasterConfig.RelayBuffered), or of a relay (RelayConfig.
+// MaxBuffered), hold together waiting for their readers. A stream
+// holds relayBuffered (64 MiB) at most, so without it a key holder's
+// relay, or a key holder posing as a relay's master, could make each of
+// thousands of streams hold that much.
+const DefaultRelayBuffered = 256 << 20
+
+// Errors that close a relay stream whose reader fell behind.
+var (
+	errRelayOverrun = errors.New("grid: relay: stream buffer full (reader not reading)")
+	errRelayEarly   = errors.New("grid: relay: stream sent more than a hello before its handshake ended")
+	errRelayTotal   = errors.New("grid: relay: the relay streams' buffers are full together (reader not reading)")
+)
+
+// relayBudget is the bytes relay streams may hold together: each byte
+// queued is taken from it, and given back once read, or dropped.
+type relayBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+func newRelayBudget(limit int) *relayBudget {
+	if limit <= 0 {
+		limit = DefaultRelayBuffered
+	}
+	return &relayBudget{limit: int64(limit)}
+}
+
+// take takes n bytes, unless that would pass the limit.
+func (b *relayBudget) take(n int) bool {
+	if b.used.Add(int64(n)) > b.limit {
+		b.used.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+// give gives back n bytes taken.
+func (b *relayBudget) give(n int) { b.used.Add(-int64(n)) }
+
+// held is the bytes held now.
+func (b *relayBudget) held() int64 { return b.used.Load() }
 
 // relayStream is one relayed connection as a net.Conn: what is written
 // goes out in Relay frames through send; what arrives is queued by
@@ -130,9 +179,15 @@ type relayStream struct {
 	peer  net.Addr
 	send  func(*RelayFrame) error
 	gone  func(uint32) // the stream closed: forget it
+	// budget is shared by the master's streams; overrun is told why a
+	// stream was closed for holding too much (a rate-limited log).
+	budget  *relayBudget
+	overrun func(s *relayStream, err error)
 
 	mu       sync.Mutex
 	buf      []byte
+	limit    int   // bytes buf may hold: relayHelloBuffered until authenticated
+	charged  int   // bytes of buf taken from budget
 	eof      bool  // the far end closed
 	err      error // closed here (ErrClosed) or broken
 	deadline time.Time
@@ -141,7 +196,24 @@ type relayStream struct {
 }
 
 func newRelayStream(id uint32, local, peer net.Addr, send func(*RelayFrame) error, gone func(uint32)) *relayStream {
-	return &relayStream{id: id, local: local, peer: peer, send: send, gone: gone, wake: make(chan struct{}, 1)}
+	return &relayStream{id: id, local: local, peer: peer, send: send, gone: gone, wake: make(chan struct{}, 1),
+		budget: newRelayBudget(0), limit: relayHelloBuffered}
+}
+
+// authenticated lifts the stream's bound once its peer has proved the
+// key (Accept calls it before its Welcome, after which the peer sends).
+func (s *relayStream) authenticated() {
+	s.mu.Lock()
+	s.limit = relayBuffered
+	s.mu.Unlock()
+}
+
+// uncharge gives back up to n bytes of what the stream took from the
+// budget (under s.mu).
+func (s *relayStream) uncharge(n int) {
+	n = min(n, s.charged)
+	s.charged -= n
+	s.budget.give(n)
 }
 
 func (s *relayStream) nudge() {
@@ -151,18 +223,40 @@ func (s *relayStream) nudge() {
 	}
 }
 
-// deliver queues bytes that arrived for the stream.
+// deliver queues bytes that arrived for the stream. A stream that
+// would hold more than its bound, or pass the budget of all the
+// streams, is closed: its reader gets the reason, the relay a
+// RelayClose, and overrun (a rate-limited log) hears of it.
 func (s *relayStream) deliver(b []byte) {
 	s.mu.Lock()
+	var over error
 	if s.err == nil && !s.eof {
-		if len(s.buf)+len(b) > relayBuffered {
-			s.err = errRelayOverrun
-		} else {
+		switch {
+		case len(s.buf)+len(b) > s.limit && s.limit < relayBuffered:
+			over = errRelayEarly
+		case len(s.buf)+len(b) > s.limit:
+			over = errRelayOverrun
+		case !s.budget.take(len(b)):
+			over = errRelayTotal
+		default:
 			s.buf = append(s.buf, b...)
+			s.charged += len(b)
+		}
+		if over != nil {
+			s.err = over
+			s.buf = nil
+			s.uncharge(s.charged)
 		}
 	}
 	s.mu.Unlock()
 	s.nudge()
+	if over != nil {
+		s.send(&RelayFrame{S: s.id, Op: RelayClose})
+		s.once.Do(func() { s.gone(s.id) })
+		if s.overrun != nil {
+			s.overrun(s, over)
+		}
+	}
 }
 
 // remoteClose marks the far end closed: Read returns io.EOF once the
@@ -175,12 +269,14 @@ func (s *relayStream) remoteClose() {
 	s.once.Do(func() { s.gone(s.id) })
 }
 
-// fail breaks the stream (the relay is gone).
+// fail breaks the stream (the relay is gone). What it holds may still
+// be read, but no longer counts: the relay's buffers go with it.
 func (s *relayStream) fail(err error) {
 	s.mu.Lock()
 	if s.err == nil {
 		s.err = err
 	}
+	s.uncharge(s.charged)
 	s.mu.Unlock()
 	s.nudge()
 }
@@ -205,6 +301,7 @@ func (s *relayStream) Read(b []byte) (int, error) {
 		if len(s.buf) > 0 {
 			n := copy(b, s.buf)
 			s.buf = s.buf[n:]
+			s.uncharge(n)
 			if len(s.buf) == 0 {
 				s.buf = nil
 			}
@@ -264,6 +361,8 @@ func (s *relayStream) Close() error {
 	if s.err == nil {
 		s.err = net.ErrClosed
 	}
+	s.buf = nil // nobody reads it now
+	s.uncharge(s.charged)
 	s.mu.Unlock()
 	s.nudge()
 	if was == nil {
@@ -300,6 +399,11 @@ type relayMux struct {
 	name string
 	conn *Conn
 	log  *slog.Logger
+	// budget bounds the bytes every relay's streams hold together (the
+	// master's; its own when nil); odd logs the streams closed over it,
+	// rate-limited.
+	budget *relayBudget
+	odd    *slog.Logger
 
 	mu      sync.Mutex
 	streams map[uint32]*relayStream
@@ -336,6 +440,10 @@ func (x *relayMux) handle(msg Message) {
 			send := func(m *RelayFrame) error { return x.conn.Send(m) }
 			peer := relayAddr{relay: x.name, stream: r.S, host: hostOf(x.conn.RemoteAddr()), from: openedFrom(r.D)}
 			s = newRelayStream(r.S, x.conn.LocalAddr(), peer, send, x.forget)
+			if x.budget != nil {
+				s.budget = x.budget
+			}
+			s.overrun = x.overrun
 			x.streams[r.S] = s
 		}
 		x.mu.Unlock()
@@ -365,6 +473,15 @@ func (x *relayMux) handle(msg Message) {
 			s.remoteClose()
 		}
 	}
+}
+
+// overrun logs a stream closed for holding too much, rate-limited.
+func (x *relayMux) overrun(s *relayStream, err error) {
+	log := x.odd
+	if log == nil {
+		log = x.log
+	}
+	log.Warn("closing a relayed stream that holds too much unread", "relay", x.name, "stream", s.id, "from", s.peer.(relayAddr).from, "reason", err)
 }
 
 func (x *relayMux) forget(id uint32) {
@@ -446,6 +563,7 @@ func (r *relays) awaitByes() {
 // served as the master's own listener is.
 func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 	x := newRelayMux(h.Name, conn, m.log)
+	x.budget, x.odd = m.relayBudget, m.relayOdd
 	m.relayReg.mu.Lock()
 	if m.relayReg.closing {
 		m.relayReg.mu.Unlock()
@@ -597,6 +715,11 @@ type RelayConfig struct {
 	// Rand draws the jitter of reconnection waits. Default: a generator
 	// seeded at random (a simulation seeds it).
 	Rand *rand.Rand
+	// MaxBuffered bounds the bytes that all the relay's streams hold
+	// together, waiting for their workers to read them (a stream alone
+	// holds 64 MiB at most): a stream that would pass it is closed, and
+	// the master told. Default DefaultRelayBuffered (256 MiB).
+	MaxBuffered int
 	// Logger receives the relay's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -622,6 +745,7 @@ type Relay struct {
 	over    *Shutdown // the master's word that the run is over, on up
 	down    map[uint32]*downstream
 	places  *member.Slots // the downstream connections' places, by address
+	budget  *relayBudget  // the bytes queued for every downstream connection together
 	next    uint32
 	stats   RelayStats
 	wg      sync.WaitGroup
@@ -631,18 +755,64 @@ type Relay struct {
 // downstream is one downstream connection: its socket and the writer
 // that empties the bytes queued for it.
 type downstream struct {
-	nc   net.Conn
-	src  string // its address, which holds a place until drop gives it back
-	held bool   // the place is still held (under Relay.mu)
-	mu   sync.Mutex
-	q    []byte
-	fin  bool // upstream closed the stream, or is gone: close once q is written
-	wake chan struct{}
-	dead chan struct{}
-	once sync.Once
+	nc      net.Conn
+	src     string // its address, which holds a place until drop gives it back
+	held    bool   // the place is still held (under Relay.mu)
+	mu      sync.Mutex
+	q       []byte
+	charged int     // bytes queued and not yet written, taken from Relay.budget
+	fin     bool    // upstream closed the stream, or is gone: close once q is written
+	hs      hsWatch // the master's side of the handshake, as it comes down
+	wake    chan struct{}
+	dead    chan struct{}
+	once    sync.Once
 }
 
 func (d *downstream) close() { d.once.Do(func() { close(d.dead); d.nc.Close() }) }
+
+// hsWatch follows the master's first two frames on a stream, its
+// Challenge and then its Welcome (or Reject), which go in clear: until
+// both have come, an honest worker has sent its Hello and nothing more.
+type hsWatch struct {
+	frames int     // whole frames seen, up to 2
+	hdr    [4]byte // the current frame's length prefix, as it comes
+	nhdr   int
+	left   int // bytes of the current frame still to come
+}
+
+// feed follows b, the next bytes from the master.
+func (h *hsWatch) feed(b []byte) {
+	for len(b) > 0 && h.frames < 2 {
+		if h.nhdr < 4 {
+			n := copy(h.hdr[h.nhdr:], b)
+			h.nhdr += n
+			b = b[n:]
+			if h.nhdr == 4 {
+				h.left = int(binary.BigEndian.Uint32(h.hdr[:]))
+			}
+		} else {
+			n := min(len(b), h.left)
+			h.left -= n
+			b = b[n:]
+		}
+		if h.nhdr == 4 && h.left == 0 {
+			h.frames++
+			h.nhdr = 0
+		}
+	}
+}
+
+// over reports whether the handshake is over (under d.mu).
+func (h *hsWatch) over() bool { return h.frames >= 2 }
+
+// written gives back to budget up to n bytes of what d took.
+func (d *downstream) written(budget *relayBudget, n int) {
+	d.mu.Lock()
+	n = min(n, d.charged)
+	d.charged -= n
+	d.mu.Unlock()
+	budget.give(n)
+}
 
 // finish closes the downstream connection once what is queued for it is
 // written (a master's last word, its Shutdown, must reach the worker).
@@ -700,7 +870,8 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	}
 	log := cfg.Logger.With("relay", cfg.Name)
 	return &Relay{cfg: cfg, log: log, odd: LimitLog(log, 1, 10), down: map[uint32]*downstream{},
-		places: member.NewSlots(MaxRelayStreams, relayPerSource, relayReserved), stopped: make(chan struct{})}, nil
+		places: member.NewSlots(MaxRelayStreams, relayPerSource, relayReserved), budget: newRelayBudget(cfg.MaxBuffered),
+		stopped: make(chan struct{})}, nil
 }
 
 // Addr is the relay's downstream address.
@@ -890,6 +1061,7 @@ func (r *Relay) drop(id uint32, d *downstream) {
 	}
 	r.mu.Unlock()
 	d.close()
+	d.written(r.budget, math.MaxInt) // what is queued is not written now
 }
 
 // refuse tells a downstream connection the relay has no place for it
@@ -913,11 +1085,33 @@ func (r *Relay) refuse(nc net.Conn, why string) {
 // upstream is gone it reads on, discarding, until the peer hangs up or
 // writeDown closes: a socket closed with unread bytes is reset, and a
 // reset loses what the peer had not read yet (the master's last word).
+//
+// Until the master's Welcome has come down, it carries a Hello's worth
+// at most (relayHelloBuffered): anyone may connect to the relay's port,
+// and a flood sent before the master could refuse it would fill the
+// upstream connection's queue (its cap closes it, and every stream on
+// it), faster than the master's refusals come back through that queue.
 func (r *Relay) readDown(id uint32, d *downstream, up *Conn) {
 	buf := make([]byte, relayChunk)
 	upGone := false
+	early := 0 // bytes carried before the handshake was over
 	for {
 		n, err := d.nc.Read(buf)
+		if n > 0 && early >= 0 {
+			d.mu.Lock()
+			over := d.hs.over()
+			d.mu.Unlock()
+			if early += n; over {
+				early = -1 // no need to look again
+			} else if early > relayHelloBuffered {
+				r.odd.Warn("a relayed connection sent more than a hello before its handshake ended; closing it", "stream", id, "from", d.src)
+				if !upGone {
+					up.Send(&RelayFrame{S: id, Op: RelayClose})
+				}
+				r.drop(id, d)
+				return
+			}
+		}
 		if n > 0 && !upGone && up.Send(&RelayFrame{S: id, Op: RelayData, D: buf[:n]}) != nil {
 			upGone = true
 			d.finish() // what upstream sent last still goes down
@@ -955,6 +1149,7 @@ func (r *Relay) writeDown(id uint32, d *downstream) {
 				r.drop(id, d)
 				return
 			}
+			d.written(r.budget, len(out))
 		}
 		if fin {
 			d.mu.Lock()
@@ -1009,15 +1204,39 @@ func (r *Relay) fromUpstream(msg Message) {
 		return
 	}
 	d.mu.Lock()
+	select {
+	case <-d.dead: // dropped: nothing it takes now would be given back
+		d.mu.Unlock()
+		return
+	default:
+	}
 	switch x.Op {
 	case RelayData:
-		if len(d.q)+len(x.D) > relayBuffered {
+		var over error
+		switch {
+		case d.charged+len(x.D) > relayBuffered:
+			over = errRelayOverrun
+		case !r.budget.take(len(x.D)):
+			over = errRelayTotal
+		}
+		if over != nil {
 			d.mu.Unlock()
-			r.log.Warn("a relayed worker does not read; dropping it", "stream", x.S)
+			// The master is told, as when the worker hangs up, and
+			// the log is rate-limited: a key holder posing as the
+			// master may fill stream after stream.
+			r.odd.Warn("a relayed worker does not read what its master sends; dropping it", "stream", x.S, "from", d.src, "reason", over)
 			r.drop(x.S, d)
+			r.mu.Lock()
+			up := r.up
+			r.mu.Unlock()
+			if up != nil {
+				up.Send(&RelayFrame{S: x.S, Op: RelayClose})
+			}
 			return
 		}
 		d.q = append(d.q, x.D...)
+		d.charged += len(x.D)
+		d.hs.feed(x.D)
 	case RelayClose:
 		d.fin = true
 	}

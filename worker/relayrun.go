@@ -32,8 +32,12 @@ type RelayConfig struct {
 	// behind it has the same, one machine one member).
 	Name string
 	// Once ends the relay when the master ends the run.
-	Once   bool
-	Logger *slog.Logger
+	Once bool
+	// MaxBuffered bounds what the relay's streams hold together for
+	// workers that do not read (grid.RelayConfig.MaxBuffered). Default
+	// grid.DefaultRelayBuffered.
+	MaxBuffered int
+	Logger      *slog.Logger
 }
 
 // Relay is a relay started by StartRelay, running.
@@ -120,7 +124,7 @@ func StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 			return m.DataAddr(), nil
 		}
 	}
-	r, err := grid.NewRelay(grid.RelayConfig{Listener: ln, Upstream: upstream, Key: cfg.Key, Name: cfg.Name, Once: cfg.Once, Logger: log})
+	r, err := grid.NewRelay(grid.RelayConfig{Listener: ln, Upstream: upstream, Key: cfg.Key, Name: cfg.Name, Once: cfg.Once, MaxBuffered: cfg.MaxBuffered, Logger: log})
 	if err != nil {
 		cancel()
 		ln.Close()

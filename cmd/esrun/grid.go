@@ -42,6 +42,7 @@ func startGrid(o *options, spec grid.ProblemSpec, key *grid.Key, log *slog.Logge
 			TaskTimeout: orNone(o.taskTimeout),
 			MaxRetries:  orNone(o.maxRetries),
 			MaxFrame:    o.maxFrame(spec.Dim),
+			MaxWorkers:  o.maxConns,
 			Verify:      o.verify,
 			Excluded:    o.excluded,
 			Plan:        o.planned,

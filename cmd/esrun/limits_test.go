@@ -42,6 +42,8 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-local", "1000000"}, "-local 1000000: must be an integer between 0 and 1024"},
 		{[]string{"-slots", "9223372036854775807"}, "-slots 9223372036854775807: must be an integer between 0 and 65536"},
 		{[]string{"-min-workers", "1000000000"}, "-min-workers 1000000000: must be an integer between 0 and 65536"},
+		{[]string{"-max-workers", "1000000000"}, "-max-workers 1000000000: must be an integer between 0 and 65536"},
+		{[]string{"-local", "0", "-min-workers", "8", "-max-workers", "4"}, "-max-workers 4 is fewer than the 8 workers the run waits for"},
 		{[]string{"-gens", "-9223372036854775808"}, "-gens -9223372036854775808: must be an integer between 0 and 100000000"},
 		{[]string{"-max-evals", "-1"}, "-max-evals -1: must be an integer between 0 and 1000000000000"},
 		{[]string{"-seed", "-1"}, "-seed -1: must be an integer between 0 and 18446744073709551615"},

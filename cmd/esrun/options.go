@@ -49,6 +49,7 @@ type options struct {
 	local      int
 	slots      int
 	minWorkers int
+	maxConns   int // -max-workers: the connections the master holds at most
 	listen     string
 	gossip     string
 	key        string
@@ -186,7 +187,7 @@ done). -version prints the build's version.
 var flagGroups = []flagx.Group{
 	{Title: "Evolution Strategy", Names: []string{"problem", "plugin", "dim", "strategy", "restarts", "mu", "lambda", "gens", "seed", "comma", "recombine", "sigma-recombine", "rho", "sigma", "target", "max-evals"}},
 	{Title: "Load (extra work per evaluation)", Names: []string{"lu", "load-ms"}},
-	{Title: "Grid", Names: []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
+	{Title: "Grid", Names: []string{"policy", "adaptive", "copies", "local", "slots", "min-workers", "max-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "genkey", "verify", "nonfinite", "plan", "split", "overload-window", "master-cost", "inprocess"}},
 	{Title: "Faults (hung, failing and oversized tasks)", Names: []string{"task-timeout", "max-retries", "max-frame"}},
 	{Title: "Output", Names: []string{"checkpoint", "resume", "report", "force", "quiet", "v", "log-json", "metrics", "metrics-linger", "run-name", "version"}},
 	{Title: "Deprecated", Names: []string{"sched"}},
@@ -194,7 +195,7 @@ var flagGroups = []flagx.Group{
 
 // gridFlags are the flags that only mean something for the grid, so
 // that -inprocess refuses them.
-var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger", "run-name"}
+var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers", "max-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger", "run-name"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
@@ -225,6 +226,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.local, "local", runtime.NumCPU(), 0, maxLocal, "start `N` worker agents in this process, by default one per CPU; 0 = only remote workers")
 	flagx.IntVar(fs, &o.slots, "slots", 0, 0, grid.MaxMetaSlots, "`N` evaluations at once in each local worker, or with -inprocess in the pool; 0 = share out the CPUs: CPUs ÷ -local, at least 1")
 	flagx.IntVar(fs, &o.minWorkers, "min-workers", 0, 0, maxWorkers, "wait until `N` workers, local and remote, have joined before generation 0; 0 = the local ones (at least 1)")
+	flagx.IntVar(fs, &o.maxConns, "max-workers", 0, 0, maxWorkers, "refuse connections past `N` at once, workers and relays, each told why (\"master full\"), so that a key holder cannot open them by the thousand; 0 = three quarters of the open-file limit, at most 16384")
 	fs.StringVar(&o.listen, "listen", "", "the master's data address `HOST:PORT`, which workers connect to; default "+localListen+" for a purely local grid, "+remoteListen+" when remote workers are expected")
 	fs.StringVar(&o.gossip, "gossip", "", "the master's gossip address `HOST:PORT` (TCP and UDP), which workers -join; default "+localGossip+" for a purely local grid, "+remoteGossip+" when remote workers are expected")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY`, shared by master and workers (visible in ps: prefer -key-file or "+grid.KeyEnv+"); none of the three: a random key for this run, in a file of mode 0600 under the user's configuration directory when remote workers may join")
@@ -292,6 +294,8 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("-adaptive applies to -policy rwq and r3q only, not %s", o.sched)
 	case o.copies > 0 && o.sched != "eft":
 		return nil, usagef("-copies applies to -policy eft only, not %s", o.sched)
+	case o.maxConns > 0 && o.wantWorkers() > o.maxConns:
+		return nil, usagef("-max-workers %d is fewer than the %d workers the run waits for (-min-workers, or -local)", o.maxConns, o.wantWorkers())
 	case o.metricsLinger > 0 && o.metrics == "":
 		return nil, usagef("-metrics-linger needs -metrics")
 	case o.set["run-name"] && o.metrics == "":
