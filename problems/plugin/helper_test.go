@@ -115,6 +115,15 @@ func runHelper(mode string) int {
 			mode = "die"
 		}
 	}
+	if slot := os.Getenv("ESGRID_TEST_FAIL_SLOT"); slot != "" && slot == os.Getenv("ESGRID_PLUGIN_SLOT") {
+		// One slot that cannot start (a licence, a device short),
+		// while the file ESGRID_TEST_FAIL_WHILE exists if it is named.
+		if f := os.Getenv("ESGRID_TEST_FAIL_WHILE"); f == "" {
+			mode = "die"
+		} else if _, err := os.Stat(f); err == nil {
+			mode = "die"
+		}
+	}
 	if d, err := time.ParseDuration(os.Getenv("ESGRID_TEST_START_SLEEP")); err == nil {
 		time.Sleep(d) // a plugin slow to start
 	}

@@ -75,8 +75,9 @@ type Config struct {
 	// StartAll makes Open start every slot's process, not only the
 	// first, at once: for a caller that will run them all (a worker), so
 	// that no evaluation waits for a start, nor is timed with one. A slot
-	// whose start fails is reported and starts again at its first
-	// evaluation. Default false.
+	// whose start fails is reported; while another slot has a process,
+	// evaluations go to those, and the slot is started again in the
+	// background (see Eval). Default false.
 	StartAll bool
 	// Logger receives the plugin's stderr and what happens to its
 	// processes. Default slog.Default().
@@ -171,6 +172,9 @@ type Stats struct {
 	// honour cancels that were let finish, cheaper than a kill and a
 	// restart (their answers are dropped).
 	RanOut int64
+	// Waits counts evaluations that waited for another slot's process
+	// because their own slot's failed to start (see Eval).
+	Waits int64
 }
 
 // Problem is a plugin as a problems.Problem: a pool of processes. It is
@@ -184,13 +188,14 @@ type Problem struct {
 	stderrLimit *limiter
 
 	mu        sync.Mutex
-	idle      []*slot // slots not in use
+	idle      []*slot       // slots not in use
+	released  chan struct{} // closed (and replaced) when a slot is released
 	slots     []*slot
 	closed    bool
 	inflight  sync.WaitGroup
 	closeOnce sync.Once
 
-	starts, startFailures, crashes, kills, cancels, ranOut atomic.Int64
+	starts, startFailures, crashes, kills, cancels, ranOut, waits atomic.Int64
 
 	// Smoothed durations (ns) of a start (spawn to hello) and of an
 	// answered evaluation (request to answer): what a kill costs, and
@@ -200,10 +205,19 @@ type Problem struct {
 }
 
 // slot is one process place; proc is nil until started, and after the
-// process is gone.
+// process is gone. Its owner (the evaluation or start that took it)
+// alone touches it; up, fails and retryAt are read under Problem.mu
+// while it is idle, and up (set as it is released) also while it is not.
 type slot struct {
 	n    int
 	proc *proc
+	// up: it had a process when last released (or opened): a slot in
+	// use that is up will be free for an evaluation that waits for one.
+	up bool
+	// fails counts its starts that failed in a row; retryAt is when the
+	// next may be tried (in the background, while another slot is up).
+	fails   int
+	retryAt time.Time
 }
 
 var _ problems.Problem = (*Problem)(nil)
@@ -225,6 +239,7 @@ func Open(ctx context.Context, cfg Config) (*Problem, error) {
 		log:         cfg.Logger.With("plugin", cfg.Name),
 		sem:         make(chan struct{}, cfg.Procs),
 		closing:     make(chan struct{}),
+		released:    make(chan struct{}),
 		stderrLimit: newLimiter(cfg.StderrRate, int(5*cfg.StderrRate)),
 	}
 	for i := range cfg.Procs {
@@ -238,12 +253,16 @@ func Open(ctx context.Context, cfg Config) (*Problem, error) {
 	if err := p.restart(ctx, p.slots[0]); err != nil {
 		return nil, err
 	}
+	p.slots[0].up = true
 	if cfg.StartAll {
 		var wg sync.WaitGroup
 		for _, s := range p.slots[1:] {
-			wg.Go(func() { p.restart(ctx, s) }) // a failure is logged; the slot tries again when used
+			wg.Go(func() { p.restartSlot(ctx, s) }) // a failure is logged; the slot is tried again later
 		}
 		wg.Wait()
+	}
+	for _, s := range p.slots {
+		s.up = s.proc != nil
 	}
 	return p, nil
 }
@@ -271,11 +290,17 @@ func (p *Problem) Hello() Hello { return p.hello }
 func (p *Problem) Stats() Stats {
 	return Stats{
 		Starts: p.starts.Load(), StartFailures: p.startFailures.Load(), Crashes: p.crashes.Load(),
-		Kills: p.kills.Load(), Cancels: p.cancels.Load(), RanOut: p.ranOut.Load(),
+		Kills: p.kills.Load(), Cancels: p.cancels.Load(), RanOut: p.ranOut.Load(), Waits: p.waits.Load(),
 	}
 }
 
-// Eval returns f(x) as computed by one of the plugin's processes. When ctx
+// Eval returns f(x) as computed by one of the plugin's processes. A slot
+// whose process fails to start does not fail the evaluation while
+// another slot has a process: the evaluation waits for that one, and
+// the slot is started again in the background, backing off (RetryMin
+// doubled per failure, at most RetryMax), so that one slot that cannot
+// start (slow, short of a licence or a device) costs its share of the
+// work, not every evaluation given to it. When ctx
 // is cancelled it returns promptly with an error wrapping ctx.Err(): a
 // plugin that honours cancels is sent one and given CancelGrace to
 // answer; any other, or one that does not answer in time, is killed, and
@@ -290,28 +315,37 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 	if p.cfg.Dim > 0 && len(x) != p.cfg.Dim {
 		return 0, fmt.Errorf("plugin %s: vector of length %d, want %d", p.cfg.Name, len(x), p.cfg.Dim)
 	}
-	s, err := p.acquire(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
-	}
-	defer p.release(s)
-	if err := ctx.Err(); err != nil {
-		// Cancelled while it waited for a slot: nothing to stop.
-		return 0, p.errorf(s, "%w", err)
-	}
-	if s.proc == nil {
-		// The start outlives a cancel of this evaluation (within
-		// StartTimeout, and Close): the next one needs the process,
-		// and a start that every losing replica cut short would never
-		// end.
-		if err := p.restart(context.WithoutCancel(ctx), s); err != nil {
-			return 0, err
+	for {
+		s, err := p.acquire(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
 		}
 		if err := ctx.Err(); err != nil {
+			// Cancelled while it waited for a slot: nothing to stop.
+			p.release(s)
 			return 0, p.errorf(s, "%w", err)
 		}
+		if s.proc == nil {
+			// The start outlives a cancel of this evaluation (within
+			// StartTimeout, and Close): the next one needs the
+			// process, and a start that every losing replica cut
+			// short would never end.
+			if err := p.restartSlot(context.WithoutCancel(ctx), s); err != nil {
+				p.release(s)
+				if p.othersUp(s) {
+					continue // another slot's process evaluates it
+				}
+				return 0, err
+			}
+			if err := ctx.Err(); err != nil {
+				p.release(s)
+				return 0, p.errorf(s, "%w", err)
+			}
+		}
+		f, err := p.evalOn(ctx, s, x)
+		p.release(s)
+		return f, err
 	}
-	return p.evalOn(ctx, s, x)
 }
 
 // Close stops every process: evaluations in flight end with ErrClosed
@@ -337,37 +371,118 @@ func (p *Problem) Close() error {
 	return nil
 }
 
-// acquire takes a slot, preferring one whose process is running.
+// acquire takes a slot, preferring one whose process is running, then
+// one with no process that has not failed to start (it starts for this
+// evaluation). A slot whose start failed is taken only while no other
+// slot is up (its start then fails at once, backing off, as the
+// plugin's); else the evaluation waits for a slot with a process, and
+// hands the failed slot, once its back-off is over, to a start in the
+// background.
 func (p *Problem) acquire(ctx context.Context) (*slot, error) {
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-p.closing:
-		return nil, ErrClosed
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	waited := false
+	for {
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.closing:
+			return nil, ErrClosed
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			<-p.sem
+			return nil, ErrClosed
+		}
+		i, behind := p.pick()
+		if i >= 0 {
+			s := p.idle[i]
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.inflight.Add(1)
+			p.mu.Unlock()
+			if !behind {
+				return s, nil
+			}
+			// The token just taken is the background start's; this
+			// evaluation takes another.
+			go p.startBehind(s)
+			continue
+		}
+		// Only slots that failed to start are free, and another slot
+		// has a process: wait for it to be released.
+		released := p.released
+		p.mu.Unlock()
 		<-p.sem
-		return nil, ErrClosed
-	}
-	i := len(p.idle) - 1
-	for j := i; j >= 0; j-- {
-		if p.idle[j].proc != nil {
-			i = j
-			break
+		if !waited {
+			waited = true
+			p.waits.Add(1)
+		}
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.closing:
+			return nil, ErrClosed
 		}
 	}
-	s := p.idle[i]
-	p.idle = append(p.idle[:i], p.idle[i+1:]...)
-	p.inflight.Add(1)
-	return s, nil
+}
+
+// pick chooses an idle slot for acquire, under p.mu: its index, with
+// behind true for a failed slot to start in the background rather than
+// evaluate on; -1 when the evaluation must wait for a slot in use.
+func (p *Problem) pick() (i int, behind bool) {
+	for j := len(p.idle) - 1; j >= 0; j-- {
+		if p.idle[j].proc != nil {
+			return j, false
+		}
+	}
+	for j := len(p.idle) - 1; j >= 0; j-- {
+		if p.idle[j].fails == 0 {
+			return j, false // never started, or its process ended: start it
+		}
+	}
+	if !p.anyUp(nil) {
+		return len(p.idle) - 1, false // the plugin has no process at all
+	}
+	now := p.cfg.Starts.clock()
+	for j := len(p.idle) - 1; j >= 0; j-- {
+		if !now.Before(p.idle[j].retryAt) {
+			return j, true
+		}
+	}
+	return -1, false
+}
+
+// anyUp reports whether a slot other than s is up, under p.mu.
+func (p *Problem) anyUp(s *slot) bool {
+	for _, o := range p.slots {
+		if o != s && o.up {
+			return true
+		}
+	}
+	return false
+}
+
+// othersUp reports whether a slot other than s is up.
+func (p *Problem) othersUp(s *slot) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && p.anyUp(s)
+}
+
+// startBehind starts a slot whose start failed before, for no
+// evaluation, and releases it (acquire took it).
+func (p *Problem) startBehind(s *slot) {
+	p.restartSlot(context.Background(), s) // a failure is logged, and backs off
+	p.release(s)
 }
 
 func (p *Problem) release(s *slot) {
 	p.mu.Lock()
+	s.up = s.proc != nil
 	p.idle = append(p.idle, s)
+	close(p.released)
+	p.released = make(chan struct{})
 	p.mu.Unlock()
 	p.inflight.Done()
 	<-p.sem
@@ -376,6 +491,24 @@ func (p *Problem) release(s *slot) {
 // errorf names the plugin and slot in an error.
 func (p *Problem) errorf(s *slot, format string, args ...any) error {
 	return fmt.Errorf("plugin %s (slot %d): "+format, append([]any{p.cfg.Name, s.n}, args...)...)
+}
+
+// restartSlot is restart, counting the slot's own failed starts in a
+// row, which set when it may be tried again.
+func (p *Problem) restartSlot(ctx context.Context, s *slot) error {
+	err := p.restart(ctx, s)
+	switch {
+	case err == nil:
+		s.fails, s.retryAt = 0, time.Time{}
+	case ctx.Err() == nil && !errors.Is(err, ErrClosed):
+		s.fails++
+		wait := p.cfg.RetryMin << min(s.fails-1, 20)
+		if wait <= 0 || wait > p.cfg.RetryMax {
+			wait = p.cfg.RetryMax
+		}
+		s.retryAt = p.cfg.Starts.clock().Add(wait)
+	}
+	return err
 }
 
 // restart starts s's process, unless starts are backing off after
@@ -389,6 +522,18 @@ func (p *Problem) restart(ctx context.Context, s *slot) error {
 	pr, err := p.start(ctx, s)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return err
+		}
+		if p.othersUp(s) {
+			// Another slot's process works: the failure is this
+			// slot's (restartSlot backs it off), not the plugin's,
+			// whose back-off would refuse the other slots' restarts
+			// and the next session.
+			if s.fails == 0 {
+				p.logLimited(slog.LevelWarn, "plugin failed to start on one slot; evaluations go to the slots that work, and it is started again in the background", "slot", s.n, "err", err)
+			} else {
+				p.log.Debug("plugin failed to start again on one slot", "slot", s.n, "failures", s.fails+1, "err", err)
+			}
 			return err
 		}
 		fails, wait, logIt := st.failed(err, &p.cfg)
