@@ -564,6 +564,9 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		if errors.Is(err, syscall.ENOEXEC) { // the usual cause: a script written without its #! line
 			return nil, p.errorf(s, "%w: %v (a script needs a first line such as #!/usr/bin/env python3)", ErrStart, err)
 		}
+		if errors.Is(err, syscall.ENOENT) {
+			return nil, p.errorf(s, "%w: %v%s", ErrStart, err, interpreterHint(p.cfg.Path))
+		}
 		return nil, p.errorf(s, "%w: %v", ErrStart, err)
 	}
 	t := time.NewTimer(p.cfg.StartTimeout)
@@ -1043,6 +1046,28 @@ func textHint(hdr [4]byte) string {
 func lengthHint(hdr [4]byte) string {
 	return fmt.Sprintf(" (the frame's length prefix says %d bytes follow: it must count the type byte plus the encoded msgpack body's bytes, len(packed)+1, not the body's keys)",
 		binary.BigEndian.Uint32(hdr[:]))
+}
+
+// interpreterHint explains "no such file or directory" for a plugin
+// that is there: the kernel says so of a script whose #! line names an
+// interpreter that is not, most often one that ends in a carriage return
+// (a script saved with Windows line ends).
+func interpreterHint(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 256)
+	n, _ := io.ReadFull(f, b)
+	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return ""
+	}
+	if bytes.HasSuffix(line, []byte("\r")) {
+		return fmt.Sprintf(" (the file is there, but its first line, %q, ends in a carriage return: the file has Windows line ends; convert them (dos2unix))", line)
+	}
+	return fmt.Sprintf(" (the file is there, but not the interpreter its first line names: %q)", line)
 }
 
 // silenceHint explains a plugin that said no hello, by what it wrote on

@@ -316,6 +316,10 @@ func TestBadStarts(t *testing.T) {
 	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
 	noShebang := t.TempDir() + "/noshebang.py"
 	os.WriteFile(noShebang, []byte("print('hello')\n"), 0o755)
+	noInterpreter := t.TempDir() + "/nointerpreter.py"
+	os.WriteFile(noInterpreter, []byte("#!/usr/bin/python9 -u\nprint('hello')\n"), 0o755)
+	crlf := t.TempDir() + "/crlf.py"
+	os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hello\r\n"), 0o755)
 	// printfPlugin writes the bytes of the printf format on its stdout,
 	// then waits.
 	printfPlugin := func(format string) string {
@@ -340,6 +344,9 @@ func TestBadStarts(t *testing.T) {
 		{"dimension refused", Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_DIMS=2,4"), Dim: 5}, "dimension 5 not accepted (accepts 2..4)"},
 		{"not executable", Config{Path: notExec}, "permission denied"},
 		{"missing", Config{Path: "/does/not/exist"}, "no such file"},
+		// The file is there; what is not is its interpreter.
+		{"no interpreter", Config{Path: noInterpreter}, `no such file or directory (the file is there, but not the interpreter its first line names: "#!/usr/bin/python9 -u")`},
+		{"CRLF line ends", Config{Path: crlf}, `(the file is there, but its first line, "#!/bin/sh\r", ends in a carriage return: the file has Windows line ends; convert them (dos2unix))`},
 		{"no #! line", Config{Path: noShebang}, "exec format error (a script needs a first line such as #!/usr/bin/env python3)"},
 	}
 	for _, c := range cases {
