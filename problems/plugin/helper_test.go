@@ -142,6 +142,25 @@ func runHelper(mode string) int {
 		fmt.Println("hello, I am a plugin")
 		time.Sleep(time.Hour)
 		return 0
+	case "oneshot":
+		// One evaluation per process: the hello, one answer, then exit
+		// 0 without reading anything more.
+		out := os.Stdout
+		b, _ := wire.AppendFrame(nil, byte(MsgHello), &Hello{Version: ProtocolVersion, Name: name, MinDim: 1, Lower: -5.12, Upper: 5.12}, 0)
+		out.Write(b)
+		var ev Eval
+		_, body, err := wire.NewReader(os.Stdin, 0).Next()
+		if err == nil {
+			err = new(wire.Decoder).Decode("eval", body, &ev)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+		f, _ := (&helperProblem{name: name}).Eval(context.Background(), ev.X)
+		b, _ = wire.AppendFrame(nil, byte(MsgResult), &Result{ID: ev.ID, F: f}, 0)
+		out.Write(b)
+		return 0
 	case "serve", "serve-nocancel", "serve-then-die":
 		out := protectStdout()
 		var opts []Option

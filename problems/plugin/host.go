@@ -59,6 +59,11 @@ var (
 	ErrBackingOff = errors.New("not restarted")
 )
 
+// errNotRead (with ErrCrashed): the process ended before it read the
+// evaluation's request, which therefore never ran: Eval runs it on a new
+// process.
+var errNotRead = errors.New("before it read the evaluation's request")
+
 // Config says which plugin to run and how.
 type Config struct {
 	// Name is the problem name the plugin is listed under; its hello
@@ -315,6 +320,7 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 	if p.cfg.Dim > 0 && len(x) != p.cfg.Dim {
 		return 0, fmt.Errorf("plugin %s: vector of length %d, want %d", p.cfg.Name, len(x), p.cfg.Dim)
 	}
+	resent := false
 	for {
 		s, err := p.acquire(ctx)
 		if err != nil {
@@ -344,6 +350,14 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 		}
 		f, err := p.evalOn(ctx, s, x)
 		p.release(s)
+		if errors.Is(err, errNotRead) && !resent && ctx.Err() == nil {
+			// A process that ends between evaluations (one that
+			// serves so many, then exits to start afresh) did not
+			// run this one: it runs on a new process, once.
+			resent = true
+			p.log.Debug("plugin process ended before it read an evaluation; it runs on a new process", "slot", s.n, "err", err)
+			continue
+		}
 		return f, err
 	}
 }
@@ -632,6 +646,9 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 			return 0, p.errorf(s, "vector of length %d: %w", len(x), err)
 		}
 		p.discard(s)
+		if errors.Is(err, syscall.EPIPE) { // no one reads its input: it has ended
+			return 0, p.errorf(s, "%w %w (%s); stderr: %s", ErrCrashed, errNotRead, pr.status(), pr.tail.String())
+		}
 		p.crashes.Add(1)
 		return 0, p.errorf(s, "%w: writing the request: %v (%s); stderr: %s", ErrCrashed, err, pr.status(), pr.tail.String())
 	}
@@ -656,6 +673,11 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 	pr := s.proc
 	switch {
+	case f.err != nil && isEOF(f.err) && unread(pr.stdin) > 0:
+		// Its request is still in the pipe: the process ended (or
+		// closed its output) before it read it.
+		p.discard(s)
+		return 0, p.errorf(s, "%w %w (%s); stderr: %s", ErrCrashed, errNotRead, pr.status(), pr.tail.String())
 	case f.err != nil && isEOF(f.err):
 		p.discard(s)
 		p.crashes.Add(1)
@@ -677,9 +699,9 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 	}
 	select {
 	case <-pr.exited:
-		// It answered, then exited: the next evaluation needs a new one.
+		// It answered, then exited (not during an evaluation): the
+		// next evaluation needs a new one.
 		p.discard(s)
-		p.crashes.Add(1)
 	default:
 	}
 	if !pr.answered {

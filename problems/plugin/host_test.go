@@ -133,6 +133,23 @@ func TestCrashRestartsOnNextEval(t *testing.T) {
 // Garbage, a frame over the cap or an answer to the wrong id on stdout
 // is a protocol error: the process is killed and the next evaluation
 // works.
+// A plugin that ends between evaluations (one that serves so many, then
+// exits to start afresh; here, one each) fails none of them: the request
+// its process never read runs on a new process. One that exits during an
+// evaluation still fails it (TestCrashRestartsOnNextEval).
+func TestProcessEndingBetweenEvaluations(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "oneshot")})
+	for i := range 5 {
+		if f := mustEval(t, p, 1, float64(i)); f != 1+float64(i*i) {
+			t.Errorf("evaluation %d = %v", i, f)
+		}
+	}
+	if st := p.Stats(); st.Starts != 5 || st.Crashes+st.Kills+st.StartFailures != 0 {
+		t.Errorf("stats %+v, want a process per evaluation, and no crash", st)
+	}
+}
+
 func TestProtocolBreachesKillAndRestart(t *testing.T) {
 	leaktest.Check(t)
 	p, _ := open(t, Config{Path: helperPlugin(t, "serve")})
