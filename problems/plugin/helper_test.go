@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,6 +42,8 @@ const (
 	xPrint   = -9  // a stray fmt.Println, then the answer
 	xNoisy   = -10 // 500 lines on stderr, some of them long
 	xRelease = -11 // deaf to cancels, answer once the file ESGRID_TEST_RELEASE exists
+	xFailEsc = -12 // an error answer with a newline and a terminal escape sequence
+	xDieEsc  = -13 // a terminal escape sequence on stderr, then exit(3)
 )
 
 // helperProblem is the sphere, with misbehaviours on request.
@@ -72,6 +75,11 @@ func (h *helperProblem) Eval(ctx context.Context, x []float64) (float64, error) 
 			time.Sleep(time.Hour)
 		case xFail:
 			return 0, fmt.Errorf("bad x %v", x)
+		case xFailEsc:
+			return 0, errors.New("bad x\n\x1b[2Jesrun: done\r")
+		case xDieEsc:
+			fmt.Fprintln(os.Stderr, "\x1b[31mdying\x1b[0m\r")
+			os.Exit(3)
 		case xPanic:
 			panic("helper panics")
 		case xWrongID:

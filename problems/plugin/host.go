@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid/wire"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -712,7 +713,9 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 		}
 	}
 	if f.res.Err != "" {
-		return 0, p.errorf(s, "%w: %s", ErrEval, clip(f.res.Err, 1024))
+		// Escaped: the text reaches the master's log and its final
+		// line, and a terminal.
+		return 0, p.errorf(s, "%w: %s", ErrEval, logx.Printable(clip(f.res.Err, 1024)))
 	}
 	return f.res.F, nil
 }

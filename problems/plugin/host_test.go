@@ -104,6 +104,23 @@ func TestEvalErrorsKeepTheProcess(t *testing.T) {
 	}
 }
 
+// What a plugin says reaches errors, hence the master's final line and a
+// terminal, escaped: its error answer and its last stderr lines keep no
+// newline, carriage return nor escape sequence.
+func TestPluginTextEscapedInErrors(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve")})
+	for _, c := range []struct {
+		x    float64
+		want string
+	}{{xFailEsc, `bad x\n\x1b[2Jesrun: done\r`}, {xDieEsc, `stderr: \x1b[31mdying\x1b[0m`}} {
+		_, err := p.Eval(context.Background(), []float64{c.x})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.ContainsAny(err.Error(), "\n\r\x1b") {
+			t.Errorf("x %v: %q, want it with %q, escaped", c.x, err, c.want)
+		}
+	}
+}
+
 // A plugin that crashes fails that evaluation with an error naming the
 // plugin, the slot, the exit status and its last stderr; the next
 // evaluation starts a new process and works.
