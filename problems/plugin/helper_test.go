@@ -132,6 +132,10 @@ func runHelper(mode string) int {
 			mode = "die"
 		}
 	}
+	if os.Getenv("ESGRID_TEST_SHOW_ENV") != "" {
+		// As a crash report would.
+		fmt.Fprintf(os.Stderr, "helper: ESGRID_KEY=%q ESGRID_PLUGIN_NAME=%q\n", os.Getenv("ESGRID_KEY"), os.Getenv("ESGRID_PLUGIN_NAME"))
+	}
 	if d, err := time.ParseDuration(os.Getenv("ESGRID_TEST_START_SLEEP")); err == nil {
 		time.Sleep(d) // a plugin slow to start
 	}

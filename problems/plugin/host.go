@@ -28,7 +28,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -902,7 +904,7 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	}
 	cmd := exec.Command(p.cfg.Path)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.Env = append(os.Environ(), "ESGRID_PLUGIN_NAME="+p.cfg.Name, "ESGRID_PLUGIN_SLOT="+strconv.Itoa(s.n))
+	cmd.Env = append(pluginEnv(), "ESGRID_PLUGIN_NAME="+p.cfg.Name, "ESGRID_PLUGIN_SLOT="+strconv.Itoa(s.n))
 	setProcAttr(cmd)
 	pr := &proc{
 		slot: s.n, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
@@ -932,6 +934,18 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	go p.readStderr(pr)
 	go pr.readFrames(p.cfg.MaxFrame)
 	return pr, nil
+}
+
+// keyEnv is the environment variable that may hold the cluster key
+// (grid.KeyEnv; this package does not import grid, which a plugin built
+// with the SDK would then carry).
+const keyEnv = "ESGRID_KEY"
+
+// pluginEnv is this program's environment without the cluster key: a
+// plugin has no use for it, and one that prints its environment (a crash
+// report, a simulator's debug output) would put it in the log.
+func pluginEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, keyEnv+"=") })
 }
 
 // readFrames decodes what the process writes: a hello first, then

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/leaktest"
 )
 
@@ -118,6 +119,24 @@ func TestPluginTextEscapedInErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.ContainsAny(err.Error(), "\n\r\x1b") {
 			t.Errorf("x %v: %q, want it with %q, escaped", c.x, err, c.want)
 		}
+	}
+}
+
+// The cluster key is not in a plugin's environment: a plugin that prints
+// its environment (a crash report does) would put the key in the log,
+// where the worker's key never goes.
+func TestPluginEnvironmentHasNoKey(t *testing.T) {
+	leaktest.Check(t)
+	if keyEnv != grid.KeyEnv {
+		t.Fatalf("keyEnv %q, the grid's is %q", keyEnv, grid.KeyEnv)
+	}
+	const key = "the-cluster-key-0123456789abcdef"
+	t.Setenv(grid.KeyEnv, key)
+	p, sink := open(t, Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_SHOW_ENV=1")})
+	mustEval(t, p, 1)
+	lines := sink.records("plugin stderr")
+	if want := `helper: ESGRID_KEY="" ESGRID_PLUGIN_NAME="testp"`; len(lines) != 1 || lines[0]["line"] != want {
+		t.Errorf("stderr %v, want %q", lines, want)
 	}
 }
 
