@@ -606,9 +606,10 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		f.err = p.checkHello(&f.hello)
 	}
 	if f.err != nil {
+		what := pr.describe(f.err) // before the kill ends it
 		pr.kill()
 		p.startFailures.Add(1)
-		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, describe(f.err), pr.status(), pr.tail.String())
+		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, what, pr.status(), pr.tail.String())
 	}
 	p.starts.Add(1)
 	smooth(&p.startNs, time.Since(began))
@@ -1135,12 +1136,21 @@ func isEOF(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed)
 }
 
-// describe says what a read error means for a plugin.
-func describe(err error) string {
-	if isEOF(err) {
-		return "exited before its hello"
+// describe says what a read error before the hello means for a plugin:
+// the end of its output is its exit (which follows at once), or, if it
+// runs on, its closing it.
+func (pr *proc) describe(err error) string {
+	if !isEOF(err) {
+		return err.Error()
 	}
-	return err.Error()
+	t := time.NewTimer(exitGrace)
+	defer t.Stop()
+	select {
+	case <-pr.exited:
+		return "exited before its hello"
+	case <-t.C:
+		return "closed its standard output before its hello"
+	}
 }
 
 // clip cuts s to at most n bytes.
