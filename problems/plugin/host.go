@@ -324,15 +324,18 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 		return 0, fmt.Errorf("plugin %s: vector of length %d, want %d", p.cfg.Name, len(x), p.cfg.Dim)
 	}
 	resent := false
+	var s *slot
 	for {
-		s, err := p.acquire(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
-		}
-		if err := ctx.Err(); err != nil {
-			// Cancelled while it waited for a slot: nothing to stop.
-			p.release(s)
-			return 0, p.errorf(s, "%w", err)
+		if s == nil {
+			var err error
+			if s, err = p.acquire(ctx); err != nil {
+				return 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
+			}
+			if err := ctx.Err(); err != nil {
+				// Cancelled while it waited for a slot: nothing to stop.
+				p.release(s)
+				return 0, p.errorf(s, "%w", err)
+			}
 		}
 		if s.proc == nil {
 			// The start outlives a cancel of this evaluation (within
@@ -342,6 +345,7 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 			if err := p.restartSlot(context.WithoutCancel(ctx), s); err != nil {
 				p.release(s)
 				if p.othersUp(s) {
+					s = nil
 					continue // another slot's process evaluates it
 				}
 				return 0, err
@@ -352,15 +356,16 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 			}
 		}
 		f, err := p.evalOn(ctx, s, x)
-		p.release(s)
 		if errors.Is(err, errNotRead) && !resent && ctx.Err() == nil {
 			// A process that ends between evaluations (one that
 			// serves so many, then exits to start afresh) did not
-			// run this one: it runs on a new process, once.
+			// run this one: it runs on a new process, once, started
+			// on this slot (another slot's may be ending too).
 			resent = true
 			p.log.Debug("plugin process ended before it read an evaluation; it runs on a new process", "slot", s.n, "err", err)
 			continue
 		}
+		p.release(s)
 		return f, err
 	}
 }

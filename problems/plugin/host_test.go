@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,6 +184,32 @@ func TestProcessEndingBetweenEvaluations(t *testing.T) {
 	}
 	if st := p.Stats(); st.Starts != 5 || st.Crashes+st.Kills+st.StartFailures != 0 {
 		t.Errorf("stats %+v, want a process per evaluation, and no crash", st)
+	}
+}
+
+// The evaluation that a process ending between evaluations left unread
+// runs on a new process, not on another slot's, which may be at its end
+// too: here both slots' processes have answered their one evaluation,
+// and end as the next request reaches them.
+func TestNotReadRunsOnNewProcess(t *testing.T) {
+	leaktest.Check(t)
+	if runtime.GOOS != "linux" {
+		t.Skip("the helper sees its unread input by FIONREAD, on Linux")
+	}
+	// They wait for a request even after their input ends: Close kills them.
+	p, _ := open(t, Config{Path: helperPlugin(t, "oneshot", "ESGRID_TEST_EXIT_ON_NEXT=1"), Procs: 2, StartAll: true, StopGrace: time.Millisecond})
+	mustEval(t, p, 1) // slot 1's process
+	s1, err := p.acquire(context.Background())
+	if err != nil || s1.n != 1 {
+		t.Fatalf("acquire = slot %v, %v; want slot 1", s1, err)
+	}
+	mustEval(t, p, 2) // slot 2's process
+	p.release(s1)
+	if f := mustEval(t, p, 3); f != 9 {
+		t.Errorf("f = %v", f)
+	}
+	if st := p.Stats(); st.Starts != 3 || st.Crashes+st.Kills != 0 {
+		t.Errorf("stats %+v, want a third process, no crash", st)
 	}
 }
 
