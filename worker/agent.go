@@ -101,6 +101,12 @@ type Config struct {
 	// Build turns the master's problem spec into a problem. Default:
 	// problems.New(Name, Dim) wrapped in problems.WithLoad(·, LoadN).
 	Build func(grid.ProblemSpec) (problems.Problem, error)
+	// BuildContext, when set, is used instead of Build, with a context
+	// that ends when Run's does or Drain is called: a build that takes
+	// long (a plugin that starts slowly, or says nothing until its start
+	// timeout) must not hold back a drain or an exit. PluginBuildContext
+	// is one.
+	BuildContext func(context.Context, grid.ProblemSpec) (problems.Problem, error)
 	// Conn tunes the data connection (timeouts, frame cap). Its Delay is
 	// set from Delay.
 	Conn grid.ConnConfig
@@ -224,7 +230,7 @@ func BuildProblem(spec grid.ProblemSpec) (problems.Problem, error) {
 // builds it, on a connection configured as cc (the master's frame cap
 // taken): what the agent does with a Welcome before it serves it. The
 // error is the refusal the master is sent.
-func (a *Agent) admit(spec grid.ProblemSpec, cc grid.ConnConfig) (problems.Problem, admission, error) {
+func (a *Agent) admit(ctx context.Context, spec grid.ProblemSpec, cc grid.ConnConfig) (problems.Problem, admission, error) {
 	own := a.cfg.Conn.MaxFrame
 	if own <= 0 {
 		own = grid.DefaultMaxFrame
@@ -232,7 +238,22 @@ func (a *Agent) admit(spec grid.ProblemSpec, cc grid.ConnConfig) (problems.Probl
 	ad, err := a.cfg.Limits.admit(spec, a.cfg.Slots, cc, own, sysmem.Available)
 	if err == nil {
 		var p problems.Problem
-		if p, err = a.cfg.Build(spec); err == nil {
+		if a.cfg.BuildContext != nil {
+			// Drain ends the build too.
+			bctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-a.drain:
+					cancel()
+				case <-bctx.Done():
+				}
+			}()
+			p, err = a.cfg.BuildContext(bctx, spec)
+			cancel()
+		} else {
+			p, err = a.cfg.Build(spec)
+		}
+		if err == nil {
 			return p, ad, nil
 		}
 	}
@@ -461,6 +482,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			case errors.Is(err, errRestart):
 				a.log.Info("the master was interrupted; waiting for it to come back")
 				failures = -1
+			case !worked && a.draining():
+				return nil // drained while the problem was being built
 			case !worked && errors.Is(err, plugin.ErrBackingOff):
 				// The plugin's failure that began its back-off was logged.
 				a.log.Debug("refusing the master's problem", "err", err, "retry_in", backoff.Round(time.Millisecond))
@@ -551,7 +574,7 @@ func jitter(r *rand.Rand, d time.Duration) time.Duration {
 // session could not work at all: the problem did not build, and the
 // master was refused with the reason (Run logs it, rate-limited).
 func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (worked, served bool, err error) {
-	p, ad, err := a.admit(w.Problem, conn.Config())
+	p, ad, err := a.admit(ctx, w.Problem, conn.Config())
 	if err != nil {
 		conn.SendAndClose(&grid.Reject{Reason: err.Error()})
 		<-conn.Done()

@@ -52,6 +52,15 @@ type PluginOptions struct {
 // started again at each session, and the session is refused at once
 // while the back-off lasts.
 func PluginBuild(cat *plugin.Catalog, o PluginOptions) func(grid.ProblemSpec) (problems.Problem, error) {
+	build := PluginBuildContext(cat, o)
+	return func(spec grid.ProblemSpec) (problems.Problem, error) { return build(context.Background(), spec) }
+}
+
+// PluginBuildContext is PluginBuild for Config.BuildContext: a plugin's
+// start ends with ctx (its processes killed), so that a drain or an exit
+// does not wait for a plugin that starts slowly, or says nothing, up to
+// its start timeout.
+func PluginBuildContext(cat *plugin.Catalog, o PluginOptions) func(context.Context, grid.ProblemSpec) (problems.Problem, error) {
 	if o.Slots <= 0 {
 		o.Slots = runtime.NumCPU()
 	}
@@ -62,7 +71,7 @@ func PluginBuild(cat *plugin.Catalog, o PluginOptions) func(grid.ProblemSpec) (p
 	for _, e := range cat.Entries() {
 		starts[e.Name] = new(plugin.Starts)
 	}
-	return func(spec grid.ProblemSpec) (problems.Problem, error) {
+	return func(ctx context.Context, spec grid.ProblemSpec) (problems.Problem, error) {
 		if slices.Contains(problems.Names(), spec.Name) {
 			return BuildProblem(spec)
 		}
@@ -73,7 +82,7 @@ func PluginBuild(cat *plugin.Catalog, o PluginOptions) func(grid.ProblemSpec) (p
 		if spec.Dim < 1 {
 			return nil, fmt.Errorf("plugin %s: dimension %d", e.Name, spec.Dim)
 		}
-		p, err := plugin.Open(context.Background(), plugin.Config{
+		p, err := plugin.Open(ctx, plugin.Config{
 			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: o.Slots, StartAll: true, Logger: o.Logger,
 			StartTimeout: o.StartTimeout, RetryMin: o.RetryMin, RetryMax: o.RetryMax, CancelGrace: o.CancelGrace, Starts: starts[e.Name],
 		})

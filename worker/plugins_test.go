@@ -377,3 +377,39 @@ func TestGossipAdvertisesPlugins(t *testing.T) {
 	cancel()
 	wait()
 }
+
+// A drain while the master's problem is being built (a plugin that says
+// nothing, within a start timeout of an hour) does not wait for the
+// start: the build ends with the drain, the plugin's process is killed,
+// and Run returns.
+func TestDrainDuringPluginStart(t *testing.T) {
+	leaktest.Check(t)
+	mute := filepath.Join(t.TempDir(), "mute")
+	if err := os.WriteFile(mute, []byte("#!/bin/sh\nexec sleep 3600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := plugin.NewCatalog(plugin.Entry{Name: "mute", Path: mute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := grid.NewKey(testSecret)
+	addr, _, _ := hostileMaster(t, key, grid.ProblemSpec{Name: "mute", Dim: 2}, nil)
+	a, wait := startAgent(t, context.Background(), Config{
+		Master: addr, Key: key, Name: "w", Slots: 1, Problems: OfferedProblems(cat),
+		BuildContext: PluginBuildContext(cat, PluginOptions{Slots: 1, StartTimeout: time.Hour, Logger: logger(io.Discard)}),
+		MinBackoff:   10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	})
+	for deadline := time.Now().Add(time.Minute); childProcesses(t, "sleep") == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := childProcesses(t, "sleep"); n != 1 {
+		t.Fatalf("%d plugin processes starting, want 1", n)
+	}
+	a.Drain()
+	if err := wait(); err != nil {
+		t.Errorf("Run = %v, want nil (drained)", err)
+	}
+	if n := childProcesses(t, "sleep"); n != 0 {
+		t.Errorf("%d plugin processes left after the drain", n)
+	}
+}

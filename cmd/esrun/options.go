@@ -234,7 +234,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
 	fs.StringVar(&o.genkey, "genkey", "", "write a fresh cluster key (32 random bytes, base64) to `FILE`, readable by you only, and exit; FILE must not exist")
 	flagx.FloatVar(fs, &o.verify, "verify", 0, 0, 1, "check a fraction `P` of the results by evaluating the task again on a worker on another host and comparing bit for bit; hosts (IP addresses; a relay and its workers are one) vote, a host whose value differs from the majority is excluded from the run (kept across -resume) and its results of the generation evaluated again; a tie no third host breaks within 30 s fails the run (0 = none, 1 = all)")
-	fs.BoolVar(&o.nonfinite, "nonfinite", false, "the problem may return NaN or ±Inf: take them as its answers (by default a non-finite value from a worker is an evaluation error, retried on another worker)")
+	fs.BoolVar(&o.nonfinite, "nonfinite", false, "the problem may return NaN or ±Inf: take them as its answers (by default a non-finite value from a worker is an evaluation error, retried on another worker; -inprocess fails on it)")
 	fs.StringVar(&o.plan, "plan", "", "act on the esplan plan `FILE`: each worker it names gets its slots, and a worker it sets aside gets no tasks (start the workers with esworker -plan FILE too)")
 	addSplitFlags(fs, &o.split) // split.go
 	fs.BoolVar(&o.inprocess, "inprocess", false, "evaluate with a pool of goroutines in this process instead of a grid (the reference a grid run equals)")

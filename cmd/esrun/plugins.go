@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -89,6 +90,21 @@ func openPlugin(o *options, name string, dim int) (*plugin.Problem, error) {
 		return nil, fmt.Errorf("-plugin %w", err)
 	}
 	return p, nil
+}
+
+// finiteOnly makes a NaN or ±Inf fitness an evaluation error, as the
+// master does unless the problem says it may return one (-nonfinite, or
+// a plugin's hello): an in-process run, the check of a plugin before a
+// grid run, must fail where the grid run would, not rank NaN instead.
+type finiteOnly struct{ problems.Problem }
+
+// Eval is the problem's, with a non-finite value made an error.
+func (p finiteOnly) Eval(ctx context.Context, x []float64) (float64, error) {
+	f, err := p.Problem.Eval(ctx, x)
+	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return 0, fmt.Errorf("non-finite fitness %v, and the problem does not say it may return one (esrun -nonfinite, or a plugin's hello \"nonfinite\": true)", f)
+	}
+	return f, err
 }
 
 // closeProblem stops a plugin problem's processes; built-ins hold none.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -162,5 +163,62 @@ func TestPluginResume(t *testing.T) {
 	code, out, errOut = esrun(context.Background(), "-inprocess", "-resume", ckpt, "-plugin", plug, "-gens", "6", "-quiet")
 	if code != 0 || !strings.Contains(out, "after generation 6") {
 		t.Errorf("resume: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// pythonSDKPlugin writes the plugin NAME, any dimension in [-5, 5], whose
+// f is the Python expression body of x, beside a copy of the Python SDK,
+// or skips.
+func pythonSDKPlugin(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("/usr/bin/python3 not found: the plugin needs it")
+	}
+	sdk, err := os.ReadFile("../../sdk/python/esgrid_plugin.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "esgrid_plugin.py"), sdk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := "#!/usr/bin/python3\nfrom esgrid_plugin import serve\n" +
+		"serve(lambda x: " + body + ", dim=(1, 0), bounds=(-5, 5), name=\"" + name + "\")\n"
+	path := filepath.Join(dir, name+".py")
+	if err := os.WriteFile(path, []byte(src), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A plugin that returns NaN without saying so in its hello fails an
+// in-process run, as it fails a grid run (the master takes NaN for an
+// evaluation error): the three generations in-process that check a
+// plugin before a long run on a grid must not pass where the grid run
+// then fails. With -nonfinite both take the NaN, and agree.
+func TestPluginNonFiniteInProcessAsOnGrid(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	plug := "nanny=" + pythonSDKPlugin(t, dir, "nanny", `float("nan") if x[0] > 1 else sum(v * v for v in x)`)
+	common := []string{"-problem", "nanny", "-plugin", plug, "-dim", "3", "-mu", "3", "-lambda", "8", "-gens", "3", "-seed", "2", "-quiet"}
+	where := map[string][]string{"in-process": {"-inprocess"}, "grid": {"-local", "1", "-slots", "1"}}
+	for name, args := range where {
+		code, out, errOut := esrun(context.Background(), append(args, common...)...)
+		if code != 1 || !strings.Contains(errOut, "non-finite fitness NaN") {
+			t.Errorf("%s: exit %d, want 1 with the NaN an error\n%s%s", name, code, out, errOut)
+		}
+	}
+	var want []map[string]any
+	for _, name := range []string{"in-process", "grid"} {
+		report := filepath.Join(dir, name+".json")
+		code, out, errOut := esrun(context.Background(), append(append(where[name], common...), "-nonfinite", "-report", report)...)
+		if code != 0 || !regexp.MustCompile(`, [1-9][0-9]* NaN,`).MatchString(out) {
+			t.Fatalf("%s -nonfinite: exit %d\n%s%s", name, code, out, errOut)
+		}
+		gens, _, _ := trajectory(t, report)
+		if want == nil {
+			want = gens
+		} else if !reflect.DeepEqual(gens, want) {
+			t.Errorf("%s -nonfinite differs from in-process:\n%v\n%v", name, gens, want)
+		}
 	}
 }

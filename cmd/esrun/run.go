@@ -101,12 +101,17 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		g     *localGrid
 		mon   *livepage.Monitor // -metrics (metrics.go)
 	)
+	nonFinite := o.nonfinite || plugin.DeclaresNonFinite(prob)
 	if o.inprocess {
-		pool := problems.NewPool(problems.WithLoad(prob, loadN), o.slots)
+		p := problems.WithLoad(prob, loadN)
+		if !nonFinite {
+			p = finiteOnly{p}
+		}
+		pool := problems.NewPool(p, o.slots)
 		ev, slots = pool, pool.Slots()
 	} else {
 		mon = newMonitor(o, cfg.Problem)
-		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: o.nonfinite || plugin.DeclaresNonFinite(prob)}
+		spec := grid.ProblemSpec{Name: cfg.Problem, Dim: cfg.Dim, LoadN: loadN, NonFinite: nonFinite}
 		if g, err = openGrid(o, spec, con, mon); err != nil {
 			return err
 		}

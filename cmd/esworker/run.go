@@ -316,8 +316,8 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		Limits:      worker.Limits{MemShare: o.memShare},
 		Logger:      log,
 		// Built-ins and the listed plugins, and nothing else (config.go).
-		Problems: worker.OfferedProblems(o.catalog),
-		Build:    worker.PluginBuild(o.catalog, worker.PluginOptions{Slots: o.slots, StartTimeout: o.hello, Logger: log}),
+		Problems:     worker.OfferedProblems(o.catalog),
+		BuildContext: worker.PluginBuildContext(o.catalog, worker.PluginOptions{Slots: o.slots, StartTimeout: o.hello, Logger: log}),
 	})
 	if err != nil {
 		refuse(err)

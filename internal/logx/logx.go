@@ -19,8 +19,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // New returns a logger writing to w at level: JSON lines when json is
@@ -90,12 +92,35 @@ type Console struct {
 	JSON bool         // -log-json
 }
 
-// Say writes text as it is, or under JSON the record msg with args at
-// level.
+// Say writes text as one line (Printable), or under JSON the record msg
+// with args at level.
 func (c Console) Say(level slog.Level, text, msg string, args ...any) {
 	if c.JSON {
 		c.Log.Log(context.Background(), level, msg, args...)
 		return
 	}
-	fmt.Fprintln(c.W, text)
+	fmt.Fprintln(c.W, Printable(text))
 }
+
+// Printable escapes what a terminal would act on, as Go quotes it:
+// control characters (a newline, a carriage return, an escape sequence)
+// become \n, \r, \x1b, so that text from elsewhere (a plugin's error, a
+// worker's) stays one line of text and cannot rewrite the screen.
+// Printable text is returned as it is.
+func Printable(s string) string {
+	if !strings.ContainsFunc(s, notGraphic) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if notGraphic(r) {
+			q := strconv.QuoteRuneToGraphic(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func notGraphic(r rune) bool { return r != ' ' && !unicode.IsGraphic(r) }

@@ -64,6 +64,19 @@ func TestConsoleSay(t *testing.T) {
 	}
 }
 
+// Text from elsewhere (a plugin's error answer, a worker's) stays one
+// line on the console: a newline, a carriage return or an escape sequence
+// in it is written escaped, and cannot forge a line or repaint the
+// terminal.
+func TestConsoleSayOneLine(t *testing.T) {
+	var b bytes.Buffer
+	c := Console{W: &b}
+	c.Say(slog.LevelError, "esrun: task 0: bad\n\x1b[31mesrun: done\x1b[0m\r\a\tü €", "the run failed")
+	if got, want := b.String(), `esrun: task 0: bad\n\x1b[31mesrun: done\x1b[0m\r\a\tü €`+"\n"; got != want {
+		t.Errorf("Say wrote %q, want %q", got, want)
+	}
+}
+
 // role names itself, as grid.Role does.
 type role uint8
 

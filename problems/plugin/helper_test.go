@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,6 +42,8 @@ const (
 	xPrint   = -9  // a stray fmt.Println, then the answer
 	xNoisy   = -10 // 500 lines on stderr, some of them long
 	xRelease = -11 // deaf to cancels, answer once the file ESGRID_TEST_RELEASE exists
+	xFailEsc = -12 // an error answer with a newline and a terminal escape sequence
+	xDieEsc  = -13 // a terminal escape sequence on stderr, then exit(3)
 )
 
 // helperProblem is the sphere, with misbehaviours on request.
@@ -72,6 +75,11 @@ func (h *helperProblem) Eval(ctx context.Context, x []float64) (float64, error) 
 			time.Sleep(time.Hour)
 		case xFail:
 			return 0, fmt.Errorf("bad x %v", x)
+		case xFailEsc:
+			return 0, errors.New("bad x\n\x1b[2Jesrun: done\r")
+		case xDieEsc:
+			fmt.Fprintln(os.Stderr, "\x1b[31mdying\x1b[0m\r")
+			os.Exit(3)
 		case xPanic:
 			panic("helper panics")
 		case xWrongID:
@@ -115,6 +123,19 @@ func runHelper(mode string) int {
 			mode = "die"
 		}
 	}
+	if slot := os.Getenv("ESGRID_TEST_FAIL_SLOT"); slot != "" && slot == os.Getenv("ESGRID_PLUGIN_SLOT") {
+		// One slot that cannot start (a licence, a device short),
+		// while the file ESGRID_TEST_FAIL_WHILE exists if it is named.
+		if f := os.Getenv("ESGRID_TEST_FAIL_WHILE"); f == "" {
+			mode = "die"
+		} else if _, err := os.Stat(f); err == nil {
+			mode = "die"
+		}
+	}
+	if os.Getenv("ESGRID_TEST_SHOW_ENV") != "" {
+		// As a crash report would.
+		fmt.Fprintf(os.Stderr, "helper: ESGRID_KEY=%q ESGRID_PLUGIN_NAME=%q\n", os.Getenv("ESGRID_KEY"), os.Getenv("ESGRID_PLUGIN_NAME"))
+	}
 	if d, err := time.ParseDuration(os.Getenv("ESGRID_TEST_START_SLEEP")); err == nil {
 		time.Sleep(d) // a plugin slow to start
 	}
@@ -132,6 +153,31 @@ func runHelper(mode string) int {
 	case "garbage":
 		fmt.Println("hello, I am a plugin")
 		time.Sleep(time.Hour)
+		return 0
+	case "oneshot":
+		// One evaluation per process: the hello, one answer, then exit
+		// 0 without reading anything more.
+		out := os.Stdout
+		b, _ := wire.AppendFrame(nil, byte(MsgHello), &Hello{Version: ProtocolVersion, Name: name, MinDim: 1, Lower: -5.12, Upper: 5.12}, 0)
+		out.Write(b)
+		var ev Eval
+		_, body, err := wire.NewReader(os.Stdin, 0).Next()
+		if err == nil {
+			err = new(wire.Decoder).Decode("eval", body, &ev)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+		f, _ := (&helperProblem{name: name}).Eval(context.Background(), ev.X)
+		b, _ = wire.AppendFrame(nil, byte(MsgResult), &Result{ID: ev.ID, F: f}, 0)
+		out.Write(b)
+		if os.Getenv("ESGRID_TEST_EXIT_ON_NEXT") != "" {
+			// Live on until the next request is there, unread.
+			for unread(os.Stdin) <= 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
 		return 0
 	case "serve", "serve-nocancel", "serve-then-die":
 		out := protectStdout()

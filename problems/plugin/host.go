@@ -28,13 +28,16 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/esgrid/esgrid/grid/wire"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/problems"
 )
 
@@ -59,6 +62,11 @@ var (
 	ErrBackingOff = errors.New("not restarted")
 )
 
+// errNotRead (with ErrCrashed): the process ended before it read the
+// evaluation's request, which therefore never ran: Eval runs it on a new
+// process.
+var errNotRead = errors.New("before it read the evaluation's request")
+
 // Config says which plugin to run and how.
 type Config struct {
 	// Name is the problem name the plugin is listed under; its hello
@@ -75,8 +83,9 @@ type Config struct {
 	// StartAll makes Open start every slot's process, not only the
 	// first, at once: for a caller that will run them all (a worker), so
 	// that no evaluation waits for a start, nor is timed with one. A slot
-	// whose start fails is reported and starts again at its first
-	// evaluation. Default false.
+	// whose start fails is reported; while another slot has a process,
+	// evaluations go to those, and the slot is started again in the
+	// background (see Eval). Default false.
 	StartAll bool
 	// Logger receives the plugin's stderr and what happens to its
 	// processes. Default slog.Default().
@@ -171,6 +180,9 @@ type Stats struct {
 	// honour cancels that were let finish, cheaper than a kill and a
 	// restart (their answers are dropped).
 	RanOut int64
+	// Waits counts evaluations that waited for another slot's process
+	// because their own slot's failed to start (see Eval).
+	Waits int64
 }
 
 // Problem is a plugin as a problems.Problem: a pool of processes. It is
@@ -184,13 +196,14 @@ type Problem struct {
 	stderrLimit *limiter
 
 	mu        sync.Mutex
-	idle      []*slot // slots not in use
+	idle      []*slot       // slots not in use
+	released  chan struct{} // closed (and replaced) when a slot is released
 	slots     []*slot
 	closed    bool
 	inflight  sync.WaitGroup
 	closeOnce sync.Once
 
-	starts, startFailures, crashes, kills, cancels, ranOut atomic.Int64
+	starts, startFailures, crashes, kills, cancels, ranOut, waits atomic.Int64
 
 	// Smoothed durations (ns) of a start (spawn to hello) and of an
 	// answered evaluation (request to answer): what a kill costs, and
@@ -200,10 +213,19 @@ type Problem struct {
 }
 
 // slot is one process place; proc is nil until started, and after the
-// process is gone.
+// process is gone. Its owner (the evaluation or start that took it)
+// alone touches it; up, fails and retryAt are read under Problem.mu
+// while it is idle, and up (set as it is released) also while it is not.
 type slot struct {
 	n    int
 	proc *proc
+	// up: it had a process when last released (or opened): a slot in
+	// use that is up will be free for an evaluation that waits for one.
+	up bool
+	// fails counts its starts that failed in a row; retryAt is when the
+	// next may be tried (in the background, while another slot is up).
+	fails   int
+	retryAt time.Time
 }
 
 var _ problems.Problem = (*Problem)(nil)
@@ -225,6 +247,7 @@ func Open(ctx context.Context, cfg Config) (*Problem, error) {
 		log:         cfg.Logger.With("plugin", cfg.Name),
 		sem:         make(chan struct{}, cfg.Procs),
 		closing:     make(chan struct{}),
+		released:    make(chan struct{}),
 		stderrLimit: newLimiter(cfg.StderrRate, int(5*cfg.StderrRate)),
 	}
 	for i := range cfg.Procs {
@@ -238,12 +261,16 @@ func Open(ctx context.Context, cfg Config) (*Problem, error) {
 	if err := p.restart(ctx, p.slots[0]); err != nil {
 		return nil, err
 	}
+	p.slots[0].up = true
 	if cfg.StartAll {
 		var wg sync.WaitGroup
 		for _, s := range p.slots[1:] {
-			wg.Go(func() { p.restart(ctx, s) }) // a failure is logged; the slot tries again when used
+			wg.Go(func() { p.restartSlot(ctx, s) }) // a failure is logged; the slot is tried again later
 		}
 		wg.Wait()
+	}
+	for _, s := range p.slots {
+		s.up = s.proc != nil
 	}
 	return p, nil
 }
@@ -271,11 +298,17 @@ func (p *Problem) Hello() Hello { return p.hello }
 func (p *Problem) Stats() Stats {
 	return Stats{
 		Starts: p.starts.Load(), StartFailures: p.startFailures.Load(), Crashes: p.crashes.Load(),
-		Kills: p.kills.Load(), Cancels: p.cancels.Load(), RanOut: p.ranOut.Load(),
+		Kills: p.kills.Load(), Cancels: p.cancels.Load(), RanOut: p.ranOut.Load(), Waits: p.waits.Load(),
 	}
 }
 
-// Eval returns f(x) as computed by one of the plugin's processes. When ctx
+// Eval returns f(x) as computed by one of the plugin's processes. A slot
+// whose process fails to start does not fail the evaluation while
+// another slot has a process: the evaluation waits for that one, and
+// the slot is started again in the background, backing off (RetryMin
+// doubled per failure, at most RetryMax), so that one slot that cannot
+// start (slow, short of a licence or a device) costs its share of the
+// work, not every evaluation given to it. When ctx
 // is cancelled it returns promptly with an error wrapping ctx.Err(): a
 // plugin that honours cancels is sent one and given CancelGrace to
 // answer; any other, or one that does not answer in time, is killed, and
@@ -290,28 +323,51 @@ func (p *Problem) Eval(ctx context.Context, x []float64) (float64, error) {
 	if p.cfg.Dim > 0 && len(x) != p.cfg.Dim {
 		return 0, fmt.Errorf("plugin %s: vector of length %d, want %d", p.cfg.Name, len(x), p.cfg.Dim)
 	}
-	s, err := p.acquire(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
-	}
-	defer p.release(s)
-	if err := ctx.Err(); err != nil {
-		// Cancelled while it waited for a slot: nothing to stop.
-		return 0, p.errorf(s, "%w", err)
-	}
-	if s.proc == nil {
-		// The start outlives a cancel of this evaluation (within
-		// StartTimeout, and Close): the next one needs the process,
-		// and a start that every losing replica cut short would never
-		// end.
-		if err := p.restart(context.WithoutCancel(ctx), s); err != nil {
-			return 0, err
+	resent := false
+	var s *slot
+	for {
+		if s == nil {
+			var err error
+			if s, err = p.acquire(ctx); err != nil {
+				return 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
+			}
+			if err := ctx.Err(); err != nil {
+				// Cancelled while it waited for a slot: nothing to stop.
+				p.release(s)
+				return 0, p.errorf(s, "%w", err)
+			}
 		}
-		if err := ctx.Err(); err != nil {
-			return 0, p.errorf(s, "%w", err)
+		if s.proc == nil {
+			// The start outlives a cancel of this evaluation (within
+			// StartTimeout, and Close): the next one needs the
+			// process, and a start that every losing replica cut
+			// short would never end.
+			if err := p.restartSlot(context.WithoutCancel(ctx), s); err != nil {
+				p.release(s)
+				if p.othersUp(s) {
+					s = nil
+					continue // another slot's process evaluates it
+				}
+				return 0, err
+			}
+			if err := ctx.Err(); err != nil {
+				p.release(s)
+				return 0, p.errorf(s, "%w", err)
+			}
 		}
+		f, err := p.evalOn(ctx, s, x)
+		if errors.Is(err, errNotRead) && !resent && ctx.Err() == nil {
+			// A process that ends between evaluations (one that
+			// serves so many, then exits to start afresh) did not
+			// run this one: it runs on a new process, once, started
+			// on this slot (another slot's may be ending too).
+			resent = true
+			p.log.Debug("plugin process ended before it read an evaluation; it runs on a new process", "slot", s.n, "err", err)
+			continue
+		}
+		p.release(s)
+		return f, err
 	}
-	return p.evalOn(ctx, s, x)
 }
 
 // Close stops every process: evaluations in flight end with ErrClosed
@@ -337,37 +393,118 @@ func (p *Problem) Close() error {
 	return nil
 }
 
-// acquire takes a slot, preferring one whose process is running.
+// acquire takes a slot, preferring one whose process is running, then
+// one with no process that has not failed to start (it starts for this
+// evaluation). A slot whose start failed is taken only while no other
+// slot is up (its start then fails at once, backing off, as the
+// plugin's); else the evaluation waits for a slot with a process, and
+// hands the failed slot, once its back-off is over, to a start in the
+// background.
 func (p *Problem) acquire(ctx context.Context) (*slot, error) {
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-p.closing:
-		return nil, ErrClosed
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	waited := false
+	for {
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.closing:
+			return nil, ErrClosed
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			<-p.sem
+			return nil, ErrClosed
+		}
+		i, behind := p.pick()
+		if i >= 0 {
+			s := p.idle[i]
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.inflight.Add(1)
+			p.mu.Unlock()
+			if !behind {
+				return s, nil
+			}
+			// The token just taken is the background start's; this
+			// evaluation takes another.
+			go p.startBehind(s)
+			continue
+		}
+		// Only slots that failed to start are free, and another slot
+		// has a process: wait for it to be released.
+		released := p.released
+		p.mu.Unlock()
 		<-p.sem
-		return nil, ErrClosed
-	}
-	i := len(p.idle) - 1
-	for j := i; j >= 0; j-- {
-		if p.idle[j].proc != nil {
-			i = j
-			break
+		if !waited {
+			waited = true
+			p.waits.Add(1)
+		}
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.closing:
+			return nil, ErrClosed
 		}
 	}
-	s := p.idle[i]
-	p.idle = append(p.idle[:i], p.idle[i+1:]...)
-	p.inflight.Add(1)
-	return s, nil
+}
+
+// pick chooses an idle slot for acquire, under p.mu: its index, with
+// behind true for a failed slot to start in the background rather than
+// evaluate on; -1 when the evaluation must wait for a slot in use.
+func (p *Problem) pick() (i int, behind bool) {
+	for j := len(p.idle) - 1; j >= 0; j-- {
+		if p.idle[j].proc != nil {
+			return j, false
+		}
+	}
+	for j := len(p.idle) - 1; j >= 0; j-- {
+		if p.idle[j].fails == 0 {
+			return j, false // never started, or its process ended: start it
+		}
+	}
+	if !p.anyUp(nil) {
+		return len(p.idle) - 1, false // the plugin has no process at all
+	}
+	now := p.cfg.Starts.clock()
+	for j := len(p.idle) - 1; j >= 0; j-- {
+		if !now.Before(p.idle[j].retryAt) {
+			return j, true
+		}
+	}
+	return -1, false
+}
+
+// anyUp reports whether a slot other than s is up, under p.mu.
+func (p *Problem) anyUp(s *slot) bool {
+	for _, o := range p.slots {
+		if o != s && o.up {
+			return true
+		}
+	}
+	return false
+}
+
+// othersUp reports whether a slot other than s is up.
+func (p *Problem) othersUp(s *slot) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && p.anyUp(s)
+}
+
+// startBehind starts a slot whose start failed before, for no
+// evaluation, and releases it (acquire took it).
+func (p *Problem) startBehind(s *slot) {
+	p.restartSlot(context.Background(), s) // a failure is logged, and backs off
+	p.release(s)
 }
 
 func (p *Problem) release(s *slot) {
 	p.mu.Lock()
+	s.up = s.proc != nil
 	p.idle = append(p.idle, s)
+	close(p.released)
+	p.released = make(chan struct{})
 	p.mu.Unlock()
 	p.inflight.Done()
 	<-p.sem
@@ -376,6 +513,24 @@ func (p *Problem) release(s *slot) {
 // errorf names the plugin and slot in an error.
 func (p *Problem) errorf(s *slot, format string, args ...any) error {
 	return fmt.Errorf("plugin %s (slot %d): "+format, append([]any{p.cfg.Name, s.n}, args...)...)
+}
+
+// restartSlot is restart, counting the slot's own failed starts in a
+// row, which set when it may be tried again.
+func (p *Problem) restartSlot(ctx context.Context, s *slot) error {
+	err := p.restart(ctx, s)
+	switch {
+	case err == nil:
+		s.fails, s.retryAt = 0, time.Time{}
+	case ctx.Err() == nil && !errors.Is(err, ErrClosed):
+		s.fails++
+		wait := p.cfg.RetryMin << min(s.fails-1, 20)
+		if wait <= 0 || wait > p.cfg.RetryMax {
+			wait = p.cfg.RetryMax
+		}
+		s.retryAt = p.cfg.Starts.clock().Add(wait)
+	}
+	return err
 }
 
 // restart starts s's process, unless starts are backing off after
@@ -389,6 +544,18 @@ func (p *Problem) restart(ctx context.Context, s *slot) error {
 	pr, err := p.start(ctx, s)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return err
+		}
+		if p.othersUp(s) {
+			// Another slot's process works: the failure is this
+			// slot's (restartSlot backs it off), not the plugin's,
+			// whose back-off would refuse the other slots' restarts
+			// and the next session.
+			if s.fails == 0 {
+				p.logLimited(slog.LevelWarn, "plugin failed to start on one slot; evaluations go to the slots that work, and it is started again in the background", "slot", s.n, "err", err)
+			} else {
+				p.log.Debug("plugin failed to start again on one slot", "slot", s.n, "failures", s.fails+1, "err", err)
+			}
 			return err
 		}
 		fails, wait, logIt := st.failed(err, &p.cfg)
@@ -419,6 +586,9 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		if errors.Is(err, syscall.ENOEXEC) { // the usual cause: a script written without its #! line
 			return nil, p.errorf(s, "%w: %v (a script needs a first line such as #!/usr/bin/env python3)", ErrStart, err)
 		}
+		if errors.Is(err, syscall.ENOENT) {
+			return nil, p.errorf(s, "%w: %v%s", ErrStart, err, interpreterHint(p.cfg.Path))
+		}
 		return nil, p.errorf(s, "%w: %v", ErrStart, err)
 	}
 	t := time.NewTimer(p.cfg.StartTimeout)
@@ -441,9 +611,10 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		f.err = p.checkHello(&f.hello)
 	}
 	if f.err != nil {
+		what := pr.describe(f.err) // before the kill ends it
 		pr.kill()
 		p.startFailures.Add(1)
-		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, describe(f.err), pr.status(), pr.tail.String())
+		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, what, pr.status(), pr.tail.String())
 	}
 	p.starts.Add(1)
 	smooth(&p.startNs, time.Since(began))
@@ -484,6 +655,9 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 			return 0, p.errorf(s, "vector of length %d: %w", len(x), err)
 		}
 		p.discard(s)
+		if errors.Is(err, syscall.EPIPE) { // no one reads its input: it has ended
+			return 0, p.errorf(s, "%w %w (%s); stderr: %s", ErrCrashed, errNotRead, pr.status(), pr.tail.String())
+		}
 		p.crashes.Add(1)
 		return 0, p.errorf(s, "%w: writing the request: %v (%s); stderr: %s", ErrCrashed, err, pr.status(), pr.tail.String())
 	}
@@ -508,6 +682,11 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 	pr := s.proc
 	switch {
+	case f.err != nil && isEOF(f.err) && unread(pr.stdin) > 0:
+		// Its request is still in the pipe: the process ended (or
+		// closed its output) before it read it.
+		p.discard(s)
+		return 0, p.errorf(s, "%w %w (%s); stderr: %s", ErrCrashed, errNotRead, pr.status(), pr.tail.String())
 	case f.err != nil && isEOF(f.err):
 		p.discard(s)
 		p.crashes.Add(1)
@@ -529,9 +708,9 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 	}
 	select {
 	case <-pr.exited:
-		// It answered, then exited: the next evaluation needs a new one.
+		// It answered, then exited (not during an evaluation): the
+		// next evaluation needs a new one.
 		p.discard(s)
-		p.crashes.Add(1)
 	default:
 	}
 	if !pr.answered {
@@ -542,7 +721,9 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 		}
 	}
 	if f.res.Err != "" {
-		return 0, p.errorf(s, "%w: %s", ErrEval, clip(f.res.Err, 1024))
+		// Escaped: the text reaches the master's log and its final
+		// line, and a terminal.
+		return 0, p.errorf(s, "%w: %s", ErrEval, logx.Printable(clip(f.res.Err, 1024)))
 	}
 	return f.res.F, nil
 }
@@ -729,7 +910,7 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	}
 	cmd := exec.Command(p.cfg.Path)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.Env = append(os.Environ(), "ESGRID_PLUGIN_NAME="+p.cfg.Name, "ESGRID_PLUGIN_SLOT="+strconv.Itoa(s.n))
+	cmd.Env = append(pluginEnv(), "ESGRID_PLUGIN_NAME="+p.cfg.Name, "ESGRID_PLUGIN_SLOT="+strconv.Itoa(s.n))
 	setProcAttr(cmd)
 	pr := &proc{
 		slot: s.n, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
@@ -759,6 +940,18 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	go p.readStderr(pr)
 	go pr.readFrames(p.cfg.MaxFrame)
 	return pr, nil
+}
+
+// keyEnv is the environment variable that may hold the cluster key
+// (grid.KeyEnv; this package does not import grid, which a plugin built
+// with the SDK would then carry).
+const keyEnv = "ESGRID_KEY"
+
+// pluginEnv is this program's environment without the cluster key: a
+// plugin has no use for it, and one that prints its environment (a crash
+// report, a simulator's debug output) would put it in the log.
+func pluginEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, keyEnv+"=") })
 }
 
 // readFrames decodes what the process writes: a hello first, then
@@ -900,6 +1093,28 @@ func lengthHint(hdr [4]byte) string {
 		binary.BigEndian.Uint32(hdr[:]))
 }
 
+// interpreterHint explains "no such file or directory" for a plugin
+// that is there: the kernel says so of a script whose #! line names an
+// interpreter that is not, most often one that ends in a carriage return
+// (a script saved with Windows line ends).
+func interpreterHint(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 256)
+	n, _ := io.ReadFull(f, b)
+	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return ""
+	}
+	if bytes.HasSuffix(line, []byte("\r")) {
+		return fmt.Sprintf(" (the file is there, but its first line, %q, ends in a carriage return: the file has Windows line ends; convert them (dos2unix))", line)
+	}
+	return fmt.Sprintf(" (the file is there, but not the interpreter its first line names: %q)", line)
+}
+
 // silenceHint explains a plugin that said no hello, by what it wrote on
 // its stdout: nothing, or part of a frame. Both are most often a buffer
 // not flushed (Python's sys.stdout is buffered when it is a pipe).
@@ -926,12 +1141,21 @@ func isEOF(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed)
 }
 
-// describe says what a read error means for a plugin.
-func describe(err error) string {
-	if isEOF(err) {
-		return "exited before its hello"
+// describe says what a read error before the hello means for a plugin:
+// the end of its output is its exit (which follows at once), or, if it
+// runs on, its closing it.
+func (pr *proc) describe(err error) string {
+	if !isEOF(err) {
+		return err.Error()
 	}
-	return err.Error()
+	t := time.NewTimer(exitGrace)
+	defer t.Stop()
+	select {
+	case <-pr.exited:
+		return "exited before its hello"
+	case <-t.C:
+		return "closed its standard output before its hello"
+	}
 }
 
 // clip cuts s to at most n bytes.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/leaktest"
 )
 
@@ -104,6 +106,41 @@ func TestEvalErrorsKeepTheProcess(t *testing.T) {
 	}
 }
 
+// What a plugin says reaches errors, hence the master's final line and a
+// terminal, escaped: its error answer and its last stderr lines keep no
+// newline, carriage return nor escape sequence.
+func TestPluginTextEscapedInErrors(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve")})
+	for _, c := range []struct {
+		x    float64
+		want string
+	}{{xFailEsc, `bad x\n\x1b[2Jesrun: done\r`}, {xDieEsc, `stderr: \x1b[31mdying\x1b[0m`}} {
+		_, err := p.Eval(context.Background(), []float64{c.x})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.ContainsAny(err.Error(), "\n\r\x1b") {
+			t.Errorf("x %v: %q, want it with %q, escaped", c.x, err, c.want)
+		}
+	}
+}
+
+// The cluster key is not in a plugin's environment: a plugin that prints
+// its environment (a crash report does) would put the key in the log,
+// where the worker's key never goes.
+func TestPluginEnvironmentHasNoKey(t *testing.T) {
+	leaktest.Check(t)
+	if keyEnv != grid.KeyEnv {
+		t.Fatalf("keyEnv %q, the grid's is %q", keyEnv, grid.KeyEnv)
+	}
+	const key = "the-cluster-key-0123456789abcdef"
+	t.Setenv(grid.KeyEnv, key)
+	p, sink := open(t, Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_SHOW_ENV=1")})
+	mustEval(t, p, 1)
+	lines := sink.records("plugin stderr")
+	if want := `helper: ESGRID_KEY="" ESGRID_PLUGIN_NAME="testp"`; len(lines) != 1 || lines[0]["line"] != want {
+		t.Errorf("stderr %v, want %q", lines, want)
+	}
+}
+
 // A plugin that crashes fails that evaluation with an error naming the
 // plugin, the slot, the exit status and its last stderr; the next
 // evaluation starts a new process and works.
@@ -133,6 +170,49 @@ func TestCrashRestartsOnNextEval(t *testing.T) {
 // Garbage, a frame over the cap or an answer to the wrong id on stdout
 // is a protocol error: the process is killed and the next evaluation
 // works.
+// A plugin that ends between evaluations (one that serves so many, then
+// exits to start afresh; here, one each) fails none of them: the request
+// its process never read runs on a new process. One that exits during an
+// evaluation still fails it (TestCrashRestartsOnNextEval).
+func TestProcessEndingBetweenEvaluations(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "oneshot")})
+	for i := range 5 {
+		if f := mustEval(t, p, 1, float64(i)); f != 1+float64(i*i) {
+			t.Errorf("evaluation %d = %v", i, f)
+		}
+	}
+	if st := p.Stats(); st.Starts != 5 || st.Crashes+st.Kills+st.StartFailures != 0 {
+		t.Errorf("stats %+v, want a process per evaluation, and no crash", st)
+	}
+}
+
+// The evaluation that a process ending between evaluations left unread
+// runs on a new process, not on another slot's, which may be at its end
+// too: here both slots' processes have answered their one evaluation,
+// and end as the next request reaches them.
+func TestNotReadRunsOnNewProcess(t *testing.T) {
+	leaktest.Check(t)
+	if runtime.GOOS != "linux" {
+		t.Skip("the helper sees its unread input by FIONREAD, on Linux")
+	}
+	// They wait for a request even after their input ends: Close kills them.
+	p, _ := open(t, Config{Path: helperPlugin(t, "oneshot", "ESGRID_TEST_EXIT_ON_NEXT=1"), Procs: 2, StartAll: true, StopGrace: time.Millisecond})
+	mustEval(t, p, 1) // slot 1's process
+	s1, err := p.acquire(context.Background())
+	if err != nil || s1.n != 1 {
+		t.Fatalf("acquire = slot %v, %v; want slot 1", s1, err)
+	}
+	mustEval(t, p, 2) // slot 2's process
+	p.release(s1)
+	if f := mustEval(t, p, 3); f != 9 {
+		t.Errorf("f = %v", f)
+	}
+	if st := p.Stats(); st.Starts != 3 || st.Crashes+st.Kills != 0 {
+		t.Errorf("stats %+v, want a third process, no crash", st)
+	}
+}
+
 func TestProtocolBreachesKillAndRestart(t *testing.T) {
 	leaktest.Check(t)
 	p, _ := open(t, Config{Path: helperPlugin(t, "serve")})
@@ -316,6 +396,12 @@ func TestBadStarts(t *testing.T) {
 	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
 	noShebang := t.TempDir() + "/noshebang.py"
 	os.WriteFile(noShebang, []byte("print('hello')\n"), 0o755)
+	noInterpreter := t.TempDir() + "/nointerpreter.py"
+	os.WriteFile(noInterpreter, []byte("#!/usr/bin/python9 -u\nprint('hello')\n"), 0o755)
+	closesStdout := t.TempDir() + "/closes"
+	os.WriteFile(closesStdout, []byte("#!/bin/sh\nexec >&-\nexec sleep 600\n"), 0o755)
+	crlf := t.TempDir() + "/crlf.py"
+	os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hello\r\n"), 0o755)
 	// printfPlugin writes the bytes of the printf format on its stdout,
 	// then waits.
 	printfPlugin := func(format string) string {
@@ -340,7 +426,11 @@ func TestBadStarts(t *testing.T) {
 		{"dimension refused", Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_DIMS=2,4"), Dim: 5}, "dimension 5 not accepted (accepts 2..4)"},
 		{"not executable", Config{Path: notExec}, "permission denied"},
 		{"missing", Config{Path: "/does/not/exist"}, "no such file"},
+		// The file is there; what is not is its interpreter.
+		{"no interpreter", Config{Path: noInterpreter}, `no such file or directory (the file is there, but not the interpreter its first line names: "#!/usr/bin/python9 -u")`},
+		{"CRLF line ends", Config{Path: crlf}, `(the file is there, but its first line, "#!/bin/sh\r", ends in a carriage return: the file has Windows line ends; convert them (dos2unix))`},
 		{"no #! line", Config{Path: noShebang}, "exec format error (a script needs a first line such as #!/usr/bin/env python3)"},
+		{"closes its stdout", Config{Path: closesStdout}, "closed its standard output before its hello (signal: killed)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

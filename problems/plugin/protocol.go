@@ -113,6 +113,10 @@ func (h *Hello) check() error {
 		return fmt.Errorf("hello: bounds [%v, %v] not finite", h.Lower, h.Upper)
 	case !(h.Lower < h.Upper):
 		return fmt.Errorf("hello: lower %v not below upper %v", h.Lower, h.Upper)
+	case math.IsInf(h.Upper-h.Lower, 0):
+		// The ES's step sizes are a share of the width: the run
+		// would fail on it, blaming its own configuration.
+		return fmt.Errorf("hello: the box [%v, %v] is wider than a float64 holds (upper − lower overflows)", h.Lower, h.Upper)
 	}
 	return nil
 }

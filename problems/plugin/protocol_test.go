@@ -147,6 +147,7 @@ func TestBadMessages(t *testing.T) {
 		{Version: 1, Name: "p", MinDim: 1, Lower: 1, Upper: 1},
 		{Version: 1, Name: "p", MinDim: 1, Lower: math.Inf(-1), Upper: 1},
 		{Version: 1, Name: "p", MinDim: 1, Lower: 0, Upper: math.NaN()},
+		{Version: 1, Name: "p", MinDim: 1, Lower: -1.7e308, Upper: 1.7e308},
 	} {
 		if err := h.check(); err == nil {
 			t.Errorf("hello %+v accepted", h)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,5 +155,101 @@ func TestCrashLinesLimitedPerPlugin(t *testing.T) {
 	recs := sink.records(msg)
 	if last := recs[len(recs)-1]; last["level"] != "WARN" || last["held_back_since_last"] != "3" {
 		t.Errorf("the crash %v later: %v, want a warning counting 3 lines held back", crashEvery, last)
+	}
+}
+
+// One slot whose process cannot start (short of a licence or a device)
+// while the other works: an evaluation given to it waits for the slot
+// that works instead of failing, and the slot is started again in the
+// background once its back-off is over, for the evaluations after.
+func TestSlotThatCannotStartFailsNoEvaluation(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	broken, release := filepath.Join(dir, "broken"), filepath.Join(dir, "release")
+	if err := os.WriteFile(broken, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var now atomic.Int64 // the fake clock of the back-offs, in ns since the epoch
+	const retryMin = time.Minute
+	starts := &Starts{now: func() time.Time { return time.Unix(0, now.Load()) }}
+	p, sink := open(t, Config{
+		Path:  helperPlugin(t, "serve", "ESGRID_TEST_FAIL_SLOT=2", "ESGRID_TEST_FAIL_WHILE="+broken, "ESGRID_TEST_RELEASE="+release),
+		Procs: 2, StartAll: true, RetryMin: retryMin, RetryMax: time.Hour, Starts: starts,
+	})
+	if st := p.Stats(); st.Starts != 1 || st.StartFailures != 1 {
+		t.Fatalf("stats %+v after Open, want slot 1 started and slot 2 failed", st)
+	}
+	// The failure is the slot's: the plugin's back-off, which would
+	// refuse slot 1's restarts and the next session's Open, is not on.
+	if wait, fails, _ := starts.wait(); wait != 0 || fails != 0 {
+		t.Errorf("the plugin backs off %v after %d failures, want not at all", wait, fails)
+	}
+	if logged := sink.records("plugin failed to start on one slot; evaluations go to the slots that work, and it is started again in the background"); len(logged) != 1 || logged[0]["slot"] != "2" || logged[0]["level"] != "WARN" {
+		t.Errorf("the slot's failure logged as %v, want once, a warning", logged)
+	}
+	type answer struct {
+		f   float64
+		err error
+	}
+	eval := func(ctx context.Context, x ...float64) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			f, err := p.Eval(ctx, x)
+			ch <- answer{f, err}
+		}()
+		return ch
+	}
+	// Slot 1 busy; the next evaluation finds only slot 2 free.
+	said := func(line string) { // waits until a process said line on its stderr
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			for _, r := range sink.records("plugin stderr") {
+				if r["line"] == line {
+					return
+				}
+			}
+		}
+		t.Fatalf("no plugin said %q", line)
+	}
+	first := eval(context.Background(), xRelease)
+	said("helper: waiting for release")
+	second := eval(context.Background(), 1, 2)
+	for deadline := time.Now().Add(time.Minute); p.Stats().Waits < 1 && time.Now().Before(deadline); {
+		select {
+		case a := <-second:
+			t.Fatalf("the evaluation given slot 2 ended before slot 1 was free: %v, %v", a.f, a.err)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-first; a.err != nil || a.f != xRelease*xRelease {
+		t.Errorf("first = %v, %v", a.f, a.err)
+	}
+	if a := <-second; a.err != nil || a.f != 5 {
+		t.Fatalf("second = %v, %v, want 5 from slot 1", a.f, a.err)
+	}
+	// Slot 2 can start now. Before its back-off is over nothing starts
+	// it; after, an evaluation that finds slot 1 busy starts it in the
+	// background and runs on it.
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
+	mustEval(t, p, 3)
+	now.Add(int64(retryMin))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	blocked := eval(ctx, xBlock) // slot 1, until cancelled
+	said("helper: blocking")
+	if a := <-eval(context.Background(), 3, 4); a.err != nil || a.f != 25 {
+		t.Fatalf("with slot 1 busy = %v, %v, want 25 from slot 2, started again", a.f, a.err)
+	}
+	cancel()
+	if a := <-blocked; !errors.Is(a.err, context.Canceled) {
+		t.Errorf("blocked = %v, want cancelled", a.err)
+	}
+	if st := p.Stats(); st.Starts != 2 || st.StartFailures != 1 || st.Waits != 1 || st.Crashes+st.Kills != 0 {
+		t.Errorf("stats %+v, want 2 starts, 1 failure, 1 evaluation that waited, no crash nor kill", st)
 	}
 }

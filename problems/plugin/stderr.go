@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/esgrid/esgrid/internal/logx"
 )
 
 // Bounds on what a plugin's standard error can cost the worker.
@@ -40,7 +42,7 @@ func (p *Problem) readStderr(pr *proc) {
 			}
 		}
 		if len(line) > 0 {
-			pr.tail.add(text)
+			pr.tail.add(logx.Printable(text)) // the tail is quoted in errors
 			if n, ok := p.stderrLimit.allow(time.Now()); ok {
 				if n > 0 {
 					log.Warn("plugin stderr: lines dropped (rate limit)", "dropped", n)
