@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -66,8 +67,21 @@ func buildUserModule(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	goMod := "module example.com/mysphere\n\ngo 1.26\n\nrequire github.com/esgrid/esgrid v0.0.0\n\nreplace github.com/esgrid/esgrid => " + root + "\n"
-	for name, text := range map[string]string{"go.mod": goMod, "main.go": userModuleMain} {
+	// The user's module takes esgrid's requirements and their hashes
+	// (go.sum), as go mod tidy would write them: go then finds all it
+	// needs in the module cache that built esgrid, without the network
+	// (the proxy or the checksum database).
+	ownMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	requires := string(ownMod[bytes.Index(ownMod, []byte("\nrequire")):])
+	goMod := "module example.com/mysphere\n\ngo 1.26\n\nrequire github.com/esgrid/esgrid v0.0.0\n" + requires + "\nreplace github.com/esgrid/esgrid => " + root + "\n"
+	goSum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"go.mod": goMod, "go.sum": string(goSum), "main.go": userModuleMain} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +91,8 @@ func buildUserModule(t *testing.T) string {
 	bin := filepath.Join(dir, "mysphere")
 	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, ".")
 	cmd.Dir = dir
-	// -mod=mod fills in go.mod's requirements and go.sum; GOPROXY=off
-	// keeps it from the network, GOWORK=off from any workspace around.
+	// -mod=mod fills in go.mod's requirements; GOPROXY=off keeps it from
+	// the network, GOWORK=off from any workspace around.
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build in a module that requires esgrid's: %v\n%s", err, out)
