@@ -138,6 +138,21 @@ func TestCheckCounts(t *testing.T) {
 			r.Schedule.PerWorker[0].Accepted--
 		}, []string{kindSchedule}},
 		{"no schedule", func(r *report) { r.Schedule = nil }, []string{kindSchedule}},
+		// A master that split accepts the results its children computed
+		// from no worker of its own (seed 102 of -split 1 -relay 1: "713
+		// results accepted for 893 tasks", 180 from children).
+		{"results from child masters", func(r *report) {
+			r.Schedule.PerWorker[0].Accepted -= 4
+			r.Schedule.Masters = &struct {
+				FromChildren int `json:"from_children"`
+			}{4}
+		}, nil},
+		{"a result from a child master counted twice", func(r *report) {
+			r.Schedule.PerWorker[0].Accepted -= 4
+			r.Schedule.Masters = &struct {
+				FromChildren int `json:"from_children"`
+			}{5}
+		}, []string{kindAccepted}},
 	} {
 		r, c := goodReport()
 		tc.spoil(&r)
