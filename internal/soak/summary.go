@@ -9,7 +9,8 @@ import (
 )
 
 // faultKinds is the order faults are listed in.
-var faultKinds = []string{killWorker, stopWorker, killMaster, pluginCrash, pluginHang, failEvery, hangEvery, silent, delayed}
+var faultKinds = []string{killWorker, stopWorker, killMaster, pluginCrash, pluginHang, failEvery, hangEvery, silent, delayed,
+	split, childLost, killChild, stopChild, relayed, killRelay, stopRelay}
 
 // defect is one finding of one run, with how to replay it.
 type defect struct {
@@ -31,6 +32,9 @@ type tally struct {
 	interrupted bool
 	peakRSS     int64   // the largest esrun peak RSS
 	worstRatio  float64 // the largest run time over its bound
+	// splitRuns are the runs whose master may split (-split), splitDid
+	// those in which one did; relayRuns the runs with a relay.
+	splitRuns, splitDid, relayRuns int
 }
 
 func newTally(cfg *Config) *tally { return &tally{cfg: cfg, faults: map[string]int{}} }
@@ -44,6 +48,15 @@ func (t *tally) add(res result) {
 	for _, f := range res.Findings {
 		t.defects = append(t.defects, defect{Run: res.Run, Seed: res.Scenario.Seed, Kind: f.Kind, Detail: f.Detail,
 			Replay: t.cfg.replay(res.Scenario.Seed), Logs: res.Logs})
+	}
+	if res.Scenario.Split != "" {
+		t.splitRuns++
+		if res.Faults[split] > 0 {
+			t.splitDid++
+		}
+	}
+	if res.Scenario.Relay != nil {
+		t.relayRuns++
 	}
 	t.peakRSS = max(t.peakRSS, res.PeakRSS)
 	if res.Bound.Total > 0 {
@@ -111,7 +124,9 @@ func (t *tally) summary() string {
 		total += n
 	}
 	fmt.Fprintf(&b, "faults injected: %d: %s\n", total, countList(t.faults, faultKinds))
-	fmt.Fprintf(&b, "  (%s, %s and %s count the workers started with them; the others count the faults that happened)\n", hangEvery, silent, delayed)
+	fmt.Fprintf(&b, "  (%s, %s, %s and %s count the workers started with them; %s the promotions to a child master and %s the children counted lost,\n", hangEvery, silent, delayed, relayed, split, childLost)
+	b.WriteString("  as the masters logged them; the others count the faults that happened)\n")
+	fmt.Fprintf(&b, "runs with -split: %d, of which %d split; runs with a relay: %d\n", t.splitRuns, t.splitDid, t.relayRuns)
 	fmt.Fprintf(&b, "longest run: %.0f%% of its bound; esrun peak RSS at most %s (bound %d MiB)\n", 100*t.worstRatio, mib(t.peakRSS), t.cfg.MaxRSS)
 	byKind := map[string]int{}
 	runs := map[int]bool{}
