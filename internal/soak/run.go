@@ -307,7 +307,7 @@ func (r *runState) startMaster(ctx context.Context, resume bool) (*proc, error) 
 	name := fmt.Sprintf("esrun-%d", len(r.masters)+1)
 	m, err := s.procs.start(r.dir, name, s.bin.esrun, []string{s.keyEnv}, watch{
 		keepOut: anyLine, onOut: r.sawLine, keepErr: masterErr,
-		onErr: r.sawMasterLog,
+		onErr: r.sawRootLog,
 	}, args...)
 	if err != nil {
 		return nil, err
