@@ -401,3 +401,28 @@ func TestCutOffByRelayLoss(t *testing.T) {
 		}
 	}
 }
+
+// A worker's log says when it is promoted to a child master and when
+// that ends; its child master's lines count as a master's (a split of its
+// own, a child of its own lost), and the other lines of the worker's are
+// not a master's.
+func TestSawWorkerLogFollowsPromotions(t *testing.T) {
+	r := &runState{faults: map[string]int{}, promoted: map[string]bool{}, promoCh: make(chan struct{})}
+	ch := r.promoCh
+	r.sawWorkerLog("w3", `time=x level=INFO msg="promoted to a child master" worker=w3 tasks=62 gen=1 parent=127.0.0.1:1`)
+	select {
+	case <-ch:
+	default:
+		t.Error("a promotion woke no one")
+	}
+	if !r.promoted["w3"] {
+		t.Error("w3 not promoted")
+	}
+	r.sawWorkerLog("w3", `time=x level=INFO msg="overloaded: promoting a worker to a child master (docs/papers.md §2)" child=w3 component=master gen=1 worker=w1`)
+	r.sawWorkerLog("w3", `time=x level=WARN msg="child master's link lost" child=w3 component=master child=w1 err=EOF`)
+	r.sawWorkerLog("w3", `time=x level=WARN msg="child master returned none of its tasks for a deadline; cut off as lost" child=w3 component=master child=w1`)
+	r.sawWorkerLog("w3", `time=x level=INFO msg="child master done; its results went to the parent" child=w3 component=master gen=1 workers=2`)
+	if r.promoted["w3"] || r.ob.Splits != 1 || r.ob.ChildLosses != 1 || r.ob.CutOffs != 1 || r.faults[split] != 1 || r.faults[childLost] != 1 {
+		t.Errorf("promoted %v, observed %+v, faults %v", r.promoted, r.ob, r.faults)
+	}
+}
