@@ -426,3 +426,24 @@ func TestSawWorkerLogFollowsPromotions(t *testing.T) {
 		t.Errorf("promoted %v, observed %+v, faults %v", r.promoted, r.ob, r.faults)
 	}
 }
+
+// A process that has ended has ended, however late it is asked: the
+// workers are checked one after the other under one timeout, and once
+// the first had used it up, wait said "still running" at random of those
+// long gone (seed 1056: w3, w5 and w6, not behind the relay, "still
+// running 1m0s once the run was over (-once)" after each logged "the run
+// is over").
+func TestWaitSaysEndedAfterTimeout(t *testing.T) {
+	p := &proc{done: make(chan struct{})}
+	close(p.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 1000 {
+		if !p.wait(ctx) {
+			t.Fatal("an ended process waited for past its timeout was still running")
+		}
+	}
+	if q := (&proc{done: make(chan struct{})}); q.wait(ctx) {
+		t.Fatal("a running process ended")
+	}
+}

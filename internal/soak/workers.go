@@ -271,7 +271,7 @@ func (r *runState) checkWorkers(ctx context.Context) []finding {
 			p.signal(syscall.SIGTERM)
 		}
 		if !p.wait(wctx) {
-			bad = append(bad, fmt.Sprintf("%s still running %v %s", p.name, time.Duration(r.s.cfg.Slack*float64(workerGrace)), how))
+			bad = append(bad, fmt.Sprintf("%s still running %v %s (%s)", p.name, time.Duration(r.s.cfg.Slack*float64(workerGrace)), how, p.dumpStacks(ctx)))
 			continue
 		}
 		if st := p.status(); st != "exit 0" {
