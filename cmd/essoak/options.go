@@ -69,9 +69,13 @@ After every run it checks:
               final best and the final checkpoint equal esrun -inprocess
               with the same ES flags, bit for bit
   counts      in the report's schedule, every generation's originals equal
-              its tasks, and tasks sent = originals + replicas
+              its tasks, tasks sent = originals + replicas, and results
+              accepted (from workers and from child masters) = tasks
   exits       esrun exits 0, and every worker that joined exits 0 when
-              the run ends (-once) or when sent SIGTERM
+              the run ends (-once) or when sent SIGTERM (but a worker
+              behind a relay the master lost, not back by the end: the
+              word never reached it, and it waits for the next master);
+              one still running is sent SIGQUIT, its goroutines kept
   memory      each esrun's peak RSS (getrusage) stays under -max-rss
 
 It prints one line per run, then a summary: runs, faults injected by
