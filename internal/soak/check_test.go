@@ -400,6 +400,17 @@ func TestCutOffByRelayLoss(t *testing.T) {
 			t.Errorf("%s cut off %v, want %v", p.name, got, want)
 		}
 	}
+	// The soak kills the relay as the master ends, which logs no loss
+	// (seed 2056: the relay continued after a stop, killed at once,
+	// before it passed the end on; "w2 still running 1m0s once the run
+	// was over (-once)", and three more behind it). w1 joins again after.
+	r.relayKilled()
+	r.sawRootLog(`time=x level=INFO msg="worker joined" component=master worker=w1 worker_id=5 slots=1 addr=relay/relay-r2:1`)
+	for p, want := range map[*proc]bool{w0: false, w1: false, w2: true, relay: true} {
+		if got := r.cutOff(p); got != want {
+			t.Errorf("after the kill: %s cut off %v, want %v", p.name, got, want)
+		}
+	}
 }
 
 // A worker's log says when it is promoted to a child master and when

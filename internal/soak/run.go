@@ -78,7 +78,8 @@ type runState struct {
 	spares    int             // replacements started
 	// The root master's log lines are numbered as they come (line);
 	// joinedAt is the line at which each worker (or relay) last joined,
-	// relayLostAt the last at which the master lost the relay.
+	// relayLostAt the last at which the master lost the relay (or the
+	// line after the last the master had logged when the soak killed it).
 	line        int
 	joinedAt    map[string]int
 	relayLostAt int

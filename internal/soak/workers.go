@@ -172,6 +172,9 @@ func (r *runState) kill(ctx context.Context, p *proc, f fault) bool {
 	r.ob.Kills++
 	r.killed[p] = true
 	i, isWorker := r.index[p]
+	if !isWorker {
+		r.relayKilled()
+	}
 	r.spares++
 	spare := r.spares
 	addr := r.relayAddr
@@ -285,7 +288,8 @@ func (r *runState) checkWorkers(ctx context.Context) []finding {
 }
 
 // cutOff says whether p, the relay or a worker behind it, had not joined
-// the master again since the master last lost the relay: the word that
+// the master again since the master last lost the relay, or the soak
+// killed it (a master ending as it goes logs no loss): the word that
 // the run is over could not reach it, and it waits for the next master
 // (docs/topologies.md: workers behind a relay that dies wait for it to
 // come back; a relay without its master waits for the next).
@@ -298,3 +302,8 @@ func (r *runState) cutOff(p *proc) bool {
 	}
 	return r.joinedAt[p.name] < r.relayLostAt
 }
+
+// relayKilled notes that the soak killed the relay: its workers are cut
+// off from the master's next log line on, whether or not the master, if
+// it is ending, logs the loss. r.mu held.
+func (r *runState) relayKilled() { r.relayLostAt = r.line + 1 }
