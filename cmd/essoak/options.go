@@ -54,7 +54,12 @@ the policy, the workers (slots, -delay, -slowdown, -hang-every,
 -fail-every, -silent, plugin crashes and hangs), the ES, and the faults
 injected while it runs: workers killed with SIGKILL (a replacement joins), workers
 stopped with SIGSTOP and continued with SIGCONT, and the master killed
-with SIGKILL and restarted with esrun -resume from its checkpoint.
+with SIGKILL and restarted with esrun -resume from its checkpoint. Some
+runs (-split) have a master made slow (-master-cost) that splits
+(esrun -split paper or gain), and the worker it promotes to a child
+master, found from its log, is killed or stopped; some (-relay) have
+workers that reach the master through a relay (esworker -relay), which
+is killed (and started again at its address) or stopped.
 
 After every run it checks:
   bound       the run ended within a bound computed from the deadlines and
@@ -64,9 +69,13 @@ After every run it checks:
               final best and the final checkpoint equal esrun -inprocess
               with the same ES flags, bit for bit
   counts      in the report's schedule, every generation's originals equal
-              its tasks, and tasks sent = originals + replicas
+              its tasks, tasks sent = originals + replicas, and results
+              accepted (from workers and from child masters) = tasks
   exits       esrun exits 0, and every worker that joined exits 0 when
-              the run ends (-once) or when sent SIGTERM
+              the run ends (-once) or when sent SIGTERM (but a worker
+              behind a relay the master lost, not back by the end: the
+              word never reached it, and it waits for the next master);
+              one still running is sent SIGQUIT, its goroutines kept
   memory      each esrun's peak RSS (getrusage) stays under -max-rss
 
 One end other than success is by design: a task that failed more often
@@ -103,8 +112,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	flagx.IntVar(fs, &o.maxRSS, "max-rss", 256, 1, 1<<20, "the bound on each esrun's peak resident memory, in `MiB`")
 	flagx.IntVar(fs, &o.limits.Workers, "max-workers", defaultLimits.Workers, 1, 16, "at most `N` esworker processes at the start of a run")
 	flagx.IntVar(fs, &o.limits.Gens, "max-gens", defaultLimits.Gens, 4, 1000, "at most `N` generations per run (at least 4)")
-	flagx.IntVar(fs, &o.limits.Lambda, "max-lambda", defaultLimits.Lambda, 4, 1000, "at most `N` offspring per generation (at least 4)")
+	flagx.IntVar(fs, &o.limits.Lambda, "max-lambda", defaultLimits.Lambda, 4, 1000, "at most `N` offspring per generation (at least 4); a run whose master splits draws 2-6 × N")
 	flagx.FloatVar(fs, &o.limits.Silent, "silent", defaultLimits.Silent, 0, 1, "the chance `P` that a worker other than the first runs esworker -silent (takes tasks, never answers)")
+	flagx.FloatVar(fs, &o.limits.Split, "split", defaultLimits.Split, 0, 1, "the chance `P` that a run's master splits: esrun -split paper or gain with -master-cost 200us-2ms, 4-10 workers and fine tasks, and faults on the workers promoted to child masters (killed, stopped)")
+	flagx.FloatVar(fs, &o.limits.Relay, "relay", defaultLimits.Relay, 0, 1, "the chance `P` that some of a run's workers reach the master through a relay (esworker -relay), with faults on the relay (killed, stopped)")
 	flagx.VersionFlag(fs)
 	fs.Usage = func() {
 		out := fs.Output()
@@ -140,7 +151,7 @@ func parseOptions(args []string) (*options, error) {
 
 // replayed are the flags that shape a scenario or its checks, in the
 // order a replay gives them.
-var replayed = []string{"max-workers", "max-gens", "max-lambda", "silent", "slack", "max-rss"}
+var replayed = []string{"max-workers", "max-gens", "max-lambda", "silent", "split", "relay", "slack", "max-rss"}
 
 // replay is the command line that runs the scenario of seed again: -runs
 // 1 and the flags of replayed that were given.

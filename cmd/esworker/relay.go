@@ -95,14 +95,22 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 // relayOnly serves the relay alone until a signal (or ctx) ends it, or,
 // with -once, the master ends the run.
 func relayOnly(ctx context.Context, drain <-chan struct{}, rr *worker.Relay, log *slog.Logger) int {
+	signalled := false
 	select {
 	case <-ctx.Done():
 	case <-drain:
 		log.Info("signal: stopping the relay")
+		signalled = true
 	case <-rr.Ended():
 	}
 	rr.Stop()
-	if err := rr.Err(); err != nil && !errors.Is(err, grid.ErrRelayRunOver) && ctx.Err() == nil {
+	// A relay stopped on a signal ends cancelled: that is the stop asked
+	// for, and it exits 0 as a worker that drains does.
+	err := rr.Err()
+	if signalled && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if err != nil && !errors.Is(err, grid.ErrRelayRunOver) && ctx.Err() == nil {
 		log.Error("the relay stopped", "err", err)
 		return exitFailure
 	}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"net"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestRelayFlags(t *testing.T) {
@@ -28,4 +33,49 @@ func TestRelayFlags(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", tc.args, err)
 		}
 	}
+}
+
+// esworker -relay-only drains on the first signal as any esworker does:
+// it stops the relay and exits with status 0, logging no error. (It
+// exited 1, "the relay stopped" err="context canceled": the soak's relay
+// run without -once, stopped with SIGTERM at the run's end.)
+func TestRelayOnlyDrainsWithStatus0(t *testing.T) {
+	// An upstream that never answers: the relay waits for it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	drain := make(chan struct{})
+	code := make(chan int, 1)
+	stderr := new(syncBuffer)
+	go func() {
+		code <- run(ctx, []string{"-relay", "127.0.0.1:0", "-relay-only", "-master", ln.Addr().String(), "-key", testSecret, "-name", "r1"},
+			drain, new(bytes.Buffer), stderr)
+	}()
+	for !strings.Contains(stderr.String(), "relay listening") {
+		select {
+		case got := <-code:
+			t.Fatalf("exit %d before the relay listened:\n%s", got, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(drain)
+	select {
+	case got := <-code:
+		if got != 0 || strings.Contains(stderr.String(), "level=ERROR") {
+			t.Errorf("exit %d after drain, want 0 and no error:\n%s", got, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the relay did not exit after draining")
+	}
+}
+
+// String is what was written so far.
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

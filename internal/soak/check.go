@@ -103,6 +103,11 @@ type schedule struct {
 	PerWorker []struct {
 		Accepted int `json:"accepted"`
 	} `json:"per_worker"`
+	// Masters is the split's account (esrun -split): the results its
+	// child masters computed are accepted by no worker of the root's.
+	Masters *struct {
+		FromChildren int `json:"from_children"`
+	} `json:"masters"`
 }
 
 // outcome is what a run leaves: its report, its last checkpoint and the
@@ -260,7 +265,8 @@ func summarise(diffs []string) string {
 // checkCounts checks the report's schedule against its ES: every
 // generation has its tasks (μ, then λ), each sent once as an original
 // (re-sends are replicas), and the totals agree: tasks sent = originals +
-// replicas, results accepted = tasks.
+// replicas, results accepted (from the root's workers, and from its child
+// masters when it split) = tasks.
 func checkCounts(rep report, c esConfig) []finding {
 	s := rep.Schedule
 	if s == nil {
@@ -301,12 +307,16 @@ func checkCounts(rep report, c esConfig) []finding {
 		out = append(out, finding{kindSent, fmt.Sprintf("%d sent, %d originals (%d over the generations) + %d resends + %d replicas",
 			s.TasksSent, s.Originals, originals, s.Resends, s.Replicas)})
 	}
-	accepted := 0
+	accepted, children := 0, 0
 	for _, w := range s.PerWorker {
 		accepted += w.Accepted
 	}
-	if accepted != tasks {
-		out = append(out, finding{kindAccepted, fmt.Sprintf("%d results accepted for %d tasks", accepted, tasks)})
+	if s.Masters != nil {
+		children = s.Masters.FromChildren
+	}
+	if accepted+children != tasks {
+		out = append(out, finding{kindAccepted, fmt.Sprintf("%d results accepted from workers and %d from child masters for %d tasks",
+			accepted, children, tasks)})
 	}
 	return out
 }

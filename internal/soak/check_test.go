@@ -1,11 +1,13 @@
 package soak
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,21 @@ func TestCheckCounts(t *testing.T) {
 			r.Schedule.PerWorker[0].Accepted--
 		}, []string{kindSchedule}},
 		{"no schedule", func(r *report) { r.Schedule = nil }, []string{kindSchedule}},
+		// A master that split accepts the results its children computed
+		// from no worker of its own (seed 102 of -split 1 -relay 1: "713
+		// results accepted for 893 tasks", 180 from children).
+		{"results from child masters", func(r *report) {
+			r.Schedule.PerWorker[0].Accepted -= 4
+			r.Schedule.Masters = &struct {
+				FromChildren int `json:"from_children"`
+			}{4}
+		}, nil},
+		{"a result from a child master counted twice", func(r *report) {
+			r.Schedule.PerWorker[0].Accepted -= 4
+			r.Schedule.Masters = &struct {
+				FromChildren int `json:"from_children"`
+			}{5}
+		}, []string{kindAccepted}},
 	} {
 		r, c := goodReport()
 		tc.spoil(&r)
@@ -181,6 +198,20 @@ func TestBoundFormula(t *testing.T) {
 	if m := boundOf(s, 2, ob); m.Masters != 2 || m.Work != wantWork+wantWork/4 {
 		t.Errorf("a master killed: %+v", m)
 	}
+	// A master made slow (1 ms a message, two a task) behind a relay
+	// that works too (one slot, no slowdown: e stays 31 ms), which split
+	// 3 times, lost a child (its link), cut one off (2 D) then another
+	// (4 D), and saw a child silent at the end and the relay stopped 2 s.
+	s.MasterCost = time.Millisecond
+	s.Relay = &relaySpec{Slots: 1}
+	ob = observed{Masters: 1, Splits: 3, ChildLosses: 1, CutOffs: 2, EndUnheard: 1, Stops: 1, Stopped: 2 * time.Second, RelayStops: 1}
+	sp := boundOf(s, 2, ob)
+	wantWork += 17 * 2 * time.Millisecond
+	wantF = firstDeadline + 2*time.Second + time.Second + rejoin +
+		endWaits + 3*time.Second + lostChildWait + 2*time.Second + 4*time.Second + endHeardWait + lostChildWait
+	if sp.Startup != startup+relayHop || sp.Work != wantWork || sp.Faults != wantF || sp.Total != 2*(startup+relayHop+wantWork+wantF) {
+		t.Fatalf("split and relay: %+v, want start %v, work %v, faults %v", sp, startup+relayHop, wantWork, wantF)
+	}
 }
 
 func TestDrawScenario(t *testing.T) {
@@ -202,6 +233,84 @@ func TestDrawScenario(t *testing.T) {
 			if f.AtGen >= s.ES.Gens || f.Worker >= len(s.Workers) || f.Stop > maxStop {
 				t.Fatalf("seed %d: fault %+v", seed, f)
 			}
+		}
+	}
+}
+
+// Splits and relays draw from streams of their own: a seed keeps the
+// policy, ES, workers and faults it drew without them (a run that
+// splits adds workers and tasks, cuts the generations to 8 and keeps its
+// faults within them), and their own parts are within their limits.
+func TestDrawSplitAndRelay(t *testing.T) {
+	l0 := Limits{Workers: 3, Gens: 12, Lambda: 8}
+	l1 := l0
+	l1.Split, l1.Relay = 1, 1
+	splits, relays := 0, 0
+	for seed := uint64(1); seed < 300; seed++ {
+		s0, s1 := drawScenario(seed, l0), drawScenario(seed, l1)
+		if s0.Split != "" || s0.MasterCost != 0 || s0.Relay != nil {
+			t.Fatalf("seed %d: split or relay drawn at chance 0: %s", seed, s0)
+		}
+		if !reflect.DeepEqual(s1, drawScenario(seed, l1)) {
+			t.Fatalf("seed %d draws two scenarios", seed)
+		}
+		if s1.Split == "" || s1.Relay == nil {
+			t.Fatalf("seed %d: no split or no relay at chance 1: %s", seed, s1)
+		}
+		splits++
+		relays++
+		if s1.ES.Dim != s0.ES.Dim || s1.ES.Mu != s0.ES.Mu || s1.ES.Seed != s0.ES.Seed || s1.ES.Gens != min(s0.ES.Gens, 8) {
+			t.Fatalf("seed %d: ES %+v, without splits %+v", seed, s1.ES, s0.ES)
+		}
+		if s1.ES.Lambda < 2*l0.Lambda || s1.ES.Lambda > 6*l0.Lambda || s1.ES.LoadMS > 1 || s1.MasterCost < 200*time.Microsecond || s1.MasterCost > 2*time.Millisecond {
+			t.Fatalf("seed %d: split run %s", seed, s1)
+		}
+		if s1.Policy == "cyclic" || (s0.Policy != "cyclic" && s1.Policy != s0.Policy) {
+			t.Fatalf("seed %d: policy %s, without splits %s", seed, s1.Policy, s0.Policy)
+		}
+		if len(s1.Workers) < max(4, len(s0.Workers)) || len(s1.Workers) > 10 {
+			t.Fatalf("seed %d: %d workers", seed, len(s1.Workers))
+		}
+		behind := 0
+		for i, w := range s1.Workers {
+			if w.Behind {
+				behind++
+				w.Behind = false
+			}
+			if i < len(s0.Workers) && !reflect.DeepEqual(w, s0.Workers[i]) {
+				t.Fatalf("seed %d: worker %d %+v, without splits %+v", seed, i, w, s0.Workers[i])
+			}
+		}
+		if behind == 0 || s1.Workers[0].Behind {
+			t.Fatalf("seed %d: %d workers behind the relay, the first behind %v", seed, behind, s1.Workers[0].Behind)
+		}
+		var own []fault
+		for _, f := range s1.Faults {
+			if f.AtGen >= s1.ES.Gens || f.Stop > maxStop {
+				t.Fatalf("seed %d: fault %+v in %d generations", seed, f, s1.ES.Gens)
+			}
+			if f.Kind == killWorker || f.Kind == stopWorker {
+				own = append(own, f)
+			}
+		}
+		if len(own) != len(s0.Faults) {
+			t.Fatalf("seed %d: worker faults %+v, without splits %+v", seed, own, s0.Faults)
+		}
+		want := slices.Clone(s0.Faults)
+		for i := range want {
+			want[i].AtGen = min(want[i].AtGen, s1.ES.Gens-1)
+		}
+		// Faults of one generation may come in another order.
+		order := func(a, b fault) int {
+			return cmp.Or(a.AtGen-b.AtGen, strings.Compare(a.Kind, b.Kind), a.Worker-b.Worker, int(a.Stop-b.Stop))
+		}
+		slices.SortFunc(want, order)
+		slices.SortFunc(own, order)
+		if !slices.Equal(own, want) {
+			t.Fatalf("seed %d: worker faults %+v, without splits %+v", seed, own, want)
+		}
+		if s1.KillMaster != min(s0.KillMaster, s1.ES.Gens-2) {
+			t.Fatalf("seed %d: master killed at %d, without splits %d", seed, s1.KillMaster, s0.KillMaster)
 		}
 	}
 }
@@ -287,5 +396,101 @@ func TestExhaustedOnlyByInjectedFailures(t *testing.T) {
 		if c.want && got != "generation 3, task 7 failed 4 times, each failure injected" {
 			t.Errorf("%s: reason %q", c.name, got)
 		}
+	}
+}
+
+// A worker behind the relay, and the relay, are not judged on their exit
+// when the master lost the relay and they had not joined it again: the
+// word that the run was over could not reach them (seed 1013 of -split
+// 0.7 -relay 0.5, its relay killed at generation 6 of 8: "w1 still
+// running 1m0s once the run was over (-once)", and six more behind it).
+// One that joined again since, and any worker not behind it, are.
+func TestCutOffByRelayLoss(t *testing.T) {
+	r := &runState{faults: map[string]int{}, joinedAt: map[string]int{}, index: map[*proc]int{},
+		sc: scenario{Workers: []workerSpec{{Name: "w0"}, {Name: "w1", Behind: true}, {Name: "w2", Behind: true}}, Relay: &relaySpec{Name: "relay"}}}
+	w0, w1, w2, relay := &proc{name: "w0"}, &proc{name: "w1"}, &proc{name: "w2"}, &proc{name: "relay"}
+	r.index[w0], r.index[w1], r.index[w2] = 0, 1, 2
+	for _, l := range []string{
+		`time=x level=INFO msg="relay connected" component=master relay=relay addr=127.0.0.1:1`,
+		`time=x level=INFO msg="worker joined" component=master worker=w0 worker_id=1 slots=1 addr=127.0.0.1:2`,
+		`time=x level=INFO msg="worker joined" component=master worker=w1 worker_id=2 slots=1 addr=relay/relay:1`,
+		`time=x level=INFO msg="worker joined" component=master worker=w2 worker_id=3 slots=1 addr=relay/relay:2`,
+	} {
+		r.sawRootLog(l)
+	}
+	for _, p := range []*proc{w0, w1, w2, relay} {
+		if r.cutOff(p) {
+			t.Errorf("%s cut off with its relay never lost", p.name)
+		}
+	}
+	for _, l := range []string{
+		`time=x level=WARN msg="relay lost; its workers' connections close and their tasks go back to the queue" component=master relay=relay cause=x`,
+		`time=x level=INFO msg="relay connected" component=master relay=relay-r1 addr=127.0.0.1:3`,
+		`time=x level=INFO msg="worker joined" component=master worker=w2 worker_id=4 slots=1 addr=relay/relay-r1:1`,
+	} {
+		r.sawRootLog(l)
+	}
+	relay.name = "relay-r1"
+	for p, want := range map[*proc]bool{w0: false, w1: true, w2: false, relay: false, {name: "relay"}: true} {
+		if got := r.cutOff(p); got != want {
+			t.Errorf("%s cut off %v, want %v", p.name, got, want)
+		}
+	}
+	// The soak kills the relay as the master ends, which logs no loss
+	// (seed 2056: the relay continued after a stop, killed at once,
+	// before it passed the end on; "w2 still running 1m0s once the run
+	// was over (-once)", and three more behind it). w1 joins again after.
+	r.relayKilled()
+	r.sawRootLog(`time=x level=INFO msg="worker joined" component=master worker=w1 worker_id=5 slots=1 addr=relay/relay-r2:1`)
+	for p, want := range map[*proc]bool{w0: false, w1: false, w2: true, relay: true} {
+		if got := r.cutOff(p); got != want {
+			t.Errorf("after the kill: %s cut off %v, want %v", p.name, got, want)
+		}
+	}
+}
+
+// A worker's log says when it is promoted to a child master and when
+// that ends; its child master's lines count as a master's (a split of its
+// own, a child of its own lost), and the other lines of the worker's are
+// not a master's.
+func TestSawWorkerLogFollowsPromotions(t *testing.T) {
+	r := &runState{faults: map[string]int{}, promoted: map[string]bool{}, promoCh: make(chan struct{})}
+	ch := r.promoCh
+	r.sawWorkerLog("w3", `time=x level=INFO msg="promoted to a child master" worker=w3 tasks=62 gen=1 parent=127.0.0.1:1`)
+	select {
+	case <-ch:
+	default:
+		t.Error("a promotion woke no one")
+	}
+	if !r.promoted["w3"] {
+		t.Error("w3 not promoted")
+	}
+	r.sawWorkerLog("w3", `time=x level=INFO msg="overloaded: promoting a worker to a child master (docs/papers.md §2)" child=w3 component=master gen=1 worker=w1`)
+	r.sawWorkerLog("w3", `time=x level=WARN msg="child master's link lost" child=w3 component=master child=w1 err=EOF`)
+	r.sawWorkerLog("w3", `time=x level=WARN msg="child master returned none of its tasks for a deadline; cut off as lost" child=w3 component=master child=w1`)
+	r.sawWorkerLog("w3", `time=x level=INFO msg="child master done; its results went to the parent" child=w3 component=master gen=1 workers=2`)
+	if r.promoted["w3"] || r.ob.Splits != 1 || r.ob.ChildLosses != 1 || r.ob.CutOffs != 1 || r.faults[split] != 1 || r.faults[childLost] != 1 {
+		t.Errorf("promoted %v, observed %+v, faults %v", r.promoted, r.ob, r.faults)
+	}
+}
+
+// A process that has ended has ended, however late it is asked: the
+// workers are checked one after the other under one timeout, and once
+// the first had used it up, wait said "still running" at random of those
+// long gone (seed 1056: w3, w5 and w6, not behind the relay, "still
+// running 1m0s once the run was over (-once)" after each logged "the run
+// is over").
+func TestWaitSaysEndedAfterTimeout(t *testing.T) {
+	p := &proc{done: make(chan struct{})}
+	close(p.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 1000 {
+		if !p.wait(ctx) {
+			t.Fatal("an ended process waited for past its timeout was still running")
+		}
+	}
+	if q := (&proc{done: make(chan struct{})}); q.wait(ctx) {
+		t.Fatal("a running process ended")
 	}
 }

@@ -23,6 +23,60 @@ func (r *runState) sawMasterLog(l string) {
 		}
 	case strings.Contains(l, `msg="worker is late`):
 		r.ob.Lates++
+	case strings.Contains(l, `msg="overloaded: promoting a worker`):
+		r.ob.Splits++
+		r.faults[split]++
+	case strings.Contains(l, `msg="promoted worker never came back`):
+		r.ob.NeverUp++
+		r.faults[childLost]++
+	case strings.Contains(l, `msg="child master returned none of its tasks`):
+		r.ob.CutOffs++ // counted lost as its link closes, next
+	case strings.Contains(l, `msg="child master's link lost`):
+		r.ob.ChildLosses++
+		r.faults[childLost]++
+	case strings.Contains(l, `msg="child master told to return did not end its link`),
+		strings.Contains(l, `msg="child master told to return was lost`):
+		r.ob.ChildLosses++
+	case strings.Contains(l, `msg="child master told the run is over did not say`):
+		r.ob.EndUnheard++
+	}
+}
+
+// sawRootLog follows a root master's log: the faults it shows, and when
+// each worker and the relay last joined and the relay was last lost.
+func (r *runState) sawRootLog(l string) {
+	r.sawMasterLog(l)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.line++
+	switch {
+	case strings.Contains(l, `msg="relay lost`), strings.Contains(l, `msg="gossip says a relay is gone`):
+		r.relayLostAt = r.line
+	default:
+		if sub := joined.FindStringSubmatch(l); sub != nil {
+			r.joinedAt[sub[1]] = r.line
+		} else if sub := relayUp.FindStringSubmatch(l); sub != nil {
+			r.joinedAt[sub[1]] = r.line
+		}
+	}
+}
+
+// sawWorkerLog follows a worker's log: its promotions to a child master
+// and their ends, and the faults its child master's log shows.
+func (r *runState) sawWorkerLog(name, l string) {
+	switch {
+	case strings.Contains(l, `msg="promoted to a child master"`):
+		r.mu.Lock()
+		r.promoted[name] = true
+		close(r.promoCh)
+		r.promoCh = make(chan struct{})
+		r.mu.Unlock()
+	case strings.Contains(l, `msg="child master done`), strings.Contains(l, `msg="child master stopped"`):
+		r.mu.Lock()
+		delete(r.promoted, name)
+		r.mu.Unlock()
+	case strings.Contains(l, " component=master"):
+		r.sawMasterLog(l)
 	}
 }
 

@@ -128,6 +128,27 @@ func (p *proc) signal(sig syscall.Signal) error {
 	return nil
 }
 
+// dumpGrace bounds how long a Go process takes to write its goroutines
+// and exit on SIGQUIT.
+const dumpGrace = 10 * time.Second
+
+// dumpStacks sends SIGQUIT to p alone (not its group): a Go program
+// writes every goroutine's stack to its standard error, kept with the
+// run's logs, and exits. It waits for that, at most dumpGrace, and says
+// what it found: a process gone already (reaped: what kept Wait was its
+// output, held open) is no process that hangs.
+func (p *proc) dumpStacks(ctx context.Context) string {
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGQUIT); err != nil {
+		return fmt.Sprintf("the process was gone (%v): its output was held open", err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, dumpGrace)
+	defer cancel()
+	if p.wait(dctx) {
+		return "its goroutines are in its log"
+	}
+	return fmt.Sprintf("no exit %v after SIGQUIT", dumpGrace)
+}
+
 // exited says whether p has ended.
 func (p *proc) exited() bool {
 	select {
@@ -138,13 +159,14 @@ func (p *proc) exited() bool {
 	}
 }
 
-// wait waits for p to end or ctx to be done, and says whether p ended.
+// wait waits for p to end or ctx to be done, and says whether p ended:
+// one that ended before ctx was done did, whichever select saw first.
 func (p *proc) wait(ctx context.Context) bool {
 	select {
 	case <-p.done:
 		return true
 	case <-ctx.Done():
-		return false
+		return p.exited()
 	}
 }
 

@@ -23,6 +23,9 @@ const (
 	hangEvery   = "hang-every"   // an esworker started with -hang-every
 	delayed     = "delay"        // an esworker started with -delay
 	silent      = "silent"       // an esworker started with -silent
+	relayed     = "relayed"      // an esworker started behind the relay
+	split       = "split"        // a master promoted a worker to a child master
+	childLost   = "child-lost"   // a master counted a child lost (killed, cut off, never up)
 )
 
 // workerGrace bounds how long a worker may take to exit once the run is
@@ -36,8 +39,11 @@ const workerGrace = 30 * time.Second
 var (
 	listening = regexp.MustCompile(`^esrun: listening data=(\S+) gossip=(\S+)$`)
 	joined    = regexp.MustCompile(`msg="worker joined".* worker=(\S+)`)
-	masterErr = regexp.MustCompile(listening.String() + `|` + joined.String() + `|level=ERROR|^esrun: `)
-	anyLine   = regexp.MustCompile(``)
+	relayUp   = regexp.MustCompile(`msg="relay connected".* relay=(\S+)`)
+	masterErr = regexp.MustCompile(listening.String() + `|` + joined.String() + `|` + relayUp.String() + `|level=ERROR|^esrun: `)
+	// relayListening is esworker -relay's line once its relay is bound.
+	relayListening = regexp.MustCompile(`^esworker: relay listening (\S+)$`)
+	anyLine        = regexp.MustCompile(``)
 )
 
 // result is one run's account.
@@ -68,15 +74,27 @@ type runState struct {
 	gossip  string
 	masters []*proc
 
-	mu      sync.Mutex
-	workers []*proc        // the live process of each scenario worker
-	spares  int            // replacements started
-	stopped map[*proc]bool // workers stopped now
-	killed  map[*proc]bool // workers the chaos killed
-	faults  map[string]int
-	ob      observed
-	gen     int           // the last generation any master printed
-	genCh   chan struct{} // closed and replaced when gen grows
+	mu        sync.Mutex
+	workers   []*proc         // the live process of each scenario worker
+	relay     *proc           // the live relay, if any
+	relayAddr string          // where the relay listens, the same for its replacements
+	index     map[*proc]int   // each worker process's place in the scenario's Workers
+	promoted  map[string]bool // the workers (by name) that are child masters now
+	promoCh   chan struct{}   // closed and replaced when a worker is promoted
+	spares    int             // replacements started
+	// The root master's log lines are numbered as they come (line);
+	// joinedAt is the line at which each worker (or relay) last joined,
+	// relayLostAt the last at which the master lost the relay (or the
+	// line after the last the master had logged when the soak killed it).
+	line        int
+	joinedAt    map[string]int
+	relayLostAt int
+	stopped     map[*proc]bool // workers stopped now
+	killed      map[*proc]bool // workers the chaos killed
+	faults      map[string]int
+	ob          observed
+	gen         int           // the last generation any master printed
+	genCh       chan struct{} // closed and replaced when gen grows
 }
 
 // runOne runs the scenario of seed as run i and checks it.
@@ -104,7 +122,8 @@ func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
 	}
 	r := &runState{s: s, sc: sc, dir: dir, once: sc.KillMaster == 0,
 		report: filepath.Join(dir, "report.json"), ckpt: filepath.Join(dir, "state.ckpt"),
-		stopped: map[*proc]bool{}, killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{})}
+		stopped: map[*proc]bool{}, killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{}),
+		index: map[*proc]int{}, promoted: map[string]bool{}, promoCh: make(chan struct{}), joinedAt: map[string]int{}}
 	res.Findings = r.exec(ctx, &res, want)
 	if ctx.Err() != nil {
 		res.Interrupted = true
@@ -239,12 +258,27 @@ func (r *runState) drive(ctx context.Context) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range r.sc.Workers {
+	if rs := r.sc.Relay; rs != nil {
+		p, err := r.startRelay(ctx, rs.Name, "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.relay = p
+		r.mu.Unlock()
+	}
+	for i, w := range r.sc.Workers {
 		p, err := r.startWorker(w, w.Name)
 		if err != nil {
 			return nil, err
 		}
+		r.mu.Lock()
 		r.workers = append(r.workers, p)
+		r.index[p] = i
+		r.mu.Unlock()
+		if w.Behind {
+			r.faults[relayed]++
+		}
 		if w.Delay > 0 {
 			r.faults[delayed]++
 		}
@@ -289,13 +323,16 @@ func (r *runState) startMaster(ctx context.Context, resume bool) (*proc, error) 
 		args = append(args, "-min-workers", "1", "-gossip", r.gossip, "-resume", r.ckpt,
 			"-plugin", pluginName+"="+s.bin.plugin)
 	} else {
-		args = append(args, "-min-workers", strconv.Itoa(len(r.sc.Workers)), "-gossip", "127.0.0.1:0", "-checkpoint", r.ckpt)
+		args = append(args, "-min-workers", strconv.Itoa(r.sc.agents()), "-gossip", "127.0.0.1:0", "-checkpoint", r.ckpt)
 		args = append(args, r.sc.ES.args(s.bin.plugin)...)
+	}
+	if r.sc.Split != "" {
+		args = append(args, "-split", r.sc.Split, "-master-cost", r.sc.MasterCost.String())
 	}
 	name := fmt.Sprintf("esrun-%d", len(r.masters)+1)
 	m, err := s.procs.start(r.dir, name, s.bin.esrun, []string{s.keyEnv}, watch{
 		keepOut: anyLine, onOut: r.sawLine, keepErr: masterErr,
-		onErr: r.sawMasterLog,
+		onErr: r.sawRootLog,
 	}, args...)
 	if err != nil {
 		return nil, err

@@ -37,10 +37,16 @@ type Limits struct {
 	// Silent is the chance that a worker other than the first runs
 	// esworker -silent.
 	Silent float64
+	// Split is the chance that a run's master splits (esrun -split, with
+	// -master-cost and more workers and tasks: see drawSplit), Relay the
+	// chance that some of its workers reach the master through a relay
+	// (esworker -relay). Each is drawn from a stream of its own: with
+	// both 0, a seed draws the scenario it drew before they were added.
+	Split, Relay float64
 }
 
 // DefaultLimits keep one run to a few seconds of work on a 2-core machine.
-var DefaultLimits = Limits{Workers: 4, Gens: 20, Lambda: 30, Silent: 0.05}
+var DefaultLimits = Limits{Workers: 4, Gens: 20, Lambda: 30, Silent: 0.05, Split: 0.25, Relay: 0.25}
 
 // Config is one soak.
 type Config struct {

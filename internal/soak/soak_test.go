@@ -116,6 +116,37 @@ func TestTinySoak(t *testing.T) {
 	assertNoProcessLeft(t)
 }
 
+// TestTinySoakSplitsAndRelays runs one run whose master may split,
+// with a relay: seed 46 of these limits draws an rr run on six workers,
+// one behind a relay that only relays, the relay killed at generation 1
+// and a promoted worker at 2. The soak starts the relay and its workers
+// behind it, and lists no defect of its own; a defect of the master's
+// comes with its replay.
+func TestTinySoakSplitsAndRelays(t *testing.T) {
+	bin, keep := testBin(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var out bytes.Buffer
+	cfg := tiny(bin, keep, 46, 1)
+	cfg.Limits.Split, cfg.Limits.Relay = 1, 1
+	passed, err := Run(ctx, cfg, &out)
+	t.Logf("passed %v\n%s", passed, out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !regexp.MustCompile(`(?m)^run 0 seed 46: .*relayed 1.*; rr \(4\+28\)-ES .* relay relay \(relay only\); split paper`).MatchString(s) ||
+		!strings.Contains(s, "runs with -split: 1, ") {
+		t.Errorf("no run with a relay and splits")
+	}
+	for _, e := range defectEntry.FindAllStringSubmatch(s, -1) {
+		if e[3] == kindHarness || e[3] == kindReference {
+			t.Errorf("the soak itself failed: %s", e[0])
+		}
+	}
+	assertNoProcessLeft(t)
+}
+
 // TestSoakFlagsAWrongTrajectory checks a run against a reference whose
 // last generation is one ulp off: the run is a trajectory defect, its
 // logs are kept, and the soak does not pass.

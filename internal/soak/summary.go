@@ -9,7 +9,8 @@ import (
 )
 
 // faultKinds is the order faults are listed in.
-var faultKinds = []string{killWorker, stopWorker, killMaster, pluginCrash, pluginHang, failEvery, hangEvery, silent, delayed}
+var faultKinds = []string{killWorker, stopWorker, killMaster, pluginCrash, pluginHang, failEvery, hangEvery, silent, delayed,
+	split, childLost, killChild, stopChild, relayed, killRelay, stopRelay}
 
 // defect is one finding of one run, with how to replay it.
 type defect struct {
@@ -32,6 +33,9 @@ type tally struct {
 	exhausted   int     // runs that failed as designed (result.Exhausted)
 	peakRSS     int64   // the largest esrun peak RSS
 	worstRatio  float64 // the largest run time over its bound
+	// splitRuns are the runs whose master may split (-split), splitDid
+	// those in which one did; relayRuns the runs with a relay.
+	splitRuns, splitDid, relayRuns int
 }
 
 func newTally(cfg *Config) *tally { return &tally{cfg: cfg, faults: map[string]int{}} }
@@ -48,6 +52,15 @@ func (t *tally) add(res result) {
 	}
 	if res.Exhausted != "" {
 		t.exhausted++
+	}
+	if res.Scenario.Split != "" {
+		t.splitRuns++
+		if res.Faults[split] > 0 {
+			t.splitDid++
+		}
+	}
+	if res.Scenario.Relay != nil {
+		t.relayRuns++
 	}
 	t.peakRSS = max(t.peakRSS, res.PeakRSS)
 	if res.Bound.Total > 0 {
@@ -118,7 +131,9 @@ func (t *tally) summary() string {
 		total += n
 	}
 	fmt.Fprintf(&b, "faults injected: %d: %s\n", total, countList(t.faults, faultKinds))
-	fmt.Fprintf(&b, "  (%s, %s and %s count the workers started with them; the others count the faults that happened)\n", hangEvery, silent, delayed)
+	fmt.Fprintf(&b, "  (%s, %s, %s and %s count the workers started with them; %s the promotions to a child master and %s the children counted lost,\n", hangEvery, silent, delayed, relayed, split, childLost)
+	b.WriteString("  as the masters logged them; the others count the faults that happened)\n")
+	fmt.Fprintf(&b, "runs with -split: %d, of which %d split; runs with a relay: %d\n", t.splitRuns, t.splitDid, t.relayRuns)
 	if t.exhausted > 0 {
 		fmt.Fprintf(&b, "failed as designed: %d runs (a task failed more often than -max-retries allows, every failure injected)\n", t.exhausted)
 	}
