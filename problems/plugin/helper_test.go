@@ -150,6 +150,13 @@ func runHelper(mode string) int {
 	case "hang":
 		time.Sleep(time.Hour)
 		return 0
+	case "hello-exit":
+		// A hello, then an exit without reading anything (a licence
+		// check that fails after the hello).
+		b, _ := wire.AppendFrame(nil, byte(MsgHello), &Hello{Version: ProtocolVersion, Name: name, MinDim: 1, Lower: -5.12, Upper: 5.12}, 0)
+		os.Stdout.Write(b)
+		fmt.Fprintln(os.Stderr, "licence server unreachable")
+		return 4
 	case "garbage":
 		fmt.Println("hello, I am a plugin")
 		time.Sleep(time.Hour)

@@ -655,7 +655,11 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 			return 0, p.errorf(s, "vector of length %d: %w", len(x), err)
 		}
 		p.discard(s)
-		if errors.Is(err, syscall.EPIPE) { // no one reads its input: it has ended
+		// No one reads its input: it has ended. A process that answered
+		// before ended between evaluations (a plugin may start afresh
+		// every N answers), and the request runs on a new one; one that
+		// never answered is broken, and its end is a crash.
+		if errors.Is(err, syscall.EPIPE) && pr.answered {
 			return 0, p.errorf(s, "%w %w (%s); stderr: %s", ErrCrashed, errNotRead, pr.status(), pr.tail.String())
 		}
 		p.crashes.Add(1)
@@ -682,9 +686,10 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 	pr := s.proc
 	switch {
-	case f.err != nil && isEOF(f.err) && unread(pr.stdin) > 0:
+	case f.err != nil && isEOF(f.err) && pr.answered && unread(pr.stdin) > 0:
 		// Its request is still in the pipe: the process ended (or
-		// closed its output) before it read it.
+		// closed its output) before it read it, having answered before
+		// (as for a broken pipe in evalOn).
 		p.discard(s)
 		return 0, p.errorf(s, "%w %w (%s); stderr: %s", ErrCrashed, errNotRead, pr.status(), pr.tail.String())
 	case f.err != nil && isEOF(f.err):

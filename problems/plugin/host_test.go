@@ -213,6 +213,23 @@ func TestNotReadRunsOnNewProcess(t *testing.T) {
 	}
 }
 
+// A plugin that says its hello and exits, reading nothing, is broken, not
+// a process ending between evaluations: each evaluation fails once, on
+// one process, and counts as a crash (a process that never answered is
+// not re-run on a new one).
+func TestHelloThenExitIsACrash(t *testing.T) {
+	leaktest.Check(t)
+	p, _ := open(t, Config{Path: helperPlugin(t, "hello-exit")})
+	for range 3 {
+		if _, err := p.Eval(context.Background(), []float64{1}); !errors.Is(err, ErrCrashed) {
+			t.Fatalf("Eval = %v, want ErrCrashed", err)
+		}
+	}
+	if st := p.Stats(); st.Crashes != 3 || st.Starts != 3 {
+		t.Errorf("stats %+v, want 3 starts and 3 crashes", st)
+	}
+}
+
 func TestProtocolBreachesKillAndRestart(t *testing.T) {
 	leaktest.Check(t)
 	p, _ := open(t, Config{Path: helperPlugin(t, "serve")})
