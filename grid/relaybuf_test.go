@@ -133,24 +133,7 @@ func TestRelayStreamsShareABudget(t *testing.T) {
 // passes it is dropped, the master told, and the others carry on.
 func TestRelayFakeMasterCannotPileUpBuffers(t *testing.T) {
 	leaktest.Check(t)
-	key := testClusterKey(t, "test cluster")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	r := runRelayWith(t, RelayConfig{Key: key, Name: "relay", MaxBuffered: 1 << 20,
-		Upstream: func(context.Context, int) (string, error) { return ln.Addr().String(), nil }})
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, err := Accept(t.Context(), nc, AcceptConfig{Key: key,
-		Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "sphere", Dim: 5}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { up.Close(); <-up.Done() }()
+	r, up := relayUnderFakeMaster(t, RelayConfig{Name: "relay", MaxBuffered: 1 << 20})
 	opened := make(chan uint32, 2)
 	closed := make(chan uint32, 2)
 	up.Start(func(m Message) {
@@ -213,24 +196,7 @@ func TestRelayFakeMasterCannotPileUpBuffers(t *testing.T) {
 // cap closed the connection. The stream is closed and the master told.
 func TestRelayCarriesAHelloBeforeTheWelcome(t *testing.T) {
 	leaktest.Check(t)
-	key := testClusterKey(t, "test cluster")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	r := runRelayWith(t, RelayConfig{Key: key, Name: "relay",
-		Upstream: func(context.Context, int) (string, error) { return ln.Addr().String(), nil }})
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, err := Accept(t.Context(), nc, AcceptConfig{Key: key,
-		Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "sphere", Dim: 5}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { up.Close(); <-up.Done() }()
+	r, up := relayUnderFakeMaster(t, RelayConfig{Name: "relay"})
 	carried, closed, over := 0, make(chan struct{}), make(chan struct{})
 	up.Start(func(m Message) { // the master says nothing: no Challenge, no Welcome
 		f, ok := m.(*RelayFrame)
@@ -262,4 +228,31 @@ func TestRelayCarriesAHelloBeforeTheWelcome(t *testing.T) {
 	case <-t.Context().Done():
 		t.Fatal("the stream was never closed")
 	}
+}
+
+// relayUnderFakeMaster runs a relay of cfg (its Key and Upstream set
+// here) whose master is the test: it returns the relay and the master's
+// side of the relay's link, welcomed but not started, closed when the
+// test ends.
+func relayUnderFakeMaster(t *testing.T, cfg RelayConfig) (*Relay, *Conn) {
+	t.Helper()
+	cfg.Key = testClusterKey(t, "test cluster")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	cfg.Upstream = func(context.Context, int) (string, error) { return ln.Addr().String(), nil }
+	r := runRelayWith(t, cfg)
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := Accept(t.Context(), nc, AcceptConfig{Key: cfg.Key,
+		Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "sphere", Dim: 5}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close(); <-up.Done() })
+	return r, up
 }

@@ -567,30 +567,8 @@ func otherSourceJoins(t *testing.T, m *Master, r *Relay, src net.IP, why string)
 // 1,000 frames a master never sends a relay make a few lines.
 func TestRelayFakeUpstreamOddFramesLogFewLines(t *testing.T) {
 	leaktest.Check(t)
-	key := testClusterKey(t, "test cluster")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	down, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &countingHandler{}
-	r := runRelayWith(t, RelayConfig{Listener: down, Key: key, Name: "relay", Logger: slog.New(logs),
-		Upstream: func(context.Context, int) (string, error) { return ln.Addr().String(), nil }})
-
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, err := Accept(t.Context(), nc, AcceptConfig{Key: key,
-		Welcome: func(*Hello) (int32, ProblemSpec, error) { return 1, ProblemSpec{Name: "sphere", Dim: 5}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { up.Close(); <-up.Done() }()
+	r, up := relayUnderFakeMaster(t, RelayConfig{Name: "relay", Logger: slog.New(logs)})
 	opened := make(chan uint32, 1)
 	up.Start(func(m Message) {
 		if f, ok := m.(*RelayFrame); ok && f.Op == RelayOpen {
