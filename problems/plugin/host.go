@@ -611,7 +611,7 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		f.err = p.checkHello(&f.hello)
 	}
 	if f.err != nil {
-		what := pr.describe(f.err) // before the kill ends it
+		what := pr.describe(f.err)
 		pr.kill()
 		p.startFailures.Add(1)
 		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, what, pr.status(), pr.tail.String())
@@ -1147,8 +1147,11 @@ func isEOF(err error) bool {
 }
 
 // describe says what a read error before the hello means for a plugin:
-// the end of its output is its exit (which follows at once), or, if it
-// runs on, its closing it.
+// the end of its output is its exit, or, if it ran on until killed, its
+// closing it. A process not reaped within exitGrace is killed here, and
+// how it ended decides, so that a slow machine's late reaping does not
+// change the words: killed by a signal, it ran on (or something else
+// killed it); any exit status, it ended by itself.
 func (pr *proc) describe(err error) string {
 	if !isEOF(err) {
 		return err.Error()
@@ -1159,9 +1162,24 @@ func (pr *proc) describe(err error) string {
 	case <-pr.exited:
 		return "exited before its hello"
 	case <-t.C:
+	}
+	pr.kill()
+	t.Reset(killWait)
+	select {
+	case <-pr.exited:
+	case <-t.C:
 		return "closed its standard output before its hello"
 	}
+	var ee *exec.ExitError
+	if errors.As(pr.exitErr, &ee) && ee.ProcessState != nil && ee.ProcessState.ExitCode() == -1 {
+		return "closed its standard output before its hello"
+	}
+	return "exited before its hello"
 }
+
+// killWait bounds the wait for a killed process to be reaped, where its
+// status is read (describe); a process group killed ends at once.
+const killWait = 10 * time.Second
 
 // clip cuts s to at most n bytes.
 func clip(s string, n int) string {
