@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -48,13 +47,7 @@ func TestRelayOnlyDrainsWithStatus0(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	drain := make(chan struct{})
-	code := make(chan int, 1)
-	stderr := new(syncBuffer)
-	go func() {
-		code <- run(ctx, []string{"-relay", "127.0.0.1:0", "-relay-only", "-master", ln.Addr().String(), "-key", testSecret, "-name", "r1"},
-			drain, new(bytes.Buffer), stderr)
-	}()
+	drain, code, stderr := startRun(ctx, "-relay", "127.0.0.1:0", "-relay-only", "-master", ln.Addr().String(), "-key", testSecret, "-name", "r1")
 	for !strings.Contains(stderr.String(), "relay listening") {
 		select {
 		case got := <-code:

@@ -69,6 +69,15 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// startRun runs esworker with args until ctx ends or drain is closed (its
+// first signal), and returns drain, the channel its exit status comes on,
+// and its standard error.
+func startRun(ctx context.Context, args ...string) (drain chan struct{}, code chan int, stderr *syncBuffer) {
+	drain, code, stderr = make(chan struct{}), make(chan int, 1), new(syncBuffer)
+	go func() { code <- run(ctx, args, drain, new(bytes.Buffer), stderr) }()
+	return drain, code, stderr
+}
+
 // esworker against a master on loopback: it evaluates a registered
 // problem, and drains on the first signal.
 func TestEvaluatesAndDrains(t *testing.T) {
@@ -80,12 +89,7 @@ func TestEvaluatesAndDrains(t *testing.T) {
 	key, _ := grid.NewKey(testSecret)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	drain := make(chan struct{})
-	code := make(chan int, 1)
-	stderr := new(syncBuffer)
-	go func() {
-		code <- run(ctx, []string{"-master", ln.Addr().String(), "-key", testSecret, "-slots", "1", "-name", "lab-9"}, drain, new(bytes.Buffer), stderr)
-	}()
+	drain, code, _ := startRun(ctx, "-master", ln.Addr().String(), "-key", testSecret, "-slots", "1", "-name", "lab-9")
 	nc, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
