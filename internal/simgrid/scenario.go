@@ -44,12 +44,15 @@ type Scenario struct {
 // GrandchildLoss is a grandchild master lost: the first promoted in
 // generation Gen or later, After its first worker joined it; or, frozen
 // (LoseFreeze), at the instant its own parent hears that the run is
-// over, for For.
+// over, for For. With Child, it is the root's child instead: After its
+// agent heard its promotion (before its child master said hello), or,
+// frozen, as it hears the end itself.
 type GrandchildLoss struct {
 	How   Loss
 	Gen   int
 	After time.Duration
 	For   time.Duration
+	Child bool
 }
 
 // Loss is how a master below the root is lost.
@@ -190,8 +193,12 @@ func (sc Scenario) String() string {
 		fmt.Fprintf(&b, "\n  master killed %v after generation %d, back %v later", r.At, r.AfterGen, r.Down)
 	}
 	if g := sc.LoseGrandchild; g != nil {
-		if g.How == LoseFreeze {
+		if g.How == LoseFreeze && g.Child {
+			fmt.Fprintf(&b, "\n  the first child master of generation %d or later frozen for %v as it hears the end", g.Gen, g.For)
+		} else if g.How == LoseFreeze {
 			fmt.Fprintf(&b, "\n  the first grandchild master of generation %d or later frozen for %v as its parent hears the end", g.Gen, g.For)
+		} else if g.Child {
+			fmt.Fprintf(&b, "\n  the first child master of generation %d or later %v %v after its promotion", g.Gen, g.How, g.After)
 		} else {
 			fmt.Fprintf(&b, "\n  the first grandchild master of generation %d or later %v %v after its first worker joins", g.Gen, g.How, g.After)
 		}

@@ -126,7 +126,7 @@ func Run(ctx context.Context, sc Scenario, log io.Writer) *Outcome {
 		for _, ws := range sc.Workers {
 			w.lose[ws.Name] = make(chan struct{}, 1)
 		}
-		log = &grandchildWatch{Writer: log, lose: w.lose, gen: sc.LoseGrandchild.Gen,
+		log = &grandchildWatch{Writer: log, lose: w.lose, gen: sc.LoseGrandchild.Gen, child: sc.LoseGrandchild.Child,
 			atEnd: sc.LoseGrandchild.How == LoseFreeze, masters: map[string]string{}}
 	}
 	w.log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{
@@ -490,6 +490,7 @@ type grandchildWatch struct {
 	lose  map[string]chan struct{}
 	gen   int
 	atEnd bool
+	child bool // the root's child, as its agent hears its promotion
 
 	mu      sync.Mutex
 	name    string            // the grandchild's worker, once promoted
@@ -507,6 +508,20 @@ func (g *grandchildWatch) Write(p []byte) (int, error) {
 	fire := false
 	switch {
 	case g.fired:
+	case g.child && g.atEnd:
+		switch {
+		case g.name == "" && strings.Contains(line, `msg="promoted to a child master"`) && attr(line, "parent") == masterAddr &&
+			atoi(attr(line, "gen")) >= g.gen:
+			g.name = attr(line, "worker")
+		case g.name != "" && strings.Contains(line, `msg="child master done; back to work as a worker"`) && attr(line, "worker") == g.name:
+			g.name = "" // returned before the end: the next one
+		default:
+			fire = g.name != "" && strings.Contains(line, `msg="the parent master ended the run"`) && attr(line, "child") == g.name
+		}
+	case g.child:
+		if strings.Contains(line, `msg="promoted to a child master"`) && attr(line, "parent") == masterAddr && atoi(attr(line, "gen")) >= g.gen {
+			g.name, fire = attr(line, "worker"), true
+		}
 	case g.name == "" && strings.Contains(line, `msg="promoted to a child master"`) && attr(line, "parent") != masterAddr &&
 		atoi(attr(line, "gen")) >= g.gen:
 		g.name, g.parent = attr(line, "worker"), attr(line, "parent")
