@@ -64,6 +64,10 @@ type mworker struct {
 	draining bool // WorkerDraining has been stepped
 	leaving  bool // it sent a Drain of its own: it stops once done (esworker stopping)
 	moved    bool // told to go to another master (a split's planned move)
+	// finished: its last frame said its connection ends as planned
+	// (Drain.Last): a promoted worker's closing is then no crash
+	// (promotedGone).
+	finished bool
 	late     bool // Overdue has been stepped and the worker has not answered since
 	// lateSince is when it last became late.
 	lateSince time.Duration
@@ -455,6 +459,8 @@ func (m *Master) handle(lm loopMsg) {
 		m.order = slices.DeleteFunc(m.order, func(o *mworker) bool { return o == w })
 		m.workers.left(w.id)
 		switch {
+		case !w.left && w.moved && m.promotedGone(w): // split.go
+			m.workerLeft(w)
 		case !w.left && w.moved:
 			m.log.Info("worker moved to another master", "worker", w.name, "worker_id", w.id)
 			m.workerLeft(w)
@@ -567,6 +573,7 @@ func (m *Master) drain(w *mworker, d *Drain) {
 	if w.left {
 		return
 	}
+	w.finished = w.finished || d.Last
 	if !w.moved {
 		w.leaving = true // not told to move: it is stopping
 	}

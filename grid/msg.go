@@ -169,6 +169,12 @@ type Heartbeat struct {
 type Drain struct {
 	Gen      int32   `msgpack:"g"`
 	Returned []int32 `msgpack:"ids"`
+	// Last marks the drain's end: the connection closes behind it, as
+	// planned. A connection that closes without it broke (the worker was
+	// killed, or its network failed), which is how a master tells a
+	// worker it promoted that died from one leaving to become a child
+	// master (promotedGone).
+	Last bool `msgpack:"last,omitempty"`
 }
 
 // Shutdown tells a worker that the master is going away: the run is over

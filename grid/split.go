@@ -43,7 +43,9 @@ import (
 //   - Faults. A child whose control link breaks before Done (killed, cut
 //     off) gives back, in the parent, every task lent to it and not
 //     returned (sched.TasksAdded); its workers lose their master and
-//     find one as after any lost connection. A child that loses its
+//     find one as after any lost connection. So does one whose promoted
+//     worker's connection breaks before its hello without the last
+//     Drain a planned end has (promotedGone), at once. A child that loses its
 //     parent stops, telling its workers the master will be back. A
 //     child told the end of the run that does not say its workers heard
 //     it (endHeardWait: its machine froze) is lost too: the root waits
@@ -139,6 +141,8 @@ type childMaster struct {
 	// sent are the connections told to go to it: one still open here
 	// when it is gone never reached it (awaitDraining).
 	sent []*mworker
+	// from is the connection of the worker promoted to it (promotedGone).
+	from *mworker
 }
 
 // parentLink is a child's view of its parent.
@@ -452,7 +456,7 @@ func (m *Master) maybeSplit() {
 		return
 	}
 	p.nextToken++
-	c := &childMaster{token: p.nextToken, name: pw.name, batch: b.id, created: m.now(), progress: m.now(), lent: len(tasks), masters: 1, inR: true}
+	c := &childMaster{token: p.nextToken, name: pw.name, batch: b.id, created: m.now(), progress: m.now(), lent: len(tasks), masters: 1, inR: true, from: pw}
 	p.children[c.token] = c
 	p.order = append(p.order, c)
 	for _, t := range tasks {
@@ -767,6 +771,33 @@ func (m *Master) checkChildren() {
 func (m *Master) stallDeadline() time.Duration {
 	d := m.cfg.deadlines()
 	return d.Again(d.Of(0, m.exec, 0), 1+m.split.splitProto.stalled)
+}
+
+// promotedGone: w, a worker this master promoted, closed its connection
+// before its child master said hello, and without saying it ends as
+// planned (Drain.Last, which a promoted worker sends even when its end
+// comes before its child master's hello, as it does with nothing left to
+// run): it died, killed or cut off, and its child master with it, or
+// that child will find itself unknown here. Its child counts as lost at
+// once, not childHelloTimeout (15 s) later, on top of the wait for what
+// it held (awaitLost): the soak measured 55 s lost so. Counting it lost
+// wrongly would cost time only: nothing was moved to it yet, its tasks
+// come back to the queue, and its hello is refused. It reports whether
+// it counted w's child lost (w is then a worker lost). On the loop.
+func (m *Master) promotedGone(w *mworker) bool {
+	p := m.split.splitProto
+	if p == nil || w.finished {
+		return false
+	}
+	for _, c := range p.order {
+		if c.from == w && c.link == nil && !c.lost && !c.done {
+			m.counts.Lost.Closed++
+			m.log.Warn("promoted worker lost before its child master said hello; the child counts as lost", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
+			m.childLost(c)
+			return true
+		}
+	}
+	return false
 }
 
 // childLost gives back everything lent to c (docs/papers.md §2 assumes no
@@ -1193,13 +1224,24 @@ func (m *Master) lostReturning(c *childMaster) {
 // grandchild froze as it returned, its link timed out 30 s later, 150 ms
 // before the child's wait ended, and its workers, timing out on it a
 // moment later, came back to the child once that wait had ended).
+// A child that never said hello held nothing of that: no worker was
+// moved to it (the workers waiting to go to it were told to come back,
+// and are awaited as such: childLost), and its agent, alive, has no link
+// to a child master of its own to time out on, so it comes back as a
+// moved worker does, within returnGrace (its session's end, its child
+// master's dial refused or failed, a back-off): waiting lostGrace, 10 s
+// more, cost a run whose promoted worker was killed at once that much.
 func (m *Master) awaitLost(c *childMaster) {
 	p := m.split.splitProto
-	m.expectWorkers(c.moved, lostGrace)
-	if p.parent == nil {
-		m.expectAgent(c)
+	grace := lostGrace
+	if c.link == nil && len(c.moved) == 0 { // never said hello: nothing under it
+		grace = returnGrace
 	}
-	p.endHold = max(p.endHold, m.now()+lostGrace)
+	m.expectWorkers(c.moved, grace)
+	if p.parent == nil {
+		m.expectAgent(c, grace)
+	}
+	p.endHold = max(p.endHold, m.now()+grace)
 	m.holdUp() // a child told the end: its parent waits for its word that much longer
 }
 
@@ -1207,12 +1249,12 @@ func (m *Master) awaitLost(c *childMaster) {
 // home to the root once its child master stops for want of its link
 // (seed 607541: cut off, it went home as the run ended and looked for a
 // master for ever). Its old connection, should it still drain here, does
-// not count. It is waited for lostGrace, as the workers it held.
-func (m *Master) expectAgent(c *childMaster) {
+// not count. It is waited for grace, as the workers it held.
+func (m *Master) expectAgent(c *childMaster, grace time.Duration) {
 	if w := m.byName[c.name]; w != nil {
-		m.expectAgain(w, lostGrace)
+		m.expectAgain(w, grace)
 	} else {
-		m.expect(c.name, expected{by: m.now() + lostGrace})
+		m.expect(c.name, expected{by: m.now() + grace})
 	}
 }
 
@@ -1955,7 +1997,7 @@ func (m *Master) recalledGone(c *childMaster) {
 func (m *Master) awaitSilent(c *childMaster) {
 	m.awaitLost(c)
 	if m.split.splitProto.parent != nil {
-		m.expectAgent(c)
+		m.expectAgent(c, lostGrace)
 	}
 }
 

@@ -507,11 +507,18 @@ func (s *session) startDrain() {
 }
 
 // maybeFinishDrain closes the connection once a drain has nothing left to
-// run or send. Called with s.mu held.
+// run or send. A promoted worker says so first (Drain.Last): its master
+// tells by it a worker that leaves as planned, its child master maybe
+// still on its way, from one that died before its child master said
+// hello. Called with s.mu held.
 func (s *session) maybeFinishDrain() {
 	if s.draining && !s.closing && len(s.running) == 0 && len(s.ready) == 0 {
 		s.closing = true
-		s.conn.SendAndClose(nil)
+		var last grid.Message
+		if _, promoted := s.next.(*promotedError); promoted {
+			last = &grid.Drain{Gen: max(s.gen, 0), Last: true}
+		}
+		s.conn.SendAndClose(last)
 	}
 }
 

@@ -1,7 +1,6 @@
 package simgrid
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,29 +176,28 @@ func TestFixedSeeds(t *testing.T) {
 	}
 }
 
-// TestChildFrozenAsItHearsTheEnd replays seed 307184 with its child
-// master w3 frozen at 483 ms, not 494 ms: after the root heard that w3
-// was done (474.7 ms) and told it the run is over (as its Close began),
-// before w3's word reached its four workers (491 ms). They time out on
-// w3 30 s later and go home: the root, which never heard from w3 that
-// they have the end, awaits them there, and tells them. Before, it had
-// closed, and they looked for a master for ever.
+// TestChildFrozenAsItHearsTheEnd freezes a child master of the root
+// (for 35 s, its links then time out) at the instant it hears that the
+// run is over, before its word reaches its workers, as seed 307184 once
+// froze w3 (at 483 ms: after the root told it the end at 474.7 ms,
+// before its word reached its four workers at 491 ms). They time out on
+// the child 30 s later and go home: the root, which never heard from the
+// child that they have the end, awaits them there, and tells them.
+// Before, it had closed, and they looked for a master for ever. (Seed
+// 307184's own trajectory has no child master left at the end since a
+// promoted worker's connection ends with Drain.Last, one frame more at
+// the slow master.)
 func TestChildFrozenAsItHearsTheEnd(t *testing.T) {
 	defer func(was bool) { CheckWaiting = was }(CheckWaiting)
 	CheckWaiting = true
-	sc := Draw(307184)
-	i := slices.IndexFunc(sc.Workers, func(w WorkerSpec) bool { return w.Name == "w3" })
-	if i < 0 || sc.Workers[i].Freeze == 0 {
-		t.Fatalf("seed 307184 has no frozen w3 now: %s", sc)
-	}
-	sc.Workers[i].Freeze = 474800 * time.Microsecond
+	sc := grandchildScenario(3, "wq", GrandchildLoss{How: LoseFreeze, Gen: 1, For: 35 * time.Second, Child: true})
 	out, trace, bad := simulateScenario(t, sc)
 	if len(bad) > 0 {
 		t.Fatalf("broke:\n  %s\nscenario: %s\ntrace (last lines):\n%s", strings.Join(bad, "\n  "), sc, tail(trace, 60))
 	}
 	// Not a run that missed the gap (its order moved on).
-	if !strings.Contains(trace, "did not say its workers heard it") {
-		t.Fatalf("the root never missed w3's word that its workers heard the end: the scenario no longer freezes w3 in the gap\n%s", tail(trace, 60))
+	if !strings.Contains(trace, `msg="sim: grandchild master frozen"`) || !strings.Contains(trace, "did not say its workers heard it") {
+		t.Fatalf("the root never missed its child's word that its workers heard the end: the scenario no longer freezes the child in the gap\n%s", tail(trace, 60))
 	}
 	t.Logf("%v of virtual time, bound %v", out.Elapsed, Bound(sc))
 }
