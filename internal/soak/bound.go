@@ -50,6 +50,11 @@ const (
 	// link times out, 30 s, then give evaluations deaf to their cancel
 	// 5 s, and dial after a back-off).
 	lostChildWait = 40 * time.Second
+	// unreadyWait: a child lost before its hello (never up, or its
+	// promoted worker's connection broke first) held nothing: the master
+	// waits up to 30 s for its agent and the workers that were to move
+	// to it, which come back as moved workers do.
+	unreadyWait = 30 * time.Second
 	// endHeardWait: the root waits up to 20 s for a child's word that
 	// its workers heard the end; a child silent then is counted gone and
 	// its workers awaited as a lost child's.
@@ -67,9 +72,10 @@ type observed struct {
 	Stopped  time.Duration // the time workers were stopped, summed
 	// Masters that split: the splits any master logged; the children
 	// counted lost as their link closed (or whose return was lost), never
-	// up as a master, cut off for returning none of their tasks; and the
-	// children silent at the end.
-	Splits, ChildLosses, NeverUp, CutOffs, EndUnheard int
+	// up as a master, lost before their hello as the promoted worker's
+	// connection broke, cut off for returning none of their tasks; and
+	// the children silent at the end.
+	Splits, ChildLosses, NeverUp, Unready, CutOffs, EndUnheard int
 	// RelayStops: the stops of the relay (among Stops), after which its
 	// workers may have to connect again.
 	RelayStops int
@@ -78,7 +84,7 @@ type observed struct {
 // any says whether a fault was seen.
 func (o observed) any() bool {
 	return o.Masters > 1 || o.Failures > 0 || o.Lates > 0 || o.Kills > 0 || o.Stops > 0 ||
-		o.Splits > 0 || o.ChildLosses > 0 || o.NeverUp > 0 || o.CutOffs > 0 || o.EndUnheard > 0
+		o.Splits > 0 || o.ChildLosses > 0 || o.NeverUp > 0 || o.Unready > 0 || o.CutOffs > 0 || o.EndUnheard > 0
 }
 
 // bound is how long a run may take, from its first master's start to its
@@ -109,7 +115,8 @@ func (o observed) any() bool {
 //	   the moved workers give back the tasks they hold), and once the
 //	   end's waits for workers moved between masters (endWaits); each
 //	   child lost (its link closed, or its return lost) lostChildWait,
-//	   one never up childHello + lostChildWait, the k-th cut off for
+//	   one never up childHello + unreadyWait, one whose promoted worker's
+//	   connection broke before its hello unreadyWait, the k-th cut off for
 //	   returning none of its tasks 2^k·D (stallDeadline: its link's loss
 //	   is counted apart), one silent at the end endHeardWait +
 //	   lostChildWait. D = max(floor, 4·e + 2·delay) is a deadline once an
@@ -168,7 +175,8 @@ func boundOf(s scenario, k float64, ob observed) bound {
 			b.Faults += endWaits + time.Duration(ob.Splits)*d
 		}
 		b.Faults += time.Duration(ob.ChildLosses)*lostChildWait +
-			time.Duration(ob.NeverUp)*(childHello+lostChildWait) +
+			time.Duration(ob.NeverUp)*(childHello+unreadyWait) +
+			time.Duration(ob.Unready)*unreadyWait +
 			time.Duration(ob.EndUnheard)*(endHeardWait+lostChildWait)
 		for i := range ob.CutOffs {
 			b.Faults += d << (i + 1)

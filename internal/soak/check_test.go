@@ -200,15 +200,18 @@ func TestBoundFormula(t *testing.T) {
 	}
 	// A master made slow (1 ms a message, two a task) behind a relay
 	// that works too (one slot, no slowdown: e stays 31 ms), which split
-	// 3 times, lost a child (its link), cut one off (2 D) then another
-	// (4 D), and saw a child silent at the end and the relay stopped 2 s.
+	// 3 times, lost a child (its link), one never up and one before its
+	// hello (its promoted worker's connection broke), cut one off (2 D)
+	// then another (4 D), and saw a child silent at the end and the
+	// relay stopped 2 s.
 	s.MasterCost = time.Millisecond
 	s.Relay = &relaySpec{Slots: 1}
-	ob = observed{Masters: 1, Splits: 3, ChildLosses: 1, CutOffs: 2, EndUnheard: 1, Stops: 1, Stopped: 2 * time.Second, RelayStops: 1}
+	ob = observed{Masters: 1, Splits: 3, ChildLosses: 1, NeverUp: 1, Unready: 1, CutOffs: 2, EndUnheard: 1, Stops: 1, Stopped: 2 * time.Second, RelayStops: 1}
 	sp := boundOf(s, 2, ob)
 	wantWork += 17 * 2 * time.Millisecond
 	wantF = firstDeadline + 2*time.Second + time.Second + rejoin +
-		endWaits + 3*time.Second + lostChildWait + 2*time.Second + 4*time.Second + endHeardWait + lostChildWait
+		endWaits + 3*time.Second + lostChildWait + childHello + unreadyWait + unreadyWait +
+		2*time.Second + 4*time.Second + endHeardWait + lostChildWait
 	if sp.Startup != startup+relayHop || sp.Work != wantWork || sp.Faults != wantF || sp.Total != 2*(startup+relayHop+wantWork+wantF) {
 		t.Fatalf("split and relay: %+v, want start %v, work %v, faults %v", sp, startup+relayHop, wantWork, wantF)
 	}
@@ -468,8 +471,9 @@ func TestSawWorkerLogFollowsPromotions(t *testing.T) {
 	r.sawWorkerLog("w3", `time=x level=INFO msg="overloaded: promoting a worker to a child master (docs/papers.md §2)" child=w3 component=master gen=1 worker=w1`)
 	r.sawWorkerLog("w3", `time=x level=WARN msg="child master's link lost" child=w3 component=master child=w1 err=EOF`)
 	r.sawWorkerLog("w3", `time=x level=WARN msg="child master returned none of its tasks for a deadline; cut off as lost" child=w3 component=master child=w1`)
+	r.sawWorkerLog("w3", `time=x level=WARN msg="promoted worker lost before its child master said hello; the child counts as lost" child=w3 component=master worker=w2`)
 	r.sawWorkerLog("w3", `time=x level=INFO msg="child master done; its results went to the parent" child=w3 component=master gen=1 workers=2`)
-	if r.promoted["w3"] || r.ob.Splits != 1 || r.ob.ChildLosses != 1 || r.ob.CutOffs != 1 || r.faults[split] != 1 || r.faults[childLost] != 1 {
+	if r.promoted["w3"] || r.ob.Splits != 1 || r.ob.ChildLosses != 1 || r.ob.Unready != 1 || r.ob.CutOffs != 1 || r.faults[split] != 1 || r.faults[childLost] != 2 {
 		t.Errorf("promoted %v, observed %+v, faults %v", r.promoted, r.ob, r.faults)
 	}
 }

@@ -29,6 +29,9 @@ func (r *runState) sawMasterLog(l string) {
 	case strings.Contains(l, `msg="promoted worker never came back`):
 		r.ob.NeverUp++
 		r.faults[childLost]++
+	case strings.Contains(l, `msg="promoted worker lost before its child master said hello`):
+		r.ob.Unready++
+		r.faults[childLost]++
 	case strings.Contains(l, `msg="child master returned none of its tasks`):
 		r.ob.CutOffs++ // counted lost as its link closes, next
 	case strings.Contains(l, `msg="child master's link lost`):
