@@ -62,9 +62,13 @@ func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopRe
 		}
 		if opts.Checkpoint != "" {
 			if opts.Notes != nil {
-				if err := e.SetNotes(opts.Notes()); err != nil {
-					return "", err
+				notes := opts.Notes()
+				if err := checkNotes(notes); err != nil {
+					// The last checkpoint written stays: a resumed run
+					// redoes this generation.
+					return "", fmt.Errorf("es: generation %d: its checkpoint not written: %w", gen, err)
 				}
+				e.notes = slices.Clone(notes)
 			}
 			if err := SaveCheckpoint(opts.Checkpoint, e); err != nil {
 				return "", err

@@ -31,7 +31,7 @@ func checkBooks(t testing.TB) (*Master, *batch, *mworker, *mworker) {
 		m.order = append(m.order, w)
 	}
 	b := &batch{id: 1, gen: 1, xs: [][]float64{{0.5}}, f: make([]float64, 1), done: make([]bool, 1),
-		overran: make([]uint8, 1), failures: map[int32][]string{}}
+		overran: make([]uint8, 1), failures: map[int32][]TaskFailure{}}
 	m.cur = b
 	m.verifyStart(1)
 	m.verifyAccepted(w0, b, 0, 1.5)

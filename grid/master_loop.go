@@ -332,8 +332,8 @@ type batch struct {
 	done    []bool // an accepted result is in f
 	replied bool
 	reply   chan evalReply
-	// failures lists, per task that failed, each failure as "worker: error".
-	failures map[int32][]string
+	// failures lists, per task that failed, each failure with its worker.
+	failures map[int32][]TaskFailure
 	// overran counts, per task, its instances that went overdue: the
 	// next one's deadline is doubled as often (sched.Deadlines.Again).
 	overran []uint8
@@ -720,7 +720,7 @@ func (m *Master) startBatch(req *evalReq) {
 	}
 	m.lastID = id
 	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)),
-		overran: make([]uint8, len(req.xs)), reply: req.reply, failures: map[int32][]string{}}
+		overran: make([]uint8, len(req.xs)), reply: req.reply, failures: map[int32][]TaskFailure{}}
 	m.batches++
 	m.progress.Store(0)
 	m.verifyStart(len(req.xs))
@@ -976,17 +976,45 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 		return
 	}
 	errText := truncate(r.Err, maxErrText)
-	fs := append(b.failures[r.ID], w.name+": "+errText)
+	fs := append(b.failures[r.ID], TaskFailure{Worker: w.name, Err: errText})
 	b.failures[r.ID] = fs
 	if len(fs) > m.cfg.MaxRetries {
-		b.fail(fmt.Errorf("grid: generation %d, task %d failed %d times (max retries %d): %s",
-			b.gen, r.ID, len(fs), m.cfg.MaxRetries, strings.Join(fs, "; ")))
+		b.fail(&RetriesExhaustedError{Gen: b.gen, Task: int(r.ID), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
 		return
 	}
 	m.counts.Retried++
 	m.vlog.Warn("evaluation failed; retrying the task on another worker",
 		"gen", b.gen, "task", r.ID, "worker", w.name, "failures", len(fs), "max_retries", m.cfg.MaxRetries, "err", errText)
 	m.step(ev, 0)
+}
+
+// RetriesExhaustedError is the error of a generation one of whose tasks
+// failed more often than MaxRetries allows: the master cannot tell a
+// worker that fails now and then from a task that fails every worker,
+// so it stops there. Its fields say so to a program (esrun's report),
+// which its text says to a person.
+type RetriesExhaustedError struct {
+	Gen, Task  int
+	MaxRetries int
+	// Failures are the task's failures, in the order they came:
+	// MaxRetries+1 of them.
+	Failures []TaskFailure
+}
+
+// TaskFailure is one failed evaluation: the worker's name and its
+// error's text (cut to 300 bytes).
+type TaskFailure struct {
+	Worker, Err string
+}
+
+// Error names the generation, the task and every failure.
+func (e *RetriesExhaustedError) Error() string {
+	fs := make([]string, len(e.Failures))
+	for i, f := range e.Failures {
+		fs[i] = f.Worker + ": " + f.Err
+	}
+	return fmt.Sprintf("grid: generation %d, task %d failed %d times (max retries %d): %s",
+		e.Gen, e.Task, len(e.Failures), e.MaxRetries, strings.Join(fs, "; "))
 }
 
 // maxErrText bounds an error text from a worker in logs and errors.

@@ -165,7 +165,7 @@ func (c *FileConfig) PluginEntries(skip func(name string) bool) ([]plugin.Entry,
 }
 
 // LoadFileConfig reads and checks a -config file: a regular file that
-// not every user may write, at most 1 MiB, one JSON object without
+// neither its group nor other users may write, at most 1 MiB, one JSON object without
 // unknown fields. Relative paths in it become relative to its directory.
 func LoadFileConfig(path string) (*FileConfig, error) {
 	f, err := os.Open(path)
@@ -180,9 +180,8 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if fi.Mode().Perm()&0o002 != 0 {
-		// Whoever can write it can make this agent run any program.
-		return nil, fmt.Errorf("%s is writable by every user (chmod o-w)", path)
+	if err := checkConfigWriters(path, fi.Mode().Perm()); err != nil {
+		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
@@ -214,6 +213,26 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 		c.Plugins[name] = rel(p)
 	}
 	return &c, nil
+}
+
+// checkConfigWriters refuses a config file that its group or every user
+// may write: it names the programs this agent runs, so whoever may write
+// it may run any program as the worker (ssh's StrictModes refuses such
+// files for the same reason, as the plugin check does a plugin). The
+// error says which chmod cures it.
+func checkConfigWriters(path string, perm os.FileMode) error {
+	var who, fix string
+	switch perm & 0o022 {
+	case 0:
+		return nil
+	case 0o020:
+		who, fix = "its group", "g-w"
+	case 0o002:
+		who, fix = "every user", "o-w"
+	default:
+		who, fix = "its group and every user", "go-w"
+	}
+	return fmt.Errorf("%s is writable by %s (mode %v; chmod %s %s), who could make this agent run any program", path, who, perm, fix, path)
 }
 
 // ProbePlugins starts every listed plugin once, reads its hello (within

@@ -150,6 +150,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 			ro.Notes = func() []es.Note { return notesOf(g.master.Excluded()) }
 		}
 		reason, runErr = eng.Run(ctx, ev, ro)
+		runErr = tooManyExcluded(runErr) // excluded.go
 	}
 	rep := rec.Finish(eng, reason, runErr)
 	if g != nil {

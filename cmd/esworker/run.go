@@ -148,9 +148,9 @@ func parseOptions(args []string) (*options, error) {
 	case o.join == "" && o.master == "":
 		return nil, usagef("give -join HOST[:PORT] (the master's gossip address) or -master HOST:PORT")
 	}
-	lingerSet := false
-	fs.Visit(func(f *flag.Flag) { lingerSet = lingerSet || f.Name == "metrics-linger" })
-	if lingerSet && o.metrics == "" {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["metrics-linger"] && o.metrics == "" {
 		return nil, usagef("-metrics-linger needs -metrics")
 	}
 	if o.metrics != "" {
@@ -163,7 +163,7 @@ func parseOptions(args []string) (*options, error) {
 			return nil, err
 		}
 	}
-	if err := o.relay.check(); err != nil { // relay.go
+	if err := o.relay.check(given); err != nil { // relay.go
 		return nil, err
 	}
 	if o.gossip == "" {

@@ -169,7 +169,9 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 func (r *runState) check(ctx context.Context, res *result, last *proc, want outcome) []finding {
 	st := last.status()
 	if st == "exit 1" {
-		res.Exhausted = exhausted(r.sc, errorLine(last.err.kept()))
+		// esrun's report of a run that did not end says whether a task
+		// exhausted its retries, and how each attempt failed.
+		res.Exhausted = exhausted(r.sc, readFailedTask(r.report+".partial"))
 	}
 	// A failed run is one to resume: its master told the workers it will
 	// be back, and they wait for it, -once or not (grid.Master.Interrupt).
