@@ -26,7 +26,7 @@ var reapMu sync.Mutex
 // Without it, killing a plugin's group leaves them running.
 //
 // It is for a program whose children with a process group or a session
-// of their own are all plugin processes (esworker, esrun): an orphan is
+// of their own are all plugin processes (esworker): an orphan is
 // recognised as a child not started as a plugin whose process group or
 // session differs from the program's, and a child that another part of
 // the program started so would be killed too. Children in the program's
