@@ -16,9 +16,9 @@ var live struct {
 	mu    sync.Mutex
 	procs map[*proc]struct{}
 	// pids holds every plugin process started and not yet waited for,
-	// killed or not: os/exec reaps those, so the orphan reaper
+	// killed or not, by pid: os/exec reaps those, so the orphan reaper
 	// (reap_linux.go), which looks under mu, never does.
-	pids   map[int]struct{}
+	pids   map[int]*proc
 	killed bool // KillAll was called: no more starts
 }
 
@@ -42,10 +42,10 @@ func startLive(cmd *exec.Cmd, pr *proc) error {
 	}
 	if live.procs == nil {
 		live.procs = make(map[*proc]struct{})
-		live.pids = make(map[int]struct{})
+		live.pids = make(map[int]*proc)
 	}
 	live.procs[pr] = struct{}{}
-	live.pids[cmd.Process.Pid] = struct{}{}
+	live.pids[cmd.Process.Pid] = pr
 	return nil
 }
 
@@ -75,10 +75,13 @@ func forget(pr *proc) {
 func KillAll() int {
 	live.mu.Lock()
 	live.killed = true
-	var killed []*proc
+	n := len(live.procs)
 	for pr := range live.procs {
 		killGroup(pr.cmd)
-		killed = append(killed, pr)
+	}
+	var dying []*proc // killed now or before, not yet waited for
+	for _, pr := range live.pids {
+		dying = append(dying, pr)
 	}
 	live.mu.Unlock()
 	if subreaping.Load() {
@@ -88,7 +91,7 @@ func KillAll() int {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for _, pr := range killed {
+			for _, pr := range dying {
 				<-pr.exited
 			}
 			reapOrphans()
@@ -100,5 +103,5 @@ func KillAll() int {
 		case <-t.C:
 		}
 	}
-	return len(killed)
+	return n
 }
