@@ -67,10 +67,13 @@ func reapOrphans() {
 	failed := make(map[int]bool) // those a kill did not reach: not waited for
 	for {
 		var reap []int
-		// Under live.mu no plugin process is being started: a child not
-		// in live.pids is not one whose pid startLive has yet to record.
-		live.mu.Lock()
 		pids, _ := children()
+		// Under live.mu no plugin process is being started: a child
+		// listed, not in live.pids, is not one whose pid startLive has
+		// yet to record (it records it before it lets go of live.mu),
+		// and one waited for since it was listed, its pid reused, is no
+		// longer this program's child, or is in live.pids again.
+		live.mu.Lock()
 		for _, pid := range pids {
 			if _, ok := live.pids[pid]; ok || failed[pid] {
 				continue
