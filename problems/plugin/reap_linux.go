@@ -43,7 +43,6 @@ func Subreap() error {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 	}
 	subreaping.Store(true)
-	reapOrphans() // any adopted before
 	return nil
 }
 
