@@ -267,6 +267,9 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	log := logx.New(stderr, o.logJSON, level)
 	con := &logx.Console{W: stderr, Log: log, JSON: o.logJSON}
 	signalConsole.Store(con) // main.go
+	if subreapErr != nil {
+		log.Warn("a plugin's descendants that leave its process group (setsid) may outlive it", "err", subreapErr)
+	}
 	// A refusal is one line: "esworker: why" in text, a record under
 	// -log-json.
 	refuse := func(err error) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -139,11 +140,23 @@ func runHelper(mode string) int {
 	if d, err := time.ParseDuration(os.Getenv("ESGRID_TEST_START_SLEEP")); err == nil {
 		time.Sleep(d) // a plugin slow to start
 	}
+	if f := os.Getenv("ESGRID_TEST_DESCENDANTS"); f != "" {
+		// Children that outlive it unless killed (reap_linux_test.go).
+		depth, _ := strconv.Atoi(os.Getenv("ESGRID_TEST_DEPTH"))
+		if err := startDescendants(f, max(depth, 1)); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+	}
 	name := os.Getenv("ESGRID_TEST_NAME")
 	if name == "" {
 		name = "testp"
 	}
 	switch mode {
+	case "sleep":
+		// A plugin's descendant, doing nothing for an hour.
+		time.Sleep(time.Hour)
+		return 0
 	case "die":
 		fmt.Fprintln(os.Stderr, "ImportError: no module named simulator")
 		return 1
