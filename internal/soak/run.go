@@ -89,7 +89,6 @@ type runState struct {
 	line        int
 	joinedAt    map[string]int
 	relayLostAt int
-	stopped     map[*proc]bool // workers stopped now
 	killed      map[*proc]bool // workers the chaos killed
 	faults      map[string]int
 	ob          observed
@@ -122,7 +121,7 @@ func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
 	}
 	r := &runState{s: s, sc: sc, dir: dir, once: sc.KillMaster == 0,
 		report: filepath.Join(dir, "report.json"), ckpt: filepath.Join(dir, "state.ckpt"),
-		stopped: map[*proc]bool{}, killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{}),
+		killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{}),
 		index: map[*proc]int{}, promoted: map[string]bool{}, promoCh: make(chan struct{}), joinedAt: map[string]int{}}
 	res.Findings = r.exec(ctx, &res, want)
 	if ctx.Err() != nil {
@@ -299,8 +298,7 @@ func (r *runState) drive(ctx context.Context) (*proc, error) {
 	}()
 	defer func() {
 		stopChaos()
-		<-chaosDone
-		r.continueAll()
+		<-chaosDone // a stopped worker has been continued
 	}()
 	if r.sc.KillMaster > 0 {
 		if m, err = r.restartMaster(ctx, m); err != nil {
