@@ -164,9 +164,10 @@ func (c *FileConfig) PluginEntries(skip func(name string) bool) ([]plugin.Entry,
 	return entries, nil
 }
 
-// LoadFileConfig reads and checks a -config file: a regular file that
-// neither its group nor other users may write, at most 1 MiB, one JSON object without
-// unknown fields. Relative paths in it become relative to its directory.
+// LoadFileConfig reads and checks a -config file: a regular file that no
+// one but root and this program's user may change (plugin.CheckWriters:
+// the file, its directory and those above), at most 1 MiB, one JSON
+// object without unknown fields. Relative paths in it become relative to its directory.
 func LoadFileConfig(path string) (*FileConfig, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -180,7 +181,9 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if err := checkConfigWriters(path, fi.Mode().Perm()); err != nil {
+	// It names the programs this agent runs: whoever may change it may
+	// run any program as the worker. The plugins' own rule applies.
+	if err := plugin.CheckWriters(path, "the configuration file"); err != nil {
 		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
@@ -213,26 +216,6 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 		c.Plugins[name] = rel(p)
 	}
 	return &c, nil
-}
-
-// checkConfigWriters refuses a config file that its group or every user
-// may write: it names the programs this agent runs, so whoever may write
-// it may run any program as the worker (ssh's StrictModes refuses such
-// files for the same reason, as the plugin check does a plugin). The
-// error says which chmod cures it.
-func checkConfigWriters(path string, perm os.FileMode) error {
-	var who, fix string
-	switch perm & 0o022 {
-	case 0:
-		return nil
-	case 0o020:
-		who, fix = "its group", "g-w"
-	case 0o002:
-		who, fix = "every user", "o-w"
-	default:
-		who, fix = "its group and every user", "go-w"
-	}
-	return fmt.Errorf("%s is writable by %s (mode %v; chmod %s %s), who could make this agent run any program", path, who, perm, fix, path)
 }
 
 // ProbePlugins starts every listed plugin once, reads its hello (within

@@ -150,7 +150,7 @@ func TestBadConfigFiles(t *testing.T) {
 		{"bad join", `{"join": 7}`, 0o644, "join: want an address"},
 		{"bad plugin name", `{"join": "m", "plugins": {"a b": "` + sim + `"}}`, 0o644, "letters, digits"},
 		{"missing plugin", `{"join": "m", "plugins": {"a": "./none"}}`, 0o644, "no such file"},
-		{"plugin in a world-writable directory", `{"join": "m", "plugins": {"sim": "` + exposed + `"}}`, 0o644, openDir + " is writable by other users"},
+		{"plugin in a world-writable directory", `{"join": "m", "plugins": {"sim": "` + exposed + `"}}`, 0o644, "its directory " + openDir + " is writable by its group and every user (mode -rwxrwxrwx; chmod go-w " + openDir + ")"},
 		{"built-in name", `{"join": "m", "plugins": {"ridge": "` + sim + `"}}`, 0o644, "built-in"},
 		// The file's numbers have the flags' bounds.
 		{"slots", `{"join": "m", "slots": -2}`, 0o644, "slots -2: must be an integer between 0 and 65536"},
