@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -48,6 +49,17 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 	report := writeFile(t, dir, "run.json", `{"a good": "report"}`)
 	sub := filepath.Join(dir, "sub")
 	os.Mkdir(sub, 0o755)
+	// Not regular files: a named pipe (as /dev/null is a device) and a
+	// loop of links. The old code, given -force, renamed its file over
+	// them: the pipe became a regular file (and /dev/null, as root, too),
+	// and the loop "existed" ("-checkpoint loop: the file exists").
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loop := filepath.Join(dir, "loop")
+	os.Symlink("loop2", loop)
+	os.Symlink("loop", filepath.Join(dir, "loop2"))
 
 	small := []string{"-inprocess", "-dim", "4", "-gens", "3", "-quiet"}
 	tests := []struct {
@@ -64,6 +76,10 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 		{"report in no directory", []string{"-report", filepath.Join(report, "x.json")}, "there is no directory " + report},
 		{"checkpoint is a directory", []string{"-checkpoint", sub, "-force"}, "-checkpoint " + sub + " is a directory"},
 		{"report is a directory", []string{"-report", sub, "-force"}, "-report " + sub + " is a directory"},
+		{"checkpoint is a named pipe", []string{"-checkpoint", fifo, "-force"}, "-checkpoint " + fifo + " is a named pipe, not a regular file"},
+		{"report is a named pipe", []string{"-report", fifo, "-force"}, "-report " + fifo + " is a named pipe, not a regular file"},
+		{"checkpoint is a loop of links", []string{"-checkpoint", loop}, "-checkpoint " + loop + ": too many levels of symbolic links"},
+		{"report is a loop of links", []string{"-report", loop, "-force"}, "-report " + loop + ": too many levels of symbolic links"},
 		{"report is the checkpoint", []string{"-checkpoint", ckpt, "-report", ckpt, "-force"}, "-checkpoint " + ckpt + " and -report " + ckpt + " are the same file"},
 		{"report is the resumed checkpoint", []string{"-resume", ckpt, "-report", ckpt, "-force"}, "-resume " + ckpt + " (the checkpoint this run keeps) and -report " + ckpt + " are the same file"},
 	}
@@ -79,6 +95,9 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 			}
 			unchanged(t, ckpt, string(saved))
 			unchanged(t, report, `{"a good": "report"}`)
+			if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+				t.Fatalf("the named pipe was replaced: %v, %v", fi.Mode(), err)
+			}
 		})
 	}
 
