@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
@@ -132,13 +133,14 @@ func NewReference(ctx context.Context, strips, maxIter, size int) (*Reference, e
 	return ref, nil
 }
 
-// Write writes the reference to path as JSON.
+// Write writes the reference to path as JSON, whole or not at all
+// (atomicfile.Write): a full disk leaves the reference that was there.
 func (r *Reference) Write(path string) error {
 	b, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	return atomicfile.WriteBytes(path, 0o644, b)
 }
 
 // ReadReference reads the reference at path, which must be of the image
