@@ -143,12 +143,34 @@ func (r *Reference) Write(path string) error {
 	return atomicfile.WriteBytes(path, 0o644, b)
 }
 
+// maxReferenceBytes bounds a reference file: one of the most strips a
+// size takes (4800, of at most 12 digits each) is some 80 KB, and no image
+// of the paper's work has more than 10⁶ strips (about 16 MB).
+const maxReferenceBytes = 32 << 20
+
 // ReadReference reads the reference at path, which must be of the image
-// name with its strips.
+// name with its strips. It reads only a regular file of at most
+// maxReferenceBytes: -reference /dev/zero was read until the memory ran
+// out.
 func ReadReference(path, name string, strips int) (*Reference, error) {
-	b, err := os.ReadFile(path)
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("reference: %w (make it with -inprocess)", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reference %s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxReferenceBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reference %s: %w", path, err)
+	}
+	if len(b) > maxReferenceBytes {
+		return nil, fmt.Errorf("reference %s is larger than %d bytes: not a reference", path, maxReferenceBytes)
 	}
 	var ref Reference
 	if err := json.Unmarshal(b, &ref); err != nil {
@@ -156,6 +178,16 @@ func ReadReference(path, name string, strips int) (*Reference, error) {
 	}
 	if ref.Name != name || len(ref.Values) != strips {
 		return nil, fmt.Errorf("reference %s is of %s, not %s", path, ref.Name, name)
+	}
+	// The costs become the simulator's grains: a negative, or one past an
+	// hour a strip, is not a measure (and would overflow a Duration).
+	if !(ref.NsPerIter > 0 && ref.NsPerIter <= 1e9) {
+		return nil, fmt.Errorf("reference %s: ns_per_iter %g, want above 0 and at most 1e9", path, ref.NsPerIter)
+	}
+	for i, v := range ref.Values {
+		if v < 0 || float64(v)*ref.NsPerIter > float64(time.Hour) {
+			return nil, fmt.Errorf("reference %s: strip %d costs %d iterations of %g ns: not a strip's cost", path, i, v, ref.NsPerIter)
+		}
 	}
 	return &ref, nil
 }

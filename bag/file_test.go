@@ -3,6 +3,7 @@ package bag
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/esgrid/esgrid/internal/fulldisk"
@@ -28,5 +29,43 @@ func TestReferenceOnAFullDisk(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("files left: %v", entries)
+	}
+}
+
+// A reference that is not one is refused in one line, before it costs
+// memory: the old code read -reference /dev/zero until the memory ran out
+// ("fatal error: out of memory" under a 2 GB limit), and took negative or
+// absurd costs as the simulator's grains.
+func TestReadReferenceRefusesOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	name := Name(2, 100, 40)
+	file := func(base, text string) string {
+		p := filepath.Join(dir, base)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	huge := filepath.Join(dir, "huge.json")
+	big := make([]byte, maxReferenceBytes+1)
+	copy(big, `{"name": "`+name+`", "values": [`)
+	for i := len(`{"name": "` + name + `", "values": [`); i < len(big); i++ {
+		big[i] = ' '
+	}
+	if err := os.WriteFile(huge, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"/dev/zero", "reference /dev/zero is not a regular file"},
+		{dir, "reference " + dir + " is not a regular file"},
+		{huge, "reference " + huge + " is larger than 33554432 bytes: not a reference"},
+		{file("neg.json", `{"name": "`+name+`", "values": [5, -1], "ns_per_iter": 2}`), "strip 1 costs -1 iterations of 2 ns"},
+		{file("zero.json", `{"name": "`+name+`", "values": [5, 1], "ns_per_iter": 0}`), "ns_per_iter 0, want above 0"},
+		{file("long.json", `{"name": "`+name+`", "values": [5, 9000000000000000000], "ns_per_iter": 1}`), "strip 1 costs 9000000000000000000 iterations of 1 ns"},
+	} {
+		_, err := ReadReference(tt.path, name, 2)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", filepath.Base(tt.path), err, tt.want)
+		}
 	}
 }
