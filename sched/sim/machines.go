@@ -405,10 +405,13 @@ func (s *Set) Validate() error {
 }
 
 // TaskTime is the time machine k needs for one task of the given grain,
-// before noise and slowdowns.
+// before noise and slowdowns: at least a nanosecond, the clock's tick. A
+// task of no time at all (speed=1e9 at 100 ms, or any fast machine at a
+// grain of 1µs) made a speed of +Inf and a count of tasks of int(+Inf),
+// an index out of range in the optimum's bound.
 func (s *Set) TaskTime(k int, grain time.Duration) time.Duration {
 	m := &s.Machines[k]
-	return time.Duration(math.Round(float64(grain) * m.timeRatio(grain)))
+	return max(time.Duration(math.Round(float64(grain)*m.timeRatio(grain))), 1)
 }
 
 // timeRatio is time/grain for this machine at this grain: 1/Speed, or

@@ -171,3 +171,27 @@ func TestLoadSetBounded(t *testing.T) {
 		t.Fatalf("a set past MaxSetFile: %v", err)
 	}
 }
+
+// A machine so fast that a task rounds to no time takes the clock's tick,
+// and the run, its optimum included, ends: the old code panicked
+// ("index out of range [-9223372036854775808]" in optBatch.bound) for
+// speed=1e9 at 100 ms, as for speed=1e6 at the smallest -grain, 1µs.
+func TestFastMachineTakesATick(t *testing.T) {
+	for _, tc := range []struct {
+		text  string
+		grain time.Duration
+	}{
+		{"machine A speed=1e9\nmachine B speed=1", 100 * time.Millisecond},
+		{"machine A speed=1e6", time.Microsecond},
+		{"machine A t1s=1ns", time.Microsecond},
+	} {
+		s := mustSet(t, tc.text)
+		if got := s.TaskTime(0, tc.grain); got != 1 {
+			t.Errorf("%q at %v: a task takes %v, want 1ns", tc.text, tc.grain, got)
+		}
+		res, err := Run(Config{Set: s, Policy: "r3q", Workload: ES(2, 4, 2, tc.grain), Seed: 1})
+		if err != nil || res.End <= 0 {
+			t.Errorf("%q at %v: end %v, %v", tc.text, tc.grain, res.End, err)
+		}
+	}
+}
