@@ -349,7 +349,7 @@ func Imbalance(ws []WorkerFigures) float64 {
 func Predict(policy string, copies int, noise float64, ref *Reference, ws []WorkerFigures) (total, floor float64, err error) {
 	var sb strings.Builder
 	sb.WriteString("master cost=25us\n") // the real master's cost per message, as measured (issue 16)
-	for _, w := range ws {
+	for i, w := range ws {
 		if w.Speed <= 0 || math.IsInf(w.Speed, 0) || math.IsNaN(w.Speed) {
 			// It returned no strip: as slow as the slowest that did.
 			w.Speed = math.Inf(1)
@@ -362,7 +362,10 @@ func Predict(policy string, copies int, noise float64, ref *Reference, ws []Work
 				return 0, 0, errors.New("no worker returned a strip")
 			}
 		}
-		fmt.Fprintf(&sb, "machine %s cpus=%d speed=%g delay=%s\n", strings.ReplaceAll(w.Name, " ", "_"), w.Slots, w.Speed,
+		// A machine by its place, not its worker's name, which the worker
+		// chose: "x#y", or "a b" beside "a_b", made no set after the whole
+		// bag had run. Its slots as many as the set takes.
+		fmt.Fprintf(&sb, "machine w%d cpus=%d speed=%g delay=%s\n", i+1, min(max(w.Slots, 1), sim.MaxCPUs), w.Speed,
 			time.Duration(w.RoundTrip/2*float64(time.Second)))
 	}
 	set, err := sim.ParseSet("measured", strings.NewReader(sb.String()))

@@ -69,3 +69,22 @@ func TestReadReferenceRefusesOtherFiles(t *testing.T) {
 		}
 	}
 }
+
+// The prediction takes the workers whatever they call themselves and
+// however many slots they claim: the old code named each machine of the
+// simulated set by its worker's name, and a name with "#", "a b" beside
+// "a_b", or more slots than a simulated machine has, failed the run once
+// the bag was done ("machine x: needs speed=F or task times", "machine
+// a_b defined twice", "cpus: must be 1 to 4096").
+func TestPredictAnyWorkerNames(t *testing.T) {
+	ref := &Reference{Name: Name(4, 100, 40), Strips: 4, Values: []int64{10, 20, 30, 40}, NsPerIter: 1e6}
+	for _, tt := range []struct {
+		names [2]string
+		slots int
+	}{{[2]string{"a", "b=c"}, 1}, {[2]string{"x#y", "z"}, 1}, {[2]string{"a b", "a_b"}, 1}, {[2]string{"a", "b"}, 100000}} {
+		ws := []WorkerFigures{{Name: tt.names[0], Slots: 1, Speed: 1}, {Name: tt.names[1], Slots: tt.slots, Speed: 2}}
+		if total, _, err := Predict("wq", 0, 0, ref, ws); err != nil || total <= 0 {
+			t.Errorf("workers %q of %d slots: total %v, %v", tt.names, tt.slots, total, err)
+		}
+	}
+}
