@@ -180,10 +180,13 @@ func ParseSet(name string, r io.Reader) (*Set, error) {
 				return nil, errf("second master line")
 			}
 			sawMaster = true
-			for _, kv := range f[1:] {
+			for i, kv := range f[1:] {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k != "cost" {
 					return nil, errf("master: unknown field %q (want cost=DURATION)", kv)
+				}
+				if i > 0 {
+					return nil, errf("master: cost given twice")
 				}
 				d, err := parseDur(v)
 				if err != nil {
@@ -240,12 +243,19 @@ func ParseSet(name string, r io.Reader) (*Set, error) {
 // count= (0 when not given).
 func parseMachineFields(m *Machine, fields []string) (int, error) {
 	count := 0
+	given := map[string]bool{}
 	for _, kv := range fields {
+		k, v, ok := strings.Cut(kv, "=")
+		// A field given twice was the last one's, silently (cpus=1 cpus=2:
+		// 2): only slow= and the task times (each grain once) repeat.
+		if given[k] && k != "slow" && !strings.HasPrefix(k, "t") {
+			return 0, fmt.Errorf("%s given twice", k)
+		}
+		given[k] = true
 		if kv == "local" {
 			m.Local = true
 			continue
 		}
-		k, v, ok := strings.Cut(kv, "=")
 		if !ok || v == "" {
 			return 0, fmt.Errorf("field %q: want key=value", kv)
 		}
@@ -317,6 +327,10 @@ func parseMachineFields(m *Machine, fields []string) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", k, err)
 		}
+	}
+	if m.Speed != 0 && len(m.Times) > 0 {
+		// The task times won, and the speed was ignored.
+		return 0, errors.New("speed= and task times tG= both given: give one")
 	}
 	sort.Slice(m.Times, func(i, j int) bool { return m.Times[i].Grain < m.Times[j].Grain })
 	sort.SliceStable(m.Slowdowns, func(i, j int) bool { return m.Slowdowns[i].At < m.Slowdowns[j].At })

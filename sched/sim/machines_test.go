@@ -65,6 +65,13 @@ func TestParseSetErrors(t *testing.T) {
 		{"local with delay", "machine A local delay=1ms speed=1", "a local machine has no delay"},
 		{"two masters", "master cost=1ms\nmaster cost=2ms\nmachine A speed=1", "test:2: second master line"},
 		{"master field", "master speed=1\nmachine A speed=1", `master: unknown field "speed=1"`},
+		// A field given twice, or a speed beside task times, was taken
+		// silently (the last cpus=, the task times): now refused.
+		{"cpus twice", "machine A speed=1 cpus=1 cpus=2", "test:1: machine A: cpus given twice"},
+		{"speed twice", "machine A speed=1 speed=2", "test:1: machine A: speed given twice"},
+		{"local twice", "machine A speed=1 local local", "test:1: machine A: local given twice"},
+		{"speed and times", "machine A speed=2 t100ms=50ms", "test:1: machine A: speed= and task times tG= both given: give one"},
+		{"master cost twice", "master cost=1ms cost=2ms\nmachine A speed=1", "test:1: master: cost given twice"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
