@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // writeFile writes s to dir/name and returns the path.
@@ -286,5 +287,40 @@ func TestResumableCheckpoint(t *testing.T) {
 		if got := resumableCheckpoint(o, tt.wrote); got != tt.want {
 			t.Errorf("checkpoint %q resume %q wrote %v: %q, want %q", tt.checkpoint, tt.resume, tt.wrote, got, tt.want)
 		}
+	}
+}
+
+// A plan that sets aside every local worker of a run that waits for no
+// other is refused before any work: the old esrun started, logged "the
+// plan sets this worker aside" for both workers, gave no worker a task and
+// waited for ever in generation 0 (here: until the test cancelled it). A
+// plan that leaves one local worker goes on.
+func TestPlanSettingAsideEveryWorker(t *testing.T) {
+	dir := t.TempDir()
+	aside := writeFile(t, dir, "aside.json", `{"version": 1, "groups": [{"group": "local", "slots": 0}]}`)
+	one := writeFile(t, dir, "one.json", `{"version": 1, "workers": [{"name": "local-1", "slots": 0}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr, wait := esrunAsync(ctx, "-local", "2", "-gens", "1", "-quiet", "-plan", aside)
+	exit := make(chan int, 1)
+	go func() { exit <- wait() }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for code := -1; code < 0; {
+		select {
+		case code = <-exit:
+			want := "-plan " + aside + " sets aside every local worker (local-1 to local-2), and the run waits for no other"
+			if code != 2 || stdout.String() != "" || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+			}
+		case <-tick.C:
+			if strings.Count(stderr.String(), "the plan sets this worker aside") == 2 {
+				cancel()
+				t.Fatalf("esrun started with every worker set aside (exit %d once cancelled):\n%s", <-exit, stderr)
+			}
+		}
+	}
+	if code, _, stderr := esrun(context.Background(), "-local", "2", "-gens", "1", "-quiet", "-plan", one); code != 0 {
+		t.Errorf("a plan that leaves local-2: exit %d, %s", code, stderr)
 	}
 }
