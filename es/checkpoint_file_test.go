@@ -1,6 +1,8 @@
 package es_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,5 +52,35 @@ func TestSaveCheckpointThroughLinkNeverOverOtherFiles(t *testing.T) {
 	}
 	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the named pipe was replaced: %v, %v", fi.Mode(), err)
+	}
+}
+
+// Two runs that write the same checkpoint do not replace each other's
+// generation after generation: the one that finds the other's file at its
+// next checkpoint stops, and the file stays the other's. The old code ran
+// on ("run ended normally: generations") and wrote over the other run's
+// checkpoint, so a resume continued whichever wrote last.
+func TestCheckpointWrittenByAnotherRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.ckpt")
+	other := newEngine(t, sphereConfig(2))
+	record(t, other, sphere, es.RunOptions{})
+	e := newEngine(t, sphereConfig(6))
+	_, err := e.Run(context.Background(), sphere, es.RunOptions{Checkpoint: path, OnGeneration: func(s es.Stats) error {
+		if s.Gen == 2 {
+			// Another run, given the same file, writes it.
+			return es.SaveCheckpoint(path, other)
+		}
+		return nil
+	}})
+	want := "es: checkpoint " + path + ": replaced by another process since this run wrote it after generation 2: two runs write this file"
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, es.ErrCheckpointReplaced) {
+		t.Errorf("run ended with %v, want %q", err, want)
+	}
+	got, lerr := es.LoadCheckpoint(path)
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	if got.Gen() != other.Gen() {
+		t.Errorf("the checkpoint holds generation %d, want the other run's %d", got.Gen(), other.Gen())
 	}
 }
