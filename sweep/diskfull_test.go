@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/plot"
+
 	"github.com/esgrid/esgrid/internal/fulldisk"
 	"github.com/esgrid/esgrid/sched/sim"
 )
@@ -48,5 +50,23 @@ func TestOutputsOnAFullDisk(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("files left: %v", entries)
+	}
+}
+
+// The figures of essim masters too: the old code drew them in place
+// (plot.Save), and a full disk left the first bytes of one ("f.png: 100
+// bytes").
+func TestFigureOnAFullDisk(t *testing.T) {
+	p := plot.New()
+	path := filepath.Join(t.TempDir(), "f.png")
+	if err := os.WriteFile(path, []byte("the last run's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fulldisk.After(t, 100)
+	if err := savePlot(p, path); err == nil {
+		t.Error("the figure was drawn on a full disk")
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "the last run's" {
+		t.Errorf("f.png: %d bytes, %v; want the old file", len(b), err)
 	}
 }
