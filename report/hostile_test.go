@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -95,5 +96,29 @@ func TestTicksOfAnOverflowingRangeEnd(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the picture never came")
+	}
+}
+
+// A report whose timeline spans more than a century (a generation, an
+// instance, a join from −1e308 s to 1e308 s) is refused on reading, in
+// one line: the old code read it, and drawing its timeline never ended
+// (esreport -png of such a report spun until killed).
+func TestReadRefusesAbsurdTimes(t *testing.T) {
+	dir := t.TempDir()
+	for i, tt := range []struct{ gens, workers, instances, want string }{
+		{`{"gen": 0, "start": -1e308, "end": 1e308}`, `{"worker": 1, "slots": 1}`, `{"worker": 1, "gen": 0, "start": 0, "end": 1}`, "generation 0 runs from -1e+308 s to 1e+308 s"},
+		{`{"gen": 0, "start": 0, "end": 1}`, `{"worker": 1, "slots": 1, "joined": 1e300}`, `{"worker": 1, "gen": 0, "start": 0, "end": 1}`, "worker 1 joined or left at a time outside"},
+		{`{"gen": 0, "start": 0, "end": 1}`, `{"worker": 1, "slots": 1, "left": -1e300}`, `{"worker": 1, "gen": 0, "start": 0, "end": 1}`, "worker 1 joined or left at a time outside"},
+		{`{"gen": 3, "start": 0, "end": 1}`, `{"worker": 1, "slots": 1}`, `{"worker": 1, "gen": 3, "start": 0, "end": 1e20}`, "an instance of generation 3 runs from 0 s to 1e+20 s"},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("r%d.json", i))
+		rep := `{"schedule": {"total": 1, "generations": [` + tt.gens + `], "per_worker": [` + tt.workers + `], "timeline": {"instances": [` + tt.instances + `]}}}`
+		if err := os.WriteFile(path, []byte(rep), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Read(path)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%d: got %v, want one line with %q", i, err, tt.want)
+		}
 	}
 }
