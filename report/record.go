@@ -7,13 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/internal/logx"
 )
 
@@ -296,35 +295,17 @@ func WritePartial(path string, rep *Record) string {
 	return "partial report in " + partial
 }
 
-// Write writes rep as indented JSON to path, whole or not at all: to
-// a temporary file in the same directory, synced, then renamed over path.
-func Write(path string, rep *Record) (err error) {
+// Write writes rep as indented JSON to path, whole or not at all
+// (atomicfile.Write): to a temporary file in the same directory, synced,
+// then renamed over path, mode 0644; through a symbolic link, and never
+// over anything but a regular file.
+func Write(path string, rep *Record) error {
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.WriteBytes(path, 0o644, append(data, '\n')); err != nil {
 		return fmt.Errorf("report %s: %w", path, err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("report %s: %w", path, err)
-		}
-	}()
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return nil
 }

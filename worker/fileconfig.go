@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/strictjson"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
 
@@ -192,6 +193,11 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 	}
 	if len(b) > maxConfigBytes {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigBytes)
+	}
+	if err := strictjson.DuplicateKeys(b); err != nil {
+		// encoding/json keeps the last: a second "slots" or "plugins"
+		// would win without a word.
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

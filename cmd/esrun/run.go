@@ -168,7 +168,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		// which keeps whatever it held; the hints name only files that
 		// are there.
 		var hints []string
-		if ckpt := resumableCheckpoint(o, len(rep.Generations) > 0); ckpt != "" {
+		if ckpt := resumableCheckpoint(o, len(rep.Generations) > 0); ckpt != "" && !errors.Is(runErr, es.ErrCheckpointReplaced) {
 			hints = append(hints, "continue with -resume "+ckpt)
 		}
 		if o.report != "" {

@@ -159,6 +159,11 @@ func TestBadConfigFiles(t *testing.T) {
 		{"negative idle timeout", `{"join": "m", "idle_timeout": "-1s"}`, 0o644, "idle_timeout -1s: must be a duration between 0s and 168h"},
 		{"huge idle timeout", `{"join": "m", "idle_timeout": "2562047h"}`, 0o644, "idle_timeout 2562047h: must be a duration between 0s and 168h"},
 		{"no plugin start", `{"join": "m", "plugin_start_timeout": "0s"}`, 0o644, "plugin_start_timeout 0s: must be a duration between 1ms and 10m"},
+		// A key given twice: the old esworker took the last one, silently
+		// (here the last is refused for itself: "slots 9223372036854775807:
+		// must be …", "./none: no such file").
+		{"slots twice", `{"join": "m", "slots": 2, "slots": 9223372036854775807}`, 0o644, `key "slots" given twice`},
+		{"plugin twice", `{"join": "m", "plugins": {"sim": "` + sim + `", "sim": "./none"}}`, 0o644, `key "sim" given twice, in plugins`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
