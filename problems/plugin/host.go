@@ -940,7 +940,7 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	pr.enc = wire.NewEncoder(&pr.buf, p.cfg.MaxFrame)
 	go func() {
 		pr.exitErr = cmd.Wait()
-		waited(cmd.Process.Pid)
+		waited(pr)
 		close(pr.exited)
 		reapOrphans() // what it started outside its group dies with it (Subreap)
 	}()
