@@ -942,7 +942,9 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 		pr.exitErr = cmd.Wait()
 		waited(pr)
 		close(pr.exited)
-		reapOrphans() // what it started outside its group dies with it (Subreap)
+		// What it started outside its group dies once no plugin
+		// process runs any more (Subreap).
+		reapOrphans()
 	}()
 	go p.readStderr(pr)
 	go pr.readFrames(p.cfg.MaxFrame)
