@@ -31,14 +31,15 @@ var subreapErr error
 var exiting sync.Mutex
 
 func main() {
-	// A plugin's descendant that leaves its process group (setsid)
-	// becomes esworker's when orphaned, and is killed with the plugin
-	// (Linux); nothing else in esworker starts a process.
-	subreapErr = plugin.Subreap()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// A plugin's descendant that leaves its process group (setsid)
+	// becomes esworker's when orphaned, is reaped when it exits, and is
+	// killed once no plugin process runs any more (Linux); nothing else
+	// in esworker starts a process.
+	subreapErr = plugin.Subreap(ctx)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	drain := make(chan struct{})
 	go func() {
 		<-sigs

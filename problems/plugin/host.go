@@ -940,9 +940,13 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	pr.enc = wire.NewEncoder(&pr.buf, p.cfg.MaxFrame)
 	go func() {
 		pr.exitErr = cmd.Wait()
-		waited(cmd.Process.Pid)
+		waited(pr)
+		// What it started outside its group dies once no plugin
+		// process runs any more (Subreap); before exited is closed,
+		// so that a Close (esworker's drain, then its exit) returns
+		// only once that is done.
+		reapOrphans()
 		close(pr.exited)
-		reapOrphans() // what it started outside its group dies with it (Subreap)
 	}()
 	go p.readStderr(pr)
 	go pr.readFrames(p.cfg.MaxFrame)

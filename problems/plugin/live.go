@@ -49,11 +49,16 @@ func startLive(cmd *exec.Cmd, pr *proc) error {
 	return nil
 }
 
-// waited records that the plugin process pid has been waited for
+// waited records that the plugin process pr has been waited for
 // (cmd.Wait returned): from now on a process of its group is an orphan.
-func waited(pid int) {
+// Its pid, free again, may already be another plugin process's, which
+// keeps its entry.
+func waited(pr *proc) {
+	pid := pr.cmd.Process.Pid
 	live.mu.Lock()
-	delete(live.pids, pid)
+	if live.pids[pid] == pr {
+		delete(live.pids, pid)
+	}
 	live.mu.Unlock()
 }
 

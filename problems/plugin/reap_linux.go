@@ -2,9 +2,11 @@ package plugin
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -21,21 +23,26 @@ var reapMu sync.Mutex
 // PR_SET_CHILD_SUBREAPER), so that a plugin's descendants that leave its
 // process group (setsid, a daemonising library, Python's
 // start_new_session) and are orphaned become its children instead of
-// init's; from then on, whenever a plugin process ends, and at KillAll,
-// every such orphan is killed (with its process group) and reaped.
-// Without it, killing a plugin's group leaves them running.
+// init's. Such an orphan cannot be traced to the plugin that started it,
+// and a running plugin may still use it (a helper daemon): the orphans
+// are killed (with their process groups) and reaped only once no plugin
+// process runs any more, when the last one ends and at KillAll. Until
+// then, those that exit are reaped as they do (on SIGCHLD, until ctx is
+// done), so that a plugin whose evaluations leave short-lived orphans
+// ("cmd &") does not fill the program with zombies. Without Subreap,
+// killing a plugin's group leaves them running.
 //
 // It is for a program whose children with a process group or a session
 // of their own are all plugin processes (esworker): an orphan is
 // recognised as a child not started as a plugin whose process group or
 // session differs from the program's, and a child that another part of
-// the program started so would be killed too. Children in the program's
-// own group and session are never touched, so os/exec keeps every exit
-// status it waits for. The flag is the process's own: the program's
-// parent (systemd, a container's init) is not affected. On systems other
-// than Linux, Subreap does nothing and returns nil: a kill reaches the
-// plugin's process group only.
-func Subreap() error {
+// the program started so would be killed or reaped too. Children in the
+// program's own group and session are never touched, so os/exec keeps
+// every exit status it waits for. The flag is the process's own: the
+// program's parent (systemd, a container's init) is not affected. On
+// systems other than Linux, Subreap does nothing and returns nil: a kill
+// reaches the plugin's process group only.
+func Subreap(ctx context.Context) error {
 	if _, err := children(); err != nil {
 		return fmt.Errorf("cannot list this program's children, so it does not adopt plugins' orphans: %w", err)
 	}
@@ -43,18 +50,39 @@ func Subreap() error {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 	}
 	subreaping.Store(true)
+	// Signals coalesce: one received while a round runs makes another,
+	// which finds whatever exited since the first listed the children.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	go func() {
+		defer signal.Stop(sigs)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sigs:
+				reap(false)
+			}
+		}
+	}()
 	return nil
 }
 
 // reapOrphans kills and reaps, until there are none, this program's
-// children that are orphans of plugins (see Subreap): every child that
-// is not a plugin process it started and waits for itself, whose process
-// group or session is not the program's, and that is not in the group of
-// a plugin process still running (which may still use it: it dies with
-// that group). A zombie is reaped wherever it stands. A killed orphan's
-// own children become the program's as it dies, and are found on the
-// next round.
-func reapOrphans() {
+// children that are orphans of plugins (see Subreap), if no plugin
+// process runs any more; otherwise it reaps those that have exited.
+func reapOrphans() { reap(true) }
+
+// reap reaps, until there are none, this program's children that are
+// orphans of plugins: every child that is not a plugin process it
+// started and waits for itself, and whose process group or session is
+// not the program's. A zombie is reaped wherever it stands; one still
+// running is killed first, with its group, if mayKill and no plugin
+// process is running (an orphan cannot be traced to its plugin, which
+// may still use it), and left alone otherwise. A killed orphan's own
+// children become the program's as it dies, and are found on the next
+// round.
+func reap(mayKill bool) {
 	if !subreaping.Load() {
 		return
 	}
@@ -63,9 +91,10 @@ func reapOrphans() {
 	self := os.Getpid()
 	pgid, _ := syscall.Getpgid(0)
 	sid, _ := unix.Getsid(0)
-	failed := make(map[int]bool) // those a kill did not reach: not waited for
+	failed := make(map[int]bool) // those a kill did not reach, or not yet waitable: left
 	for {
-		var reap []int
+		var pending []int
+		zombie := make(map[int]bool)
 		pids, _ := children()
 		// Under live.mu no plugin process is being started: a child
 		// listed, not in live.pids, is not one whose pid startLive has
@@ -73,6 +102,7 @@ func reapOrphans() {
 		// and one waited for since it was listed, its pid reused, is no
 		// longer this program's child, or is in live.pids again.
 		live.mu.Lock()
+		kill := mayKill && len(live.pids) == 0
 		for _, pid := range pids {
 			if _, ok := live.pids[pid]; ok || failed[pid] {
 				continue
@@ -84,9 +114,11 @@ func reapOrphans() {
 			if st.pgid == pgid && st.sid == sid {
 				continue // one of the program's own (os/exec waits for it)
 			}
-			if st.state != 'Z' {
-				if _, ok := live.pids[st.pgid]; ok {
-					continue // in a running plugin's group: it dies with it
+			if st.state == 'Z' {
+				zombie[pid] = true
+			} else {
+				if !kill {
+					continue // a running plugin may use it
 				}
 				if st.pgid == pid {
 					syscall.Kill(-pid, syscall.SIGKILL) // its own group's members too
@@ -96,21 +128,33 @@ func reapOrphans() {
 					continue
 				}
 			}
-			reap = append(reap, pid)
+			pending = append(pending, pid)
 		}
 		live.mu.Unlock()
-		if len(reap) == 0 {
+		if len(pending) == 0 {
 			return
 		}
-		for _, pid := range reap {
+		for _, pid := range pending {
 			// An unreaped child's pid cannot be reused, and no one
-			// else waits for it: this wait is the only one.
+			// else waits for it: this wait is the only one. A killed
+			// one's returns when it has died. A zombie's returns at
+			// once, unless it is a leader whose other threads still
+			// run: it is not waited for again here, or the loop would
+			// spin (its end brings a SIGCHLD, and a next round).
+			opts := 0
+			if zombie[pid] {
+				opts = unix.WNOHANG
+			}
 			var ws unix.WaitStatus
 			for {
-				_, err := unix.Wait4(pid, &ws, 0, nil)
-				if !errors.Is(err, syscall.EINTR) {
-					break
+				wpid, err := unix.Wait4(pid, &ws, opts, nil)
+				if errors.Is(err, syscall.EINTR) {
+					continue
 				}
+				if wpid != pid {
+					failed[pid] = true
+				}
+				break
 			}
 		}
 	}

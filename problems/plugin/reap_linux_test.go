@@ -79,10 +79,10 @@ func descendants(t *testing.T, file string, depth int) []int {
 }
 
 // gone waits until every pid is gone and reaped: kill(pid, 0) fails with
-// ESRCH (a zombie still answers). It fails the test with what is left if
-// that does not happen within a minute (on a loaded machine, a kill and
-// a reap take milliseconds).
-func gone(t *testing.T, pids []int) {
+// ESRCH (a zombie still answers). It fails the test with what, and what
+// is left, if that does not happen within a minute (on a loaded machine,
+// a kill and a reap take milliseconds).
+func gone(t *testing.T, what string, pids []int) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 		var left []string
@@ -96,7 +96,7 @@ func gone(t *testing.T, pids []int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the plugin's descendants outlived it: %s", strings.Join(left, "; "))
+			t.Fatalf("%s: %s", what, strings.Join(left, "; "))
 		}
 	}
 }
@@ -107,7 +107,7 @@ func gone(t *testing.T, pids []int) {
 // those that called setsid and so left it, which the kill of its group
 // missed, as well as theirs in turn.
 func TestDescendantsDieWithThePlugin(t *testing.T) {
-	if err := Subreap(); err != nil {
+	if err := Subreap(t.Context()); err != nil {
 		t.Skip(err)
 	}
 	for _, how := range []string{"deadline", "close"} {
@@ -133,16 +133,100 @@ func TestDescendantsDieWithThePlugin(t *testing.T) {
 				mustEval(t, p, 1)
 				p.Close()
 			}
-			gone(t, pids)
+			gone(t, "the plugin's descendants outlived it", pids)
 		})
 	}
+}
+
+// A plugin process that runs on, whose evaluations leave orphans that
+// exit at once (a shell's "cmd &", Python's os.system("cmd &")), leaves
+// no zombie behind: each is reaped as it exits, not once a plugin
+// process ends. A zombie holds a pid, and counts in a unit's TasksMax.
+func TestZombiesOfARunningPluginAreReaped(t *testing.T) {
+	if err := Subreap(t.Context()); err != nil {
+		t.Skip(err)
+	}
+	leaktest.Check(t)
+	file := filepath.Join(t.TempDir(), "orphans")
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_ORPHANS="+file)})
+	const n = 20
+	for range n {
+		mustEval(t, p, xOrphan)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, w := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) != n {
+		t.Fatalf("%d orphans' pids, want %d", len(pids), n)
+	}
+	gone(t, fmt.Sprintf("zombies left by %d evaluations of a plugin still running", n), pids)
+	if s := p.Stats(); s.Starts != 1 || s.Crashes != 0 || s.Kills != 0 {
+		t.Fatalf("stats %+v: the plugin process did not run throughout", s)
+	}
+}
+
+// A helper daemon that a running plugin process started (setsid in a
+// shell that exits: an orphan at once) outlives the end of another
+// plugin process (another slot's deadline kill, a crash, another
+// Problem's Close): an orphan cannot be traced to its plugin, so none is
+// killed while a plugin process runs. It dies once the last has ended.
+func TestRunningPluginsDaemonOutlivesAnotherPluginsEnd(t *testing.T) {
+	if err := Subreap(t.Context()); err != nil {
+		t.Skip(err)
+	}
+	leaktest.Check(t)
+	file := filepath.Join(t.TempDir(), "daemon")
+	p1, _ := open(t, Config{Path: helperPlugin(t, "serve", "ESGRID_TEST_DAEMON="+file)})
+	var pid int
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(file)
+		if err == nil {
+			if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plugin's daemon never wrote its pid: %v", err)
+		}
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if st, err := readStat(pid); err == nil && st.ppid == os.Getpid() {
+			break // adopted: its shell has exited
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin's daemon was never adopted")
+		}
+	}
+	p2, _ := open(t, Config{Name: "other", Path: helperPlugin(t, "serve", "ESGRID_TEST_NAME=other")})
+	mustEval(t, p2, 1)
+	p2.Close()
+	// As p2's process's waiter does (it may not have yet): reapMu makes
+	// the two one after the other, and either leaves the daemon.
+	reapOrphans()
+	if st, err := readStat(pid); err != nil || st.state == 'Z' {
+		t.Fatalf("the daemon of plugin 1, still running, was killed when plugin 2 ended (stat %+v, %v)", st, err)
+	}
+	mustEval(t, p1, 2)
+	p1.Close()
+	gone(t, "the daemon outlived the last plugin process", []int{pid})
 }
 
 // BenchmarkReapNothing is what every end of a plugin process costs a
 // program that calls Subreap when nothing is to be reaped: a look at
 // its threads' children under the start lock.
 func BenchmarkReapNothing(b *testing.B) {
-	if err := Subreap(); err != nil {
+	if err := Subreap(b.Context()); err != nil {
 		b.Skip(err)
 	}
 	for b.Loop() {
