@@ -7,9 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
+	"github.com/esgrid/esgrid/internal/sockq"
 )
 
 // A master ended the run while its worker was stopped (SIGSTOP): it sent
@@ -75,18 +75,11 @@ func TestConnReadsWhatCameBeforeAReset(t *testing.T) {
 // unread is the number of bytes waiting in nc's receive queue.
 func unread(t *testing.T, nc net.Conn) int {
 	t.Helper()
-	rc, err := nc.(*net.TCPConn).SyscallConn()
+	n, err := sockq.Unread(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int32
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	}); err != nil || errno != 0 {
-		t.Fatalf("ioctl(TIOCINQ): %v %v", err, errno)
-	}
-	return int(n)
+	return n
 }
 
 // waitUntil polls cond until it holds, failing t after a minute.

@@ -12,6 +12,13 @@ import (
 	"github.com/esgrid/esgrid/sched"
 )
 
+// deadlinesOnly gives a test master 50 ms deadlines and no task
+// timeout: only a deadline ends an instance the test never answers.
+func deadlinesOnly(c *MasterConfig) {
+	c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
+	c.TaskTimeout = -1
+}
+
 // Issue 25: a lone worker that lost the tasks of a frame (as an agent
 // took a task sent again for its cancelled instance, still running) costs
 // a deadline, not the run. The rule "a late worker gets nothing new until
@@ -21,10 +28,7 @@ import (
 func TestMasterLoneWorkerLostTasksSentAgain(t *testing.T) {
 	for _, policy := range sched.Names {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, func(c *MasterConfig) {
-				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
-				c.TaskTimeout = -1 // only the deadlines may end the loss
-			})
+			m := startMaster(t, policy, deadlinesOnly)
 			w := newTestWorker("lossy", 2, 0)
 			var lost atomic.Bool
 			w.onTasks = func(*testWorker, net.Conn) bool { return lost.CompareAndSwap(false, true) }
@@ -79,10 +83,7 @@ func TestMasterLateWorkerDeadlineNotGrown(t *testing.T) {
 func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 	for _, policy := range sched.Names {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, func(c *MasterConfig) {
-				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
-				c.TaskTimeout = -1
-			})
+			m := startMaster(t, policy, deadlinesOnly)
 			w := newTestWorker("crossing", 1, 0)
 			w.freeze = true // it runs nothing: the test answers
 			cancels := make(chan []int32, 16)
@@ -151,10 +152,7 @@ func TestMasterCancelsHeldInstanceSentAgainWhenResultCrossesWithdrawal(t *testin
 	// not yet measured, cyclic deals its share at once).
 	for _, policy := range []string{"rwq", "r3q"} {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, func(c *MasterConfig) {
-				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
-				c.TaskTimeout = -1
-			})
+			m := startMaster(t, policy, deadlinesOnly)
 			w := newTestWorker("crossing", 1, 0)
 			w.freeze = true // it runs nothing: the test answers
 			// What the worker holds, as the agent would: every instance
@@ -240,10 +238,7 @@ func TestMasterCancelsHeldInstanceSentAgainWhenResultCrossesWithdrawal(t *testin
 func TestMasterCountsInstanceWithdrawnByCrossedResult(t *testing.T) {
 	for _, policy := range []string{"wq", "rwq"} {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, func(c *MasterConfig) {
-				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
-				c.TaskTimeout = -1
-			})
+			m := startMaster(t, policy, deadlinesOnly)
 			// Both run nothing: the test answers. a joins first, so its
 			// overdue instances come first in the same deadline check.
 			a, b := newTestWorker("a", 2, 0), newTestWorker("b", 1, 0)

@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/sockq"
 )
 
 // A -once esworker stopped (SIGSTOP) while the master ends the run and
@@ -149,18 +149,11 @@ func TestProcessStoppedAcrossTheEndHearsIt(t *testing.T) {
 // kernel has not acknowledged.
 func unsent(t *testing.T, nc net.Conn) int {
 	t.Helper()
-	rc, err := nc.(*net.TCPConn).SyscallConn()
+	n, err := sockq.Unsent(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int32
-	var errno syscall.Errno
-	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCOUTQ, uintptr(unsafe.Pointer(&n)))
-	}); err != nil || errno != 0 {
-		t.Fatalf("ioctl(TIOCOUTQ): %v %v", err, errno)
-	}
-	return int(n)
+	return n
 }
 
 // procState is the state letter of process pid ("T": stopped), from
