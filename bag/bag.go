@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/problems"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
@@ -132,21 +133,44 @@ func NewReference(ctx context.Context, strips, maxIter, size int) (*Reference, e
 	return ref, nil
 }
 
-// Write writes the reference to path as JSON.
+// Write writes the reference to path as JSON, whole or not at all
+// (atomicfile.Write): a full disk leaves the reference that was there.
 func (r *Reference) Write(path string) error {
 	b, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	return atomicfile.WriteBytes(path, 0o644, b)
 }
 
+// maxReferenceBytes bounds a reference file: one of the most strips a
+// size takes (4800, of at most 12 digits each) is some 80 KB, and no image
+// of the paper's work has more than 10⁶ strips (about 16 MB).
+const maxReferenceBytes = 32 << 20
+
 // ReadReference reads the reference at path, which must be of the image
-// name with its strips.
+// name with its strips. It reads only a regular file of at most
+// maxReferenceBytes: -reference /dev/zero was read until the memory ran
+// out.
 func ReadReference(path, name string, strips int) (*Reference, error) {
-	b, err := os.ReadFile(path)
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("reference: %w (make it with -inprocess)", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reference %s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxReferenceBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reference %s: %w", path, err)
+	}
+	if len(b) > maxReferenceBytes {
+		return nil, fmt.Errorf("reference %s is larger than %d bytes: not a reference", path, maxReferenceBytes)
 	}
 	var ref Reference
 	if err := json.Unmarshal(b, &ref); err != nil {
@@ -154,6 +178,16 @@ func ReadReference(path, name string, strips int) (*Reference, error) {
 	}
 	if ref.Name != name || len(ref.Values) != strips {
 		return nil, fmt.Errorf("reference %s is of %s, not %s", path, ref.Name, name)
+	}
+	// The costs become the simulator's grains: a negative, or one past an
+	// hour a strip, is not a measure (and would overflow a Duration).
+	if !(ref.NsPerIter > 0 && ref.NsPerIter <= 1e9) {
+		return nil, fmt.Errorf("reference %s: ns_per_iter %g, want above 0 and at most 1e9", path, ref.NsPerIter)
+	}
+	for i, v := range ref.Values {
+		if v < 0 || float64(v)*ref.NsPerIter > float64(time.Hour) {
+			return nil, fmt.Errorf("reference %s: strip %d costs %d iterations of %g ns: not a strip's cost", path, i, v, ref.NsPerIter)
+		}
 	}
 	return &ref, nil
 }
@@ -315,7 +349,7 @@ func Imbalance(ws []WorkerFigures) float64 {
 func Predict(policy string, copies int, noise float64, ref *Reference, ws []WorkerFigures) (total, floor float64, err error) {
 	var sb strings.Builder
 	sb.WriteString("master cost=25us\n") // the real master's cost per message, as measured (issue 16)
-	for _, w := range ws {
+	for i, w := range ws {
 		if w.Speed <= 0 || math.IsInf(w.Speed, 0) || math.IsNaN(w.Speed) {
 			// It returned no strip: as slow as the slowest that did.
 			w.Speed = math.Inf(1)
@@ -328,7 +362,10 @@ func Predict(policy string, copies int, noise float64, ref *Reference, ws []Work
 				return 0, 0, errors.New("no worker returned a strip")
 			}
 		}
-		fmt.Fprintf(&sb, "machine %s cpus=%d speed=%g delay=%s\n", strings.ReplaceAll(w.Name, " ", "_"), w.Slots, w.Speed,
+		// A machine by its place, not its worker's name, which the worker
+		// chose: "x#y", or "a b" beside "a_b", made no set after the whole
+		// bag had run. Its slots as many as the set takes.
+		fmt.Fprintf(&sb, "machine w%d cpus=%d speed=%g delay=%s\n", i+1, min(max(w.Slots, 1), sim.MaxCPUs), w.Speed,
 			time.Duration(w.RoundTrip/2*float64(time.Second)))
 	}
 	set, err := sim.ParseSet("measured", strings.NewReader(sb.String()))

@@ -9,9 +9,10 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/esgrid/esgrid/internal/atomicfile"
 )
 
 // The checkpoint file format: a 52-byte header, then the state in msgpack.
@@ -231,43 +232,19 @@ func (c *checkpoint) check() error {
 	return nil
 }
 
-// SaveCheckpoint writes e's state to path atomically: to a temporary file in
-// the same directory, synced, then renamed over path. A crash leaves either
-// the old checkpoint or the new one, never a torn file.
-func SaveCheckpoint(path string, e *Engine) (err error) {
+// SaveCheckpoint writes e's state to path atomically (atomicfile.Write):
+// to a temporary file in the same directory, synced, then renamed over
+// path, mode 0600. A crash leaves either the old checkpoint or the new
+// one, never a torn file. A path that is a symbolic link is written
+// through; one that is not a regular file (a device, a directory) is
+// refused.
+func SaveCheckpoint(path string, e *Engine) error {
 	data, err := e.MarshalBinary()
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("es: checkpoint: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("es: checkpoint %s: %w", path, err)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	// Sync the directory so the rename itself survives a crash; not every
-	// platform can, so a failure here is not an error.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
+	if err := atomicfile.WriteBytes(path, 0o600, data); err != nil {
+		return fmt.Errorf("es: checkpoint %s: %w", path, err)
 	}
 	return nil
 }

@@ -27,14 +27,26 @@ const (
 	MaxNoteLen = 1024
 )
 
+// TooManyNotesError is the error of SetNotes (and of Run, wrapped) given
+// more than MaxNotes notes: the program that made them knows what they
+// are, and can say what to do.
+type TooManyNotesError struct {
+	N int // the notes given
+}
+
+// Error says how many notes there were, and the bound.
+func (e *TooManyNotesError) Error() string {
+	return fmt.Sprintf("%d run notes, at most %d", e.N, MaxNotes)
+}
+
 // Notes returns the run's notes: those of the checkpoint the engine was
 // restored from, or those last set (SetNotes, RunOptions.Notes). A new
 // engine has none.
 func (e *Engine) Notes() []Note { return slices.Clone(e.notes) }
 
 // SetNotes replaces the notes that the engine's checkpoints carry from
-// now on. It refuses more than MaxNotes notes, a field longer than
-// MaxNoteLen bytes and a note without a Kind.
+// now on. It refuses more than MaxNotes notes (a *TooManyNotesError), a
+// field longer than MaxNoteLen bytes and a note without a Kind.
 func (e *Engine) SetNotes(notes []Note) error {
 	if err := checkNotes(notes); err != nil {
 		return fmt.Errorf("es: %w", err)
@@ -46,7 +58,7 @@ func (e *Engine) SetNotes(notes []Note) error {
 // checkNotes checks notes against MaxNotes and MaxNoteLen.
 func checkNotes(notes []Note) error {
 	if len(notes) > MaxNotes {
-		return fmt.Errorf("%d run notes, at most %d", len(notes), MaxNotes)
+		return &TooManyNotesError{N: len(notes)}
 	}
 	for i, n := range notes {
 		if n.Kind == "" {

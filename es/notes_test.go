@@ -210,3 +210,33 @@ func refused(t *testing.T, data []byte, want string) {
 		t.Errorf("LoadCheckpoint: %v, want an error saying %q", err, want)
 	}
 }
+
+// More notes than a checkpoint keeps stop the run at the generation that
+// made them, with an error that says so (the generation, that its
+// checkpoint was not written) and that a program can tell from others
+// (TooManyNotesError, to say what the notes were).
+func TestRunSaysTooManyNotesStoppedIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.ckpt")
+	var notes []es.Note
+	ev := es.EvaluatorFunc(func(ctx context.Context, gen int, xs [][]float64) ([]float64, error) {
+		if gen == 3 {
+			for i := range es.MaxNotes + 1 {
+				notes = append(notes, es.Note{Kind: "excluded", Key: fmt.Sprint(i), Value: "why"})
+			}
+		}
+		return sphere(ctx, gen, xs)
+	})
+	e := newEngine(t, sphereConfig(10))
+	_, err := e.Run(t.Context(), ev, es.RunOptions{Checkpoint: path, Notes: func() []es.Note { return notes }})
+	var tm *es.TooManyNotesError
+	if !errors.As(err, &tm) || tm.N != es.MaxNotes+1 {
+		t.Fatalf("Run: %v, want a *TooManyNotesError of %d notes", err, es.MaxNotes+1)
+	}
+	const want = "es: generation 3: its checkpoint not written: 4097 run notes, at most 4096"
+	if err.Error() != want {
+		t.Errorf("Run: %q, want %q", err, want)
+	}
+	if back, err := es.LoadCheckpoint(path); err != nil || back.Gen() != 3 {
+		t.Errorf("the checkpoint left: %v, want generation 2's (to resume at 3)", err)
+	}
+}

@@ -2,7 +2,9 @@ package es
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 )
 
@@ -37,6 +39,7 @@ type RunOptions struct {
 // again, or resuming from the checkpoint, redoes the interrupted generation
 // exactly.
 func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopReason, error) {
+	ckpt := &checkpointFile{path: opts.Checkpoint}
 	for {
 		if r := e.Done(); r != "" {
 			return r, nil
@@ -52,7 +55,7 @@ func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopRe
 			} else {
 				err = fmt.Errorf("es: generation %d: %w", gen, err)
 			}
-			if serr := e.saveNotes(opts); serr != nil {
+			if serr := e.saveNotes(opts, ckpt); serr != nil {
 				err = fmt.Errorf("%w; and what was noted during it could not be saved: %w", err, serr)
 			}
 			return "", err
@@ -62,11 +65,15 @@ func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopRe
 		}
 		if opts.Checkpoint != "" {
 			if opts.Notes != nil {
-				if err := e.SetNotes(opts.Notes()); err != nil {
-					return "", err
+				notes := opts.Notes()
+				if err := checkNotes(notes); err != nil {
+					// The last checkpoint written stays: a resumed run
+					// redoes this generation.
+					return "", fmt.Errorf("es: generation %d: its checkpoint not written: %w", gen, err)
 				}
+				e.notes = slices.Clone(notes)
 			}
-			if err := SaveCheckpoint(opts.Checkpoint, e); err != nil {
+			if err := ckpt.save(e); err != nil {
 				return "", err
 			}
 		}
@@ -81,7 +88,7 @@ func (e *Engine) Run(ctx context.Context, ev Evaluator, opts RunOptions) (StopRe
 // saveNotes writes the checkpoint again if the notes changed since it
 // was written, once a generation's evaluation has failed: the engine is
 // still at the last completed generation, only the notes are new.
-func (e *Engine) saveNotes(opts RunOptions) error {
+func (e *Engine) saveNotes(opts RunOptions, ckpt *checkpointFile) error {
 	if opts.Checkpoint == "" || opts.Notes == nil || e.parents == nil {
 		return nil
 	}
@@ -92,7 +99,41 @@ func (e *Engine) saveNotes(opts RunOptions) error {
 	if err := e.SetNotes(notes); err != nil {
 		return err
 	}
-	return SaveCheckpoint(opts.Checkpoint, e)
+	return ckpt.save(e)
+}
+
+// checkpointFile is a run's checkpoint file and the file it last wrote
+// there. Each checkpoint is a new file renamed over the old one, so a file
+// at the path that is not the one written last was put there by another
+// process: a second run writing the same checkpoint (two esrun given the
+// same -checkpoint with -force, or the same -resume). The two used to
+// replace each other's checkpoint generation after generation, and either
+// could be resumed from what the other wrote; now the run that finds the
+// other's file stops, and the file stays the other's.
+type checkpointFile struct {
+	path    string
+	written os.FileInfo
+	gen     int // the last completed generation when written
+}
+
+// ErrCheckpointReplaced is in the chain of the error of a run that found
+// its checkpoint file replaced by another process: the file is no longer
+// this run's to continue.
+var ErrCheckpointReplaced = errors.New("replaced by another process")
+
+// save writes e's state, unless another process replaced the last one.
+func (c *checkpointFile) save(e *Engine) error {
+	if c.written != nil {
+		if now, err := os.Stat(c.path); err == nil && !os.SameFile(c.written, now) {
+			return fmt.Errorf("es: checkpoint %s: %w since this run wrote it after generation %d: two runs write this file; let one of them write another (this one stops)", c.path, ErrCheckpointReplaced, c.gen)
+		}
+	}
+	if err := SaveCheckpoint(c.path, e); err != nil {
+		return err
+	}
+	c.written, _ = os.Stat(c.path) // nil if it cannot be read back: no check next time
+	c.gen = e.last.Gen
+	return nil
 }
 
 // EvaluatorFunc adapts a function to the Evaluator interface.

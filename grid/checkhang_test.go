@@ -31,7 +31,7 @@ func checkBooks(t testing.TB) (*Master, *batch, *mworker, *mworker) {
 		m.order = append(m.order, w)
 	}
 	b := &batch{id: 1, gen: 1, xs: [][]float64{{0.5}}, f: make([]float64, 1), done: make([]bool, 1),
-		overran: make([]uint8, 1), failures: map[int32][]string{}}
+		overran: make([]uint8, 1), failures: map[int32][]TaskFailure{}}
 	m.cur = b
 	m.verifyStart(1)
 	m.verifyAccepted(w0, b, 0, 1.5)
@@ -251,7 +251,7 @@ func TestCancelAcksBookBounded(t *testing.T) {
 		t.Error("the newest instance noted is not kept")
 	}
 	key := func(i int) [2]int32 { return [2]int32{int32(i / 1000), int32(i % 1000)} }
-	w.stopped(key(noted - 1)[0], key(noted - 1)[1])
+	w.stopped(key(noted - 1)[0], key(noted - 1)[1], -1)
 	if n := len(w.stopping); n != sched.MaxSlots-1 {
 		t.Errorf("%d instances noted after one acknowledged, want %d", n, sched.MaxSlots-1)
 	}
@@ -259,7 +259,7 @@ func TestCancelAcksBookBounded(t *testing.T) {
 	// gives way, not one acknowledged already.
 	const first = noted - sched.MaxSlots // the oldest noted still there
 	for i := first; i < first+10; i++ {
-		w.stopped(key(i)[0], key(i)[1])
+		w.stopped(key(i)[0], key(i)[1], -1)
 	}
 	for i := range 12 {
 		w.noteStopping(key(noted + i)[0], key(noted + i)[1])

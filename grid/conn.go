@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/esgrid/esgrid/grid/wire"
@@ -129,7 +130,9 @@ type ConnStats struct {
 //
 // Any error (peer gone, idle timeout, malformed or oversized frame, write
 // failure, context cancelled) closes the connection; Err says why and Done
-// is closed once both goroutines have returned.
+// is closed once both goroutines have returned. A write that finds the
+// connection reset by the peer first lets the reader take what had
+// arrived (writeFailed): the peer's last frames are not lost to it.
 type Conn struct {
 	nc  net.Conn
 	br  *bufio.Reader
@@ -154,6 +157,7 @@ type Conn struct {
 	open     *wire.Opener // opens incoming frames; nil on an unsealed Conn (NewConn)
 	sealed   bool         // outgoing frames are sealed (the encoder does it)
 	sawEOF   atomic.Bool  // the reader saw the peer hang up
+	reset    atomic.Bool  // a write found the connection reset: the reader takes what is left
 	lastRead atomic.Int64 // unix nanos of the last deadline set for reads
 	stats    struct {
 		framesIn, framesOut, bytesIn, bytesOut, writes atomic.Int64
@@ -410,6 +414,9 @@ func (c *Conn) readLoop(h Handler) {
 // when it has moved by a useful amount since last time: it is on the path
 // of every frame.
 func (c *Conn) extendReadDeadline() {
+	if c.reset.Load() {
+		return // what is left is read within the deadline set before
+	}
 	now := time.Now()
 	if now.UnixNano()-c.lastRead.Load() < int64(c.cfg.IdleTimeout/16) {
 		return
@@ -484,7 +491,7 @@ func (c *Conn) writeLoop() {
 				c.nc.SetWriteDeadline(deadline)
 			}
 			if _, err := c.nc.Write(out); err != nil {
-				c.closeWithError(fmt.Errorf("grid: write: %w", err))
+				c.writeFailed(fmt.Errorf("grid: write: %w", err))
 				return
 			}
 			lastWrite = time.Now()
@@ -508,6 +515,36 @@ func (c *Conn) writeLoop() {
 			dueC = due.C
 		}
 	}
+}
+
+// writeFailed closes the connection after a failed write. When the peer
+// reset it (EPIPE, ECONNRESET: it closed or exited, and our write drew
+// its RST), what it sent before, a master's Shutdown and its FIN among
+// it, may still wait unread in our receive queue, and closing the socket
+// would destroy it: a worker stopped across the run's end would take the
+// master for lost, not the run for over. So the reader first takes what
+// is left, its reads ending at that EOF or error, since nothing more can
+// come, and at the latest at the read deadline it already had (at most
+// IdleTimeout away; it is no longer moved on). Sends fail meanwhile.
+func (c *Conn) writeFailed(err error) {
+	reset := errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+	c.mu.Lock()
+	drain := reset && c.started && !c.closed
+	if drain {
+		if c.err == nil {
+			c.err = err
+		}
+		c.flushClose = true // Send fails, Start does nothing
+	}
+	c.mu.Unlock()
+	if drain {
+		c.reset.Store(true)
+		select {
+		case <-c.readerDone:
+		case <-c.closing:
+		}
+	}
+	c.closeWithError(err)
 }
 
 // takeDue moves the frames that are due from the queue to out. It returns

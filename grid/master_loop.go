@@ -155,6 +155,13 @@ type mworker struct {
 	// the map (entries acknowledged since are skipped, and pruned once
 	// they are as many as the live ones).
 	stopOrder []stopNote
+	// withdrawn holds the tasks of the open batch whose instance held on
+	// w the master cancelled (a late worker's queue taken back) and
+	// whose cancel w has not acknowledged yet: that instance may have
+	// finished before the cancel came, its result on the way, as
+	// cancelSentAgain handles (at most one entry per task of the batch;
+	// cleared as a batch starts).
+	withdrawn map[int32]struct{}
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -210,8 +217,23 @@ func (w *mworker) noteStopping(b, t int32) {
 	w.stopOrder = append(w.stopOrder, stopNote{k, w.stopSeq})
 }
 
-// stopped notes w's acknowledgement of a cancel of task t of batch b.
-func (w *mworker) stopped(b, t int32) { delete(w.stopping, [2]int32{b, t}) }
+// stopped notes w's acknowledgement of a cancel of task t of batch b,
+// cur being the open batch's id.
+func (w *mworker) stopped(b, t, cur int32) {
+	delete(w.stopping, [2]int32{b, t})
+	if b == cur {
+		delete(w.withdrawn, t)
+	}
+}
+
+// noteWithdrawn notes that w was told to drop its held instance of task t
+// of the open batch (see withdrawn).
+func (w *mworker) noteWithdrawn(t int32) {
+	if w.withdrawn == nil {
+		w.withdrawn = make(map[int32]struct{})
+	}
+	w.withdrawn[t] = struct{}{}
+}
 
 // takeOut removes task t from w's outstanding instances and returns it;
 // the next held instance starts running (in the books) at now.
@@ -314,8 +336,8 @@ type batch struct {
 	done    []bool // an accepted result is in f
 	replied bool
 	reply   chan evalReply
-	// failures lists, per task that failed, each failure as "worker: error".
-	failures map[int32][]string
+	// failures lists, per task that failed, each failure with its worker.
+	failures map[int32][]TaskFailure
 	// overran counts, per task, its instances that went overdue: the
 	// next one's deadline is doubled as often (sched.Deadlines.Again).
 	overran []uint8
@@ -705,7 +727,7 @@ func (m *Master) startBatch(req *evalReq) {
 	}
 	m.lastID = id
 	m.cur = &batch{id: id, gen: req.gen, xs: req.xs, f: make([]float64, len(req.xs)), done: make([]bool, len(req.xs)),
-		overran: make([]uint8, len(req.xs)), reply: req.reply, failures: map[int32][]string{}}
+		overran: make([]uint8, len(req.xs)), reply: req.reply, failures: map[int32][]TaskFailure{}}
 	m.batches++
 	m.progress.Store(0)
 	m.verifyStart(len(req.xs))
@@ -713,6 +735,7 @@ func (m *Master) startBatch(req *evalReq) {
 		// Whatever is still out belongs to the old batch: its results
 		// will be stale, and the worker counts as free in the books.
 		w.out = w.out[:0]
+		clear(w.withdrawn)
 	}
 	prevID := int32(-1)
 	if prev != nil {
@@ -881,7 +904,11 @@ func (m *Master) result(w *mworker, b *batch, r *Result) {
 // (Cancelled, no Ack).
 func (m *Master) cancelAck(w *mworker, b *batch, r *Result, now, exec time.Duration) {
 	m.counts.CancelAcks++
-	w.stopped(r.Gen, r.ID)
+	cur := int32(-1)
+	if b != nil {
+		cur = b.id
+	}
+	w.stopped(r.Gen, r.ID, cur)
 	t := sched.TaskID(r.ID)
 	// The batch says which cancel it answers: an earlier batch's running
 	// instance is answered once it stops, maybe after the open batch's
@@ -956,17 +983,45 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 		return
 	}
 	errText := truncate(r.Err, maxErrText)
-	fs := append(b.failures[r.ID], w.name+": "+errText)
+	fs := append(b.failures[r.ID], TaskFailure{Worker: w.name, Err: errText})
 	b.failures[r.ID] = fs
 	if len(fs) > m.cfg.MaxRetries {
-		b.fail(fmt.Errorf("grid: generation %d, task %d failed %d times (max retries %d): %s",
-			b.gen, r.ID, len(fs), m.cfg.MaxRetries, strings.Join(fs, "; ")))
+		b.fail(&RetriesExhaustedError{Gen: b.gen, Task: int(r.ID), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
 		return
 	}
 	m.counts.Retried++
 	m.vlog.Warn("evaluation failed; retrying the task on another worker",
 		"gen", b.gen, "task", r.ID, "worker", w.name, "failures", len(fs), "max_retries", m.cfg.MaxRetries, "err", errText)
 	m.step(ev, 0)
+}
+
+// RetriesExhaustedError is the error of a generation one of whose tasks
+// failed more often than MaxRetries allows: the master cannot tell a
+// worker that fails now and then from a task that fails every worker,
+// so it stops there. Its fields say so to a program (esrun's report),
+// which its text says to a person.
+type RetriesExhaustedError struct {
+	Gen, Task  int
+	MaxRetries int
+	// Failures are the task's failures, in the order they came:
+	// MaxRetries+1 of them.
+	Failures []TaskFailure
+}
+
+// TaskFailure is one failed evaluation: the worker's name and its
+// error's text (cut to 300 bytes).
+type TaskFailure struct {
+	Worker, Err string
+}
+
+// Error names the generation, the task and every failure.
+func (e *RetriesExhaustedError) Error() string {
+	fs := make([]string, len(e.Failures))
+	for i, f := range e.Failures {
+		fs[i] = f.Worker + ": " + f.Err
+	}
+	return fmt.Sprintf("grid: generation %d, task %d failed %d times (max retries %d): %s",
+		e.Gen, e.Task, len(e.Failures), e.MaxRetries, strings.Join(fs, "; "))
 }
 
 // maxErrText bounds an error text from a worker in logs and errors.
@@ -1044,6 +1099,8 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			}
 			if !a.Held {
 				w.noteStopping(cancelGen, int32(a.Task))
+			} else if m.cur != nil && cancelGen == m.cur.id {
+				w.noteWithdrawn(int32(a.Task))
 			}
 			m.queueCancel(w, cancelGen, int32(a.Task))
 		case sched.Accept:
@@ -1132,10 +1189,17 @@ func (m *Master) queueCancel(w *mworker, gen, t int32) {
 // again, which would then run on w for nothing, holding a slot; for ever
 // if it hangs, while the master sends w other tasks to hold behind it
 // (seed 510859 of the simulation). So that instance is cancelled too, or
-// never sent if it has not gone yet.
+// never sent if it has not gone yet. The same holds for an instance held
+// on w that the master withdrew (withdrawn) and sent w again once it
+// answered: seed 2570043 of the simulation, where such instances,
+// finished before their cancels came, stayed in w's queue out of the
+// books, and one of them hung w's one slot while the master waited for
+// another task for hours.
 func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
-	if _, ok := w.stopping[[2]int32{b, t}]; !ok ||
-		!slices.ContainsFunc(w.out, func(o outInstance) bool { return o.task == t }) {
+	_, stopping := w.stopping[[2]int32{b, t}]
+	_, withdrawn := w.withdrawn[t] // b is the open batch
+	i := slices.IndexFunc(w.out, func(o outInstance) bool { return o.task == t })
+	if !stopping && !withdrawn || i < 0 {
 		return
 	}
 	if dropTask(&w.tasks, t) {
@@ -1145,7 +1209,11 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 		m.counts.TasksSent--
 		return
 	}
-	w.noteStopping(b, t)
+	if i < w.slots {
+		w.noteStopping(b, t)
+	} else {
+		w.noteWithdrawn(t)
+	}
 	m.queueCancel(w, b, t)
 }
 

@@ -722,7 +722,25 @@ func TestMasterCloseSendsShutdown(t *testing.T) {
 // such a join went one time in two to the ended loop's queue, where
 // nobody took it: the worker was never told, and Close waited
 // ShutdownGrace for its stream to close (internal/simgrid seed 4650).
+// They are told what the loop tells the others: after Interrupt, that
+// the master will be back (Shutdown.Restart), so that they wait for the
+// resumed run, -once or not; after Close, that the run is over.
 func TestMasterCloseTellsLateJoiners(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(*Master) error
+		want Shutdown
+	}{
+		{"close", (*Master).Close, Shutdown{Reason: "run over"}},
+		{"interrupt", (*Master).Interrupt, Shutdown{Reason: "master interrupted; it will be back", Restart: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testLateJoinersTold(t, tc.end, tc.want) })
+	}
+}
+
+// testLateJoinersTold ends a master with end while workers' handshakes
+// through its relay are under way, and checks that each is told want.
+func testLateJoinersTold(t *testing.T, end func(*Master) error, want Shutdown) {
 	m := startMaster(t, "wq", func(c *MasterConfig) {
 		// Generous: the test waits for events, never for these.
 		c.ShutdownGrace, c.HandshakeTimeout, c.HelloTimeout = time.Minute, time.Minute, time.Minute
@@ -751,7 +769,7 @@ func TestMasterCloseTellsLateJoiners(t *testing.T) {
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		m.Close()
+		end(m)
 	}()
 	select {
 	case <-m.done: // the loop has ended; Close waits for the relay's streams
@@ -764,16 +782,24 @@ func TestMasterCloseTellsLateJoiners(t *testing.T) {
 		if err != nil {
 			t.Fatalf("worker %d: handshake: %v", i, err)
 		}
-		var told atomic.Bool
+		var mu sync.Mutex
+		var told []Shutdown
 		conn.Start(func(msg Message) {
-			if _, ok := msg.(*Shutdown); ok {
-				told.Store(true)
+			if sd, ok := msg.(*Shutdown); ok {
+				mu.Lock()
+				told = append(told, *sd)
+				mu.Unlock()
 			}
 		})
 		<-conn.Done()
-		if !told.Load() {
+		mu.Lock()
+		switch {
+		case len(told) == 0:
 			t.Errorf("worker %d: its connection closed (%v) and it was never told the run is over", i, conn.Err())
+		case len(told) > 1 || told[0] != want:
+			t.Errorf("worker %d: told %+v, want %+v once", i, told, want)
 		}
+		mu.Unlock()
 	}
 	<-closed
 }

@@ -4,12 +4,20 @@ import (
 	"context"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/esgrid/esgrid/sched"
 )
+
+// deadlinesOnly gives a test master 50 ms deadlines and no task
+// timeout: only a deadline ends an instance the test never answers.
+func deadlinesOnly(c *MasterConfig) {
+	c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
+	c.TaskTimeout = -1
+}
 
 // Issue 25: a lone worker that lost the tasks of a frame (as an agent
 // took a task sent again for its cancelled instance, still running) costs
@@ -20,10 +28,7 @@ import (
 func TestMasterLoneWorkerLostTasksSentAgain(t *testing.T) {
 	for _, policy := range sched.Names {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, func(c *MasterConfig) {
-				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
-				c.TaskTimeout = -1 // only the deadlines may end the loss
-			})
+			m := startMaster(t, policy, deadlinesOnly)
 			w := newTestWorker("lossy", 2, 0)
 			var lost atomic.Bool
 			w.onTasks = func(*testWorker, net.Conn) bool { return lost.CompareAndSwap(false, true) }
@@ -78,10 +83,7 @@ func TestMasterLateWorkerDeadlineNotGrown(t *testing.T) {
 func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 	for _, policy := range sched.Names {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, func(c *MasterConfig) {
-				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
-				c.TaskTimeout = -1
-			})
+			m := startMaster(t, policy, deadlinesOnly)
 			w := newTestWorker("crossing", 1, 0)
 			w.freeze = true // it runs nothing: the test answers
 			cancels := make(chan []int32, 16)
@@ -134,6 +136,97 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 	}
 }
 
+// A lone one-slot worker holds task 1 behind task 0, and has finished
+// both, their results on the way, when task 0 goes overdue: the master
+// cancels 0 and withdraws the held 1, and sends 0 again. The worker's
+// results then come in one frame with its answers to the cancels (it had
+// finished both). The first makes it open again, and the policy sends it
+// task 1 again, before the second, which the instance held was sent for,
+// ends task 1 in the books. That instance sent again must be cancelled
+// (or never sent): seed 2570043 of the simulation, where such instances
+// stayed in the worker's queue out of the books, one of them hung its
+// slot, and the master, which knew nothing of it, waited for hours.
+func TestMasterCancelsHeldInstanceSentAgainWhenResultCrossesWithdrawal(t *testing.T) {
+	// The policies that give a one-slot worker a task to hold in the
+	// first batch (wq and rr give one a slot, eft one a slot to a worker
+	// not yet measured, cyclic deals its share at once).
+	for _, policy := range []string{"rwq", "r3q"} {
+		t.Run(policy, func(t *testing.T) {
+			m := startMaster(t, policy, deadlinesOnly)
+			w := newTestWorker("crossing", 1, 0)
+			w.freeze = true // it runs nothing: the test answers
+			// What the worker holds, as the agent would: every instance
+			// it was sent, until a cancel takes it away. The reader calls
+			// forge and onCancel one frame at a time, in order.
+			var mu sync.Mutex
+			held := map[int32]int{}
+			frames, forged := 0, false
+			var first []Task
+			w.onCancel = func(c *Cancel) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, id := range c.IDs {
+					if held[id] > 0 {
+						held[id]--
+					}
+				}
+			}
+			w.forge = func(ts *Tasks) []Result {
+				mu.Lock()
+				defer mu.Unlock()
+				frames++
+				for _, it := range ts.Items {
+					held[it.ID]++
+				}
+				if frames == 1 {
+					first = slices.Clone(ts.Items) // held until task 0 is overdue
+					return nil
+				}
+				if forged || len(first) != 2 || !slices.ContainsFunc(ts.Items, func(it Task) bool { return it.ID == 0 }) {
+					return nil
+				}
+				// Task 0 sent again after the cancels: both first
+				// instances' results left before those came, and the
+				// cancels found both finished.
+				forged = true
+				var rs []Result
+				for _, it := range first {
+					rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, F: sphere(it.X), Exec: int64(time.Millisecond), Token: it.Token})
+				}
+				for _, it := range first {
+					rs = append(rs, Result{Gen: ts.Gen, ID: it.ID, Cancelled: true, Ack: AckLate})
+				}
+				return rs
+			}
+			startWorkers(t, m, w)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			xs := [][]float64{{1, 2, 3, 4, 5}, {5, 4, 3, 2, 1}}
+			f, err := m.Evaluate(ctx, 0, xs)
+			if err != nil || f[0] != sphere(xs[0]) || f[1] != sphere(xs[1]) {
+				t.Fatalf("Evaluate: %v, %v; want [%v %v]", f, err, sphere(xs[0]), sphere(xs[1]))
+			}
+			mu.Lock()
+			if len(first) != 2 || !forged {
+				mu.Unlock()
+				t.Fatalf("setup: the worker was first sent %d tasks (want both, one held) and answered crossing the cancels: %v", len(first), forged)
+			}
+			mu.Unlock()
+			// The batch is over: nothing may stay on the worker.
+			eventually(t, "every instance the worker holds to be cancelled (an instance sent again, held out of the books, was not)", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, n := range held {
+					if n > 0 {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
+
 // Both instances a worker ran were cancelled as overdue while another
 // worker was open, so neither was sent to it again; the other then went
 // late too. The worker answers both in one frame: the first answer makes
@@ -145,10 +238,7 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 func TestMasterCountsInstanceWithdrawnByCrossedResult(t *testing.T) {
 	for _, policy := range []string{"wq", "rwq"} {
 		t.Run(policy, func(t *testing.T) {
-			m := startMaster(t, policy, func(c *MasterConfig) {
-				c.DeadlineFloor, c.FirstDeadline = 50*time.Millisecond, 50*time.Millisecond
-				c.TaskTimeout = -1
-			})
+			m := startMaster(t, policy, deadlinesOnly)
 			// Both run nothing: the test answers. a joins first, so its
 			// overdue instances come first in the same deadline check.
 			a, b := newTestWorker("a", 2, 0), newTestWorker("b", 1, 0)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/strictjson"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -85,6 +86,9 @@ func DecodePlan(r io.Reader) (*Plan, error) {
 	}
 	if len(b) > MaxPlanBytes {
 		return nil, fmt.Errorf("larger than %d bytes", MaxPlanBytes)
+	}
+	if err := strictjson.DuplicateKeys(b); err != nil {
+		return nil, err // a second "slots" of a worker would win silently
 	}
 	var p Plan
 	if err := json.Unmarshal(b, &p); err != nil {

@@ -63,6 +63,9 @@ func TestPlanDecodeAndSlotsFor(t *testing.T) {
 		`{"version":1,"workers":[{"name":"a","slots":1,"exec":-1}]}`,
 		`{"version":1,"groups":[{"group":"a","slots":1},{"group":"a","slots":1}]}`,
 		`{"version":1,"workers":[`,
+		// A key given twice was the last one's, silently.
+		`{"version":1,"workers":[{"name":"a","slots":0,"slots":4}]}`,
+		`{"version":1,"version":1,"workers":[]}`,
 	} {
 		if _, err := DecodePlan(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted %s", bad)

@@ -95,6 +95,25 @@ func TestMasterFailureEverywhereNamesEachWorker(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+	// The same, for a program to read (esrun's report): each failure
+	// with its worker, in the order they came.
+	var rx *RetriesExhaustedError
+	if !errors.As(err, &rx) {
+		t.Fatalf("error %q is not a *RetriesExhaustedError", err)
+	}
+	if rx.Gen != 9 || rx.Task != 4 || rx.MaxRetries != 2 || len(rx.Failures) != 3 {
+		t.Fatalf("%+v, want generation 9, task 4, max retries 2, 3 failures", *rx)
+	}
+	seen := map[string]int{}
+	for _, f := range rx.Failures {
+		seen[f.Worker]++
+		if !strings.Contains(f.Err, "boom") || strings.Contains(f.Err, f.Worker+":") {
+			t.Errorf("failure %+v: want the worker's error alone", f)
+		}
+	}
+	if seen["a"] == 0 || seen["b"] == 0 || seen["a"]+seen["b"] != 3 {
+		t.Errorf("failures %+v, want a's and b's", rx.Failures)
+	}
 }
 
 // Past the hard timeout a worker's connection is dropped and its tasks

@@ -1626,7 +1626,7 @@ func (m *Master) startShare(link *Conn, pr *Promote, parent, self string, done c
 	}
 	p.parent.mark = make([]uint8, n)
 	m.cur = &batch{id: pr.Gen, gen: pr.ESGen, xs: xs, f: make([]float64, n), done: make([]bool, n),
-		reply: make(chan evalReply, 1), failures: map[int32][]string{}}
+		reply: make(chan evalReply, 1), failures: map[int32][]TaskFailure{}}
 	m.lastID = pr.Gen
 	m.batches++
 	m.progress.Store(0)

@@ -6,8 +6,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -15,6 +13,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/esgrid/esgrid/internal/atomicfile"
 )
 
 var (
@@ -171,33 +171,13 @@ func fillWhite(c vg.Canvas, w, h vg.Length) {
 	c.Fill(p)
 }
 
-// writeFile writes a file whole or not at all: a temporary file in the
-// same directory, mode 0644 whatever the umask (the picture is for
-// others to read), synced, then renamed over path.
-func writeFile(path string, out io.WriterTo) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+// writeFile writes a file whole or not at all (atomicfile.Write), mode
+// 0644 whatever the umask: the picture is for others to read.
+func writeFile(path string, out io.WriterTo) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := out.WriteTo(w)
 		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := out.WriteTo(tmp); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	})
 }
 
 // timePlot: per generation, compute, sync wait and comm stacked (esgrid's

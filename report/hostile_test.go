@@ -1,12 +1,17 @@
 package report
 
 import (
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
 )
 
 // A report of a few hundred bytes that claims a worker of 2⁴⁰ slots (a
@@ -52,6 +57,68 @@ func TestTicksOfANarrowRangeEnd(t *testing.T) {
 			}
 		case <-time.After(time.Minute): // the loop never ends; a minute is patience, not a margin
 			t.Fatalf("range %v: the ticks never came", r)
+		}
+	}
+}
+
+// An axis wider than a float64 can span (a damaged or hostile report's
+// best 1e308 beside a mean of −1e308) gets a few ticks: the old code
+// handed it to gonum's DefaultTicks, which never returned, and esreport
+// -png hung ("the ticks never came"). So does the whole picture.
+func TestTicksOfAnOverflowingRangeEnd(t *testing.T) {
+	for _, r := range [][2]float64{{-1e308, 1e308}, {-math.MaxFloat64, math.MaxFloat64}, {math.Inf(-1), 1}} {
+		got := make(chan []plot.Tick, 1)
+		go func() { got <- readableTicks{}.Ticks(r[0], r[1]) }()
+		select {
+		case ticks := <-got:
+			if len(ticks) > 20 {
+				t.Errorf("range %v: %d ticks", r, len(ticks))
+			}
+			for _, tk := range ticks {
+				if math.IsInf(tk.Value, 0) || math.IsNaN(tk.Value) {
+					t.Errorf("range %v: tick %v", r, tk.Value)
+				}
+			}
+		case <-time.After(time.Minute): // the loop never ends; a minute is patience, not a margin
+			t.Fatalf("range %v: the ticks never came", r)
+		}
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(`{"generations": [{"gen": 0, "evals": 10, "best": 1e308, "mean": -1e308}, {"gen": 1, "evals": 20, "best": 1e308, "mean": 1e308}]}`), &rep); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Draw(&rep, filepath.Join(t.TempDir(), "r.png"), PNG, 400, 700) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the picture never came")
+	}
+}
+
+// A report whose timeline spans more than a century (a generation, an
+// instance, a join from −1e308 s to 1e308 s) is refused on reading, in
+// one line: the old code read it, and drawing its timeline never ended
+// (esreport -png of such a report spun until killed).
+func TestReadRefusesAbsurdTimes(t *testing.T) {
+	dir := t.TempDir()
+	for i, tt := range []struct{ gens, workers, instances, want string }{
+		{`{"gen": 0, "start": -1e308, "end": 1e308}`, `{"worker": 1, "slots": 1}`, `{"worker": 1, "gen": 0, "start": 0, "end": 1}`, "generation 0 runs from -1e+308 s to 1e+308 s"},
+		{`{"gen": 0, "start": 0, "end": 1}`, `{"worker": 1, "slots": 1, "joined": 1e300}`, `{"worker": 1, "gen": 0, "start": 0, "end": 1}`, "worker 1 joined or left at a time outside"},
+		{`{"gen": 0, "start": 0, "end": 1}`, `{"worker": 1, "slots": 1, "left": -1e300}`, `{"worker": 1, "gen": 0, "start": 0, "end": 1}`, "worker 1 joined or left at a time outside"},
+		{`{"gen": 3, "start": 0, "end": 1}`, `{"worker": 1, "slots": 1}`, `{"worker": 1, "gen": 3, "start": 0, "end": 1e20}`, "an instance of generation 3 runs from 0 s to 1e+20 s"},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("r%d.json", i))
+		rep := `{"schedule": {"total": 1, "generations": [` + tt.gens + `], "per_worker": [` + tt.workers + `], "timeline": {"instances": [` + tt.instances + `]}}}`
+		if err := os.WriteFile(path, []byte(rep), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Read(path)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%d: got %v, want one line with %q", i, err, tt.want)
 		}
 	}
 }

@@ -2,16 +2,17 @@ package report
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/internal/logx"
 )
 
@@ -35,16 +36,50 @@ type Record struct {
 	Generations []GenRecord  `json:"generations"`
 	// Stop is why the run ended; empty when it failed or was interrupted,
 	// and Error says why.
-	Stop  string     `json:"stop"`
-	Error string     `json:"error,omitempty"`
-	Best  BestRecord `json:"best"`
-	Evals int        `json:"evals"`
-	NaNs  int        `json:"nans"`
+	Stop  string `json:"stop"`
+	Error string `json:"error,omitempty"`
+	// FailedTask, when the run failed because a task failed more often
+	// than -max-retries allows, says which and how, for a program to
+	// read (Error says it to a person).
+	FailedTask *FailedTask `json:"failed_task,omitempty"`
+	Best       BestRecord  `json:"best"`
+	Evals      int         `json:"evals"`
+	NaNs       int         `json:"nans"`
 	// Restarts counts CMA-ES's restarts (with -restarts).
 	Restarts    int     `json:"restarts,omitempty"`
 	WallSeconds float64 `json:"wall_seconds"`
 	// Schedule is the grid's time accounting; absent with -inprocess.
 	Schedule *Schedule `json:"schedule,omitempty"`
+}
+
+// FailedTask is the task whose failures exhausted its retries
+// (grid.RetriesExhaustedError): its generation, its index there, the
+// retries allowed, and each failure in the order they came.
+type FailedTask struct {
+	Gen        int           `json:"gen"`
+	Task       int           `json:"task"`
+	MaxRetries int           `json:"max_retries"`
+	Failures   []TaskFailure `json:"failures"`
+}
+
+// TaskFailure is one failed evaluation: the worker's name and its error.
+type TaskFailure struct {
+	Worker string `json:"worker"`
+	Error  string `json:"error"`
+}
+
+// failedTask is err's FailedTask, nil unless err is, or wraps, a
+// *grid.RetriesExhaustedError.
+func failedTask(err error) *FailedTask {
+	var rx *grid.RetriesExhaustedError
+	if !errors.As(err, &rx) {
+		return nil
+	}
+	ft := &FailedTask{Gen: rx.Gen, Task: rx.Task, MaxRetries: rx.MaxRetries, Failures: make([]TaskFailure, len(rx.Failures))}
+	for i, f := range rx.Failures {
+		ft.Failures[i] = TaskFailure{Worker: f.Worker, Error: f.Err}
+	}
+	return ft
 }
 
 // RecordConfig is the ES configuration plus how the run was evaluated.
@@ -217,6 +252,7 @@ func (r *Recorder) Finish(eng *es.Engine, reason es.StopReason, runErr error) *R
 	r.rep.Stop = string(reason)
 	if runErr != nil {
 		r.rep.Error = runErr.Error()
+		r.rep.FailedTask = failedTask(runErr)
 	}
 	r.rep.Best = BestRecord{F: Number(best.F), X: best.X}
 	r.rep.Evals, r.rep.NaNs = eng.Evals(), eng.NaNs()
@@ -259,35 +295,17 @@ func WritePartial(path string, rep *Record) string {
 	return "partial report in " + partial
 }
 
-// Write writes rep as indented JSON to path, whole or not at all: to
-// a temporary file in the same directory, synced, then renamed over path.
-func Write(path string, rep *Record) (err error) {
+// Write writes rep as indented JSON to path, whole or not at all
+// (atomicfile.Write): to a temporary file in the same directory, synced,
+// then renamed over path, mode 0644; through a symbolic link, and never
+// over anything but a regular file.
+func Write(path string, rep *Record) error {
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.WriteBytes(path, 0o644, append(data, '\n')); err != nil {
 		return fmt.Errorf("report %s: %w", path, err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("report %s: %w", path, err)
-		}
-	}()
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return nil
 }

@@ -1,10 +1,17 @@
 package report
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/esgrid/esgrid/es"
+	"github.com/esgrid/esgrid/grid"
 )
 
 // The report is replaced whole: no temporary file is left behind, and
@@ -53,5 +60,44 @@ func TestWritePartial(t *testing.T) {
 	nodir := filepath.Join(dir, "nodir", "r.json")
 	if hint := WritePartial(nodir, &Record{}); !strings.HasPrefix(hint, "report "+nodir+PartialSuffix+": ") {
 		t.Errorf("hint %q", hint)
+	}
+}
+
+// A run that failed because a task failed more often than -max-retries
+// allows says so in its report's failed_task, for a program to read
+// without parsing the error's text; a run that failed otherwise has none.
+func TestFinishNamesTheFailedTask(t *testing.T) {
+	eng, err := es.New(es.Config{Mu: 5, Lambda: 20, Dim: 8, Lower: 2, Upper: 2.5, InitSigma: 0.5, Seed: 9, Stop: es.Stop{Generations: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx := &grid.RetriesExhaustedError{Gen: 3, Task: 7, MaxRetries: 1,
+		Failures: []grid.TaskFailure{{Worker: "w0", Err: "boom"}, {Worker: "w1-r1", Err: "plugin exited"}}}
+	rep := NewRecorder(eng, RecordConfig{}).Finish(eng, "", fmt.Errorf("es: generation 3: %w", rx))
+	path := filepath.Join(t.TempDir(), "r.json")
+	WritePartial(path, rep)
+	b, err := os.ReadFile(path + PartialSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Error      string          `json:"error"`
+		FailedTask json.RawMessage `json:"failed_task"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"gen":3,"task":7,"max_retries":1,"failures":[{"worker":"w0","error":"boom"},{"worker":"w1-r1","error":"plugin exited"}]}`
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, got.FailedTask); err != nil {
+		t.Fatalf("failed_task %q: %v", got.FailedTask, err)
+	}
+	if compact.String() != want || got.Error != "es: generation 3: "+rx.Error() {
+		t.Errorf("failed_task %s, error %q; want %s", got.FailedTask, got.Error, want)
+	}
+	for _, e := range []error{errors.New("grid: no worker joined within 1m0s"), nil} {
+		if rep := NewRecorder(eng, RecordConfig{}).Finish(eng, "", e); rep.FailedTask != nil {
+			t.Errorf("%v: failed_task %+v", e, rep.FailedTask)
+		}
 	}
 }

@@ -124,6 +124,16 @@ const maxReport = 1 << 30
 // slot.
 const maxSlots = 1 << 16
 
+// maxTime bounds the times of a report's timeline, in seconds from the
+// run's start: a century. A generation from −1e308 s to 1e308 s (a
+// damaged or hostile file) made the timeline's axis span +Inf, and
+// drawing it never ended.
+const maxTime = 100 * 365.25 * 24 * 3600
+
+// inRun says whether t, seconds from the run's start, can be a time of a
+// run.
+func inRun(t float64) bool { return t >= -maxTime && t <= maxTime }
+
 // Read reads the report at path (at most 1 GiB); a file that is not an
 // esrun report, one without a generation, or one with a worker of more
 // slots than a master takes, is an error.
@@ -145,6 +155,21 @@ func Read(path string) (*Report, error) {
 		for _, w := range s.PerWorker {
 			if w.Slots < 0 || w.Slots > maxSlots {
 				return nil, fmt.Errorf("%s: worker %d has %d slots, outside [0, %d]: not an esrun report", path, w.Worker, w.Slots, maxSlots)
+			}
+			if !inRun(w.Joined) || w.Left != nil && !inRun(*w.Left) {
+				return nil, fmt.Errorf("%s: worker %d joined or left at a time outside ±%g s: not an esrun report", path, w.Worker, maxTime)
+			}
+		}
+		for _, g := range s.Generations {
+			if !inRun(g.Start) || !inRun(g.End) {
+				return nil, fmt.Errorf("%s: generation %d runs from %g s to %g s, outside ±%g s: not an esrun report", path, g.Gen, g.Start, g.End, maxTime)
+			}
+		}
+		if s.Timeline != nil {
+			for _, in := range s.Timeline.Instances {
+				if !inRun(in.Start) || !inRun(in.End) {
+					return nil, fmt.Errorf("%s: an instance of generation %d runs from %g s to %g s, outside ±%g s: not an esrun report", path, in.Gen, in.Start, in.End, maxTime)
+				}
 			}
 		}
 	}

@@ -16,10 +16,16 @@ import (
 type readableTicks struct{}
 
 func (readableTicks) Ticks(min, max float64) []plot.Tick {
-	if !(max > min) || math.IsInf(max-min, 0) {
+	if math.IsInf(min, 0) || math.IsInf(max, 0) || math.IsNaN(min) || math.IsNaN(max) {
+		return nil
+	}
+	if !(max > min) {
 		return plot.DefaultTicks{}.Ticks(min, max)
 	}
-	step := niceStep((max - min) / 8)
+	// max/8 − min/8, not (max − min)/8: a range wider than a float64
+	// (−1e308 to 1e308, a damaged report's fitness) went to gonum's
+	// DefaultTicks, which never returned for it, and esreport hung.
+	step := niceStep(max/8 - min/8)
 	first, last := math.Ceil(min/step-1e-9), math.Floor(max/step+1e-9) // float noise: 6 × 0.05 > 0.3
 	if !(last-first <= 16) || math.Max(math.Abs(first), math.Abs(last)) >= 1<<53 {
 		// A range too narrow for its magnitude (1e17 to 1e17+64): its

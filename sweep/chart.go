@@ -3,7 +3,7 @@ package sweep
 import (
 	"fmt"
 	"image/color"
-	"os"
+	"io"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/sched/sim"
 )
 
@@ -103,15 +104,11 @@ func (r *Result) DrawChart(path string) error {
 	for i := range rows {
 		rows[i][0].Draw(canvases[i][0])
 	}
-	f, err := os.Create(path)
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("png: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("png: %w", err)
-	}
-	if err := f.Close(); err != nil {
 		return fmt.Errorf("png: %w", err)
 	}
 	return nil

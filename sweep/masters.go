@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
 )
@@ -273,8 +274,18 @@ func addLine(p *plot.Plot, name string, xy plotter.XYs, i int) error {
 	return nil
 }
 
+// savePlot draws p into the PNG file path.
 func savePlot(p *plot.Plot, path string) error {
-	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+	// Whole or not at all, never over a device (atomicfile): p.Save wrote
+	// in place, and a full disk left the first bytes of a figure.
+	wt, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
+	if err == nil {
+		err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
+			_, err := wt.WriteTo(w)
+			return err
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("png: %w", err)
 	}
 	return nil

@@ -10,12 +10,12 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/sched"
 	"github.com/esgrid/esgrid/sched/sim"
 )
@@ -234,19 +234,19 @@ func (r *Result) PrintShape(w io.Writer) {
 	}
 }
 
-// WriteCSV writes a row per setting and policy to path.
-func (r *Result) WriteCSV(path string) (err error) {
-	c, settings, sums := r.Config, r.Settings, r.Sums
-	f, err := os.Create(path)
-	if err != nil {
+// WriteCSV writes a row per setting and policy to path, whole or not at
+// all (atomicfile.Write): a full disk leaves the file that was there.
+func (r *Result) WriteCSV(path string) error {
+	if err := atomicfile.Write(path, 0o644, r.writeCSV); err != nil {
 		return fmt.Errorf("csv: %w", err)
 	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("csv: %w", cerr)
-		}
-	}()
-	cw := csv.NewWriter(f)
+	return nil
+}
+
+// writeCSV writes the table to w.
+func (r *Result) writeCSV(w io.Writer) error {
+	c, settings, sums := r.Config, r.Settings, r.Sums
+	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"machines", "workload", "grain_ms", "delay_ms", "policy", "trials",
 		"total_s", "sync_s", "comm_s", "compute_s", "busy_s", "lb_s", "barrier_s", "eff_lb", "eff_barrier",
 		"opt_s", "opt_ub_s", "opt_exact", "eff_opt", "eff_opt_min", "nominal_s", "eff_nominal",
@@ -268,10 +268,7 @@ func (r *Result) WriteCSV(path string) (err error) {
 			f64(c.Noise, 3), strconv.FormatUint(c.Seed, 10)})
 	}
 	cw.Flush()
-	if err := cw.Error(); err != nil {
-		return fmt.Errorf("csv: %w", err)
-	}
-	return nil
+	return cw.Error()
 }
 
 // ShowSet prints the machine set c.Set (machines: its name or file): the

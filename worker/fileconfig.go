@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/strictjson"
 	"github.com/esgrid/esgrid/problems/plugin"
 )
 
@@ -164,9 +165,10 @@ func (c *FileConfig) PluginEntries(skip func(name string) bool) ([]plugin.Entry,
 	return entries, nil
 }
 
-// LoadFileConfig reads and checks a -config file: a regular file that
-// not every user may write, at most 1 MiB, one JSON object without
-// unknown fields. Relative paths in it become relative to its directory.
+// LoadFileConfig reads and checks a -config file: a regular file that no
+// one but root and this program's user may change (plugin.CheckWriters:
+// the file, its directory and those above), at most 1 MiB, one JSON
+// object without unknown fields. Relative paths in it become relative to its directory.
 func LoadFileConfig(path string) (*FileConfig, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -180,9 +182,10 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if fi.Mode().Perm()&0o002 != 0 {
-		// Whoever can write it can make this agent run any program.
-		return nil, fmt.Errorf("%s is writable by every user (chmod o-w)", path)
+	// It names the programs this agent runs: whoever may change it may
+	// run any program as the worker. The plugins' own rule applies.
+	if err := plugin.CheckWriters(path, "the configuration file"); err != nil {
+		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
@@ -190,6 +193,11 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 	}
 	if len(b) > maxConfigBytes {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigBytes)
+	}
+	if err := strictjson.DuplicateKeys(b); err != nil {
+		// encoding/json keeps the last: a second "slots" or "plugins"
+		// would win without a word.
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -3,6 +3,8 @@ package worker
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,5 +51,39 @@ func TestFileConfigApplyFlagsBadValue(t *testing.T) {
 	}
 	if _, err := (&FileConfig{Plugins: map[string]string{"bad name": "/x"}}).PluginEntries(func(string) bool { return false }); err == nil {
 		t.Error("an invalid plugin name accepted")
+	}
+}
+
+// A config file names the programs the agent runs, so whoever may write it
+// may run anything as the worker: one that its group or every user may
+// write is refused, with the chmod that cures it; one only its owner may
+// write is read.
+func TestLoadFileConfigRefusesWritableByOthers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "esworker.json")
+	if err := os.WriteFile(path, []byte(`{"join": "m"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode os.FileMode
+		want string // "" when the file is read
+	}{
+		{0o600, ""},
+		{0o644, ""},
+		{0o620, "is writable by its group (mode -rw--w----; chmod g-w " + path + ")"},
+		{0o664, "is writable by its group (mode -rw-rw-r--; chmod g-w " + path + ")"},
+		{0o602, "is writable by every user (mode -rw-----w-; chmod o-w " + path + ")"},
+		{0o666, "is writable by its group and every user (mode -rw-rw-rw-; chmod go-w " + path + ")"},
+	} {
+		if err := os.Chmod(path, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadFileConfig(path)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("mode %v: %v", c.mode, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("mode %v: %v, want …%s…", c.mode, err, c.want)
+		}
 	}
 }

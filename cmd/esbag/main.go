@@ -28,6 +28,7 @@ import (
 
 	"github.com/esgrid/esgrid/bag"
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/internal/flagx"
 	"github.com/esgrid/esgrid/problems/plugin"
 	"github.com/esgrid/esgrid/sched"
@@ -275,7 +276,7 @@ func runGrid(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(o.report, b, 0o644)
+		return atomicfile.WriteBytes(o.report, 0o644, b)
 	}
 	return nil
 }

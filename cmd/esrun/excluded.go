@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/esgrid/esgrid/es"
@@ -40,4 +41,19 @@ func notesOf(xs []grid.Exclusion) []es.Note {
 		notes = append(notes, es.Note{Kind: noteExcluded, Key: x.Host, Value: x.Why})
 	}
 	return notes
+}
+
+// tooManyExcluded says what err means when it is the engine's refusal
+// of more notes than a checkpoint keeps (es.MaxNotes): esrun's notes are
+// the hosts -verify excluded, and so many of them that disagree with the
+// others is rarely a few bad machines. It returns any other err as it is.
+func tooManyExcluded(err error) error {
+	var tm *es.TooManyNotesError
+	if !errors.As(err, &tm) {
+		return err
+	}
+	return fmt.Errorf("%w: -verify has excluded %d hosts from the run, more than a checkpoint keeps for -resume (%d), so the run stops. "+
+		"So many hosts whose values differ from the others' mostly means that the problem does not give the same bits on every machine "+
+		"(see \"Writing a plugin\" in docs/plugins.md), or that a key holder answers from many addresses; fix that, "+
+		"or start the run again without -checkpoint, which keeps no exclusions", err, tm.N, es.MaxNotes)
 }

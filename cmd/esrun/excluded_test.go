@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -92,5 +94,32 @@ func TestResumeRefusesBadExclusions(t *testing.T) {
 				t.Errorf("exit %d, stderr:\n%s\nwant status 1 and one line saying %q", code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// More hosts excluded than a checkpoint keeps stop the run with an
+// error that says so, and what to do; other errors pass as they are.
+func TestTooManyExcludedSaysWhatToDo(t *testing.T) {
+	engineErr := fmt.Errorf("es: generation 7: its checkpoint not written: %w", &es.TooManyNotesError{N: es.MaxNotes + 1})
+	err := tooManyExcluded(engineErr)
+	for _, want := range []string{
+		"es: generation 7: its checkpoint not written: 4097 run notes, at most 4096: ",
+		"-verify has excluded 4097 hosts from the run, more than a checkpoint keeps for -resume (4096), so the run stops",
+		"the same bits on every machine",
+		"without -checkpoint",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	if !errors.Is(err, engineErr) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("%q: want one line wrapping the engine's error", err)
+	}
+	other := errors.New("es: generation 7: boom")
+	if got := tooManyExcluded(other); got != other {
+		t.Errorf("another error became %q", got)
+	}
+	if tooManyExcluded(nil) != nil {
+		t.Error("nil became an error")
 	}
 }

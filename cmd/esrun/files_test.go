@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // writeFile writes s to dir/name and returns the path.
@@ -48,6 +50,17 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 	report := writeFile(t, dir, "run.json", `{"a good": "report"}`)
 	sub := filepath.Join(dir, "sub")
 	os.Mkdir(sub, 0o755)
+	// Not regular files: a named pipe (as /dev/null is a device) and a
+	// loop of links. The old code, given -force, renamed its file over
+	// them: the pipe became a regular file (and /dev/null, as root, too),
+	// and the loop "existed" ("-checkpoint loop: the file exists").
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loop := filepath.Join(dir, "loop")
+	os.Symlink("loop2", loop)
+	os.Symlink("loop", filepath.Join(dir, "loop2"))
 
 	small := []string{"-inprocess", "-dim", "4", "-gens", "3", "-quiet"}
 	tests := []struct {
@@ -64,6 +77,10 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 		{"report in no directory", []string{"-report", filepath.Join(report, "x.json")}, "there is no directory " + report},
 		{"checkpoint is a directory", []string{"-checkpoint", sub, "-force"}, "-checkpoint " + sub + " is a directory"},
 		{"report is a directory", []string{"-report", sub, "-force"}, "-report " + sub + " is a directory"},
+		{"checkpoint is a named pipe", []string{"-checkpoint", fifo, "-force"}, "-checkpoint " + fifo + " is a named pipe, not a regular file"},
+		{"report is a named pipe", []string{"-report", fifo, "-force"}, "-report " + fifo + " is a named pipe, not a regular file"},
+		{"checkpoint is a loop of links", []string{"-checkpoint", loop}, "-checkpoint " + loop + ": too many levels of symbolic links"},
+		{"report is a loop of links", []string{"-report", loop, "-force"}, "-report " + loop + ": too many levels of symbolic links"},
 		{"report is the checkpoint", []string{"-checkpoint", ckpt, "-report", ckpt, "-force"}, "-checkpoint " + ckpt + " and -report " + ckpt + " are the same file"},
 		{"report is the resumed checkpoint", []string{"-resume", ckpt, "-report", ckpt, "-force"}, "-resume " + ckpt + " (the checkpoint this run keeps) and -report " + ckpt + " are the same file"},
 	}
@@ -79,6 +96,9 @@ func TestOutputFilesNotClobbered(t *testing.T) {
 			}
 			unchanged(t, ckpt, string(saved))
 			unchanged(t, report, `{"a good": "report"}`)
+			if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+				t.Fatalf("the named pipe was replaced: %v, %v", fi.Mode(), err)
+			}
 		})
 	}
 
@@ -267,5 +287,40 @@ func TestResumableCheckpoint(t *testing.T) {
 		if got := resumableCheckpoint(o, tt.wrote); got != tt.want {
 			t.Errorf("checkpoint %q resume %q wrote %v: %q, want %q", tt.checkpoint, tt.resume, tt.wrote, got, tt.want)
 		}
+	}
+}
+
+// A plan that sets aside every local worker of a run that waits for no
+// other is refused before any work: the old esrun started, logged "the
+// plan sets this worker aside" for both workers, gave no worker a task and
+// waited for ever in generation 0 (here: until the test cancelled it). A
+// plan that leaves one local worker goes on.
+func TestPlanSettingAsideEveryWorker(t *testing.T) {
+	dir := t.TempDir()
+	aside := writeFile(t, dir, "aside.json", `{"version": 1, "groups": [{"group": "local", "slots": 0}]}`)
+	one := writeFile(t, dir, "one.json", `{"version": 1, "workers": [{"name": "local-1", "slots": 0}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr, wait := esrunAsync(ctx, "-local", "2", "-gens", "1", "-quiet", "-plan", aside)
+	exit := make(chan int, 1)
+	go func() { exit <- wait() }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for code := -1; code < 0; {
+		select {
+		case code = <-exit:
+			want := "-plan " + aside + " sets aside every local worker (local-1 to local-2), and the run waits for no other"
+			if code != 2 || stdout.String() != "" || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+			}
+		case <-tick.C:
+			if strings.Count(stderr.String(), "the plan sets this worker aside") == 2 {
+				cancel()
+				t.Fatalf("esrun started with every worker set aside (exit %d once cancelled):\n%s", <-exit, stderr)
+			}
+		}
+	}
+	if code, _, stderr := esrun(context.Background(), "-local", "2", "-gens", "1", "-quiet", "-plan", one); code != 0 {
+		t.Errorf("a plan that leaves local-2: exit %d, %s", code, stderr)
 	}
 }

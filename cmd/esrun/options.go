@@ -355,6 +355,9 @@ func parseOptions(args []string) (*options, error) {
 			return nil, usagef("-plan: %v", err)
 		}
 		o.planned = p
+		if err := o.checkPlanLeavesWorkers(); err != nil { // plan.go
+			return nil, err
+		}
 	}
 	if !o.inprocess {
 		if o.listen == "" {

@@ -150,6 +150,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 			ro.Notes = func() []es.Note { return notesOf(g.master.Excluded()) }
 		}
 		reason, runErr = eng.Run(ctx, ev, ro)
+		runErr = tooManyExcluded(runErr) // excluded.go
 	}
 	rep := rec.Finish(eng, reason, runErr)
 	if g != nil {
@@ -167,7 +168,7 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		// which keeps whatever it held; the hints name only files that
 		// are there.
 		var hints []string
-		if ckpt := resumableCheckpoint(o, len(rep.Generations) > 0); ckpt != "" {
+		if ckpt := resumableCheckpoint(o, len(rep.Generations) > 0); ckpt != "" && !errors.Is(runErr, es.ErrCheckpointReplaced) {
 			hints = append(hints, "continue with -resume "+ckpt)
 		}
 		if o.report != "" {

@@ -53,6 +53,9 @@ func TestRefusedCommandLines(t *testing.T) {
 		{[]string{"-noise", "NaN"}, "essim: -noise NaN: must be a number between 0 and 2"},
 		{[]string{"-csv", filepath.Join(dir, "t"), "-png", filepath.Join(dir, "t")}, "are the same file"},
 		{[]string{"-machines", set, "-csv", set}, "-csv " + set + " and -machines " + set + " are the same file"},
+		// A -png directory that is a file: the old code said so with
+		// status 1, a failed run, not a bad command line.
+		{[]string{"masters", "-png", set}, "essim masters: -png " + set + ": mkdir " + set + ": not a directory"},
 	} {
 		var stdout, stderr bytes.Buffer
 		ctx, cancel := context.WithCancel(context.Background())

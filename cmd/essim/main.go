@@ -241,6 +241,7 @@ const machineFormat = `  # comment
     slow=T*F      from time T on its tasks take F times as long (repeatable)
     leave=T       it leaves the run at time T (what it holds is lost)
     count=N       N machines alike, named NAME-1 ... NAME-N
+  Each field once (slow= and tG= of other grains repeat); speed= or tG=, not both.
   essim -show-machines -machines lan prints the built-in LAN set.
 `
 

@@ -125,8 +125,9 @@ func runMasters(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if o.png != "" {
 		if err := os.MkdirAll(o.png, 0o755); err != nil {
-			fmt.Fprintf(stderr, "essim masters: %v\n", err)
-			return flagx.ExitFailure
+			// A -png that is a file, or under one: the command line's.
+			fmt.Fprintf(stderr, "essim masters: -png %s: %v\n", o.png, err)
+			return flagx.ExitUsage
 		}
 	}
 	if o.fig == "paper" || o.fig == "all" {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -145,6 +147,23 @@ func parseOptions(args []string) (*options, error) {
 	switch {
 	case o.keep == "":
 		return nil, usagef("-keep needs a directory")
+	}
+	// The logs are kept only when a run finds a defect, maybe hours in:
+	// a -keep that cannot hold them is said now, not then ("(not kept:
+	// mkdir …: not a directory)").
+	if fi, err := os.Stat(o.keep); err == nil && !fi.IsDir() {
+		return nil, usagef("-keep %s is not a directory", o.keep)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, usagef("-keep %s: %v", o.keep, err)
+	} else if err != nil {
+		if fi, err := os.Stat(filepath.Dir(o.keep)); err != nil || !fi.IsDir() {
+			return nil, usagef("-keep %s: there is no directory %s to make it in", o.keep, filepath.Dir(o.keep))
+		}
+	}
+	if o.bin != "" {
+		if fi, err := os.Stat(o.bin); err != nil || !fi.IsDir() {
+			return nil, usagef("-bin %s is not a directory (it holds esrun, esworker and soakplugin)", o.bin)
+		}
 	}
 	return o, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,6 +18,29 @@ func TestOptions(t *testing.T) {
 		if !errors.As(err, &ue) || strings.Contains(ue.msg, "\n") {
 			t.Errorf("%v: %v, want a one-line usage error", args, err)
 		}
+	}
+	// Files that cannot be what the flags name: the old essoak went on,
+	// and a -keep that is a file lost the logs of the first defect, hours
+	// in ("(not kept: mkdir …: not a directory)").
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for args, want := range map[[2]string]string{
+		{"-keep", file}:                         "-keep " + file + " is not a directory",
+		{"-keep", filepath.Join(file, "x")}:     "-keep " + filepath.Join(file, "x") + ": ",
+		{"-keep", filepath.Join(dir, "a", "b")}: "there is no directory " + filepath.Join(dir, "a") + " to make it in",
+		{"-bin", file}:                          "-bin " + file + " is not a directory",
+	} {
+		_, err := parseOptions(args[:])
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(ue.msg, want) {
+			t.Errorf("%v: %v, want a usage error with %q", args, err, want)
+		}
+	}
+	if _, err := parseOptions([]string{"-keep", filepath.Join(dir, "new"), "-bin", dir}); err != nil {
+		t.Errorf("a -keep to make and a -bin that is a directory: %v", err)
 	}
 	o, err := parseOptions([]string{"-max-gens", "6", "-duration", "1m"})
 	if err != nil {

@@ -145,11 +145,12 @@ func TestBadConfigFiles(t *testing.T) {
 		{"unknown field", `{"join": "m", "slot": 4}`, 0o644, `unknown field "slot"`},
 		{"syntax", `{"join": "m",}`, 0o644, "invalid character"},
 		{"two values", `{"join": "m"} {}`, 0o644, "more than one JSON value"},
-		{"world-writable", `{"join": "m"}`, 0o666, "writable by every user"},
+		{"world-writable", `{"join": "m"}`, 0o646, "writable by every user (mode -rw-r--rw-; chmod o-w "},
+		{"group-writable", `{"join": "m"}`, 0o664, "writable by its group (mode -rw-rw-r--; chmod g-w "},
 		{"bad join", `{"join": 7}`, 0o644, "join: want an address"},
 		{"bad plugin name", `{"join": "m", "plugins": {"a b": "` + sim + `"}}`, 0o644, "letters, digits"},
 		{"missing plugin", `{"join": "m", "plugins": {"a": "./none"}}`, 0o644, "no such file"},
-		{"plugin in a world-writable directory", `{"join": "m", "plugins": {"sim": "` + exposed + `"}}`, 0o644, openDir + " is writable by other users"},
+		{"plugin in a world-writable directory", `{"join": "m", "plugins": {"sim": "` + exposed + `"}}`, 0o644, "its directory " + openDir + " is writable by its group and every user (mode -rwxrwxrwx; chmod go-w " + openDir + ")"},
 		{"built-in name", `{"join": "m", "plugins": {"ridge": "` + sim + `"}}`, 0o644, "built-in"},
 		// The file's numbers have the flags' bounds.
 		{"slots", `{"join": "m", "slots": -2}`, 0o644, "slots -2: must be an integer between 0 and 65536"},
@@ -158,6 +159,11 @@ func TestBadConfigFiles(t *testing.T) {
 		{"negative idle timeout", `{"join": "m", "idle_timeout": "-1s"}`, 0o644, "idle_timeout -1s: must be a duration between 0s and 168h"},
 		{"huge idle timeout", `{"join": "m", "idle_timeout": "2562047h"}`, 0o644, "idle_timeout 2562047h: must be a duration between 0s and 168h"},
 		{"no plugin start", `{"join": "m", "plugin_start_timeout": "0s"}`, 0o644, "plugin_start_timeout 0s: must be a duration between 1ms and 10m"},
+		// A key given twice: the old esworker took the last one, silently
+		// (here the last is refused for itself: "slots 9223372036854775807:
+		// must be …", "./none: no such file").
+		{"slots twice", `{"join": "m", "slots": 2, "slots": 9223372036854775807}`, 0o644, `key "slots" given twice`},
+		{"plugin twice", `{"join": "m", "plugins": {"sim": "` + sim + `", "sim": "./none"}}`, 0o644, `key "sim" given twice, in plugins`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

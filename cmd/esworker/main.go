@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -22,16 +23,32 @@ import (
 // JSON under -log-json, like every other line.
 var signalConsole atomic.Pointer[logx.Console]
 
+// subreapErr is why esworker could not adopt its plugins' orphans
+// (plugin.Subreap), which run logs.
+var subreapErr error
+
+// exiting is held by whoever exits: a second signal, or run's end.
+var exiting sync.Mutex
+
 func main() {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// A plugin's descendant that leaves its process group (setsid)
+	// becomes esworker's when orphaned, is reaped when it exits, and is
+	// killed once no plugin process runs any more (Linux); nothing else
+	// in esworker starts a process.
+	subreapErr = plugin.Subreap(ctx)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	drain := make(chan struct{})
 	go func() {
 		<-sigs
 		close(drain) // first signal: finish what runs, give back what is held
 		<-sigs
+		// The exit is this one's: run, which may end meanwhile (its
+		// plugins killed), must not exit first, with its status, before
+		// what the plugins started is killed too.
+		exiting.Lock()
 		// Each plugin runs in a process group of its own, which no signal
 		// to esworker reaches: kill them, or they outlive it.
 		n := plugin.KillAll()
@@ -43,5 +60,7 @@ func main() {
 		}
 		os.Exit(exitFailure)
 	}()
-	os.Exit(run(ctx, os.Args[1:], drain, os.Stdout, os.Stderr))
+	code := run(ctx, os.Args[1:], drain, os.Stdout, os.Stderr)
+	exiting.Lock()
+	os.Exit(code)
 }

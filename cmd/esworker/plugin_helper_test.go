@@ -48,8 +48,9 @@ func (g gated) Eval(_ context.Context, x []float64) (float64, error) {
 
 // gatedPlugin writes a plugin "gated" into a directory of its own: a
 // script that leaves a child in its process group (a sleep, as a
-// simulator's helper would be) and becomes the test binary serving the
-// gated problem. It returns the script, the events file and the gate.
+// simulator's helper would be) and one that leaves it by setsid (as a
+// daemonising library does; where there is a setsid command), and
+// becomes the test binary serving the gated problem. It returns the script, the events file and the gate.
 func gatedPlugin(t *testing.T) (path, events, gate string) {
 	t.Helper()
 	self, err := os.Executable()
@@ -66,6 +67,7 @@ func gatedPlugin(t *testing.T) (path, events, gate string) {
 func writeGated(t *testing.T, dir, exe, events, gate string) string {
 	return writeFile(t, dir, "gated", fmt.Sprintf(`#!/bin/sh
 sleep 3600 </dev/null >/dev/null 2>&1 &
+if command -v setsid >/dev/null; then setsid sleep 3601 </dev/null >/dev/null 2>&1 & fi
 export ESWORKER_TEST_PLUGIN=gated ESWORKER_TEST_EVENTS='%s' ESWORKER_TEST_GATE='%s'
 exec '%s'
 `, events, gate, exe), 0o755)

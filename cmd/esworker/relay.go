@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -26,19 +27,30 @@ import (
 // esworker also works, behind its own relay, as R1 does in the paper.
 
 type relayOptions struct {
-	addr string // -relay
-	only bool   // -relay-only
+	addr        string // -relay
+	only        bool   // -relay-only
+	bufferedMiB int    // -relay-max-buffered
 }
+
+// maxRelayBufferedMiB bounds -relay-max-buffered: 64 GiB, less where an
+// int cannot count its bytes.
+const maxRelayBufferedMiB = min(1<<16, math.MaxInt>>20)
 
 func addRelayFlags(fs *flag.FlagSet, o *relayOptions) {
 	fs.StringVar(&o.addr, "relay", "", "run a relay: accept workers (and relays) the master cannot reach at `HOST:PORT` (port 0: any free port) and carry them to the master over one connection; start them with -master HOST:PORT, without -join")
 	fs.BoolVar(&o.only, "relay-only", false, "with -relay: only relay, do not evaluate tasks here")
+	flagx.IntVar(fs, &o.bufferedMiB, "relay-max-buffered", grid.DefaultRelayBuffered>>20, 1, maxRelayBufferedMiB, "with -relay: the `MiB` the relay holds at most, for all the workers behind it together, of what their master sent and they have not read yet (one worker's 64 MiB at most); the worker whose bytes would pass it is cut off and reconnects")
 }
 
-func (o *relayOptions) check() error {
+// check checks the relay's flags; given says which flags the command
+// line set.
+func (o *relayOptions) check(given map[string]bool) error {
 	if o.addr == "" {
-		if o.only {
+		switch {
+		case o.only:
 			return usagef("-relay-only needs -relay HOST:PORT")
+		case given["relay-max-buffered"]:
+			return usagef("-relay-max-buffered needs -relay HOST:PORT")
 		}
 		return nil
 	}
@@ -80,8 +92,7 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 	if o.name == "" {
 		o.name = worker.DefaultName() // the agent behind it has the same name: one machine, one member
 	}
-	r, err := worker.StartRelay(ctx, worker.RelayConfig{Listen: o.relay.addr, Master: o.master, Join: flagx.HostPorts(o.join, grid.DefaultGossipPort),
-		Gossip: o.gossip, Key: key, Name: o.name, Once: o.once, Logger: log})
+	r, err := worker.StartRelay(ctx, o.relayConfig(key, log))
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +101,12 @@ func startRelay(ctx context.Context, o *options, key *grid.Key, log *slog.Logger
 	}
 	log.Info("relay listening for workers the master cannot reach", "addr", r.Addr(), "upstream", o.master, "join", o.join)
 	return r, nil
+}
+
+// relayConfig is the configuration of the relay of -relay.
+func (o *options) relayConfig(key *grid.Key, log *slog.Logger) worker.RelayConfig {
+	return worker.RelayConfig{Listen: o.relay.addr, Master: o.master, Join: flagx.HostPorts(o.join, grid.DefaultGossipPort),
+		Gossip: o.gossip, Key: key, Name: o.name, Once: o.once, MaxBuffered: o.relay.bufferedMiB << 20, Logger: log}
 }
 
 // relayOnly serves the relay alone until a signal (or ctx) ends it, or,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/esgrid/esgrid/grid"
 )
 
 func TestRelayFlags(t *testing.T) {
@@ -71,4 +73,38 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// -relay-max-buffered sets the relay's byte budget (RelayConfig.MaxBuffered)
+// in MiB, 256 by default as the library's; it needs -relay, and a value
+// out of its range is a usage error that says the range.
+func TestRelayMaxBufferedFlag(t *testing.T) {
+	o, err := parseOptions([]string{"-relay", "127.0.0.1:0", "-master", "127.0.0.1:7947", "-relay-max-buffered", "32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.relayConfig(nil, nil).MaxBuffered; got != 32<<20 {
+		t.Errorf("-relay-max-buffered 32: MaxBuffered %d, want %d", got, 32<<20)
+	}
+	o, err = parseOptions([]string{"-relay", "127.0.0.1:0", "-master", "127.0.0.1:7947"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.relayConfig(nil, nil).MaxBuffered; got != grid.DefaultRelayBuffered {
+		t.Errorf("default: MaxBuffered %d, want %d", got, grid.DefaultRelayBuffered)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-master", "127.0.0.1:7947", "-relay-max-buffered", "32"}, "-relay-max-buffered needs -relay HOST:PORT"},
+		{[]string{"-relay", "127.0.0.1:0", "-master", "127.0.0.1:7947", "-relay-max-buffered", "0"}, "must be an integer between 1 and 65536"},
+		{[]string{"-relay", "127.0.0.1:0", "-master", "127.0.0.1:7947", "-relay-max-buffered", "256MiB"}, "must be an integer between 1 and 65536"},
+	} {
+		_, err := parseOptions(tc.args)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
 }

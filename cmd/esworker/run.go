@@ -92,7 +92,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.gossip, "gossip", "", "`HOST:PORT` this worker's gossip listens on; default "+loopbackGossip+" when every -join and -master address is on this machine (loopback), else "+anyGossip+"; port 0 = any free port (fix it when a firewall sits between the machines)")
 	flagx.IntVar(fs, &o.child, "child-port", 0, 0, 65535, "the TCP `PORT` a child master listens on if the master splits (esrun -split) and promotes this worker; the workers moved to it connect there: fix it and open it where a firewall sits between the machines; 0 = any free port")
 	flagx.IntVar(fs, &o.slots, "slots", 0, 0, grid.MaxMetaSlots, "run `N` tasks at once; 0 = one per CPU")
-	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME` (default hostname-pid)")
+	fs.StringVar(&o.name, "name", "", "this worker's unique `NAME`, at most 255 bytes (default hostname-pid)")
 	fs.StringVar(&o.key, "key", "", "the cluster `KEY` (visible to other users in ps: prefer -key-file or ESGRID_KEY)")
 	fs.StringVar(&o.keyFile, "key-file", "", "read the cluster key from `FILE`")
 	fs.BoolVar(&o.keyAny, grid.InsecureKeyFileFlag, false, "accept a -key-file that group or others may read or write (refused by default, as ssh refuses such a key)")
@@ -147,10 +147,14 @@ func parseOptions(args []string) (*options, error) {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	case o.join == "" && o.master == "":
 		return nil, usagef("give -join HOST[:PORT] (the master's gossip address) or -master HOST:PORT")
+	case len(o.name) > grid.MaxWorkerName:
+		// A master refuses the name at every connection, and the worker
+		// would retry for ever.
+		return nil, usagef("-name: %d bytes, more than the %d a master takes", len(o.name), grid.MaxWorkerName)
 	}
-	lingerSet := false
-	fs.Visit(func(f *flag.Flag) { lingerSet = lingerSet || f.Name == "metrics-linger" })
-	if lingerSet && o.metrics == "" {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["metrics-linger"] && o.metrics == "" {
 		return nil, usagef("-metrics-linger needs -metrics")
 	}
 	if o.metrics != "" {
@@ -163,7 +167,7 @@ func parseOptions(args []string) (*options, error) {
 			return nil, err
 		}
 	}
-	if err := o.relay.check(); err != nil { // relay.go
+	if err := o.relay.check(given); err != nil { // relay.go
 		return nil, err
 	}
 	if o.gossip == "" {
@@ -267,6 +271,9 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	log := logx.New(stderr, o.logJSON, level)
 	con := &logx.Console{W: stderr, Log: log, JSON: o.logJSON}
 	signalConsole.Store(con) // main.go
+	if subreapErr != nil {
+		log.Warn("a plugin's descendants that leave its process group (setsid) may outlive it", "err", subreapErr)
+	}
 	// A refusal is one line: "esworker: why" in text, a record under
 	// -log-json.
 	refuse := func(err error) {

@@ -275,6 +275,12 @@ func TestRealSystemd(t *testing.T) {
 		if left := leftBehind(ctx, marker); len(left) > 0 {
 			t.Errorf("processes of the unit left: %v", left)
 		}
+		// esworker stopped all its plugins started, the child that left
+		// its plugin's group by setsid included: nothing was left to the
+		// unit's final SIGKILL.
+		if j := journal(); strings.Contains(j, "Killing process") || strings.Contains(j, "may outlive it") {
+			t.Errorf("esworker left processes to systemd, or could not adopt them; the journal:\n%s", j)
+		}
 	})
 
 	t.Run("a crash is restarted", func(t *testing.T) {

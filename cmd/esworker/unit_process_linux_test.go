@@ -233,7 +233,7 @@ func running(events string) func() bool {
 // systemctl stop drains: the evaluation running on a plugin when the
 // stop comes finishes and its result reaches the master, the held task
 // is given back, esworker stops its plugins' processes (a child each
-// left in its group included) and exits with status 0 within
+// left in its group included, and one that left it by setsid) and exits with status 0 within
 // TimeoutStopSec, and the final SIGKILL finds nothing left.
 func TestUnitStopDrainsPlugins(t *testing.T) {
 	bin := buildEsworker(t)
@@ -292,8 +292,9 @@ func TestUnitStopDrainsPlugins(t *testing.T) {
 
 // A second signal (a user's second Ctrl-C, systemctl kill) exits at once,
 // with status 1, and kills each plugin's process group first: no process
-// that esworker started, nor one that its plugin started, outlives it,
-// though its evaluation never ends.
+// that esworker started, nor one that its plugin started (one that left
+// its group by setsid included), outlives it, though its evaluation never
+// ends.
 func TestUnitSecondSignalKillsPluginGroups(t *testing.T) {
 	bin := buildEsworker(t)
 	plug, events, _ := gatedPlugin(t) // the gate never opens

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/esgrid/esgrid/internal/atomicfile"
 )
 
 // File is a path a command writes or reads, as a check of the command
@@ -19,12 +21,20 @@ type File struct {
 	Write bool
 }
 
-// CheckFiles refuses a command line on which two written files, or a
-// written file and a read one, are the same file: the same path once made
-// absolute and cleaned, through symbolic links to directories too, or two
-// names of one existing file (a symbolic or hard link). Files with an
-// empty Path are skipped; "-" (standard output) is no file.
+// CheckFiles refuses a command line on which a written file cannot be
+// written (CheckWritable), or two written files, or a written file and a
+// read one, are the same file: the same path once made absolute and
+// cleaned, through symbolic links to directories too, or two names of one
+// existing file (a symbolic or hard link). Files with an empty Path are
+// skipped; "-" (standard output) is no file.
 func CheckFiles(files ...File) error {
+	for _, f := range files {
+		if f.Write && f.Path != "" && f.Path != "-" {
+			if p := unwritable(f.Path); p != "" {
+				return errors.New(f.What + p)
+			}
+		}
+	}
 	for i, a := range files {
 		for _, b := range files[i+1:] {
 			if !a.Write && !b.Write {
@@ -84,17 +94,37 @@ func canonical(path string) string {
 }
 
 // CheckWritable refuses, before any work, a file a command is to write
-// that it cannot: there is no directory to write it in, or it is a
-// directory. What names it ("-report").
+// that it cannot: there is no directory to write it in, or it is not a
+// regular file (a directory, a device such as /dev/null, a named pipe),
+// or its symbolic links loop; atomicfile.Write, which writes it, would
+// refuse it too, but only once the work is done. What names it ("-report").
 func CheckWritable(what, path string) error {
-	dir := filepath.Dir(path)
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%s %s: there is no directory %s to write it in", what, path, dir)
-	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s %s is a directory", what, path)
+	if p := unwritable(path); p != "" {
+		return errors.New(what + " " + path + p)
 	}
 	return nil
+}
+
+// unwritable says what is wrong with path as a file to write, as the end
+// of a sentence that names it, or "".
+func unwritable(path string) string {
+	target, err := atomicfile.Target(path)
+	var nr *atomicfile.NotRegularError
+	switch {
+	case errors.As(err, &nr):
+		return nr.Phrase()
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		return ": " + err.Error()
+	}
+	dir := filepath.Dir(target)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return ": there is no directory " + dir + " to write it in"
+	}
+	return ""
 }
 
 // Exists says whether path names anything at all (a dangling symbolic

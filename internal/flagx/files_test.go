@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -38,5 +39,35 @@ func TestWritableExistsRegular(t *testing.T) {
 	}
 	if got := FirstRegular("", dir); got != "" {
 		t.Errorf("FirstRegular of no file: %q", got)
+	}
+}
+
+// CheckFiles refuses, before any work, a written file that is not a
+// regular file or cannot be resolved, in one line that names the flag: the
+// old code let every command but esrun go on, and its writer then renamed
+// a regular file over the named pipe (or over /dev/null).
+func TestCheckFilesRefusesWhatCannotBeWritten(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loop := filepath.Join(dir, "loop")
+	os.Symlink("loop", loop)
+	for _, tt := range []struct {
+		f    File
+		want string
+	}{
+		{File{What: "-csv " + fifo, Path: fifo, Write: true}, "-csv " + fifo + " is a named pipe, not a regular file"},
+		{File{What: "-png " + loop, Path: loop, Write: true}, "-png " + loop + ": too many levels of symbolic links"},
+		{File{What: "-o x", Path: filepath.Join(dir, "no", "x"), Write: true}, "-o x: there is no directory " + filepath.Join(dir, "no") + " to write it in"},
+	} {
+		if err := CheckFiles(tt.f); err == nil || err.Error() != tt.want {
+			t.Errorf("%v, want %q", err, tt.want)
+		}
+	}
+	// Read files and standard output are not checked.
+	if err := CheckFiles(File{What: "-cal", Path: fifo}, File{What: "-o -", Path: "-", Write: true}); err != nil {
+		t.Error(err)
 	}
 }

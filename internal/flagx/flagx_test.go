@@ -36,6 +36,12 @@ func TestParseRefusesAndNames(t *testing.T) {
 		{[]string{"-sizes", "50,100"}, ""},
 		{[]string{"-sizes", "50,1e9"}, `-sizes 50,1e9: item "1e9" must be an integer between 1 and 4000`},
 		{[]string{"-costs", "10us,2h"}, `-costs 10us,2h: item "2h" must be a duration between 0s and 1h`},
+		// An empty item is a value left out: the old code skipped it, and
+		// ran "100,,500" as "100,500" (and "50," as "50").
+		{[]string{"-sizes", "100,,500"}, "-sizes 100,,500: item 2 is empty (a value left out?)"},
+		{[]string{"-sizes", "50,"}, "-sizes 50,: item 2 is empty (a value left out?)"},
+		{[]string{"-costs", ",10us"}, "-costs ,10us: item 1 is empty (a value left out?)"},
+		{[]string{"-costs", ", ,"}, "-costs , ,: must be a list of 1 to 1000 durations between 0s and 1h"},
 	}
 	for _, tt := range tests {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)

@@ -11,8 +11,9 @@ import (
 // MaxList bounds the items of a list flag.
 const MaxList = 1000
 
-// IntList is a comma-separated list of ints, each in [Min, Max]; empty
-// items are skipped.
+// IntList is a comma-separated list of ints, each in [Min, Max]; an
+// empty item is refused (a value left out: "100,,500"), as the policy
+// lists refuse one.
 type IntList struct {
 	Memo
 	p        *[]int
@@ -45,9 +46,12 @@ func (v *IntList) Get() any { return *v.p }
 func (v *IntList) Set(s string) error {
 	item := Int{p: new(int), Min: v.Min, Max: v.Max}
 	var out []int
-	for _, f := range strings.Split(s, ",") {
+	for i, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
-			continue
+			if strings.Trim(s, ", ") == "" {
+				break // no value at all, as said below
+			}
+			return v.Refuse(s, fmt.Errorf("item %d is empty (a value left out?)", i+1))
 		}
 		n, err := item.Check(f)
 		if err != nil {
@@ -77,7 +81,8 @@ func (v *IntList) Outside() []string {
 }
 
 // DurationList is a comma-separated list of durations, each in [Min,
-// Max]; with Bare set, a bare number is that many Bare units.
+// Max]; with Bare set, a bare number is that many Bare units. An empty
+// item is refused, as IntList's.
 type DurationList struct {
 	Memo
 	p        *[]time.Duration
@@ -112,9 +117,12 @@ func (v *DurationList) Get() any { return *v.p }
 func (v *DurationList) Set(s string) error {
 	item := Duration{p: new(time.Duration), Min: v.Min, Max: v.Max, Bare: v.Bare}
 	var out []time.Duration
-	for _, f := range strings.Split(s, ",") {
+	for i, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
-			continue
+			if strings.Trim(s, ", ") == "" {
+				break // no value at all, as said below
+			}
+			return v.Refuse(s, fmt.Errorf("item %d is empty (a value left out?)", i+1))
 		}
 		d, err := item.Check(f)
 		if err != nil {

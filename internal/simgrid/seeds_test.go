@@ -161,6 +161,14 @@ var fixedSeeds = []struct {
 		"loop took them in one turn or in several as its reader and it ran; they come a nanosecond " +
 		"apart now (TestPartitionHeldWritesArriveApart), and " +
 		"TestMasterCountsInstanceWithdrawnByCrossedResult keeps the order that found the bug"},
+	{2570043, "eft, a lone one-slot worker whose plugin cannot be cancelled and hangs one evaluation " +
+		"in eleven: task 2 overdue withdrew tasks 3 to 11, held behind it but finished already, their " +
+		"results on the way; task 2's result made the worker open again and the policy sent it 3 to 11 " +
+		"again, which those results then ended in the books while the worker held them; task 6 hung " +
+		"among them, unknown to the master, which cancelled and sent again task 12, queued behind it, " +
+		"for 2h20m (a result that crossed the withdrawal of its held instance cancels the instance sent " +
+		"again, as one that crossed the cancel of a running instance did: " +
+		"TestMasterCancelsHeldInstanceSentAgainWhenResultCrossesWithdrawal)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.

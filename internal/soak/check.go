@@ -61,6 +61,7 @@ type report struct {
 	Generations []genRecord `json:"generations"`
 	Stop        string      `json:"stop"`
 	Error       string      `json:"error"`
+	FailedTask  *failedTask `json:"failed_task"`
 	Best        struct {
 		F num   `json:"f"`
 		X []num `json:"x"`
@@ -135,6 +136,17 @@ func readOutcome(reportPath, ckptPath string, lines []string) (outcome, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// readFailedTask returns the failed_task of the report at path: nil if
+// it has none, or cannot be read (the check that follows says so).
+func readFailedTask(path string) *failedTask {
+	var rep report
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		return nil
+	}
+	return rep.FailedTask
 }
 
 // genLine is esrun's line for a generation; its last fields, the time,
@@ -335,48 +347,54 @@ func checkMemory(peaks []int64, limit int64) []finding {
 // mib writes bytes in MiB.
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-// exhaustedRE matches esrun's error when a task failed more often than
-// -max-retries allows (grid's failed): its generation, task and count,
-// then every failure as "WORKER: TEXT", joined by "; ".
-var exhaustedRE = regexp.MustCompile(`grid: generation (\d+), task (\d+) failed (\d+) times \(max retries \d+\): (.*?)(?: \(partial report in [^()]*\))?$`)
+// failedTask is the report's failed_task: the task whose failures
+// exhausted esrun's -max-retries, and each of them.
+type failedTask struct {
+	Gen        int `json:"gen"`
+	Task       int `json:"task"`
+	MaxRetries int `json:"max_retries"`
+	Failures   []struct {
+		Worker string `json:"worker"`
+		Error  string `json:"error"`
+	} `json:"failures"`
+}
 
-// injectedRE matches one failure that the scenario injected: a soak
-// plugin process that exited during an evaluation, or an esworker
-// -fail-every failure, each after the name of the worker that saw it.
-var injectedRE = regexp.MustCompile(`(?:^|; )(w\d+)(?:-r\d+)?: (?:plugin ` + pluginName + ` \(slot \d+\): plugin process exited during an evaluation|emulated failure of evaluation \d+ \(fails every \d+\))`)
+// injectedRE matches the error of one failure that the scenario
+// injected: a soak plugin process that exited during an evaluation, or
+// an esworker -fail-every failure.
+var injectedRE = regexp.MustCompile(`^(?:plugin ` + pluginName + ` \(slot \d+\): plugin process exited during an evaluation|emulated failure of evaluation \d+ \(fails every \d+\))`)
 
-// exhausted reports whether errLine, esrun's error line, says that
-// the run ended as designed under the faults sc injected: one task
-// failed more often than -max-retries allows, and every one of its
-// failures was injected by a worker of sc that injects that kind. The
-// master cannot tell a plugin that crashes now and then from a task that
-// crashes it every time, so such a run must fail with that error (the
-// soak met it once in 870 runs: a worker alone whose plugin crashed at
-// every 5th evaluation). It returns the reason, or "" when errLine is
-// anything else.
-func exhausted(sc scenario, errLine string) string {
-	m := exhaustedRE.FindStringSubmatch(errLine)
-	if m == nil {
-		return ""
-	}
-	n, err := strconv.Atoi(m[3])
-	if err != nil {
+// scenarioWorker matches the name of a scenario worker's process: its
+// name, with -rN when it was restarted.
+var scenarioWorker = regexp.MustCompile(`^(w\d+)(?:-r\d+)?$`)
+
+// exhausted reports whether ft, the failed_task of the report of a run
+// that failed, says that the run ended as designed under the faults sc
+// injected: one task failed more often than -max-retries allows, and
+// every one of its failures was injected by a worker of sc that injects
+// that kind. The master cannot tell a plugin that crashes now and then
+// from a task that crashes it every time, so such a run must fail with
+// that error (the soak met it once in 870 runs: a worker alone whose
+// plugin crashed at every 5th evaluation). It returns the reason, or ""
+// when ft is nil (the run failed otherwise) or names another failure.
+func exhausted(sc scenario, ft *failedTask) string {
+	if ft == nil || len(ft.Failures) == 0 {
 		return ""
 	}
 	spec := map[string]workerSpec{}
 	for _, w := range sc.Workers {
 		spec[w.Name] = w
 	}
-	found := injectedRE.FindAllStringSubmatch(m[4], -1)
-	if len(found) != n {
-		return ""
-	}
-	for _, f := range found {
-		w, ok := spec[f[1]]
-		crash := strings.Contains(f[0], "plugin process exited")
+	for _, f := range ft.Failures {
+		m := scenarioWorker.FindStringSubmatch(f.Worker)
+		if m == nil || !injectedRE.MatchString(f.Error) {
+			return ""
+		}
+		w, ok := spec[m[1]]
+		crash := strings.Contains(f.Error, "plugin process exited")
 		if !ok || (crash && w.PluginCrashEvery == 0) || (!crash && w.FailEvery == 0) {
 			return ""
 		}
 	}
-	return fmt.Sprintf("generation %s, task %s failed %d times, each failure injected", m[1], m[2], n)
+	return fmt.Sprintf("generation %d, task %d failed %d times, each failure injected", ft.Gen, ft.Task, len(ft.Failures))
 }

@@ -4,13 +4,15 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	reportpkg "github.com/esgrid/esgrid/report"
 )
 
 // refOutcome is a small run of 3 generations as esrun reports it.
@@ -367,38 +369,78 @@ func TestGenLinesDropLastGenAndTimes(t *testing.T) {
 	}
 }
 
-// TestExhaustedOnlyByInjectedFailures checks which esrun errors count as
-// a run that failed as designed: a task's every failure injected by a
-// worker of the scenario that injects that kind, and nothing else.
+// TestExhaustedOnlyByInjectedFailures checks which failed tasks of
+// esrun's report count as a run that failed as designed: a task's every
+// failure injected by a worker of the scenario that injects that kind,
+// and nothing else.
 func TestExhaustedOnlyByInjectedFailures(t *testing.T) {
 	sc := scenario{Workers: []workerSpec{{Name: "w0", PluginCrashEvery: 5}, {Name: "w1", FailEvery: 10}, {Name: "w2"}}}
-	crash := func(w string) string {
-		return w + ": plugin soak (slot 2): plugin process exited during an evaluation (exit status 3); it restarts on the next one; stderr: "
+	type failure = [2]string // worker, error
+	crash := func(w string) failure {
+		return failure{w, "plugin soak (slot 2): plugin process exited during an evaluation (exit status 3); it restarts on the next one; stderr: "}
 	}
-	fail := func(w string) string { return w + ": emulated failure of evaluation 20 (fails every 10)" }
-	line := func(n int, fs ...string) string {
-		return fmt.Sprintf("esrun: grid: generation 3, task 7 failed %d times (max retries 3): %s", n, strings.Join(fs, "; "))
+	fail := func(w string) failure { return failure{w, "emulated failure of evaluation 20 (fails every 10)"} }
+	task := func(fs ...failure) *failedTask {
+		ft := &failedTask{Gen: 3, Task: 7, MaxRetries: 3}
+		for _, f := range fs {
+			ft.Failures = append(ft.Failures, struct {
+				Worker string `json:"worker"`
+				Error  string `json:"error"`
+			}{f[0], f[1]})
+		}
+		return ft
 	}
 	for _, c := range []struct {
-		name, line string
-		want       bool
+		name string
+		ft   *failedTask
+		want bool
 	}{
-		{"crashes", line(4, crash("w0"), crash("w0"), crash("w0-r1"), crash("w0")), true},
-		{"crashes and failures", line(4, crash("w0"), fail("w1"), crash("w0"), fail("w1-r2")), true},
-		{"a crash on a worker that injects none", line(4, crash("w0"), crash("w2"), crash("w0"), crash("w0")), false},
-		{"a failure on a worker that injects crashes only", line(4, crash("w0"), fail("w0"), crash("w0"), crash("w0")), false},
-		{"a failure not injected", line(4, crash("w0"), crash("w0"), "w0: plugin soak (slot 1): protocol error", crash("w0")), false},
-		{"a worker not in the scenario", line(4, crash("w0"), crash("w9"), crash("w0"), crash("w0")), false},
-		{"fewer failures listed than counted", line(4, crash("w0"), crash("w0"), crash("w0")), false},
-		{"another error", "esrun: grid: no worker joined within 1m0s", false},
+		{"crashes", task(crash("w0"), crash("w0"), crash("w0-r1"), crash("w0")), true},
+		{"crashes and failures", task(crash("w0"), fail("w1"), crash("w0"), fail("w1-r2")), true},
+		{"a crash on a worker that injects none", task(crash("w0"), crash("w2"), crash("w0"), crash("w0")), false},
+		{"a failure on a worker that injects crashes only", task(crash("w0"), fail("w0"), crash("w0"), crash("w0")), false},
+		{"a failure not injected", task(crash("w0"), crash("w0"), failure{"w0", "plugin soak (slot 1): protocol error"}, crash("w0")), false},
+		{"an injected text after another", task(crash("w0"), crash("w0"), failure{"w0", "oops; " + crash("w0")[1]}, crash("w0")), false},
+		{"a worker not in the scenario", task(crash("w0"), crash("w9"), crash("w0"), crash("w0")), false},
+		{"a name that only begins as a worker's", task(crash("w0"), crash("w0x"), crash("w0"), crash("w0")), false},
+		{"no failures listed", task(), false},
+		{"another error (no failed task)", nil, false},
 	} {
-		got := exhausted(sc, c.line)
+		got := exhausted(sc, c.ft)
 		if (got != "") != c.want {
 			t.Errorf("%s: exhausted = %q, want a reason: %v", c.name, got, c.want)
 		}
 		if c.want && got != "generation 3, task 7 failed 4 times, each failure injected" {
 			t.Errorf("%s: reason %q", c.name, got)
 		}
+	}
+}
+
+// The soak reads the failed task from esrun's report as esrun writes it
+// (report.FailedTask), and finds none in a report without one, or in no
+// report.
+func TestReadFailedTask(t *testing.T) {
+	dir := t.TempDir()
+	rep := &reportpkg.Record{Error: "es: generation 3: grid: generation 3, task 7 failed 2 times (max retries 1): …",
+		FailedTask: &reportpkg.FailedTask{Gen: 3, Task: 7, MaxRetries: 1,
+			Failures: []reportpkg.TaskFailure{{Worker: "w1", Error: "emulated failure of evaluation 20 (fails every 10)"}, {Worker: "w1-r1", Error: "emulated failure of evaluation 3 (fails every 10)"}}}}
+	path := filepath.Join(dir, "r.json")
+	reportpkg.WritePartial(path, rep)
+	ft := readFailedTask(path + reportpkg.PartialSuffix)
+	if ft == nil || ft.Gen != 3 || ft.Task != 7 || ft.MaxRetries != 1 || len(ft.Failures) != 2 || ft.Failures[1].Worker != "w1-r1" || ft.Failures[1].Error != rep.FailedTask.Failures[1].Error {
+		t.Fatalf("read %+v", ft)
+	}
+	sc := scenario{Workers: []workerSpec{{Name: "w1", FailEvery: 10}}}
+	if got := exhausted(sc, ft); got != "generation 3, task 7 failed 2 times, each failure injected" {
+		t.Errorf("exhausted = %q", got)
+	}
+	rep.FailedTask = nil
+	reportpkg.WritePartial(path, rep)
+	if ft := readFailedTask(path + reportpkg.PartialSuffix); ft != nil {
+		t.Errorf("a report without failed_task: %+v", ft)
+	}
+	if ft := readFailedTask(filepath.Join(dir, "none.json")); ft != nil {
+		t.Errorf("no report: %+v", ft)
 	}
 }
 

@@ -89,7 +89,6 @@ type runState struct {
 	line        int
 	joinedAt    map[string]int
 	relayLostAt int
-	stopped     map[*proc]bool // workers stopped now
 	killed      map[*proc]bool // workers the chaos killed
 	faults      map[string]int
 	ob          observed
@@ -122,7 +121,7 @@ func (s *soak) runOne(ctx context.Context, i int, seed uint64) result {
 	}
 	r := &runState{s: s, sc: sc, dir: dir, once: sc.KillMaster == 0,
 		report: filepath.Join(dir, "report.json"), ckpt: filepath.Join(dir, "state.ckpt"),
-		stopped: map[*proc]bool{}, killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{}),
+		killed: map[*proc]bool{}, faults: res.Faults, gen: -1, genCh: make(chan struct{}),
 		index: map[*proc]int{}, promoted: map[string]bool{}, promoCh: make(chan struct{}), joinedAt: map[string]int{}}
 	res.Findings = r.exec(ctx, &res, want)
 	if ctx.Err() != nil {
@@ -169,7 +168,9 @@ func (r *runState) exec(ctx context.Context, res *result, want outcome) []findin
 func (r *runState) check(ctx context.Context, res *result, last *proc, want outcome) []finding {
 	st := last.status()
 	if st == "exit 1" {
-		res.Exhausted = exhausted(r.sc, errorLine(last.err.kept()))
+		// esrun's report of a run that did not end says whether a task
+		// exhausted its retries, and how each attempt failed.
+		res.Exhausted = exhausted(r.sc, readFailedTask(r.report+".partial"))
 	}
 	// A failed run is one to resume: its master told the workers it will
 	// be back, and they wait for it, -once or not (grid.Master.Interrupt).
@@ -297,8 +298,7 @@ func (r *runState) drive(ctx context.Context) (*proc, error) {
 	}()
 	defer func() {
 		stopChaos()
-		<-chaosDone
-		r.continueAll()
+		<-chaosDone // a stopped worker has been continued
 	}()
 	if r.sc.KillMaster > 0 {
 		if m, err = r.restartMaster(ctx, m); err != nil {

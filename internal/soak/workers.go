@@ -211,38 +211,27 @@ func (r *runState) stop(ctx context.Context, p *proc, f fault) bool {
 	}
 	r.count(f.Kind)
 	r.mu.Lock()
-	r.stopped[p] = true
 	r.ob.Stops++
 	r.ob.Stopped += f.Stop
 	if f.Kind == stopRelay {
 		r.ob.RelayStops++
 	}
 	r.mu.Unlock()
+	// Continued early when the run ends (ctx): a worker stopped across
+	// the end still has the master's Shutdown to read, and is judged as
+	// every other (grid.Conn reads what came before a reset).
 	sleep(ctx, f.Stop)
-	r.mu.Lock()
-	delete(r.stopped, p)
-	r.mu.Unlock()
 	return p.signal(syscall.SIGCONT) == nil && ctx.Err() == nil
 }
 
-// continueAll continues the workers still stopped when the run ended:
-// they are not judged (the master's word that the run was over could not
-// reach them; they wait for it to come back, as after a crash).
-func (r *runState) continueAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for p := range r.stopped {
-		p.signal(syscall.SIGCONT)
-	}
-}
-
-// checkWorkers checks that every worker that joined and was neither
-// killed nor stopped at the end exits 0: by itself once the run is over
+// checkWorkers checks that every worker that joined and was not killed
+// at the end exits 0: by itself once the run is over
 // (once: the workers run -once and the run ended), else once sent SIGTERM.
 func (r *runState) checkWorkers(ctx context.Context, once bool) []finding {
-	// The chaos is over: r.stopped and r.killed no longer change.
+	// The chaos is over: r.killed no longer changes, and no worker is
+	// stopped any more.
 	r.mu.Lock()
-	workers, stopped, killed := append([]*proc(nil), r.workers...), r.stopped, r.killed
+	workers, killed := append([]*proc(nil), r.workers...), r.killed
 	if r.relay != nil {
 		workers = append(workers, r.relay)
 	}
@@ -262,8 +251,8 @@ func (r *runState) checkWorkers(ctx context.Context, once bool) []finding {
 	defer cancel()
 	var bad []string
 	for _, p := range workers {
-		if killed[p] || stopped[p] || !names[p.name] {
-			continue // killed and not replaced yet, stopped at the end, or never in the run
+		if killed[p] || !names[p.name] {
+			continue // killed and not replaced yet, or never in the run
 		}
 		if r.cutOff(p) {
 			continue // its relay was lost and it was not back: it waits for a master, as after a crash

@@ -146,7 +146,7 @@ func resolve(path string) (string, error) {
 	case fi.Mode().Perm()&0o111 == 0:
 		return "", fmt.Errorf("%s is not executable (chmod +x)", abs)
 	}
-	if err := checkWriters(abs); err != nil { // secure_unix.go
+	if err := CheckWriters(abs, "the plugin"); err != nil { // secure_unix.go
 		return "", err
 	}
 	return abs, nil

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +46,7 @@ const (
 	xRelease = -11 // deaf to cancels, answer once the file ESGRID_TEST_RELEASE exists
 	xFailEsc = -12 // an error answer with a newline and a terminal escape sequence
 	xDieEsc  = -13 // a terminal escape sequence on stderr, then exit(3)
+	xOrphan  = -14 // a shell's "sleep 0 &": an orphan that exits at once; its pid goes to ESGRID_TEST_ORPHANS
 )
 
 // helperProblem is the sphere, with misbehaviours on request.
@@ -86,6 +89,8 @@ func (h *helperProblem) Eval(ctx context.Context, x []float64) (float64, error) 
 			b, _ := wire.AppendFrame(nil, byte(MsgResult), &Result{ID: 1 << 40, F: 1}, 0)
 			h.out.Write(b)
 			time.Sleep(time.Hour)
+		case xOrphan:
+			exec.Command("sh", "-c", `sleep 0 & echo $! >> "$ESGRID_TEST_ORPHANS"`).Run()
 		case xPrint:
 			fmt.Println("a stray print")
 		case xRelease:
@@ -139,11 +144,28 @@ func runHelper(mode string) int {
 	if d, err := time.ParseDuration(os.Getenv("ESGRID_TEST_START_SLEEP")); err == nil {
 		time.Sleep(d) // a plugin slow to start
 	}
+	if f := os.Getenv("ESGRID_TEST_DESCENDANTS"); f != "" {
+		// Children that outlive it unless killed (reap_linux_test.go).
+		depth, _ := strconv.Atoi(os.Getenv("ESGRID_TEST_DEPTH"))
+		if err := startDescendants(f, max(depth, 1)); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+	}
+	if f := os.Getenv("ESGRID_TEST_DAEMON"); f != "" {
+		// A helper daemon it uses: out of its session, orphaned at
+		// once (its shell exits), its pid in the file f.
+		exec.Command("sh", "-c", `setsid sleep 3600 & echo $! > "$ESGRID_TEST_DAEMON.tmp" && mv "$ESGRID_TEST_DAEMON.tmp" "$ESGRID_TEST_DAEMON"`).Run()
+	}
 	name := os.Getenv("ESGRID_TEST_NAME")
 	if name == "" {
 		name = "testp"
 	}
 	switch mode {
+	case "sleep":
+		// A plugin's descendant, doing nothing for an hour.
+		time.Sleep(time.Hour)
+		return 0
 	case "die":
 		fmt.Fprintln(os.Stderr, "ImportError: no module named simulator")
 		return 1

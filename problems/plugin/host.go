@@ -940,6 +940,12 @@ func (p *Problem) spawn(s *slot) (*proc, error) {
 	pr.enc = wire.NewEncoder(&pr.buf, p.cfg.MaxFrame)
 	go func() {
 		pr.exitErr = cmd.Wait()
+		waited(pr)
+		// What it started outside its group dies once no plugin
+		// process runs any more (Subreap); before exited is closed,
+		// so that a Close (esworker's drain, then its exit) returns
+		// only once that is done.
+		reapOrphans()
 		close(pr.exited)
 	}()
 	go p.readStderr(pr)

@@ -452,7 +452,7 @@ func TestCatalog(t *testing.T) {
 		{[]Entry{{"sphere", exe}}, "built-in"},
 		{[]Entry{{"a", exe}, {"a", exe}}, "twice"},
 		{[]Entry{{"a", plain}}, "not executable"},
-		{[]Entry{{"a", open}}, "writable by other users"},
+		{[]Entry{{"a", open}}, "is writable by its group and every user (mode -rwxrwxrwx; chmod go-w"},
 		{[]Entry{{"a", dir}}, "not a regular file"},
 		{[]Entry{{"a", dir + "/none"}}, "no such file"},
 		{[]Entry{{"a b", exe}}, "letters, digits"},

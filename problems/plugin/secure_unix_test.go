@@ -54,12 +54,12 @@ func TestCatalogRefusesWhatOthersCanChange(t *testing.T) {
 	}{
 		{good, ""},
 		{stickyAbove, ""},
-		{groupFile, "the plugin " + groupFile + " is writable by other users (mode -rwxrwxr-x; chmod go-w)"},
-		{openDir, "its directory " + filepath.Dir(openDir) + " is writable by other users"},
-		{groupDir, "its directory " + filepath.Dir(groupDir) + " is writable by other users"},
-		{stickyOwn, "its directory " + filepath.Dir(stickyOwn) + " is writable by other users"},
-		{openAbove, "its directory " + filepath.Join(root, "above") + " is writable by other users"},
-		{link, "its directory " + filepath.Dir(openDir) + " is writable by other users"},
+		{groupFile, "the plugin " + groupFile + " is writable by its group (mode -rwxrwxr-x; chmod g-w " + groupFile + ")"},
+		{openDir, "its directory " + filepath.Dir(openDir) + " is writable by its group and every user (mode -rwxrwxrwx; chmod go-w " + filepath.Dir(openDir) + ")"},
+		{groupDir, "its directory " + filepath.Dir(groupDir) + " is writable by its group (mode -rwxrwxr-x; chmod g-w"},
+		{stickyOwn, "its directory " + filepath.Dir(stickyOwn) + " is writable by its group and every user"},
+		{openAbove, "its directory " + filepath.Join(root, "above") + " is writable by its group and every user"},
+		{link, "its directory " + filepath.Dir(openDir) + " is writable by its group and every user (mode -rwxrwxrwx; chmod go-w " + filepath.Dir(openDir) + ")"},
 	} {
 		_, err := NewCatalog(Entry{Name: "sim", Path: c.path})
 		switch {
@@ -78,7 +78,7 @@ func TestCatalogRefusesWhatOthersCanChange(t *testing.T) {
 	if err := os.Chown(theirs, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewCatalog(Entry{Name: "sim", Path: theirs}); err == nil || !strings.Contains(err.Error(), "belongs to user 65534") {
+	if _, err := NewCatalog(Entry{Name: "sim", Path: theirs}); err == nil || !strings.Contains(err.Error(), "the plugin "+theirs+" belongs to user 65534, neither root nor this worker's user (0), who could make this worker run any program (chown 0 "+theirs) {
 		t.Errorf("another user's plugin: %v, want refused", err)
 	}
 }

@@ -287,3 +287,15 @@ func TestSearchLeavesOutSlow(t *testing.T) {
 		}
 	}
 }
+
+// A search with no model to choose slots from says so: the old error
+// ended in an empty list of reasons ("plan: no configuration could be
+// predicted: ").
+func TestSearchWithoutModels(t *testing.T) {
+	cal := syntheticCalibration(nil)
+	_, err := Search(&Models{Groups: map[string]*GroupModel{}}, Request{N: 1600, Tasks: 70, Groups: cal.Groups()})
+	want := "plan: no configuration could be predicted: no group has a fitted model (esplan models says why)"
+	if err == nil || err.Error() != want {
+		t.Errorf("%v, want %q", err, want)
+	}
+}

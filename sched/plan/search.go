@@ -151,6 +151,12 @@ func Search(ms *Models, req Request) (*Result, error) {
 		base[i] = Choice{Group: g.Name, Machines: len(g.Machines), Slots: g.CPUs}
 	}
 	res.Baseline, res.BaselineErr = evaluate(ms, req, base)
+	if res.Considered == 0 {
+		// No group had a model to choose slots from: nothing was refused,
+		// and the error used to end in an empty list of reasons ("no
+		// configuration could be predicted: ").
+		return res, errors.New("plan: no configuration could be predicted: no group has a fitted model (esplan models says why)")
+	}
 	if len(best) == 0 {
 		var why []string
 		for r, n := range res.Refused {

@@ -180,10 +180,13 @@ func ParseSet(name string, r io.Reader) (*Set, error) {
 				return nil, errf("second master line")
 			}
 			sawMaster = true
-			for _, kv := range f[1:] {
+			for i, kv := range f[1:] {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k != "cost" {
 					return nil, errf("master: unknown field %q (want cost=DURATION)", kv)
+				}
+				if i > 0 {
+					return nil, errf("master: cost given twice")
 				}
 				d, err := parseDur(v)
 				if err != nil {
@@ -240,12 +243,19 @@ func ParseSet(name string, r io.Reader) (*Set, error) {
 // count= (0 when not given).
 func parseMachineFields(m *Machine, fields []string) (int, error) {
 	count := 0
+	given := map[string]bool{}
 	for _, kv := range fields {
+		k, v, ok := strings.Cut(kv, "=")
+		// A field given twice was the last one's, silently (cpus=1 cpus=2:
+		// 2): only slow= and the task times (each grain once) repeat.
+		if given[k] && k != "slow" && !strings.HasPrefix(k, "t") {
+			return 0, fmt.Errorf("%s given twice", k)
+		}
+		given[k] = true
 		if kv == "local" {
 			m.Local = true
 			continue
 		}
-		k, v, ok := strings.Cut(kv, "=")
 		if !ok || v == "" {
 			return 0, fmt.Errorf("field %q: want key=value", kv)
 		}
@@ -317,6 +327,10 @@ func parseMachineFields(m *Machine, fields []string) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", k, err)
 		}
+	}
+	if m.Speed != 0 && len(m.Times) > 0 {
+		// The task times won, and the speed was ignored.
+		return 0, errors.New("speed= and task times tG= both given: give one")
 	}
 	sort.Slice(m.Times, func(i, j int) bool { return m.Times[i].Grain < m.Times[j].Grain })
 	sort.SliceStable(m.Slowdowns, func(i, j int) bool { return m.Slowdowns[i].At < m.Slowdowns[j].At })
@@ -405,10 +419,13 @@ func (s *Set) Validate() error {
 }
 
 // TaskTime is the time machine k needs for one task of the given grain,
-// before noise and slowdowns.
+// before noise and slowdowns: at least a nanosecond, the clock's tick. A
+// task of no time at all (speed=1e9 at 100 ms, or any fast machine at a
+// grain of 1µs) made a speed of +Inf and a count of tasks of int(+Inf),
+// an index out of range in the optimum's bound.
 func (s *Set) TaskTime(k int, grain time.Duration) time.Duration {
 	m := &s.Machines[k]
-	return time.Duration(math.Round(float64(grain) * m.timeRatio(grain)))
+	return max(time.Duration(math.Round(float64(grain)*m.timeRatio(grain))), 1)
 }
 
 // timeRatio is time/grain for this machine at this grain: 1/Speed, or

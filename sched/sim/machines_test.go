@@ -65,6 +65,13 @@ func TestParseSetErrors(t *testing.T) {
 		{"local with delay", "machine A local delay=1ms speed=1", "a local machine has no delay"},
 		{"two masters", "master cost=1ms\nmaster cost=2ms\nmachine A speed=1", "test:2: second master line"},
 		{"master field", "master speed=1\nmachine A speed=1", `master: unknown field "speed=1"`},
+		// A field given twice, or a speed beside task times, was taken
+		// silently (the last cpus=, the task times): now refused.
+		{"cpus twice", "machine A speed=1 cpus=1 cpus=2", "test:1: machine A: cpus given twice"},
+		{"speed twice", "machine A speed=1 speed=2", "test:1: machine A: speed given twice"},
+		{"local twice", "machine A speed=1 local local", "test:1: machine A: local given twice"},
+		{"speed and times", "machine A speed=2 t100ms=50ms", "test:1: machine A: speed= and task times tG= both given: give one"},
+		{"master cost twice", "master cost=1ms cost=2ms\nmachine A speed=1", "test:1: master: cost given twice"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,5 +176,29 @@ func TestLoadSetBounded(t *testing.T) {
 	}
 	if _, err := LoadSet(huge); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("a set past MaxSetFile: %v", err)
+	}
+}
+
+// A machine so fast that a task rounds to no time takes the clock's tick,
+// and the run, its optimum included, ends: the old code panicked
+// ("index out of range [-9223372036854775808]" in optBatch.bound) for
+// speed=1e9 at 100 ms, as for speed=1e6 at the smallest -grain, 1µs.
+func TestFastMachineTakesATick(t *testing.T) {
+	for _, tc := range []struct {
+		text  string
+		grain time.Duration
+	}{
+		{"machine A speed=1e9\nmachine B speed=1", 100 * time.Millisecond},
+		{"machine A speed=1e6", time.Microsecond},
+		{"machine A t1s=1ns", time.Microsecond},
+	} {
+		s := mustSet(t, tc.text)
+		if got := s.TaskTime(0, tc.grain); got != 1 {
+			t.Errorf("%q at %v: a task takes %v, want 1ns", tc.text, tc.grain, got)
+		}
+		res, err := Run(Config{Set: s, Policy: "r3q", Workload: ES(2, 4, 2, tc.grain), Seed: 1})
+		if err != nil || res.End <= 0 {
+			t.Errorf("%q at %v: end %v, %v", tc.text, tc.grain, res.End, err)
+		}
 	}
 }
