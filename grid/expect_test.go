@@ -17,8 +17,8 @@ import (
 
 // TestExpectAgain: a worker told to find a master afresh is awaited until
 // it comes on a new connection; its old connection, still open or gone,
-// does not count, and gossip saying it is gone (unless gossip takes it
-// back within gossipProbeWait), or its grace passing, ends the wait. The master's books only, no network.
+// does not count, and its grace passing ends the wait. The master's
+// books only, no network.
 func TestExpectAgain(t *testing.T) {
 	m := &Master{start: time.Now()}
 	m.loopState.init()
@@ -35,17 +35,6 @@ func TestExpectAgain(t *testing.T) {
 	m.byName["w1"] = &mworker{name: "w1"} // it comes again
 	if n := m.awaiting(); n != 0 {
 		t.Fatalf("awaiting %d once it came again; want 0", n)
-	}
-
-	m.expectAgain(m.byName["w1"], time.Hour)
-	setGossipProbeWait(t, time.Hour)
-	m.unexpect("w1") // gossip: gone
-	if n := m.awaiting(); n != 1 {
-		t.Fatalf("awaiting %d as gossip says it is gone; want 1 (gossip may take it back)", n)
-	}
-	gossipProbeWait = 0 // and it did not take it back in time
-	if n := m.awaiting(); n != 0 {
-		t.Fatalf("awaiting %d once gossip's verdict stood; want 0", n)
 	}
 
 	m.expectAgain(m.byName["w1"], -time.Second) // its grace is over

@@ -656,23 +656,20 @@ func (m *Master) ask(f func()) bool {
 // to the queue and the connection is closed), unless its connection
 // answers the master's probe within 2 s: gossip's word is not proof
 // (probe.go). A worker that drained first has already left and is not
-// touched. A worker on its way here (back from a child master) that
-// gossip says is gone is waited for 2 s more, and as before if gossip
-// says it is alive again within them (split.go's unexpect). Wire it as
-// the membership's OnEvent. Other events are only logged by the
-// membership.
+// touched. A worker on its way here (back from a child master) has no
+// link to ask, and gossip's verdict does not end the wait for it: the
+// verdict may be forged, and one about a frozen machine that thaws is
+// taken back only when memberlist's push-pull next reaches it, up to
+// half a minute later; the wait has a bound of its own (expectWorkers).
+// Wire it as the membership's OnEvent. Other events are only logged by
+// the membership.
 func (m *Master) HandleMemberEvent(ev MemberEvent) {
 	worker := ev.Member.MetaErr != nil || ev.Member.Meta.Role == RoleWorker
-	kind := msgMemberGone
-	switch {
-	case ev.Kind == MemberFailed, ev.Kind == MemberLeft:
-	case worker && ev.Member.MetaErr == nil && !ev.Member.Meta.Leaving:
-		kind = msgMemberBack // joined, or updated: alive
-	default:
+	if ev.Kind != MemberFailed && ev.Kind != MemberLeft {
 		return
 	}
 	select {
-	case m.in <- loopMsg{kind: kind, name: ev.Member.Name, left: ev.Kind == MemberLeft, worker: worker}:
+	case m.in <- loopMsg{kind: msgMemberGone, name: ev.Member.Name, left: ev.Kind == MemberLeft, worker: worker}:
 	case <-m.done:
 	}
 }

@@ -20,7 +20,6 @@ const (
 	msgFrame                             // w sent msg
 	msgClosed                            // w's connection is closed
 	msgMemberGone                        // gossip says the member named name failed (or left)
-	msgMemberBack                        // gossip says the worker named name is alive
 	msgEvaluate                          // start batch eval
 	msgCall                              // run call on the loop
 )
@@ -497,8 +496,6 @@ func (m *Master) handle(lm loopMsg) {
 		}
 	case msgMemberGone:
 		m.memberGone(lm.name, lm.left, lm.worker) // probe.go
-	case msgMemberBack:
-		m.expectBack(lm.name) // split.go
 	case msgEvaluate:
 		m.startBatch(lm.eval)
 	case msgCall:

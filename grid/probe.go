@@ -68,7 +68,6 @@ func (m *Master) memberGone(name string, left, worker bool) {
 	if !worker {
 		return
 	}
-	m.unexpect(name) // split.go: gone from the cluster, it comes nowhere
 	if w := m.byName[name]; w != nil && !w.left && !w.probe.asked && !w.probe.ask(w.conn, left, now) {
 		m.dropGone(w, left)
 	}

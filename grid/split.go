@@ -1123,10 +1123,6 @@ type expected struct {
 	// sent: the parent moved it to this child, whose address it dials
 	// (endWait), perhaps after a redirect back-off.
 	sent bool
-	// gone: gossip said it is gone, at goneAt; it is forgotten once
-	// gossipProbeWait has passed unless gossip takes it back first.
-	gone   bool
-	goneAt time.Duration
 }
 
 // expectWorkers notes workers on their way here, waited for at most
@@ -1158,39 +1154,6 @@ func (m *Master) expectWorkers(names []string, grace time.Duration) (n int) {
 // looked for a master for ever.
 func (m *Master) expectAgain(w *mworker, grace time.Duration) {
 	m.expect(w.name, expected{by: m.now() + grace, old: w})
-}
-
-// unexpect notes that gossip says a worker expected here is gone. It
-// has no link to ask (probe.go), and gossip's word is any key holder's:
-// a forged "dead" or "left" would stop this master waiting for a worker
-// on its way back, which would then find no master. The member refutes
-// such a verdict about itself (memberlist announces itself alive again
-// at once), so the worker is forgotten only if gossip has not taken the
-// verdict back (expectBack) within gossipProbeWait: a worker really gone
-// costs that much more of the bounded wait, no more.
-func (m *Master) unexpect(name string) {
-	p := m.split.splitProto
-	if p == nil {
-		return
-	}
-	if x, ok := p.expect[name]; ok && !x.gone {
-		x.gone, x.goneAt = true, m.now()
-		p.expect[name] = x
-	}
-}
-
-// expectBack notes that gossip says the member named name is alive
-// (it refuted a verdict, or came back): if it is expected here, it is
-// waited for again as before.
-func (m *Master) expectBack(name string) {
-	p := m.split.splitProto
-	if p == nil {
-		return
-	}
-	if x, ok := p.expect[name]; ok && x.gone {
-		x.gone = false
-		p.expect[name] = x
-	}
 }
 
 func (m *Master) expect(name string, x expected) {
@@ -1374,7 +1337,7 @@ func (m *Master) noteJoins() {
 	}
 	now := m.now()
 	for name, x := range p.expect {
-		if w := m.byName[name]; w != nil && w != x.old || now > x.by || x.gone && now-x.goneAt >= gossipProbeWait {
+		if w := m.byName[name]; w != nil && w != x.old || now > x.by {
 			delete(p.expect, name)
 		}
 	}
