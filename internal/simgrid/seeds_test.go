@@ -169,6 +169,11 @@ var fixedSeeds = []struct {
 		"for 2h20m (a result that crossed the withdrawal of its held instance cancels the instance sent " +
 		"again, as one that crossed the cancel of a running instance did: " +
 		"TestMasterCancelsHeldInstanceSentAgainWhenResultCrossesWithdrawal)"},
+	{2619367, "split: w1, moved to child master w3, froze for 21 s; w3 froze too and the root cut it off " +
+		"as lost at 3 s; gossip said w1 was dead at 8.5 s, and the root gave it up 2 s later; w1 thawed " +
+		"at 22.6 s, noticed its frozen child only at its 30 s idle timeout, and dialled the root 40 ms " +
+		"after the root had closed (found once a promoted worker's planned close moved split runs' " +
+		"timing; gossip's verdict no longer ends the wait for a worker on its way, only the wait's bound)"},
 }
 
 // TestFixedSeeds replays every seed that once found a bug.
