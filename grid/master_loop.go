@@ -1195,8 +1195,11 @@ func (m *Master) queueCancel(w *mworker, gen, t int32) {
 func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 	_, stopping := w.stopping[[2]int32{b, t}]
 	_, withdrawn := w.withdrawn[t] // b is the open batch
+	if !stopping && !withdrawn {
+		return // the common case: no scan of w.out for it
+	}
 	i := slices.IndexFunc(w.out, func(o outInstance) bool { return o.task == t })
-	if !stopping && !withdrawn || i < 0 {
+	if i < 0 {
 		return
 	}
 	if dropTask(&w.tasks, t) {
