@@ -108,3 +108,42 @@ func TestRelayMaxBufferedFlag(t *testing.T) {
 		}
 	}
 }
+
+// A working relay with -once whose master ends the run before its own
+// agent's handshake has gone through ends that agent too: esworker exits
+// 0, the run over. (The agent looked for its relay, gone, for ever: the
+// soak, seed 94000044, a relay restarted at its address that heard the
+// end at once.)
+func TestRelayRunOverEndsItsAgent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	key, _ := grid.NewKey(testSecret)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, code, stderr := startRun(ctx, "-relay", "127.0.0.1:0", "-once", "-master", ln.Addr().String(), "-key", testSecret, "-name", "r1", "-slots", "1")
+	nc, err := ln.Accept() // the relay's link; the agent's streams on it go unanswered
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := grid.Accept(ctx, nc, grid.AcceptConfig{Key: key,
+		Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) {
+			return 1, grid.ProblemSpec{Name: "sphere", Dim: 2}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { up.Close(); <-up.Done() }()
+	up.Start(func(grid.Message) {})
+	up.SendAndClose(&grid.Shutdown{Reason: "run over"})
+	select {
+	case got := <-code:
+		if got != 0 || !strings.Contains(stderr.String(), "the run is over") {
+			t.Errorf("exit %d, want 0 and the run over:\n%s", got, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("esworker still running a minute after its relay heard the end:\n%s", stderr.String())
+	}
+}

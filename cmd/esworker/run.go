@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/esgrid/esgrid/grid"
@@ -356,10 +357,33 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		case <-ctx.Done():
 		}
 	}()
+	// With -once, a relay told that the run is over ends, and the agent
+	// behind it, between two connections to it then, would look for it
+	// for ever (the soak, seed 94000044: a relay restarted at its address
+	// heard the end before its own agent's handshake went through): the
+	// relay's end is the agent's too.
+	actx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	var relayOver atomic.Bool
+	if relay != nil && o.once {
+		go func() {
+			select {
+			case <-relay.Ended():
+				if errors.Is(relay.Err(), grid.ErrRelayRunOver) {
+					relayOver.Store(true)
+					stopAgent()
+				}
+			case <-finished:
+			}
+		}()
+	}
 	log.Info("esworker starting", "worker", agent.Name(), "join", o.join, "master", o.master,
 		"slots", o.slots, "slowdown", o.slowdown, "delay", o.delay)
-	switch err := agent.Run(ctx); {
+	switch err := agent.Run(actx); {
 	case err == nil:
+		return exitOK
+	case relayOver.Load() && ctx.Err() == nil:
+		log.Info("the run is over (the relay heard it)")
 		return exitOK
 	case errors.Is(err, worker.ErrShutdown):
 		if relay != nil {
