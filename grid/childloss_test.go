@@ -107,20 +107,7 @@ func promotedWorkerEnds(t *testing.T, planned bool) {
 		// Both come home as the run ends, and hear that it is over.
 		q.Close()
 		closed := closeAsync(root)
-		names := []string{"q", "p"}
-		conns := make([]*Conn, len(names))
-		ins := make([]<-chan Message, len(names))
-		for i, name := range names {
-			conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
-			if err != nil {
-				t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
-			}
-			defer conn.Close()
-			conns[i], ins[i] = conn, frames(conn)
-		}
-		for i, name := range names {
-			runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
-		}
+		endsRunFor(ctx, t, root, key, "q", "p")
 		<-closed
 		return
 	}

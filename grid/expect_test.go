@@ -152,16 +152,23 @@ func finishChild(ctx context.Context, t *testing.T, root, c *Master, key *Key) {
 	}
 }
 
-// endsRunFor dials the root as name while the root closes, and checks
-// that it is told the run is over.
-func endsRunFor(ctx context.Context, t *testing.T, root *Master, key *Key, name string) {
+// endsRunFor dials the root as each of names, in turn, while the root
+// closes, and then checks that each is told the run is over.
+func endsRunFor(ctx context.Context, t *testing.T, root *Master, key *Key, names ...string) {
 	t.Helper()
-	conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
-	if err != nil {
-		t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
+	conns := make([]*Conn, len(names))
+	ins := make([]<-chan Message, len(names))
+	for i, name := range names {
+		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
+		if err != nil {
+			t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
+		}
+		defer conn.Close()
+		conns[i], ins[i] = conn, frames(conn)
 	}
-	defer conn.Close()
-	runOver(t, name+" at the root", awaitFrame(ctx, conn, frames(conn), isShutdown))
+	for i, name := range names {
+		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
+	}
 }
 
 // rootAndChildEnd is rootAndChild with childEnd, which waits for the
@@ -287,20 +294,7 @@ func lostChildAwaited(t *testing.T, recalled bool) {
 	w1.Close()
 	go root.Close()
 	// Both come home: the root waits for each, then tells both the end.
-	names := []string{"w1", "c"}
-	conns := make([]*Conn, len(names))
-	ins := make([]<-chan Message, len(names))
-	for i, name := range names {
-		conn, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: name, Slots: 1})
-		if err != nil {
-			t.Fatalf("%s cannot reach the root as it closes (it did not wait for it): %v", name, err)
-		}
-		defer conn.Close()
-		conns[i], ins[i] = conn, frames(conn)
-	}
-	for i, name := range names {
-		runOver(t, name+" at the root", awaitFrame(ctx, conns[i], ins[i], isShutdown))
-	}
+	endsRunFor(ctx, t, root, key, "w1", "c")
 }
 
 // TestLostChildsAgentAwaited: the root that cuts off a child master as

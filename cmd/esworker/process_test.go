@@ -36,7 +36,6 @@ func buildEsworker(t *testing.T) string {
 // A real esworker process, signalled as a user or a service manager would.
 func TestProcessSignals(t *testing.T) {
 	bin := buildEsworker(t)
-	key, _ := grid.NewKey(testSecret)
 	for _, c := range []struct {
 		name     string
 		signals  int
@@ -62,20 +61,7 @@ func TestProcessSignals(t *testing.T) {
 			defer cmd.Process.Kill()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			nc, err := ln.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn, _, err := grid.Accept(ctx, nc, grid.AcceptConfig{
-				Key: key,
-				Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) {
-					return 1, grid.ProblemSpec{Name: "sphere", Dim: 30, LoadN: 200}, nil
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn, _ := acceptWorker(ctx, t, ln, grid.ProblemSpec{Name: "sphere", Dim: 30, LoadN: 200})
 			msgs := make(chan grid.Message, 100)
 			conn.Start(func(m grid.Message) { msgs <- m })
 			const n = 4

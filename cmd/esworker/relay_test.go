@@ -120,22 +120,11 @@ func TestRelayRunOverEndsItsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	key, _ := grid.NewKey(testSecret)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, code, stderr := startRun(ctx, "-relay", "127.0.0.1:0", "-once", "-master", ln.Addr().String(), "-key", testSecret, "-name", "r1", "-slots", "1")
-	nc, err := ln.Accept() // the relay's link; the agent's streams on it go unanswered
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, err := grid.Accept(ctx, nc, grid.AcceptConfig{Key: key,
-		Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) {
-			return 1, grid.ProblemSpec{Name: "sphere", Dim: 2}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { up.Close(); <-up.Done() }()
+	// The relay's link; the agent's streams on it go unanswered.
+	up, _ := acceptWorker(ctx, t, ln, grid.ProblemSpec{Name: "sphere", Dim: 2})
 	up.Start(func(grid.Message) {})
 	up.SendAndClose(&grid.Shutdown{Reason: "run over"})
 	select {

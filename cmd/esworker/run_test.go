@@ -78,6 +78,27 @@ func startRun(ctx context.Context, args ...string) (drain chan struct{}, code ch
 	return drain, code, stderr
 }
 
+// acceptWorker plays the master for the next connection to ln: its
+// handshake with the test key, welcomed to spec. The connection closes
+// when the test ends.
+func acceptWorker(ctx context.Context, t *testing.T, ln net.Listener, spec grid.ProblemSpec) (*grid.Conn, *grid.Hello) {
+	t.Helper()
+	key, _ := grid.NewKey(testSecret)
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, h, err := grid.Accept(ctx, nc, grid.AcceptConfig{
+		Key:     key,
+		Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) { return 1, spec, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); <-c.Done() })
+	return c, h
+}
+
 // esworker against a master on loopback: it evaluates a registered
 // problem, and drains on the first signal.
 func TestEvaluatesAndDrains(t *testing.T) {
@@ -86,24 +107,10 @@ func TestEvaluatesAndDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	key, _ := grid.NewKey(testSecret)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	drain, code, _ := startRun(ctx, "-master", ln.Addr().String(), "-key", testSecret, "-slots", "1", "-name", "lab-9")
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, h, err := grid.Accept(ctx, nc, grid.AcceptConfig{
-		Key: key,
-		Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) {
-			return 1, grid.ProblemSpec{Name: "sphere", Dim: 2}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, h := acceptWorker(ctx, t, ln, grid.ProblemSpec{Name: "sphere", Dim: 2})
 	if h.Name != "lab-9" || h.Slots != 1 {
 		t.Errorf("hello %+v", h)
 	}

@@ -184,21 +184,7 @@ func unitStopTimeout(t *testing.T) time.Duration {
 // connection and what esworker sends.
 func serveGated(t *testing.T, ctx context.Context, ln net.Listener, n int) (*grid.Conn, chan grid.Message) {
 	t.Helper()
-	key, _ := grid.NewKey(testSecret)
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, _, err := grid.Accept(ctx, nc, grid.AcceptConfig{
-		Key: key,
-		Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) {
-			return 1, grid.ProblemSpec{Name: "gated", Dim: 2}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn, _ := acceptWorker(ctx, t, ln, grid.ProblemSpec{Name: "gated", Dim: 2})
 	msgs := make(chan grid.Message, 100)
 	conn.Start(func(m grid.Message) { msgs <- m })
 	ts := &grid.Tasks{Gen: 1}
