@@ -35,11 +35,7 @@ func promotedWorkerEnds(t *testing.T, planned bool) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	key := splitTestKey(t)
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := plainRoot(ctx, t, key)
 	p, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "p", Slots: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -412,6 +412,19 @@ func childDoneWithWorker(ctx context.Context, t *testing.T, moved ...string) (ro
 	return root, c, key, runDone, w, win
 }
 
+// plainRoot starts a root master on loopback, for sphere in 2-D, that
+// never splits by itself (the test plays its children); it closes when
+// the test ends.
+func plainRoot(ctx context.Context, t *testing.T, key *Key) *Master {
+	t.Helper()
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
+}
+
 // isShutdown takes a Shutdown frame.
 func isShutdown(m Message) bool { _, ok := m.(*Shutdown); return ok }
 
@@ -541,11 +554,7 @@ func frozenChildsWorkersHearTheEnd(t *testing.T, atWork bool) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	key := splitTestKey(t)
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := plainRoot(ctx, t, key)
 	root.ask(func() {
 		p := root.proto()
 		c := &childMaster{token: 1, name: "c", masters: 1, moved: []string{"w"}}
@@ -791,11 +800,7 @@ func TestChildHoldsAreBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	key := splitTestKey(t)
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := plainRoot(ctx, t, key)
 	root.ask(func() {
 		c := &childMaster{token: 1, name: "c", masters: 1}
 		root.proto().children[1] = c
@@ -933,11 +938,7 @@ func drainingWorkerOfAGoneChild(t *testing.T, closing bool) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	key := splitTestKey(t)
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: ProblemSpec{Name: "sphere", Dim: 2}, Logger: quietConfig().Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := plainRoot(ctx, t, key)
 	v, _, err := Dial(ctx, root.Addr(), DialConfig{Key: key, Name: "v", Slots: 1})
 	if err != nil {
 		t.Fatal(err)
