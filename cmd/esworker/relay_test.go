@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -42,11 +41,7 @@ func TestRelayFlags(t *testing.T) {
 // run without -once, stopped with SIGTERM at the run's end.)
 func TestRelayOnlyDrainsWithStatus0(t *testing.T) {
 	// An upstream that never answers: the relay waits for it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	drain, code, stderr := startRun(ctx, "-relay", "127.0.0.1:0", "-relay-only", "-master", ln.Addr().String(), "-key", testSecret, "-name", "r1")
@@ -115,11 +110,7 @@ func TestRelayMaxBufferedFlag(t *testing.T) {
 // soak, seed 94000044, a relay restarted at its address that heard the
 // end at once.)
 func TestRelayRunOverEndsItsAgent(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, code, stderr := startRun(ctx, "-relay", "127.0.0.1:0", "-once", "-master", ln.Addr().String(), "-key", testSecret, "-name", "r1", "-slots", "1")

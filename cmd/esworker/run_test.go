@@ -78,6 +78,19 @@ func startRun(ctx context.Context, args ...string) (drain chan struct{}, code ch
 	return drain, code, stderr
 }
 
+// listenLoopback is a listener on 127.0.0.1, a port of the system's
+// choosing, for a test that plays the master; it closes when the test
+// ends.
+func listenLoopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
 // acceptWorker plays the master for the next connection to ln: its
 // handshake with the test key, welcomed to spec. The connection closes
 // when the test ends.
@@ -102,11 +115,7 @@ func acceptWorker(ctx context.Context, t *testing.T, ln net.Listener, spec grid.
 // esworker against a master on loopback: it evaluates a registered
 // problem, and drains on the first signal.
 func TestEvaluatesAndDrains(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	drain, code, _ := startRun(ctx, "-master", ln.Addr().String(), "-key", testSecret, "-slots", "1", "-name", "lab-9")
