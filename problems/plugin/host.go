@@ -121,6 +121,11 @@ type Config struct {
 	// StderrRate is how many stderr lines a second are logged (in bursts
 	// of up to 5 s' worth). Default 20.
 	StderrRate float64
+
+	// silentAfter is how long a process's first evaluation goes without
+	// an answer before warnSilent speaks. Default StartTimeout; tests
+	// set it apart from the hello's limit.
+	silentAfter time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -166,6 +171,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Starts == nil {
 		c.Starts = new(Starts)
 	}
+	if c.silentAfter <= 0 {
+		c.silentAfter = c.StartTimeout
+	}
 	return c, nil
 }
 
@@ -210,6 +218,7 @@ type Problem struct {
 	// what letting a cancelled evaluation finish costs (cancelWait).
 	startNs, evalNs atomic.Int64
 	warnedKill      atomic.Bool // a kill for ignoring a cancel was logged at Warn
+	warnedSilent    atomic.Bool // a first evaluation without an answer was logged (warnSilent)
 }
 
 // slot is one process place; proc is nil until started, and after the
@@ -665,21 +674,60 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 		p.crashes.Add(1)
 		return 0, p.errorf(s, "%w: writing the request: %v (%s); stderr: %s", ErrCrashed, err, pr.status(), pr.tail.String())
 	}
+	// A process's first answer that does not come is most often one
+	// written but left in its stdout's buffer: the plugin waits for its
+	// next request, the host for the answer, both for ever. Whether the
+	// answer is in that buffer cannot be seen from here, and a long
+	// evaluation is no fault, so it is said once, as a warning, after as
+	// long as a start may take.
+	var silent <-chan time.Time
+	if !pr.answered && !p.warnedSilent.Load() {
+		t := time.NewTimer(p.cfg.silentAfter)
+		defer t.Stop()
+		silent = t.C
+	}
 	var f frame
-	select {
-	case f = <-pr.frames:
-	case <-pr.exited:
-		f = pr.lastFrame(exitGrace)
-	case <-ctx.Done():
-		return 0, p.cancelEval(ctx, s, id)
-	case <-p.closing:
-		p.discard(s)
-		return 0, p.errorf(s, "%w", ErrClosed)
+wait:
+	for {
+		select {
+		case f = <-pr.frames:
+			break wait
+		case <-pr.exited:
+			f = pr.lastFrame(exitGrace)
+			break wait
+		case <-silent:
+			silent = nil
+			p.warnSilent(s, id)
+		case <-ctx.Done():
+			return 0, p.cancelEval(ctx, s, id)
+		case <-p.closing:
+			p.discard(s)
+			return 0, p.errorf(s, "%w", ErrClosed)
+		}
 	}
 	if f.err == nil && f.res.ID == id {
 		smooth(&p.evalNs, time.Since(sent))
 	}
 	return p.answer(s, id, f)
+}
+
+// warnSilent says, once per Problem, that s's process has not answered
+// its first evaluation, id, within StartTimeout, and the likely cause.
+func (p *Problem) warnSilent(s *slot, id uint64) {
+	if p.warnedSilent.Swap(true) {
+		return
+	}
+	request := "read"
+	switch n := unread(s.proc.stdin); {
+	case n > 0:
+		request = "not read yet"
+	case n < 0:
+		request = "unknown"
+	}
+	p.log.Warn("plugin has not answered its first evaluation; if it wrote the answer, the answer is in its stdout's buffer: "+
+		"flush stdout after every frame (C: fflush(stdout); Rust: stdout().flush(); Perl: $| = 1; Python: sys.stdout.buffer.flush()); "+
+		"a long evaluation needs no cure, it goes on",
+		"slot", s.n, "id", id, "waited", p.cfg.silentAfter, "request", request)
 }
 
 // answer turns the frame that answered evaluation id into the result.

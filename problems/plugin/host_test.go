@@ -503,3 +503,49 @@ func TestProbe(t *testing.T) {
 		t.Errorf("Probe = %+v, %v", h, err)
 	}
 }
+
+// A plugin that writes its answer without flushing stdout waits for its
+// next request while the host waits for the answer. The host cannot see
+// the buffer, but it says, once, what is the likely cause, and the
+// evaluation goes on until it is cancelled.
+func TestFirstAnswerNotFlushedWarns(t *testing.T) {
+	leaktest.Check(t)
+	// The hello {"v": 1, "name": "testp", "lower": -1, "upper": 1},
+	// flushed; then it reads every request and answers none (its stdout
+	// kept open on fd 3: a plugin that closes it has ended).
+	path := t.TempDir() + "/unflushed"
+	hello := `\000\000\000\036\001\204\241v\001\244name\245testp\245lower\377\245upper\001`
+	os.WriteFile(path, []byte("#!/bin/sh\nprintf '"+hello+"'\nexec cat 3>&1 >/dev/null\n"), 0o755)
+	p, sink := open(t, Config{Path: path, silentAfter: time.Millisecond})
+	const msg = "plugin has not answered its first evaluation; if it wrote the answer, the answer is in its stdout's buffer: " +
+		"flush stdout after every frame (C: fflush(stdout); Rust: stdout().flush(); Perl: $| = 1; Python: sys.stdout.buffer.flush()); " +
+		"a long evaluation needs no cure, it goes on"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := p.Eval(ctx, []float64{1}); done <- err }()
+	for deadline := time.Now().Add(time.Minute); len(sink.records(msg)) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatal("no warning a minute into a first evaluation that is not answered")
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the evaluation ended at the warning: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Eval = %v, want Canceled", err)
+	}
+	recs := sink.records(msg)
+	if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["plugin"] != "testp" || recs[0]["slot"] != "1" {
+		t.Errorf("warnings %v, want one, at WARN, naming plugin testp and slot 1", recs)
+	}
+	// Whether the plugin had read the request when the warning spoke
+	// depends on the scheduler; that it is said does not.
+	if r := recs[0]["request"]; r != "read" && r != "not read yet" && r != "unknown" {
+		t.Errorf("request %q", r)
+	}
+}
