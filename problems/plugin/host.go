@@ -593,7 +593,7 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 	if err != nil {
 		p.startFailures.Add(1)
 		if errors.Is(err, syscall.ENOEXEC) { // the usual cause: a script written without its #! line
-			return nil, p.errorf(s, "%w: %v (a script needs a first line such as #!/usr/bin/env python3)", ErrStart, err)
+			return nil, p.errorf(s, "%w: %v%s", ErrStart, err, execFormatHint(p.cfg.Path))
 		}
 		if errors.Is(err, syscall.ENOENT) {
 			return nil, p.errorf(s, "%w: %v%s", ErrStart, err, interpreterHint(p.cfg.Path))
@@ -1172,6 +1172,24 @@ func interpreterHint(path string) string {
 		return fmt.Sprintf(" (the file is there, but its first line, %q, ends in a carriage return: the file has Windows line ends; convert them (dos2unix))", line)
 	}
 	return fmt.Sprintf(" (the file is there, but not the interpreter its first line names: %q)", line)
+}
+
+// execFormatHint explains "exec format error" for a plugin: most often a
+// script without its #! line, or one whose #! an editor hid behind a
+// UTF-8 byte order mark, which the kernel does not skip.
+func execFormatHint(path string) string {
+	const usual = " (a script needs a first line such as #!/usr/bin/env python3)"
+	f, err := os.Open(path)
+	if err != nil {
+		return usual
+	}
+	defer f.Close()
+	b := make([]byte, 5)
+	n, _ := io.ReadFull(f, b)
+	if bytes.HasPrefix(b[:n], []byte("\xef\xbb\xbf")) {
+		return " (the file begins with a UTF-8 byte order mark, the bytes EF BB BF, so its first line is not read as #!: save it as UTF-8 without a BOM)"
+	}
+	return usual
 }
 
 // silenceHint explains a plugin that said no hello, by what it wrote on

@@ -417,6 +417,8 @@ func TestBadStarts(t *testing.T) {
 	os.WriteFile(noInterpreter, []byte("#!/usr/bin/python9 -u\nprint('hello')\n"), 0o755)
 	closesStdout := t.TempDir() + "/closes"
 	os.WriteFile(closesStdout, []byte("#!/bin/sh\nexec >&-\nexec sleep 600\n"), 0o755)
+	bom := t.TempDir() + "/bom.py"
+	os.WriteFile(bom, []byte("\xef\xbb\xbf#!/bin/sh\necho hello\n"), 0o755)
 	crlf := t.TempDir() + "/crlf.py"
 	os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hello\r\n"), 0o755)
 	// printfPlugin writes the bytes of the printf format on its stdout,
@@ -447,6 +449,7 @@ func TestBadStarts(t *testing.T) {
 		{"no interpreter", Config{Path: noInterpreter}, `no such file or directory (the file is there, but not the interpreter its first line names: "#!/usr/bin/python9 -u")`},
 		{"CRLF line ends", Config{Path: crlf}, `(the file is there, but its first line, "#!/bin/sh\r", ends in a carriage return: the file has Windows line ends; convert them (dos2unix))`},
 		{"no #! line", Config{Path: noShebang}, "exec format error (a script needs a first line such as #!/usr/bin/env python3)"},
+		{"byte order mark", Config{Path: bom}, "exec format error (the file begins with a UTF-8 byte order mark, the bytes EF BB BF, so its first line is not read as #!: save it as UTF-8 without a BOM)"},
 		{"closes its stdout", Config{Path: closesStdout}, "closed its standard output before its hello (signal: killed)"},
 	}
 	for _, c := range cases {
