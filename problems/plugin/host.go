@@ -1025,7 +1025,7 @@ func (pr *proc) readFrames(maxFrame int) {
 		t, body, err := fr.Next()
 		switch {
 		case err != nil && errors.Is(err, wire.ErrMalformed):
-			err = fmt.Errorf("%w%s", err, textHint(fr.Header()))
+			err = fmt.Errorf("%w%s%s", err, textHint(fr.Header()), endianHint(err, fr.Header(), maxFrame))
 		case err != nil:
 		case first && MsgType(t) == MsgHello:
 			err = d.Decode("hello", body, &f.hello)
@@ -1142,6 +1142,20 @@ func textHint(hdr [4]byte) string {
 		}
 	}
 	return fmt.Sprintf(" (it wrote text, %q…, on stdout, which is for frames only: print to stderr)", hdr[:])
+}
+
+// endianHint explains a length over the cap that, read little-endian,
+// would fit: the prefix written in the machine's byte order (C's plain
+// uint32_t, Perl's "V", Node's writeUInt32LE) rather than big-endian.
+func endianHint(err error, hdr [4]byte, maxFrame int) string {
+	if !errors.Is(err, wire.ErrFrameTooLarge) || textHint(hdr) != "" {
+		return ""
+	}
+	n := binary.LittleEndian.Uint32(hdr[:])
+	if n == 0 || int64(n) > int64(maxFrame) {
+		return ""
+	}
+	return fmt.Sprintf(" (read little-endian, it would be %d: the length prefix is big-endian, most significant byte first)", n)
 }
 
 // lengthHint explains a frame whose body is not one msgpack value of

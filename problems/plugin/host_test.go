@@ -438,6 +438,9 @@ func TestBadStarts(t *testing.T) {
 		// and a hello cut short.
 		{"length counts keys", Config{Path: printfPlugin(`\000\000\000\002\001\201\241v\001`)},
 			"the frame's length prefix says 2 bytes follow: it must count the type byte plus the encoded msgpack body's bytes"},
+		// The same hello, its length little-endian.
+		{"little-endian length", Config{Path: printfPlugin(`\005\000\000\000\001\201\241v\001`)},
+			"frame too large: length 83886080, cap 4194304 (read little-endian, it would be 5: the length prefix is big-endian, most significant byte first)"},
 		{"part of a frame", Config{Path: printfPlugin(`\000\000\000\011\001\201`), StartTimeout: 200 * time.Millisecond},
 			"no hello within 200ms (6 bytes on its stdout, not a whole frame: did the plugin flush its stdout after the frame?"},
 		{"garbage hello", Config{Path: helperPlugin(t, "garbage")}, "frame too large"},
