@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/esgrid/esgrid/grid/wire"
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -332,7 +333,8 @@ func decodeMap(d *msgpack.Decoder, what string, field func(key string) error) er
 		}
 		seen = append(seen, key)
 		if err := field(key); err != nil {
-			return fmt.Errorf("%s: %s: %w", what, key, err)
+			// wire.Decoder names the message already.
+			return fmt.Errorf("%s: %w", key, err)
 		}
 	}
 	return nil
@@ -350,7 +352,7 @@ func decodeID(d *msgpack.Decoder) (uint64, error) {
 		return 0, err
 	}
 	if !isInt(c) {
-		return 0, fmt.Errorf("not an integer (code 0x%02x)", c)
+		return 0, fmt.Errorf("not an integer: %s (send it as a msgpack integer, as the eval's id)", found(d, c))
 	}
 	n, err := d.DecodeInt64()
 	if err != nil {
@@ -369,7 +371,7 @@ func decodeInt(d *msgpack.Decoder, lo, hi int64, what string) (int, error) {
 		return 0, err
 	}
 	if !isInt(c) {
-		return 0, fmt.Errorf("not an integer (code 0x%02x)", c)
+		return 0, fmt.Errorf("not an integer: %s (send it as a msgpack integer)", found(d, c))
 	}
 	n, err := d.DecodeInt64()
 	if err != nil {
@@ -389,7 +391,7 @@ func decodeFloat(d *msgpack.Decoder, what string) (float64, error) {
 		return 0, err
 	}
 	if c != msgpcode.Double && c != msgpcode.Float && !isInt(c) {
-		return 0, fmt.Errorf("%s: not a number (code 0x%02x)", what, c)
+		return 0, fmt.Errorf("not a number: %s (send %s as a msgpack float64, never as text; NaN and ±Inf are float64 values too)", found(d, c), what)
 	}
 	return d.DecodeFloat64()
 }
@@ -401,7 +403,34 @@ func decodeBool(d *msgpack.Decoder, what string) (bool, error) {
 		return false, err
 	}
 	if c != msgpcode.True && c != msgpcode.False && c != msgpcode.Nil {
-		return false, fmt.Errorf("%s: not a boolean (code 0x%02x)", what, c)
+		return false, fmt.Errorf("not a boolean: %s (send %s as msgpack true or false)", found(d, c), what)
 	}
 	return d.DecodeBool()
+}
+
+// found says what a plugin sent where another type belongs, for its
+// author: the value, as far as it can be shown, and its msgpack code. It
+// consumes the value, which the caller does not read again.
+func found(d *msgpack.Decoder, c byte) string {
+	switch {
+	case msgpcode.IsString(c):
+		if s, err := d.DecodeString(); err == nil {
+			return fmt.Sprintf("a string, %q (code 0x%02x)", logx.Printable(clip(s, 40)), c)
+		}
+	case c == msgpcode.Double || c == msgpcode.Float:
+		if f, err := d.DecodeFloat64(); err == nil {
+			return fmt.Sprintf("a float, %v (code 0x%02x)", f, c)
+		}
+	case c == msgpcode.Nil:
+		return "nil (code 0xc0)"
+	case c == msgpcode.True || c == msgpcode.False:
+		return fmt.Sprintf("a boolean (code 0x%02x)", c)
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		return fmt.Sprintf("an array (code 0x%02x)", c)
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+		return fmt.Sprintf("a map (code 0x%02x)", c)
+	case c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32:
+		return fmt.Sprintf("binary data (code 0x%02x)", c)
+	}
+	return fmt.Sprintf("code 0x%02x", c)
 }

@@ -113,6 +113,12 @@ func TestBadMessages(t *testing.T) {
 		{"hello duplicate key", MsgHello, []byte{0x82, 0xa1, 'v', 0x01, 0xa1, 'v', 0x01}, "twice"},
 		{"result nil f", MsgResult, mp(kv{"id": 1, "f": nil}), "not a number"},
 		{"result string f", MsgResult, mp(kv{"id": 1, "f": "1.0"}), "not a number"},
+		// What a plugin author sees: the value sent, and the cure, once.
+		{"result decimal comma", MsgResult, mp(kv{"id": 1, "f": "1,5"}),
+			`malformed frame: result: f: not a number: a string, "1,5" (code 0xa3) (send f as a msgpack float64, never as text`},
+		{"result nan as text", MsgResult, mp(kv{"id": 1, "f": "nan"}), `f: not a number: a string, "nan" (code 0xa3)`},
+		{"result float id as JavaScript sends it", MsgResult, mp(kv{"id": 200.0, "f": 1.0}),
+			"malformed frame: result: id: not an integer: a float, 200 (code 0xcb) (send it as a msgpack integer, as the eval's id)"},
 		{"result no id", MsgResult, mp(kv{"f": 1.0}), "no id"},
 		{"result negative id", MsgResult, mp(kv{"id": -1, "f": 1.0}), "negative id"},
 		{"result float id", MsgResult, mp(kv{"id": 1.0, "f": 1.0}), "not an integer"},
