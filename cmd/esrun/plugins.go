@@ -102,7 +102,7 @@ type finiteOnly struct{ problems.Problem }
 func (p finiteOnly) Eval(ctx context.Context, x []float64) (float64, error) {
 	f, err := p.Problem.Eval(ctx, x)
 	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
-		return 0, fmt.Errorf("non-finite fitness %v, and the problem does not say it may return one (esrun -nonfinite, or a plugin's hello \"nonfinite\": true)", f)
+		return 0, fmt.Errorf("problem %s: non-finite fitness %v, and the problem does not say it may return one (esrun -nonfinite, or a plugin's hello \"nonfinite\": true; an x it cannot evaluate is an error answer)", p.Name(), f)
 	}
 	return f, err
 }

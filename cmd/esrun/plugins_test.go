@@ -206,6 +206,10 @@ func TestPluginNonFiniteInProcessAsOnGrid(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, "non-finite fitness NaN") {
 			t.Errorf("%s: exit %d, want 1 with the NaN an error\n%s%s", name, code, out, errOut)
 		}
+		// In-process, the check of a plugin, the error names it.
+		if name == "in-process" && !strings.Contains(errOut, "problem nanny: non-finite fitness NaN") {
+			t.Errorf("in-process: the error does not name the plugin:\n%s", errOut)
+		}
 	}
 	var want []map[string]any
 	for _, name := range []string{"in-process", "grid"} {
