@@ -1146,10 +1146,16 @@ func textHint(hdr [4]byte) string {
 
 // endianHint explains a length over the cap that, read little-endian,
 // would fit: the prefix written in the machine's byte order (C's plain
-// uint32_t, Perl's "V", Node's writeUInt32LE) rather than big-endian.
+// uint32_t, Perl's "V", Node's writeUInt32LE) rather than big-endian;
+// or that begins with a newline, a stray one before a frame.
 func endianHint(err error, hdr [4]byte, maxFrame int) string {
 	if !errors.Is(err, wire.ErrFrameTooLarge) || textHint(hdr) != "" {
 		return ""
+	}
+	if hdr[0] == '\n' || hdr[0] == '\r' {
+		// Not a length at all: a newline printed after a frame (Perl's
+		// print …, "\n"; C's puts) shifts every frame that follows.
+		return fmt.Sprintf(" (its first byte is a newline, %q: did the plugin print one on stdout after the previous frame? stdout is for frames only)", hdr[:1])
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
 	if n == 0 || int64(n) > int64(maxFrame) {

@@ -441,6 +441,10 @@ func TestBadStarts(t *testing.T) {
 		// The same hello, its length little-endian.
 		{"little-endian length", Config{Path: printfPlugin(`\005\000\000\000\001\201\241v\001`)},
 			"frame too large: length 83886080, cap 4194304 (read little-endian, it would be 5: the length prefix is big-endian, most significant byte first)"},
+		// A newline before the hello (as one after a frame): not a
+		// little-endian length of 10.
+		{"newline before a frame", Config{Path: printfPlugin(`\n\000\000\000\005\001\201\241v\001`)},
+			`frame too large: length 167772160, cap 4194304 (its first byte is a newline, "\n": did the plugin print one on stdout after the previous frame? stdout is for frames only)`},
 		{"part of a frame", Config{Path: printfPlugin(`\000\000\000\011\001\201`), StartTimeout: 200 * time.Millisecond},
 			"no hello within 200ms (6 bytes on its stdout, not a whole frame: did the plugin flush its stdout after the frame?"},
 		{"garbage hello", Config{Path: helperPlugin(t, "garbage")}, "frame too large"},
