@@ -559,3 +559,42 @@ func TestFirstAnswerNotFlushedWarns(t *testing.T) {
 		t.Errorf("request %q", r)
 	}
 }
+
+// A plugin that dies of an uncaught exception in Node.js prints the error
+// first and the stack after it, more lines than the tail keeps: the error
+// quoted must still say what went wrong.
+func TestTailKeepsTheErrorOfALongTrace(t *testing.T) {
+	var tl tail
+	trace := []string{
+		"/opt/plugins/sim.js:75",
+		"  const f = undefinedFn(x);",
+		"            ^",
+		"",
+		"ReferenceError: undefinedFn is not defined",
+		"    at evaluate (/opt/plugins/sim.js:75:13)",
+		"    at Socket.<anonymous> (/opt/plugins/sim.js:88:21)",
+		"    at Socket.emit (node:events:524:28)",
+		"    at addChunk (node:internal/streams/readable:561:12)",
+		"    at readableAddChunkPushByteMode (node:internal/streams/readable:512:3)",
+		"    at Readable.push (node:internal/streams/readable:392:5)",
+		"    at Pipe.onStreamRead (node:internal/stream_base_commons:191:23)",
+		"",
+		"Node.js v20.20.2",
+	}
+	for _, l := range trace {
+		tl.add(l)
+	}
+	got := tl.String()
+	want := "ReferenceError: undefinedFn is not defined | … | " + strings.Join(trace[len(trace)-tailLines:], " | ")
+	if got != want {
+		t.Errorf("tail\n%s\nwant\n%s", got, want)
+	}
+	// A short trace is quoted whole, once.
+	var short tail
+	for _, l := range []string{"Traceback (most recent call last):", `  File "sim.py", line 3`, "ZeroDivisionError: division by zero"} {
+		short.add(l)
+	}
+	if got, want := short.String(), `Traceback (most recent call last): |   File "sim.py", line 3 | ZeroDivisionError: division by zero`; got != want {
+		t.Errorf("tail %q, want %q", got, want)
+	}
+}

@@ -22,6 +22,8 @@ const (
 	// messages (a process that dies says why there).
 	tailLines = 8
 	tailBytes = 2048
+	// errLineBytes bounds the error line quoted before the tail.
+	errLineBytes = 512
 )
 
 // readStderr logs the process's stderr line by line, with the plugin's
@@ -71,33 +73,68 @@ func cutUTF8(s string) string {
 	return s
 }
 
-// tail keeps a process's last stderr lines.
+// tail keeps a process's last stderr lines, and the last line before
+// them that names an error: a stack trace that prints its error first
+// (Node.js, Java, Rust's panic with a backtrace) would push it out of the
+// last lines, leaving only frames.
 type tail struct {
-	mu    sync.Mutex
-	lines []string
+	mu      sync.Mutex
+	lines   []string
+	errLine string // the last line pushed out that names an error
 }
 
 func (t *tail) add(line string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.lines) == tailLines {
+		if namesError(t.lines[0]) {
+			t.errLine = t.lines[0]
+		}
 		copy(t.lines, t.lines[1:])
 		t.lines = t.lines[:tailLines-1]
 	}
 	t.lines = append(t.lines, line)
 }
 
+// namesError says whether a stderr line looks like the one that says
+// what went wrong (ReferenceError: …, Exception in thread …, panicked
+// at …, fatal error: …).
+func namesError(line string) bool {
+	l := strings.ToLower(line)
+	for _, w := range []string{"error", "exception", "panic", "fatal"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // String is the kept lines joined by " | ", at most tailBytes from the
-// end, or "(nothing on stderr)".
+// end, after the error line pushed out if there is one, or "(nothing on
+// stderr)".
 func (t *tail) String() string {
 	t.mu.Lock()
 	s := strings.Join(t.lines, " | ")
+	errLine := t.errLine
 	t.mu.Unlock()
 	if s == "" {
 		return "(nothing on stderr)"
 	}
 	if len(s) > tailBytes {
-		s = "…" + s[len(s)-tailBytes:]
+		s = "…" + cutUTF8Start(s[len(s)-tailBytes:])
+	}
+	if errLine != "" {
+		s = clip(errLine, errLineBytes) + " | … | " + s
+	}
+	return s
+}
+
+// cutUTF8Start drops a partial rune at the start of s.
+func cutUTF8Start(s string) string {
+	for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(s[i]) {
+			return s[i:]
+		}
 	}
 	return s
 }
