@@ -623,7 +623,7 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		what := pr.describe(f.err)
 		pr.kill()
 		p.startFailures.Add(1)
-		return nil, p.errorf(s, "%w: %v (%s); stderr: %s", ErrStart, what, pr.status(), pr.tail.String())
+		return nil, p.errorf(s, "%w: %v (%s); stderr: %s%s", ErrStart, what, pr.status(), pr.tail.String(), crlfHint(p.cfg.Path))
 	}
 	p.starts.Add(1)
 	smooth(&p.startNs, time.Since(began))
@@ -1210,6 +1210,25 @@ func execFormatHint(path string) string {
 		return " (the file begins with a UTF-8 byte order mark, the bytes EF BB BF, so its first line is not read as #!: save it as UTF-8 without a BOM)"
 	}
 	return usual
+}
+
+// crlfHint explains a failed start of a script whose #! line ends in a
+// carriage return where the kernel found the interpreter: with
+// "#!/usr/bin/env python3\r" it runs env, which looks for "python3\r",
+// says so on stderr and exits 127.
+func crlfHint(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 256)
+	n, _ := io.ReadFull(f, b)
+	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("#!")) || !bytes.HasSuffix(line, []byte("\r")) {
+		return ""
+	}
+	return fmt.Sprintf(" (its first line, %q, ends in a carriage return: the file has Windows line ends; convert them (dos2unix))", line)
 }
 
 // silenceHint explains a plugin that said no hello, by what it wrote on

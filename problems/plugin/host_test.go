@@ -420,6 +420,8 @@ func TestBadStarts(t *testing.T) {
 	bom := t.TempDir() + "/bom.py"
 	os.WriteFile(bom, []byte("\xef\xbb\xbf#!/bin/sh\necho hello\n"), 0o755)
 	crlf := t.TempDir() + "/crlf.py"
+	crlfEnv := t.TempDir() + "/crlfenv.py"
+	os.WriteFile(crlfEnv, []byte("#!/usr/bin/env sh\r\necho hello\r\n"), 0o755)
 	os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hello\r\n"), 0o755)
 	// printfPlugin writes the bytes of the printf format on its stdout,
 	// then waits.
@@ -455,6 +457,9 @@ func TestBadStarts(t *testing.T) {
 		// The file is there; what is not is its interpreter.
 		{"no interpreter", Config{Path: noInterpreter}, `no such file or directory (the file is there, but not the interpreter its first line names: "#!/usr/bin/python9 -u")`},
 		{"CRLF line ends", Config{Path: crlf}, `(the file is there, but its first line, "#!/bin/sh\r", ends in a carriage return: the file has Windows line ends; convert them (dos2unix))`},
+		// env is found; it does not find "sh\r", and exits 127.
+		{"CRLF line ends after env", Config{Path: crlfEnv}, `exited before its hello (exit status 127); stderr: `},
+		{"CRLF line ends after env, told", Config{Path: crlfEnv}, `(its first line, "#!/usr/bin/env sh\r", ends in a carriage return: the file has Windows line ends; convert them (dos2unix))`},
 		{"no #! line", Config{Path: noShebang}, "exec format error (a script needs a first line such as #!/usr/bin/env python3)"},
 		{"byte order mark", Config{Path: bom}, "exec format error (the file begins with a UTF-8 byte order mark, the bytes EF BB BF, so its first line is not read as #!: save it as UTF-8 without a BOM)"},
 		{"closes its stdout", Config{Path: closesStdout}, "closed its standard output before its hello (signal: killed)"},
