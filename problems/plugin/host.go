@@ -712,7 +712,8 @@ wait:
 }
 
 // warnSilent says, once per Problem, that s's process has not answered
-// its first evaluation, id, within StartTimeout, and the likely cause.
+// its first evaluation, id, within silentAfter (StartTimeout), and the
+// likely cause.
 func (p *Problem) warnSilent(s *slot, id uint64) {
 	if p.warnedSilent.Swap(true) {
 		return
@@ -1034,7 +1035,7 @@ func (pr *proc) readFrames(maxFrame int) {
 		case MsgType(t) == MsgResult:
 			err = d.Decode("result", body, &f.res)
 		default:
-			err = fmt.Errorf("%w: a %v frame from a plugin", wire.ErrMalformed, MsgType(t))
+			err = fmt.Errorf("%w: a frame of type %d (%v) from a plugin, which sends a result (type 3) for each eval", wire.ErrMalformed, t, MsgType(t))
 		}
 		if err != nil && body != nil && wire.Validate(body) != nil {
 			// Not one msgpack value in the length said: the length

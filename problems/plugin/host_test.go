@@ -603,3 +603,20 @@ func TestTailKeepsTheErrorOfALongTrace(t *testing.T) {
 		t.Errorf("tail %q, want %q", got, want)
 	}
 }
+
+// A plugin that answers with the wrong message type (an eval's 2 for a
+// result's 3) is told which type it sent and which one it owes.
+func TestWrongFrameTypeSaysWhich(t *testing.T) {
+	leaktest.Check(t)
+	// The hello, then {"id": 1, "f": 0} framed as an eval.
+	path := t.TempDir() + "/wrongtype"
+	hello := `\000\000\000\036\001\204\241v\001\244name\245testp\245lower\377\245upper\001`
+	answer := `\000\000\000\011\002\202\242id\001\241f\000`
+	os.WriteFile(path, []byte("#!/bin/sh\nprintf '"+hello+"'\nhead -c 1 >/dev/null\nprintf '"+answer+"'\nexec sleep 600\n"), 0o755)
+	p, _ := open(t, Config{Path: path})
+	_, err := p.Eval(context.Background(), []float64{1})
+	want := "a frame of type 2 (eval) from a plugin, which sends a result (type 3) for each eval"
+	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Eval = %v, want ErrProtocol with %q", err, want)
+	}
+}
