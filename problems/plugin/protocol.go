@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/esgrid/esgrid/grid/wire"
 	"github.com/esgrid/esgrid/internal/logx"
@@ -173,7 +174,7 @@ func (h *Hello) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	for i, k := range []string{"v", "name", "lower", "upper"} {
 		if !seen[i] {
-			return fmt.Errorf("hello: no %q", k)
+			return fmt.Errorf("no %q", k)
 		}
 	}
 	return nil
@@ -226,7 +227,7 @@ func (m *Eval) DecodeMsgpack(d *msgpack.Decoder) error {
 		return err
 	})
 	if err == nil && (!haveID || !haveX) {
-		err = errors.New("eval: needs id and x")
+		err = errors.New("needs id and x")
 	}
 	return err
 }
@@ -253,7 +254,9 @@ func (m *Result) EncodeMsgpack(e *msgpack.Encoder) error {
 func (m *Result) DecodeMsgpack(d *msgpack.Decoder) error {
 	*m = Result{}
 	var haveID, haveF bool
+	var keys []string // for the error of a result without f nor error
 	err := decodeMap(d, "result", func(key string) (err error) {
+		keys = append(keys, key)
 		switch key {
 		case "id":
 			haveID = true
@@ -272,9 +275,9 @@ func (m *Result) DecodeMsgpack(d *msgpack.Decoder) error {
 	case err != nil:
 		return err
 	case !haveID:
-		return errors.New("result: no id")
+		return errors.New("no id")
 	case !haveF && m.Err == "":
-		return errors.New("result: neither f nor error")
+		return fmt.Errorf("neither f nor error (its keys: %s)", logx.Printable(clip(strings.Join(keys, ", "), 200)))
 	}
 	return nil
 }
@@ -302,7 +305,7 @@ func (m *Cancel) DecodeMsgpack(d *msgpack.Decoder) error {
 		return err
 	})
 	if err == nil && !haveID {
-		err = errors.New("cancel: no id")
+		err = errors.New("no id")
 	}
 	return err
 }

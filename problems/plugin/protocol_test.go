@@ -123,6 +123,8 @@ func TestBadMessages(t *testing.T) {
 		{"result negative id", MsgResult, mp(kv{"id": -1, "f": 1.0}), "negative id"},
 		{"result float id", MsgResult, mp(kv{"id": 1.0, "f": 1.0}), "not an integer"},
 		{"result neither", MsgResult, mp(kv{"id": 1}), "neither f nor error"},
+		{"result fitness for f", MsgResult, []byte{0x82, 0xa2, 'i', 'd', 0x01, 0xa7, 'f', 'i', 't', 'n', 'e', 's', 's', 0x00},
+			"result: neither f nor error (its keys: id, fitness)"},
 		{"result empty error", MsgResult, mp(kv{"id": 1, "error": ""}), "neither f nor error"},
 		{"eval without x", MsgEval, mp(kv{"id": 1}), "needs id and x"},
 		{"eval x of strings", MsgEval, mp(kv{"id": 1, "x": []string{"a"}}), "not a number"},
