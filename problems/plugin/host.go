@@ -1138,7 +1138,9 @@ func (pr *proc) status() string {
 // that prints to its standard output.
 func textHint(hdr [4]byte) string {
 	for _, c := range hdr {
-		if c != '\n' && c != '\t' && (c < 0x20 || c > 0x7e) {
+		// UTF-8 too (a "✓" or an "é" in a debug line): four bytes of
+		// text are never a length under the cap.
+		if c != '\n' && c != '\t' && c != '\r' && (c < 0x20 || c == 0x7f) {
 			return ""
 		}
 	}

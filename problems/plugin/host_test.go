@@ -447,6 +447,7 @@ func TestBadStarts(t *testing.T) {
 		// little-endian length of 10.
 		{"newline before a frame", Config{Path: printfPlugin(`\n\000\000\000\005\001\201\241v\001`)},
 			`frame too large: length 167772160, cap 4194304 (its first byte is a newline, "\n": did the plugin print one on stdout after the previous frame? stdout is for frames only)`},
+		{"UTF-8 text", Config{Path: printfPlugin(`\342\234\223 started\n`)}, `it wrote text, "✓ "…, on stdout, which is for frames only: print to stderr`},
 		{"part of a frame", Config{Path: printfPlugin(`\000\000\000\011\001\201`), StartTimeout: 200 * time.Millisecond},
 			"no hello within 200ms (6 bytes on its stdout, not a whole frame: did the plugin flush its stdout after the frame?"},
 		{"garbage hello", Config{Path: helperPlugin(t, "garbage")}, "frame too large"},
