@@ -756,7 +756,7 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 	case f.res.ID != id:
 		p.discard(s)
 		p.kills.Add(1)
-		err := p.errorf(s, "%w: answered id %d, the evaluation running is %d; killed", ErrProtocol, f.res.ID, id)
+		err := p.errorf(s, "%w: answered id %d, the evaluation running is %d (a result echoes its eval's id); killed", ErrProtocol, f.res.ID, id)
 		p.logCrash("plugin broke the protocol; killed", "slot", s.n, "err", err)
 		return 0, err
 	}

@@ -236,7 +236,7 @@ func TestProtocolBreachesKillAndRestart(t *testing.T) {
 	for _, c := range []struct {
 		x    float64
 		want string
-	}{{xGarbage, `it wrote text, "Trac"…, on stdout`}, {xHuge, "frame too large"}, {xWrongID, "answered id"}} {
+	}{{xGarbage, `it wrote text, "Trac"…, on stdout`}, {xHuge, "frame too large"}, {xWrongID, "(a result echoes its eval's id); killed"}} {
 		_, err := p.Eval(context.Background(), []float64{c.x})
 		if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("x %v: %v, want ErrProtocol with %q", c.x, err, c.want)
