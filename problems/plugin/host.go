@@ -727,6 +727,7 @@ func (p *Problem) warnSilent(s *slot, id uint64) {
 	}
 	p.log.Warn("plugin has not answered its first evaluation; if it wrote the answer, the answer is in its stdout's buffer: "+
 		"flush stdout after every frame (C: fflush(stdout); Rust: stdout().flush(); Perl: $| = 1; Python: sys.stdout.buffer.flush()); "+
+		"if it is still reading, it waits for more than the frame (a read of a line, or of all input): read the 4-byte length, then that many bytes; "+
 		"a long evaluation needs no cure, it goes on",
 		"slot", s.n, "id", id, "waited", p.cfg.silentAfter, "request", request)
 }
