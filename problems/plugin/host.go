@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/esgrid/esgrid/grid/wire"
 	"github.com/esgrid/esgrid/internal/logx"
@@ -1139,19 +1140,38 @@ func (pr *proc) status() string {
 // that prints to its standard output.
 func textHint(hdr [4]byte) string {
 	for _, c := range hdr {
-		// UTF-8 too (a "✓" or an "é" in a debug line): four bytes of
-		// text are never a length under the cap.
 		if c != '\n' && c != '\t' && c != '\r' && (c < 0x20 || c == 0x7f) {
 			return ""
 		}
 	}
+	// UTF-8 too (a "✓" or an "é" in a debug line): four bytes of text
+	// are never a length under the cap. But only UTF-8, which a line
+	// begins with: bytes of 0x80 and up that are not (a msgpack map's
+	// first byte, 0x80 to 0x8f) are no text.
+	if !utf8Prefix(hdr[:]) {
+		return ""
+	}
 	return fmt.Sprintf(" (it wrote text, %q…, on stdout, which is for frames only: print to stderr)", hdr[:])
+}
+
+// utf8Prefix says whether b is valid UTF-8, but for a rune cut short at
+// its end.
+func utf8Prefix(b []byte) bool {
+	for cut := 0; cut < utf8.UTFMax && cut < len(b); cut++ {
+		head, rest := b[:len(b)-cut], b[len(b)-cut:]
+		if utf8.Valid(head) && (cut == 0 || utf8.RuneStart(rest[0]) && !utf8.FullRune(rest)) {
+			return true
+		}
+	}
+	return false
 }
 
 // endianHint explains a length over the cap that, read little-endian,
 // would fit: the prefix written in the machine's byte order (C's plain
-// uint32_t, Perl's "V", Node's writeUInt32LE) rather than big-endian;
-// or that begins with a newline, a stray one before a frame.
+// uint32_t, Perl's "V", Node's writeUInt32LE) rather than big-endian,
+// with both readings when the big-endian one may be a genuine frame over
+// the cap; one that begins with a newline, a stray one before a frame;
+// or one that begins a msgpack map, a message sent without its length.
 func endianHint(err error, hdr [4]byte, maxFrame int) string {
 	if !errors.Is(err, wire.ErrFrameTooLarge) || textHint(hdr) != "" {
 		return ""
@@ -1163,9 +1183,23 @@ func endianHint(err error, hdr [4]byte, maxFrame int) string {
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
 	if n == 0 || int64(n) > int64(maxFrame) {
+		if isMapCode(hdr[0]) {
+			// A message written without its length and type byte.
+			return fmt.Sprintf(" (its first byte, 0x%02x, begins a msgpack map: a frame begins with its 4-byte big-endian length, then the type byte)", hdr[0])
+		}
 		return ""
 	}
+	if hdr[0] == 0 {
+		// Under 16 MiB big-endian: as likely a genuine frame over the
+		// cap as a little-endian length that is a multiple of 256.
+		return fmt.Sprintf(" (a frame over the cap; or, if its length was written little-endian, one of %d: the length prefix is big-endian, most significant byte first)", n)
+	}
 	return fmt.Sprintf(" (read little-endian, it would be %d: the length prefix is big-endian, most significant byte first)", n)
+}
+
+// isMapCode says whether c begins a msgpack map.
+func isMapCode(c byte) bool {
+	return c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf
 }
 
 // lengthHint explains a frame whose body is not one msgpack value of

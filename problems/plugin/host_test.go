@@ -448,6 +448,14 @@ func TestBadStarts(t *testing.T) {
 		{"newline before a frame", Config{Path: printfPlugin(`\n\000\000\000\005\001\201\241v\001`)},
 			`frame too large: length 167772160, cap 4194304 (its first byte is a newline, "\n": did the plugin print one on stdout after the previous frame? stdout is for frames only)`},
 		{"UTF-8 text", Config{Path: printfPlugin(`\342\234\223 started\n`)}, `it wrote text, "✓ "…, on stdout, which is for frames only: print to stderr`},
+		// The hello's msgpack map with no length nor type byte before
+		// it: bytes of 0x80 and up, but not UTF-8, so not text.
+		{"msgpack without its length", Config{Path: printfPlugin(`\204\244name\245testp\241v\001`)},
+			"frame too large: length 2225368673, cap 4194304 (its first byte, 0x84, begins a msgpack map: a frame begins with its 4-byte big-endian length, then the type byte)"},
+		// A genuine frame of 5 MiB over the 4 MiB cap: 00 50 00 00 is
+		// also 20480 little-endian, so both are said.
+		{"frame over the cap", Config{Path: printfPlugin(`\000\120\000\000\001\201\241v\001`)},
+			"frame too large: length 5242880, cap 4194304 (a frame over the cap; or, if its length was written little-endian, one of 20480: the length prefix is big-endian, most significant byte first)"},
 		{"part of a frame", Config{Path: printfPlugin(`\000\000\000\011\001\201`), StartTimeout: 200 * time.Millisecond},
 			"no hello within 200ms (6 bytes on its stdout, not a whole frame: did the plugin flush its stdout after the frame?"},
 		{"garbage hello", Config{Path: helperPlugin(t, "garbage")}, "frame too large"},
