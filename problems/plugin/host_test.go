@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -611,6 +612,20 @@ func TestTailKeepsTheErrorOfALongTrace(t *testing.T) {
 	}
 	if got, want := short.String(), `Traceback (most recent call last): |   File "sim.py", line 3 | ZeroDivisionError: division by zero`; got != want {
 		t.Errorf("tail %q, want %q", got, want)
+	}
+}
+
+// An error line long gone, a run's worth of lines before the end, is
+// not quoted as the error of a process that dies: it belongs to no
+// trace of that end.
+func TestTailForgetsAnOldErrorLine(t *testing.T) {
+	var tl tail
+	tl.add("warning: error tolerance 1e-6 is below float precision")
+	for i := range 1000 {
+		tl.add("generation " + strconv.Itoa(i))
+	}
+	if got := tl.String(); strings.Contains(got, "tolerance") {
+		t.Errorf("tail %q quotes an error line 1000 lines before the end", got)
 	}
 }
 

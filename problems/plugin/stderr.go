@@ -24,6 +24,10 @@ const (
 	tailBytes = 2048
 	// errLineBytes bounds the error line quoted before the tail.
 	errLineBytes = 512
+	// errLineKeep is how many lines after the error line are still its
+	// trace (a Java or Rust backtrace runs to a few dozen); beyond them
+	// the line is forgotten.
+	errLineKeep = 100
 )
 
 // readStderr logs the process's stderr line by line, with the plugin's
@@ -81,6 +85,7 @@ type tail struct {
 	mu      sync.Mutex
 	lines   []string
 	errLine string // the last line pushed out that names an error
+	errAge  int    // lines pushed out after errLine
 }
 
 func (t *tail) add(line string) {
@@ -88,7 +93,13 @@ func (t *tail) add(line string) {
 	defer t.mu.Unlock()
 	if len(t.lines) == tailLines {
 		if namesError(t.lines[0]) {
-			t.errLine = t.lines[0]
+			t.errLine, t.errAge = t.lines[0], 0
+		} else if t.errLine != "" {
+			// So long a trace after it is no trace of the end: an
+			// error line from long before would mislead.
+			if t.errAge++; t.errAge > errLineKeep {
+				t.errLine = ""
+			}
 		}
 		copy(t.lines, t.lines[1:])
 		t.lines = t.lines[:tailLines-1]
