@@ -239,7 +239,14 @@ func (w *mworker) noteWithdrawn(t int32) {
 func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
 	for i, o := range w.out {
 		if o.task == t {
-			w.out = append(w.out[:i], w.out[i+1:]...)
+			if i == 0 {
+				// The usual case, results in the order sent: moving the
+				// rest down cost a copy of all a worker holds per result,
+				// quadratic for cyclic's share of a large generation.
+				w.out = w.out[1:]
+			} else {
+				w.out = append(w.out[:i], w.out[i+1:]...)
+			}
 			if i < w.slots && len(w.out) >= w.slots && w.out[w.slots-1].started < 0 {
 				w.out[w.slots-1].started = now
 			}
