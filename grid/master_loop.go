@@ -1225,10 +1225,19 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 }
 
 func (m *Master) sendCancels(w *mworker) {
-	w.cancelMsg = Cancel{Gen: w.cancelsGen, IDs: w.cancels}
-	if err := w.conn.Send(&w.cancelMsg); err != nil {
-		m.log.Debug("cancel not sent", "worker", w.name, "err", err)
+	// A frame holds at most maxItemsPerFrame ids, which a worker's decoder
+	// enforces: a late worker's share of a large generation under cyclic
+	// is withdrawn at once, and in one frame it broke the connection.
+	// An id takes at most 5 bytes.
+	chunk := max(1, min(maxItemsPerFrame, m.cfg.MaxFrame/2/5))
+	for lo := 0; lo < len(w.cancels); lo += chunk {
+		w.cancelMsg = Cancel{Gen: w.cancelsGen, IDs: w.cancels[lo:min(lo+chunk, len(w.cancels))]}
+		if err := w.conn.Send(&w.cancelMsg); err != nil {
+			m.log.Debug("cancel not sent", "worker", w.name, "err", err)
+			break
+		}
 	}
+	w.cancelMsg = Cancel{}
 	w.cancels = w.cancels[:0]
 }
 
