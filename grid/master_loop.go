@@ -643,7 +643,9 @@ func (m *Master) checkDeadlines() {
 			}
 			run := now - o.started
 			if m.cfg.TaskTimeout > 0 && run > m.cfg.TaskTimeout {
-				m.dropWorker(w, "a task ran past the task timeout", "task", o.task, "running_for", run.Round(time.Millisecond))
+				t := o.task
+				m.dropWorker(w, "a task ran past the task timeout", "task", t, "running_for", run.Round(time.Millisecond))
+				m.timedOut(w, t)
 				break
 			}
 			if !o.overdue && deadline > 0 && run > m.cfg.deadlines().Again(deadline, m.cur.overruns(o.task)) {
@@ -997,6 +999,24 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 	m.vlog.Warn("evaluation failed; retrying the task on another worker",
 		"gen", b.gen, "task", r.ID, "worker", w.name, "failures", len(fs), "max_retries", m.cfg.MaxRetries, "err", errText)
 	m.step(ev, 0)
+}
+
+// timedOut counts the instance of task t that ran past TaskTimeout on w,
+// now dropped, as a failure of t, towards MaxRetries: a task longer than
+// the timeout on every worker dropped one worker after another, each
+// coming back for it, and the run never ended.
+func (m *Master) timedOut(w *mworker, t int32) {
+	b := m.cur
+	if b == nil || b.replied || t < 0 || int(t) >= len(b.done) || b.done[t] {
+		return
+	}
+	fs := append(b.failures[t], TaskFailure{Worker: w.name, Err: fmt.Sprintf("ran past the task timeout of %v", m.cfg.TaskTimeout)})
+	b.failures[t] = fs
+	if len(fs) > m.cfg.MaxRetries {
+		b.fail(&RetriesExhaustedError{Gen: b.gen, Task: int(t), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
+		return
+	}
+	m.counts.Retried++
 }
 
 // RetriesExhaustedError is the error of a generation one of whose tasks
