@@ -170,6 +170,7 @@ type mworker struct {
 	// Reused message values: Send encodes before it returns.
 	tasksMsg  Tasks
 	cancelMsg Cancel
+	scanned   int // instances takeOut looked at, which a test bounds
 }
 
 // outInstance is one instance outstanding on a worker: when the master
@@ -237,7 +238,16 @@ func (w *mworker) noteWithdrawn(t int32) {
 // takeOut removes task t from w's outstanding instances and returns it;
 // the next held instance starts running (in the books) at now.
 func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
+	if n := len(w.out); n > 1 && w.out[n-1].task == t {
+		// The last sent: a late worker's held tasks are withdrawn last
+		// sent first, and scanning for each from the front was quadratic
+		// in its share under cyclic. No instance behind it starts.
+		o := w.out[n-1]
+		w.out = w.out[:n-1]
+		return o, true
+	}
 	for i, o := range w.out {
+		w.scanned++
 		if o.task == t {
 			if i == 0 {
 				// The usual case, results in the order sent: moving the
