@@ -87,7 +87,8 @@ type MasterConfig struct {
 	FirstDeadline time.Duration
 	// TaskTimeout is the hard limit: a worker with an instance running
 	// longer than this has its connection dropped (its tasks go back to
-	// the queue; it may reconnect). Default 10 min; negative: none.
+	// the queue; it may reconnect), and that task counts as failed,
+	// towards MaxRetries. Default 10 min; negative: none.
 	TaskTimeout time.Duration
 	// MaxRetries is how often one task may fail (an evaluation error on
 	// some worker) and be retried on another before Evaluate fails with

@@ -170,6 +170,7 @@ type mworker struct {
 	// Reused message values: Send encodes before it returns.
 	tasksMsg  Tasks
 	cancelMsg Cancel
+	scanned   int // instances takeOut looked at, which a test bounds
 }
 
 // outInstance is one instance outstanding on a worker: when the master
@@ -237,9 +238,25 @@ func (w *mworker) noteWithdrawn(t int32) {
 // takeOut removes task t from w's outstanding instances and returns it;
 // the next held instance starts running (in the books) at now.
 func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
+	if n := len(w.out); n > 1 && w.out[n-1].task == t {
+		// The last sent: a late worker's held tasks are withdrawn last
+		// sent first, and scanning for each from the front was quadratic
+		// in its share under cyclic. No instance behind it starts.
+		o := w.out[n-1]
+		w.out = w.out[:n-1]
+		return o, true
+	}
 	for i, o := range w.out {
+		w.scanned++
 		if o.task == t {
-			w.out = append(w.out[:i], w.out[i+1:]...)
+			if i == 0 {
+				// The usual case, results in the order sent: moving the
+				// rest down cost a copy of all a worker holds per result,
+				// quadratic for cyclic's share of a large generation.
+				w.out = w.out[1:]
+			} else {
+				w.out = append(w.out[:i], w.out[i+1:]...)
+			}
 			if i < w.slots && len(w.out) >= w.slots && w.out[w.slots-1].started < 0 {
 				w.out[w.slots-1].started = now
 			}
@@ -636,7 +653,9 @@ func (m *Master) checkDeadlines() {
 			}
 			run := now - o.started
 			if m.cfg.TaskTimeout > 0 && run > m.cfg.TaskTimeout {
-				m.dropWorker(w, "a task ran past the task timeout", "task", o.task, "running_for", run.Round(time.Millisecond))
+				t := o.task
+				m.dropWorker(w, "a task ran past the task timeout", "task", t, "running_for", run.Round(time.Millisecond))
+				m.timedOut(w, t)
 				break
 			}
 			if !o.overdue && deadline > 0 && run > m.cfg.deadlines().Again(deadline, m.cur.overruns(o.task)) {
@@ -992,6 +1011,24 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 	m.step(ev, 0)
 }
 
+// timedOut counts the instance of task t that ran past TaskTimeout on w,
+// now dropped, as a failure of t, towards MaxRetries: a task longer than
+// the timeout on every worker dropped one worker after another, each
+// coming back for it, and the run never ended.
+func (m *Master) timedOut(w *mworker, t int32) {
+	b := m.cur
+	if b == nil || b.replied || t < 0 || int(t) >= len(b.done) || b.done[t] {
+		return
+	}
+	fs := append(b.failures[t], TaskFailure{Worker: w.name, Err: fmt.Sprintf("ran past the task timeout of %v", m.cfg.TaskTimeout)})
+	b.failures[t] = fs
+	if len(fs) > m.cfg.MaxRetries {
+		b.fail(&RetriesExhaustedError{Gen: b.gen, Task: int(t), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
+		return
+	}
+	m.counts.Retried++
+}
+
 // RetriesExhaustedError is the error of a generation one of whose tasks
 // failed more often than MaxRetries allows: the master cannot tell a
 // worker that fails now and then from a task that fails every worker,
@@ -1218,10 +1255,19 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 }
 
 func (m *Master) sendCancels(w *mworker) {
-	w.cancelMsg = Cancel{Gen: w.cancelsGen, IDs: w.cancels}
-	if err := w.conn.Send(&w.cancelMsg); err != nil {
-		m.log.Debug("cancel not sent", "worker", w.name, "err", err)
+	// A frame holds at most maxItemsPerFrame ids, which a worker's decoder
+	// enforces: a late worker's share of a large generation under cyclic
+	// is withdrawn at once, and in one frame it broke the connection.
+	// An id takes at most 5 bytes.
+	chunk := max(1, min(maxItemsPerFrame, m.cfg.MaxFrame/2/5))
+	for lo := 0; lo < len(w.cancels); lo += chunk {
+		w.cancelMsg = Cancel{Gen: w.cancelsGen, IDs: w.cancels[lo:min(lo+chunk, len(w.cancels))]}
+		if err := w.conn.Send(&w.cancelMsg); err != nil {
+			m.log.Debug("cancel not sent", "worker", w.name, "err", err)
+			break
+		}
 	}
+	w.cancelMsg = Cancel{}
 	w.cancels = w.cancels[:0]
 }
 

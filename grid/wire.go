@@ -38,6 +38,11 @@ const (
 	maxDim           = 1 << 20 // coordinates of one task
 )
 
+// MaxItemsPerFrame is the most tasks, results or cancelled ids one frame
+// may hold: a peer's decoder refuses a frame with more, and the connection
+// with it. A sender cuts what it has into frames of at most this many.
+const MaxItemsPerFrame = maxItemsPerFrame
+
 // Wire errors: package wire's. Every error from decoding a frame wraps
 // ErrMalformed, and oversized frames also wrap ErrFrameTooLarge, so a
 // caller can tell a broken peer from a broken network.

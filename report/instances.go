@@ -54,6 +54,12 @@ type Instances struct {
 	from    int // instances of generations before it are dropped
 	omitted int
 	ins     []sched.Instance
+	// full is set while one generation alone fills the limit: its further
+	// instances, and older ones, are left out at once. Without it every
+	// one of them sorted the whole timeline again, on the master's loop:
+	// quadratic in a generation of more than MaxTimeline tasks.
+	full  bool
+	sorts int // shed's sorts, which a test holds to one per many adds
 }
 
 // NewInstances collects at most limit instances (at least 1).
@@ -67,7 +73,7 @@ func (t *Instances) Add(in sched.Instance) {
 	// ledger's -1: a task sent while the run was being set up) belongs to
 	// the run's start, not to the generations the limit dropped.
 	in.Gen = max(in.Gen, 0)
-	if in.Gen < t.from {
+	if in.Gen < t.from || t.full && in.Gen <= t.ins[0].Gen {
 		t.omitted++
 		return
 	}
@@ -81,13 +87,16 @@ func (t *Instances) Add(in sched.Instance) {
 // limit is left, so that it runs once in many adds. A generation larger
 // than the limit on its own keeps its first instances.
 func (t *Instances) shed() {
+	t.sorts++
 	slices.SortStableFunc(t.ins, func(a, b sched.Instance) int { return a.Gen - b.Gen })
 	last := t.ins[len(t.ins)-1].Gen
 	if t.ins[0].Gen == last {
 		t.ins = t.ins[:t.limit]
 		t.omitted++
+		t.full = true
 		return
 	}
+	t.full = false
 	cut := len(t.ins) - t.limit*3/4
 	from := t.ins[cut].Gen
 	if t.ins[cut-1].Gen == from {

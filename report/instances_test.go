@@ -54,3 +54,29 @@ func TestTimelineBeforeFirstGeneration(t *testing.T) {
 		t.Errorf("timeline %+v: want both instances, of generation 3, none omitted", r)
 	}
 }
+
+// A generation larger than the limit is left out past the limit without
+// sorting the timeline again for each of its instances: every add sorted
+// the whole timeline once one generation filled it, on the master's loop,
+// so a generation of 10⁵ tasks took minutes. The next generation still
+// replaces it whole.
+func TestTimelineLargeGenerationSortsOnce(t *testing.T) {
+	tl := NewInstances(100)
+	for i := range 10000 {
+		tl.Add(sched.Instance{Worker: 1, Task: sched.TaskID(i), Gen: 1, Kind: sched.InstanceFinished, Known: true})
+	}
+	tl.Add(sched.Instance{Worker: 1, Task: 1, Gen: 0, Kind: sched.InstanceFinished}) // a late one, older
+	if tl.sorts > 1 {
+		t.Errorf("%d sorts for 10001 instances of one generation over a limit of 100, want 1", tl.sorts)
+	}
+	if r := tl.Record(0, 0); len(r.Instances) != 100 || r.Omitted != 9901 || r.Instances[99].Task != 99 {
+		t.Errorf("%d instances kept, %d omitted; want the first 100, 9901 omitted", len(r.Instances), r.Omitted)
+	}
+	for i := range 10 {
+		tl.Add(sched.Instance{Worker: 1, Task: sched.TaskID(i), Gen: 2, Kind: sched.InstanceFinished, Known: true})
+	}
+	r := tl.Record(0, 0)
+	if len(r.Instances) != 10 || r.FromGen != 2 || r.Omitted != 10001 {
+		t.Errorf("after generation 2: %d instances from generation %d, %d omitted; want its 10, from 2, 10001 omitted", len(r.Instances), r.FromGen, r.Omitted)
+	}
+}

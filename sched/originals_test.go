@@ -121,3 +121,51 @@ func TestUnsentOriginalLeavesTheResendOriginal(t *testing.T) {
 		t.Errorf("the first withdrawn: %d originals, %d resends, %d replicas; want 1, 0 and 0", c.Originals, c.Resends, c.Replicas)
 	}
 }
+
+// A late worker's whole static share back in Q, with a task it failed
+// among them, is dealt again in one pass over Q: taken entries leave it,
+// where each later take scanned them all again (quadratic, minutes of the
+// master's loop for λ = 10⁵ under cyclic).
+func TestRequeuedShareLeavesQ(t *testing.T) {
+	pi, err := New("cyclic", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pi.(*policy)
+	var acts []Action
+	for _, ev := range []Event{join(1, 1), join(2, 1), batch(20000), overdue(1, 0)} {
+		acts = p.Step(ev, acts[:0])
+	}
+	if p.qLive != 0 || p.q.size > 32 {
+		t.Errorf("after the late worker's share went to the other: %d tasks in Q, %d entries; want 0 and few", p.qLive, p.q.size)
+	}
+}
+
+// A worker's share back in Q with a task it failed among them, and the
+// other worker gone: every task is dealt to it once, the failed one after
+// those it may take, and Q is left with no taken entries.
+func TestQDealtOnceAroundAnExcludedTask(t *testing.T) {
+	pi, err := New("cyclic", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pi.(*policy)
+	var acts []Action
+	sent := map[TaskID]int{}
+	for _, ev := range []Event{join(1, 1), join(2, 1), batch(2000), overdue(1, 0), leave(2), alive(1)} {
+		acts = p.Step(ev, acts[:0])
+		for _, a := range acts {
+			if a.Kind == Send && ev.Kind == Measured {
+				sent[a.Task]++
+			}
+		}
+	}
+	if len(sent) != 2000 || p.q.size > 32 {
+		t.Errorf("%d tasks dealt, Q has %d entries, %d live; want 2000, few", len(sent), p.q.size, p.qLive)
+	}
+	for ti, n := range sent {
+		if n != 1 {
+			t.Errorf("task %d dealt %d times", ti, n)
+		}
+	}
+}

@@ -943,14 +943,33 @@ func (p *policy) popQFor(wi int32) (TaskID, bool) {
 	if p.nFail == 0 {
 		return p.popQ(), true
 	}
+	// Entries of tasks taken already leave from the head, and when they
+	// make up most of Q it is compacted: else every call scanned again
+	// the entries earlier calls had taken, quadratic in a batch that
+	// comes back to Q whole (a late worker's held tasks under cyclic).
+	for p.q.size > 0 && !p.tasks[p.q.at(0)].inQ {
+		p.q.popFront()
+	}
 	id := p.workers[wi].id
+	dead := 0
+	defer func() {
+		if dead > 16 && 2*dead > p.q.size {
+			p.q.compact(func(ti TaskID) bool { return p.tasks[ti].inQ })
+		}
+	}()
 	for i := 0; i < p.q.size; i++ {
 		ti := p.q.at(i)
 		t := &p.tasks[ti]
-		if t.inQ && !p.excluded(t, id) {
+		switch {
+		case !t.inQ:
+			dead++
+		case !p.excluded(t, id):
 			// Taken from the middle: its entry stays, skipped as not in Q.
 			t.inQ = false
 			p.qLive--
+			if i == 0 {
+				p.q.popFront()
+			}
 			return ti, true
 		}
 	}
@@ -1063,6 +1082,18 @@ func (r *ring) grow() {
 		buf[i] = r.at(i)
 	}
 	r.buf, r.head = buf, 0
+}
+
+// compact keeps only the entries keep is true for, in order.
+func (r *ring) compact(keep func(TaskID) bool) {
+	n := 0
+	for i := 0; i < r.size; i++ {
+		if t := r.at(i); keep(t) {
+			r.buf[(r.head+n)%len(r.buf)] = t
+			n++
+		}
+	}
+	r.size = n
 }
 
 // at is the i-th entry from the head.

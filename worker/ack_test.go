@@ -84,3 +84,52 @@ func TestCancelAcknowledgesOnlyTheWorkersTasks(t *testing.T) {
 		t.Errorf("acknowledgements %+v, want task 0's, late, once", acks)
 	}
 }
+
+// The acknowledgements of a cancel of 60,000 held tasks reach a master
+// that reads frames of at most 1 MiB (esrun -max-frame 1): in one Results
+// frame of about 1.6 MB (27 bytes an acknowledgement with its token),
+// over its cap, they broke the connection, and the master lost the
+// worker with its tasks.
+func TestManyAcknowledgementsFitTheMastersFrames(t *testing.T) {
+	leaktest.Check(t)
+	key, _ := grid.NewKey(testSecret)
+	fm := startFakeMasterFrame(t, key, grid.ProblemSpec{Name: "gate", Dim: 1}, 1<<20)
+	g := newGateProblem()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	startAgent(t, ctx, gateConfig(key, fm.addr(), g, 1))
+	mc := fm.next()
+	const n = 60000
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	for lo := 0; lo < n; lo += 10000 {
+		ts := tasks(1, ids[lo:lo+10000]...)
+		for i := range ts.Items {
+			ts.Items[i].Token = 1<<63 + uint64(lo+i) // as a master's, which the acknowledgements return
+		}
+		mc.c.Send(ts)
+	}
+	waitStarted(t, g, 0)
+	mc.c.Send(&grid.Cancel{Gen: 1, IDs: ids[1:]})
+	dropped := 0
+	for dropped < n-1 {
+		select {
+		case m := <-mc.msgs:
+			if rs, ok := m.(*grid.Results); ok {
+				for _, r := range rs.Items {
+					if r.Cancelled && r.Ack == grid.AckDropped {
+						dropped++
+					}
+				}
+			}
+		case <-mc.c.Done():
+			t.Fatalf("the connection closed after %d of %d acknowledgements: %v", dropped, n-1, mc.c.Err())
+		}
+	}
+	g.open(0)
+	if rs := receive[*grid.Results](t, mc); len(rs.Items) != 1 || rs.Items[0].ID != 0 || rs.Items[0].Cancelled {
+		t.Errorf("result %+v, want task 0's", rs)
+	}
+}

@@ -98,6 +98,13 @@ type masterConn struct {
 
 func startFakeMaster(t *testing.T, key *grid.Key, spec grid.ProblemSpec) *fakeMaster {
 	t.Helper()
+	return startFakeMasterFrame(t, key, spec, 0)
+}
+
+// startFakeMasterFrame is startFakeMaster reading frames of at most
+// maxFrame bytes (0: the default), a cap it tells the workers.
+func startFakeMasterFrame(t *testing.T, key *grid.Key, spec grid.ProblemSpec, maxFrame int) *fakeMaster {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +124,7 @@ func startFakeMaster(t *testing.T, key *grid.Key, spec grid.ProblemSpec) *fakeMa
 			c, h, err := grid.Accept(ctx, nc, grid.AcceptConfig{
 				Key:     key,
 				Welcome: func(*grid.Hello) (int32, grid.ProblemSpec, error) { return 5, spec, nil },
-				Conn:    grid.ConnConfig{Logger: logger(fm.log)},
+				Conn:    grid.ConnConfig{Logger: logger(fm.log), MaxFrame: maxFrame},
 			})
 			if err != nil {
 				fm.errs <- err

@@ -470,11 +470,43 @@ func (s *session) flush() {
 			s.served = s.served || !r.Cancelled && r.Err == ""
 		}
 		s.sentAt = time.Now()
-		s.conn.Send(&grid.Results{Items: s.ready, Queued: int32(s.held.Len()), Running: int32(len(s.running))})
+		for rest := s.ready; len(rest) > 0; {
+			n := resultsChunk(rest, s.masterFrame())
+			s.conn.Send(&grid.Results{Items: rest[:n], Queued: int32(s.held.Len()), Running: int32(len(s.running))})
+			rest = rest[n:]
+		}
 		clear(s.ready) // Send has encoded them: the slice can be reused
 		s.ready = s.ready[:0]
 	}
 	s.maybeFinishDrain()
+}
+
+// resultsChunk is how many of rs, at least one, go in one Results frame:
+// at most grid.MaxItemsPerFrame, which the master's decoder allows, and
+// within half of its frame cap, maxFrame, counting a result generously
+// (80 bytes and its error text). The acknowledgements of a cancel of a
+// whole share of a large generation were one frame, over the master's
+// cap or count, and broke the connection.
+func resultsChunk(rs []grid.Result, maxFrame int) int {
+	n, size := 0, 0
+	for n < len(rs) && n < grid.MaxItemsPerFrame {
+		size += 80 + len(rs[n].Err)
+		if n > 0 && size > maxFrame/2 {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// masterFrame is the cap of the frames the master reads: its own, from
+// its Welcome, which may be below this connection's.
+func (s *session) masterFrame() int {
+	f := s.conn.Config().MaxFrame
+	if s.welcome != nil && s.welcome.MaxFrame > 0 {
+		f = min(f, s.welcome.MaxFrame)
+	}
+	return f
 }
 
 // startDrain gives the held tasks back and stops taking new ones.

@@ -59,6 +59,8 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-load-ms", "1e-300"}, "-load-ms 1e-300"},
 		{[]string{"-listen", "127.0.0.1:99999999999999999999"}, "is not a number in [0, 65535]"},
 		{[]string{"-gossip", "127.0.0.1:-1"}, "is not a number in [0, 65535]"},
+		// A frame cap too small for one task: every generation would fail.
+		{[]string{"-dim", "1000000", "-max-frame", "1"}, "-max-frame 1: a task of 1000000 dimensions takes up to 9000064 bytes (64 + 9 per coordinate), over 1 MiB; give -max-frame 9 or more"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

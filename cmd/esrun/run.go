@@ -80,6 +80,9 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		if err := checkMemory(footprint(o, o.mu, o.lambda, o.dim, o.lu, false)); err != nil {
 			return err
 		}
+		if err := checkFrame(o, o.dim); err != nil {
+			return err
+		}
 	}
 	eng, prob, err := setup(o)
 	if err != nil {
@@ -93,6 +96,9 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 	cfg := eng.Config()
 	// With restarts λ grows: the largest batch the run can reach decides.
 	if err := checkMemory(footprint(o, cfg.Mu, cfg.MaxLambda(), cfg.Dim, loadN, cfg.Strategy == es.StrategyCMA)); err != nil {
+		return err
+	}
+	if err := checkFrame(o, cfg.Dim); err != nil {
 		return err
 	}
 	var (
