@@ -498,6 +498,13 @@ func DrawFaults2(seed uint64) Scenario {
 			// host would befall both, and the checks reckon by worker.
 			continue
 		}
+		if sc.liar() && w.Liar == 0 {
+			// The honest hosts that outvote a liar stay healthy, as
+			// Draw keeps them: cut off or slow past a check's retries,
+			// they cannot check it, and the lie stands unverified, as
+			// -verify promises (docs/security.md), not a stall.
+			continue
+		}
 		switch {
 		case k < 2:
 			// Longer than the idle timeout at times, and than gossip's
