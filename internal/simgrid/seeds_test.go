@@ -344,6 +344,11 @@ var fixedFaults2Seeds = []struct {
 	{50001193, "verify, a liar beside w0 slow by up to 3.8 s and w1 partitioned one way for 28 s: each check " +
 		"asked of them was stopped four deadlines on, its retries spent, and the lie stood unverified, as " +
 		"-verify says (the model's: the honest hosts that outvote a liar stay healthy, as Draw keeps them)"},
+	{51001522, "eft, a lone one-slot worker whose every eighth evaluation hangs, its link slow by up to 4.1 s " +
+		"a write for 44 s: task 6, overdue, was cancelled and sent again three times; the answer to the " +
+		"first cancel ended the master's note of the later ones, so the second instance's result was taken " +
+		"for the last one's, which ran on out of the books, hung, and held the slot while task 8 waited " +
+		"behind it for two hours (grid: a note of an instance stopping counts its cancels not yet answered)"},
 }
 
 // TestFixedFaults2Seeds replays every -sim.faults2 seed that once found a
