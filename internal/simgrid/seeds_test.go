@@ -349,6 +349,10 @@ var fixedFaults2Seeds = []struct {
 		"first cancel ended the master's note of the later ones, so the second instance's result was taken " +
 		"for the last one's, which ran on out of the books, hung, and held the slot while task 8 waited " +
 		"behind it for two hours (grid: a note of an instance stopping counts its cancels not yet answered)"},
+	{52009443, "split, dup (another host, w1's name) moved to child master n5, which then crashed with its " +
+		"connections half-open; the real w1 took the name at the root, which took it for the one to await " +
+		"from the lost child and ended the run while dup, hearing nothing on its half-open link, stayed in " +
+		"its session (the model's: two machines of one name are not held to hear the end)"},
 }
 
 // TestFixedFaults2Seeds replays every -sim.faults2 seed that once found a
