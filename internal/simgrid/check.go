@@ -325,12 +325,11 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 				w.OneWay > 0 && w.OneWay+w.OneWayFor+w.Gossip > out.Elapsed ||
 				w.Slow > 0 && w.Slow+w.SlowFor+workerTiming.MaxBackoff+time.Second > closed ||
 				w.Alias != "" || sc.aliased(w) {
-				// (A slow link's round trip may outlast the handshake's
-				// bounds: such a worker is refused until it is fast again,
-				// then in back-off.)
-				// (Of two machines that give one name, the master
-				// refuses the second while the first is there: it may be
-				// in back-off as the run ends.)
+				// A slow link's round trip may outlast the handshake's
+				// bounds: such a worker is refused until it is fast
+				// again, then in back-off. Of two machines that give one
+				// name, the master refuses the second while the first is
+				// there: it may be in back-off as the run ends.
 				continue
 			}
 			waiting = append(waiting, name)
