@@ -276,6 +276,12 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 			}
 		}
 	}
+	// A master's machine crashed with its connections half-open (a child
+	// master's): its workers hear nothing, and end their session at their
+	// idle timeout from the last byte they got, which a freeze or a
+	// one-way partition holds back to its end (seeds 54049609, 54087400).
+	halfOpen := slices.ContainsFunc(sc.Workers, func(w WorkerSpec) bool { return w.HalfOpen > 0 })
+	idle := masterTiming.IdleTimeout
 	if out.Err == nil {
 		// A worker cut off when the run ended hears of it only later.
 		var lingering []string
@@ -283,6 +289,8 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 			i := slices.IndexFunc(sc.Workers, func(w WorkerSpec) bool { return w.Name == name })
 			if w := sc.Workers[i]; w.Freeze > 0 && w.Freeze+w.FreezeFor > out.Elapsed ||
 				w.OneWay > 0 && w.OneWay+w.OneWayFor > out.Elapsed ||
+				halfOpen && w.Freeze > 0 && w.Freeze+w.FreezeFor+idle > out.Elapsed ||
+				halfOpen && w.OneWay > 0 && w.OneWay+w.OneWayFor+idle > out.Elapsed ||
 				w.Alias != "" || sc.aliased(w) {
 				// Of two machines giving one name, the master knows one
 				// at a time: awaiting that name back from a child master
@@ -324,7 +332,11 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 				w.Join+time.Second > closed || w.Relayed ||
 				w.OneWay > 0 && w.OneWay+w.OneWayFor+w.Gossip > out.Elapsed ||
 				w.Slow > 0 && w.Slow+w.SlowFor+workerTiming.MaxBackoff+time.Second > closed ||
+				halfOpen && w.Freeze > 0 && w.Freeze+w.FreezeFor+idle+workerTiming.MaxBackoff+time.Second > closed ||
+				halfOpen && w.OneWay > 0 && w.OneWay+w.OneWayFor+idle+workerTiming.MaxBackoff+time.Second > closed ||
 				w.Alias != "" || sc.aliased(w) {
+				// (Under a master crashed half-open, as Lingering says:
+				// then it finds the root closed, seed 54087400.)
 				// A slow link's round trip may outlast the handshake's
 				// bounds: such a worker is refused until it is fast
 				// again, then in back-off. Of two machines that give one

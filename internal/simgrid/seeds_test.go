@@ -353,6 +353,12 @@ var fixedFaults2Seeds = []struct {
 		"connections half-open; the real w1 took the name at the root, which took it for the one to await " +
 		"from the lost child and ended the run while dup, hearing nothing on its half-open link, stayed in " +
 		"its session (the model's: two machines of one name are not held to hear the end)"},
+	{54049609, "split, w0 moved to child master n7, which crashed with its connections half-open; w0, " +
+		"frozen for 29 s meanwhile, got n7's last bytes as it thawed and could end its session only at its " +
+		"idle timeout 30 s later, after the run's end (the model's: such a worker is not held to hear the end)"},
+	{54087400, "split, n12 under child master n8, which crashed half-open, partitioned one way (to it) for " +
+		"20 s: its idle timeout came 30 s after the partition's end, and it found the root closed (the " +
+		"model's, as 54049609)"},
 }
 
 // TestFixedFaults2Seeds replays every -sim.faults2 seed that once found a
