@@ -167,6 +167,10 @@ func Bound(sc Scenario) time.Duration {
 	return 2 * b
 }
 
+// handshakeBound is how long a data connection's handshake may take at
+// most (the master's hello timeout, grid's handshake bound).
+const handshakeBound = 3 * time.Second
+
 // CheckWaiting makes Check fail a split run that leaves a worker looking
 // for a master after it ended (as esworker -once would, for ever). On by
 // default (-sim.waiting=false turns it off); TestFixedWaitingSeeds keeps
@@ -331,7 +335,7 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 			if w.Kill > 0 || liarHosts[sc.host(w)] || w.Freeze > 0 && w.Freeze+w.FreezeFor+w.Gossip > out.Elapsed ||
 				w.Join+time.Second > closed || w.Relayed ||
 				w.OneWay > 0 && w.OneWay+w.OneWayFor+w.Gossip > out.Elapsed ||
-				w.Slow > 0 && w.Slow+w.SlowFor+workerTiming.MaxBackoff+time.Second > closed ||
+				w.Slow > 0 && w.Slow+w.SlowFor+w.SlowBy+handshakeBound+workerTiming.MaxBackoff+time.Second > closed ||
 				halfOpen && w.Freeze > 0 && w.Freeze+w.FreezeFor+idle+workerTiming.MaxBackoff+time.Second > closed ||
 				halfOpen && w.OneWay > 0 && w.OneWay+w.OneWayFor+idle+workerTiming.MaxBackoff+time.Second > closed ||
 				w.Alias != "" || sc.aliased(w) {
@@ -339,7 +343,8 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 				// then it finds the root closed, seed 54087400.)
 				// A slow link's round trip may outlast the handshake's
 				// bounds: such a worker is refused until it is fast
-				// again, then in back-off. Of two machines that give one
+				// again (a handshake begun slow fails after, its last
+				// writes late), then in back-off (seed 55022065). Of two machines that give one
 				// name, the master refuses the second while the first is
 				// there: it may be in back-off as the run ends.
 				continue

@@ -359,6 +359,9 @@ var fixedFaults2Seeds = []struct {
 	{54087400, "split, n12 under child master n8, which crashed half-open, partitioned one way (to it) for " +
 		"20 s: its idle timeout came 30 s after the partition's end, and it found the root closed (the " +
 		"model's, as 54049609)"},
+	{55022065, "split, n5's link slow by up to 4.6 s for 48 s: refused by the handshake's 3 s bound all along, " +
+		"its last handshake, begun slow, failed after the slow time, and its back-off outlasted the run (the " +
+		"model's: such a worker is not held to hear the end that long after)"},
 }
 
 // TestFixedFaults2Seeds replays every -sim.faults2 seed that once found a
