@@ -146,8 +146,10 @@ type mworker struct {
 	// slots entries, and sched.MaxSlots: the oldest give way. A map, as
 	// every acknowledgement looks its instance up, and a frame may carry
 	// a million (scanning a list of 65,536 for each of 100,000 held the
-	// loop for 10 s).
-	stopping map[[2]int32]uint64
+	// loop for 10 s). An instance cancelled, sent again and cancelled
+	// again has one entry for all its cancels: it stays until every one
+	// is answered (stopNote.n).
+	stopping map[[2]int32]stopNote
 	stopSeq  uint64
 	// stopOrder lists the instances noted, oldest first, each with its
 	// stopSeq: the oldest still in stopping gives way without a scan of
@@ -188,39 +190,50 @@ type outInstance struct {
 	overdue bool
 }
 
-// stopNote is an entry of mworker.stopOrder.
+// stopNote is an entry of mworker.stopOrder, and (key aside) of
+// mworker.stopping, whose n counts the cancels of its instance not yet
+// answered: an answer to the first of two must not end the note while
+// the second's is on the way (seed 51001522 of the simulation).
 type stopNote struct {
 	key [2]int32
 	seq uint64
+	n   int
 }
 
 // noteStopping notes that w was told to cancel its running instance of
 // task t of batch b (see stopping).
 func (w *mworker) noteStopping(b, t int32) {
 	if w.stopping == nil {
-		w.stopping = make(map[[2]int32]uint64)
+		w.stopping = make(map[[2]int32]stopNote)
 	}
+	k := [2]int32{b, t}
+	n := w.stopping[k].n + 1
 	for len(w.stopping) >= max(min(w.slots, sched.MaxSlots), 1) {
 		old := w.stopOrder[0]
 		w.stopOrder = w.stopOrder[1:]
-		if w.stopping[old.key] == old.seq {
+		if w.stopping[old.key].seq == old.seq {
 			delete(w.stopping, old.key)
 		}
 	}
 	if len(w.stopOrder) >= 2*max(len(w.stopping), 16) {
 		// Mostly acknowledged already: keep the live ones, in order.
-		w.stopOrder = slices.DeleteFunc(w.stopOrder, func(n stopNote) bool { return w.stopping[n.key] != n.seq })
+		w.stopOrder = slices.DeleteFunc(w.stopOrder, func(n stopNote) bool { return w.stopping[n.key].seq != n.seq })
 	}
 	w.stopSeq++
-	k := [2]int32{b, t}
-	w.stopping[k] = w.stopSeq
-	w.stopOrder = append(w.stopOrder, stopNote{k, w.stopSeq})
+	w.stopping[k] = stopNote{seq: w.stopSeq, n: n}
+	w.stopOrder = append(w.stopOrder, stopNote{key: k, seq: w.stopSeq})
 }
 
 // stopped notes w's acknowledgement of a cancel of task t of batch b,
 // cur being the open batch's id.
 func (w *mworker) stopped(b, t, cur int32) {
-	delete(w.stopping, [2]int32{b, t})
+	k := [2]int32{b, t}
+	if e, ok := w.stopping[k]; ok && e.n > 1 {
+		e.n-- // another cancel of it is yet to be answered
+		w.stopping[k] = e
+	} else {
+		delete(w.stopping, k)
+	}
 	if b == cur {
 		delete(w.withdrawn, t)
 	}

@@ -136,6 +136,80 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 	}
 }
 
+// An overdue instance sent again, twice, to a lone worker (no other is
+// open) over a slow link: the answer to the first cancel, then the
+// result of the second instance (which left before the second cancel
+// came) arrive as the third instance is on its way. The first answer
+// must not make the master forget the second cancel: the result is
+// then taken for the third instance's, which ran on out of the books.
+// Seed 51001522 of the simulation (-sim.faults2: a lone worker whose
+// every eighth evaluation hangs, its link slow by up to 4 s a write):
+// such an instance hung and held the worker's one slot; the task the
+// master then waited for stayed queued behind it for two hours.
+func TestMasterCancelsInstanceSentAgainTwiceWhenResultCrossesCancels(t *testing.T) {
+	for _, policy := range sched.Names {
+		t.Run(policy, func(t *testing.T) {
+			m := startMaster(t, policy, deadlinesOnly)
+			w := newTestWorker("crossing", 1, 0)
+			w.freeze = true // it runs nothing: the test answers
+			cancels := make(chan []int32, 16)
+			w.onCancel = func(c *Cancel) {
+				select { // the worker's reader must not outlive the test
+				case cancels <- slices.Clone(c.IDs):
+				case <-t.Context().Done():
+				}
+			}
+			frames := 0 // the connection's reader calls forge, one frame at a time
+			var second Task
+			w.forge = func(ts *Tasks) []Result {
+				frames++
+				if len(ts.Items) != 1 || ts.Items[0].ID != 0 {
+					return nil
+				}
+				switch frames {
+				case 2:
+					second = ts.Items[0] // held, as the first, until overdue
+				case 3:
+					// The first instance stopped on its cancel; the
+					// second finished before its own cancel came, whose
+					// answer is yet to come. The third stays held.
+					return []Result{
+						{Gen: ts.Gen, ID: 0, Cancelled: true, Ack: AckStopped, Exec: int64(time.Millisecond), Token: second.Token},
+						{Gen: ts.Gen, ID: 0, F: sphere(second.X), Exec: int64(time.Millisecond), Token: second.Token},
+					}
+				}
+				return nil
+			}
+			startWorkers(t, m, w)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			x := []float64{1, 2, 3, 4, 5}
+			f, err := m.Evaluate(ctx, 0, [][]float64{x})
+			if err != nil || f[0] != sphere(x) {
+				t.Fatalf("Evaluate: %v, %v; want [%v]", f, err, sphere(x))
+			}
+			if frames < 3 {
+				t.Fatalf("setup: task 0 was sent %d times, want 3", frames)
+			}
+			// Each overdue instance is cancelled: one cancel more than
+			// them is the third instance's, held out of the books.
+			for n := int64(1); ; n++ {
+				select {
+				case ids := <-cancels:
+					if !slices.Equal(ids, []int32{0}) {
+						t.Fatalf("cancel %d of %v, want of task 0", n, ids)
+					}
+					if n > m.Stats().Overdue {
+						return
+					}
+				case <-ctx.Done():
+					t.Fatalf("%d cancels of task 0, each of an overdue instance: the third instance, held on the worker out of the books, was never cancelled", n-1)
+				}
+			}
+		})
+	}
+}
+
 // A lone one-slot worker holds task 1 behind task 0, and has finished
 // both, their results on the way, when task 0 goes overdue: the master
 // cancels 0 and withdraws the held 1, and sends 0 again. The worker's

@@ -31,7 +31,11 @@ type Network struct {
 	dials     map[string]uint64    // connections each host has dialled
 	ports     map[string]uint64    // ports each host took with port 0
 	cut       map[string]time.Time // host → partitioned until
-	delays    map[string][2]time.Duration
+	// holdOut and holdIn are one-way partitions: host → until when the
+	// bytes it sends (holdOut), or those sent to it (holdIn), wait.
+	holdOut, holdIn map[string]time.Time
+	slow            map[string]slowLink // host → its links slow
+	delays          map[string][2]time.Duration
 	// peak is the most bytes ever waiting in one direction of a link.
 	peak int
 }
@@ -39,7 +43,15 @@ type Network struct {
 // NewNetwork returns an empty network whose delays derive from seed.
 func NewNetwork(seed uint64) *Network {
 	return &Network{seed: seed, listeners: map[string]*Listener{}, dials: map[string]uint64{}, ports: map[string]uint64{},
-		cut: map[string]time.Time{}, delays: map[string][2]time.Duration{}}
+		cut: map[string]time.Time{}, holdOut: map[string]time.Time{}, holdIn: map[string]time.Time{}, slow: map[string]slowLink{},
+		delays: map[string][2]time.Duration{}}
+}
+
+// slowLink is a host's links slow until a time: each write takes a draw
+// in [by/2, by] more.
+type slowLink struct {
+	until time.Time
+	by    time.Duration
 }
 
 // SetDelay sets the one-way delay range of every link that host opens or
@@ -96,6 +108,11 @@ func (n *Network) dial(ctx context.Context, from, who, addr string) (net.Conn, e
 	l := n.listeners[addr]
 	now := time.Now()
 	blocked := now.Before(n.cut[from]) || now.Before(n.cut[toHost])
+	// A handshake needs both ways: one held, the dial fails (as one
+	// whose SYN or SYN-ACK is lost does, sooner).
+	for _, h := range [2]string{from, toHost} {
+		blocked = blocked || now.Before(n.holdOut[h]) || now.Before(n.holdIn[h])
+	}
 	n.mu.Unlock()
 	if l == nil || blocked {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (simulated)")}
@@ -156,6 +173,92 @@ func (n *Network) Partition(host string, until time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.cut[host] = until
+}
+
+// OneWay partitions host in one direction until the virtual time until:
+// the bytes it sends (out) or those sent to it wait, as Partition's, while
+// the other direction flows; new connections fail.
+func (n *Network) OneWay(host string, out bool, until time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if out {
+		n.holdOut[host] = until
+	} else {
+		n.holdIn[host] = until
+	}
+}
+
+// Slow makes host's links slow until the virtual time until: each write
+// on them, either way, takes a draw in [by/2, by] more than its delay
+// (order kept, nothing held).
+func (n *Network) Slow(host string, by time.Duration, until time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.slow[host] = slowLink{until: until, by: by}
+}
+
+// slowBy is the extra delay of a write on link id in direction dir at
+// instant now, between hosts a and b: a pure function of the seed and
+// these (0 with neither host slow).
+func (n *Network) slowBy(a, b string, id uint64, dir int, now time.Time) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	by := time.Duration(0)
+	for _, h := range [2]string{a, b} {
+		if s, ok := n.slow[h]; ok && now.Before(s.until) {
+			by = max(by, s.by)
+		}
+	}
+	if by <= 0 {
+		return 0
+	}
+	h := mix(n.seed, id, uint64(dir), uint64(now.UnixNano()), 0x510e)
+	// Even, so that the delay stays odd (delayFor).
+	return (by/2 + time.Duration(h%uint64(by/2+1))) &^ 1
+}
+
+// HalfOpen crashes host without a word on the wire: its listeners close
+// and its ends of every connection die (their reads and writes fail
+// there), but the far ends hear nothing, no FIN, no reset; what they
+// send is lost. It returns the function that resets those connections
+// at last (the far end's next write reaches the host up again, which
+// answers with a reset, or a keepalive fails).
+func (n *Network) HalfOpen(host string) (reset func()) {
+	n.mu.Lock()
+	var doomed []*link
+	for _, lk := range n.links {
+		if lk.hosts[0] == host || lk.hosts[1] == host {
+			doomed = append(doomed, lk)
+		}
+	}
+	var ls []*Listener
+	for _, l := range n.listeners {
+		if l.addr.IP.String() == host {
+			ls = append(ls, l)
+		}
+	}
+	n.mu.Unlock()
+	for _, lk := range doomed {
+		for side := range 2 {
+			if lk.hosts[side] != host {
+				continue
+			}
+			// This end is gone: shut, so that it never sends its FIN,
+			// and its reads end, as its process's.
+			lk.mu.Lock()
+			lk.shut[side] = true
+			lk.mu.Unlock()
+			lk.reads[side].Close()
+		}
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return func() {
+		for _, lk := range doomed {
+			lk.reset()
+		}
+	}
 }
 
 // Reset breaks every connection of host at once, without delivering what
@@ -233,14 +336,17 @@ func (n *Network) delayFor(host string, id uint64, dir int, now time.Time) time.
 	return r[0] + time.Duration(h%uint64(r[1]-r[0]+1)) | 1
 }
 
+// blockedUntil is when bytes from host a to host b may flow again.
 func (n *Network) blockedUntil(a, b string) time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ua, ub := n.cut[a], n.cut[b]
-	if ua.After(ub) {
-		return ua
+	u := n.cut[a]
+	for _, t := range [3]time.Time{n.cut[b], n.holdOut[a], n.holdIn[b]} {
+		if t.After(u) {
+			u = t
+		}
 	}
-	return ub
+	return u
 }
 
 func (n *Network) newLink(id uint64, a, b *net.TCPAddr) *link {
@@ -395,6 +501,7 @@ type chunk struct {
 func (p *pipe) put(b []byte) error {
 	now := time.Now()
 	d := p.lk.n.delayFor(p.lk.hosts[p.dir], p.lk.id, p.dir, now)
+	d += p.lk.n.slowBy(p.lk.hosts[0], p.lk.hosts[1], p.lk.id, p.dir, now)
 	p.mu.Lock()
 	if p.eof {
 		p.mu.Unlock()
@@ -459,7 +566,7 @@ func (p *pipe) run() {
 		p.mu.Unlock()
 		for {
 			at := c.due
-			if cut := p.lk.n.blockedUntil(p.lk.hosts[0], p.lk.hosts[1]); cut.After(at) {
+			if cut := p.lk.n.blockedUntil(p.lk.hosts[p.dir], p.lk.hosts[1-p.dir]); cut.After(at) {
 				at = cut
 			}
 			if !c.due.Equal(prevDue) && !at.After(prev) {

@@ -131,11 +131,43 @@ type WorkerSpec struct {
 	// plugin host runs one: a cancelled evaluation finishes, or its
 	// process is killed and the next evaluation waits for a new one.
 	NoCancel time.Duration
+
+	// The faults below are drawn by DrawFaults2 alone (-sim.faults2).
+
+	// OneWay, when > 0, holds the bytes of its links in one direction
+	// for OneWayFor (a one-way partition: a route or firewall rule
+	// lost), those it sends when OneWayOut, those sent to it otherwise,
+	// while the other direction flows; gossip declares it dead if that
+	// lasts longer than Gossip.
+	OneWay, OneWayFor time.Duration
+	OneWayOut         bool
+	// Slow, when > 0, makes its links slow for SlowFor: every write on
+	// them, either way, takes a draw in [SlowBy/2, SlowBy] more (a
+	// congested or flapping route), nothing held.
+	Slow, SlowFor, SlowBy time.Duration
+	// HalfOpen, with Kill, makes the kill a crash whose connections
+	// stay half-open: the far ends hear nothing (no FIN, no reset) for
+	// HalfOpen, while the worker, started again Back later under its
+	// name on its host, connects anew.
+	HalfOpen time.Duration
+	// Alias, when set, is the name its agent gives: another worker's,
+	// from another host (two machines configured alike). Name stays the
+	// simulation's own, unique.
+	Alias string
+}
+
+// agentName is the name its agent gives the master.
+func (w WorkerSpec) agentName() string {
+	if w.Alias != "" {
+		return w.Alias
+	}
+	return w.Name
 }
 
 // healthy says the worker always answers, and stays.
 func (w WorkerSpec) healthy() bool {
-	return w.FailEvery == 0 && w.HangEvery == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0 && w.Liar == 0 && !w.NaN
+	return w.FailEvery == 0 && w.HangEvery == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0 && w.Liar == 0 && !w.NaN &&
+		w.OneWay == 0 && w.Slow == 0 && w.Alias == ""
 }
 
 func (w WorkerSpec) String() string {
@@ -173,6 +205,22 @@ func (w WorkerSpec) String() string {
 	}
 	if w.NoCancel > 0 {
 		fmt.Fprintf(&b, " nocancel-start=%v", w.NoCancel)
+	}
+	if w.HalfOpen > 0 {
+		fmt.Fprintf(&b, " half-open=%v", w.HalfOpen)
+	}
+	if w.OneWay > 0 {
+		dir := "to it"
+		if w.OneWayOut {
+			dir = "from it"
+		}
+		fmt.Fprintf(&b, " one-way=%v for=%v (%s) gossip=%v", w.OneWay, w.OneWayFor, dir, w.Gossip)
+	}
+	if w.Slow > 0 {
+		fmt.Fprintf(&b, " slow=%v for=%v by=%v", w.Slow, w.SlowFor, w.SlowBy)
+	}
+	if w.Alias != "" {
+		fmt.Fprintf(&b, " host=%s as=%s", w.Host, w.Alias)
 	}
 	return b.String()
 }
@@ -409,9 +457,84 @@ func (sc Scenario) decisive() bool {
 	for _, w := range sc.Workers {
 		h := sc.host(w)
 		if w.Liar == 0 && !w.NaN && w.Join == 0 && !w.Silent && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0 &&
+			w.OneWay == 0 && w.Slow == 0 && w.Alias == "" && !sc.aliased(w) &&
 			!(w.Relayed && sc.Relay.Kill > 0) && !liars[h] {
 			honest[h] = true
 		}
 	}
 	return len(honest) >= 2
+}
+
+// aliased says another worker gives w's name (WorkerSpec.Alias): the
+// master takes one of them at a time.
+func (sc Scenario) aliased(w WorkerSpec) bool {
+	return slices.ContainsFunc(sc.Workers, func(o WorkerSpec) bool { return o.Alias == w.Name })
+}
+
+// DrawFaults2 is Draw's scenario of seed with the faults of -sim.faults2
+// added: one-way partitions, slow links, crashes that leave connections
+// half-open as the worker comes back under its name, and a second
+// machine giving a worker's name. They come from a generator of their
+// own, seeded by seed, so that Draw(seed) stays what it was.
+func DrawFaults2(seed uint64) Scenario {
+	sc := Draw(seed)
+	r := rand.New(rand.NewPCG(seed, 0xfa2175))
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
+	slots, mean := 0, time.Duration(0)
+	for _, w := range sc.Workers {
+		slots += w.Slots
+		mean += w.Task
+	}
+	mean /= time.Duration(len(sc.Workers))
+	// The run's expected span without faults, as Draw's: faults fall
+	// inside it.
+	span := time.Duration(sc.ES.Stop.Generations+1) * time.Duration(sc.ES.Lambda/slots+1) * mean
+	at := func() time.Duration { return time.Duration(r.Int64N(int64(span)+1)) + time.Millisecond }
+	for i := range sc.Workers {
+		w := &sc.Workers[i]
+		k := r.IntN(6)
+		if sc.shared(*w) {
+			// A liar's host with two connections: what befalls the
+			// host would befall both, and the checks reckon by worker.
+			continue
+		}
+		if sc.liar() && w.Liar == 0 {
+			// The honest hosts that outvote a liar stay healthy, as
+			// Draw keeps them: cut off or slow past a check's retries,
+			// they cannot check it, and the lie stands unverified, as
+			// -verify promises (docs/security.md), not a stall.
+			continue
+		}
+		switch {
+		case k < 2:
+			// Longer than the idle timeout at times, and than gossip's
+			// failure detection.
+			w.OneWay, w.OneWayFor, w.OneWayOut = w.Join+at(), ms(100, 60000), r.IntN(2) == 0
+			if w.Gossip == 0 {
+				w.Gossip = ms(5000, 25000)
+			}
+		case k == 2:
+			w.Slow, w.SlowFor, w.SlowBy = w.Join+at(), ms(500, 60000), ms(200, 5000)
+		case k == 3 && w.Kill == 0 && w.Freeze == 0 && w.Drain == 0:
+			// A crash (the machine's, or a cable's: no FIN, no reset),
+			// and the worker started again under its name.
+			w.Kill, w.Back, w.HalfOpen = w.Join+at(), ms(100, 5000), ms(100, 60000)
+		}
+	}
+	if sc.Verify == 0 && r.IntN(3) == 0 {
+		// A second machine that gives a worker's name; it always
+		// answers, so either may run the work.
+		of := sc.Workers[r.IntN(len(sc.Workers))]
+		lo := time.Duration(r.IntN(20000)) * time.Microsecond
+		w := WorkerSpec{Name: "dup", Alias: of.agentName(), Host: "127.0.1.12", Slots: 1 + r.IntN(4), Task: ms(2, 200),
+			Delay: [2]time.Duration{lo, lo + time.Duration(r.IntN(10000))*time.Microsecond}}
+		if sc.Split {
+			w.Task = ms(1, 10)
+		}
+		if r.IntN(2) == 0 {
+			w.Join = at()
+		}
+		sc.Workers = append(sc.Workers, w)
+	}
+	return sc
 }

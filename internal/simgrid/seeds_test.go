@@ -329,3 +329,52 @@ func TestExactSeeds(t *testing.T) {
 		}
 	}
 }
+
+// fixedFaults2Seeds are the seeds of -sim.faults2 (DrawFaults2) that
+// found a bug, in the master or the model, kept so that it stays fixed.
+var fixedFaults2Seeds = []struct {
+	seed uint64
+	why  string
+}{
+	{50000007, "split, w4's link slow by up to 4.7 s for 47 s from the start: each handshake outlasted its 3 s " +
+		"bounds, so w4 never joined and looked for the master after the run (the model's: a slow worker " +
+		"refused until the run ended is not held against it)"},
+	{50000017, "a one-way partition of a liar's host that two connections share: both were cut off, the " +
+		"checks reckoned with one (the model's: the new faults skip shared hosts)"},
+	{50001193, "verify, a liar beside w0 slow by up to 3.8 s and w1 partitioned one way for 28 s: each check " +
+		"asked of them was stopped four deadlines on, its retries spent, and the lie stood unverified, as " +
+		"-verify says (the model's: the honest hosts that outvote a liar stay healthy, as Draw keeps them)"},
+	{51001522, "eft, a lone one-slot worker whose every eighth evaluation hangs, its link slow by up to 4.1 s " +
+		"a write for 44 s: task 6, overdue, was cancelled and sent again three times; the answer to the " +
+		"first cancel ended the master's note of the later ones, so the second instance's result was taken " +
+		"for the last one's, which ran on out of the books, hung, and held the slot while task 8 waited " +
+		"behind it for two hours (grid: a note of an instance stopping counts its cancels not yet answered)"},
+	{52009443, "split, dup (another host, w1's name) moved to child master n5, which then crashed with its " +
+		"connections half-open; the real w1 took the name at the root, which took it for the one to await " +
+		"from the lost child and ended the run while dup, hearing nothing on its half-open link, stayed in " +
+		"its session (the model's: two machines of one name are not held to hear the end)"},
+	{54049609, "split, w0 moved to child master n7, which crashed with its connections half-open; w0, " +
+		"frozen for 29 s meanwhile, got n7's last bytes as it thawed and could end its session only at its " +
+		"idle timeout 30 s later, after the run's end (the model's: such a worker is not held to hear the end)"},
+	{54087400, "split, n12 under child master n8, which crashed half-open, partitioned one way (to it) for " +
+		"20 s: its idle timeout came 30 s after the partition's end, and it found the root closed (the " +
+		"model's, as 54049609)"},
+	{55022065, "split, n5's link slow by up to 4.6 s for 48 s: refused by the handshake's 3 s bound all along, " +
+		"its last handshake, begun slow, failed after the slow time, and its back-off outlasted the run (the " +
+		"model's: such a worker is not held to hear the end that long after)"},
+}
+
+// TestFixedFaults2Seeds replays every -sim.faults2 seed that once found a
+// bug.
+func TestFixedFaults2Seeds(t *testing.T) {
+	for _, fs := range fixedFaults2Seeds {
+		sc := DrawFaults2(fs.seed)
+		out, trace, bad := simulateScenario(t, sc)
+		if len(bad) > 0 {
+			t.Errorf("seed %d (%s) broke:\n  %s\nscenario: %s\nreplay: %s -sim.faults2\ntrace (last lines):\n%s",
+				fs.seed, fs.why, strings.Join(bad, "\n  "), sc, replay(fs.seed), tail(trace, 40))
+			continue
+		}
+		t.Logf("seed %d: %v of virtual time, bound %v", fs.seed, out.Elapsed, Bound(sc))
+	}
+}

@@ -26,7 +26,17 @@ var (
 	replayFlag  = flag.Int("sim.replays", 16, "seeds TestReplayIsExact runs twice each")
 	maxFailFlag = flag.Int("sim.maxfail", 5, "stop the search after this many failing seeds")
 	splitFlag   = flag.Bool("sim.split", false, "search only the seeds whose master may split (a sixth of them, where a long search finds most)")
+	faults2Flag = flag.Bool("sim.faults2", false, "draw each seed with DrawFaults2: one-way partitions, slow links, half-open crashes, names given twice")
 )
+
+// draw is the scenario of seed the flags ask for: Draw's, or with
+// -sim.faults2 DrawFaults2's.
+func draw(seed uint64) Scenario {
+	if *faults2Flag {
+		return DrawFaults2(seed)
+	}
+	return Draw(seed)
+}
 
 func init() {
 	flag.BoolVar(&CheckWaiting, "sim.waiting", true, "fail a split run that leaves a worker looking for a master (see CheckWaiting)")
@@ -60,7 +70,11 @@ func simulateScenario(t *testing.T, sc Scenario) (*Outcome, string, []string) {
 
 // replay is the one-line command that replays seed.
 func replay(seed uint64) string {
-	return fmt.Sprintf("go test ./internal/simgrid -run 'TestSimulation$' -sim.seed=%d -sim.trace -v", seed)
+	f := ""
+	if *faults2Flag {
+		f = " -sim.faults2"
+	}
+	return fmt.Sprintf("go test ./internal/simgrid -run 'TestSimulation$' -sim.seed=%d%s -sim.trace -v", seed, f)
 }
 
 // TestSimulation runs the real master and real worker agents in a
@@ -71,7 +85,8 @@ func replay(seed uint64) string {
 // invariants. A failing seed prints the command that replays it.
 func TestSimulation(t *testing.T) {
 	if *seedFlag != 0 {
-		sc, out, trace, bad := simulate(t, *seedFlag)
+		sc := draw(*seedFlag)
+		out, trace, bad := simulateScenario(t, sc)
 		if *traceFlag || len(bad) > 0 {
 			t.Logf("%s\n%s", sc, trace)
 		}
@@ -111,7 +126,7 @@ func TestSimulation(t *testing.T) {
 				if stop || failed.Load() >= int64(*maxFailFlag) {
 					return
 				}
-				sc := Draw(seed)
+				sc := draw(seed)
 				if *splitFlag && !sc.Split {
 					skipped.Add(1)
 					continue

@@ -399,6 +399,17 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 				at = append(at, ws.Kill)
 				events = append(events, nil) // the kill ends this life
 			}
+			if ws.OneWay > 0 {
+				at = append(at, ws.OneWay)
+				events = append(events, func() { w.oneWay(ctx, ws) })
+			}
+			if ws.Slow > 0 {
+				at = append(at, ws.Slow)
+				events = append(events, func() {
+					w.log.Info("sim: worker's links slow", "worker", ws.Name, "for", ws.SlowFor, "by", ws.SlowBy)
+					w.net.Slow(ws.Host, ws.SlowBy, time.Now().Add(ws.SlowFor))
+				})
+			}
 		}
 		killed := false
 		var lose chan struct{} // this machine is the grandchild to lose
@@ -456,10 +467,26 @@ func (w *world) machine(ctx context.Context, ws WorkerSpec) {
 				break life
 			}
 		}
-		if killed {
+		if killed && ws.HalfOpen > 0 {
+			// A crash: its connections stay half-open at their far
+			// ends until a later instant, whatever happens meanwhile.
+			w.log.Info("sim: worker crashed; its connections half-open", "worker", ws.Name, "for", ws.HalfOpen)
+			reset := w.net.HalfOpen(ws.Host)
+			w.agents.Add(1)
+			go func() {
+				defer w.agents.Done()
+				if sleep(ctx, ws.HalfOpen) {
+					w.log.Info("sim: the crashed worker's half-open connections reset", "worker", ws.Name)
+				}
+				reset()
+			}()
+			settle()
+		} else if killed {
 			w.log.Info("sim: worker killed", "worker", ws.Name)
 			w.net.Reset(ws.Host)
 			settle()
+		}
+		if killed {
 			stop()
 			<-done
 			if ws.Back == 0 || !sleep(ctx, ws.Back) {
@@ -609,7 +636,26 @@ func (w *world) freeze(ctx context.Context, ws WorkerSpec) {
 		go func() {
 			if sleep(ctx, ws.Gossip) {
 				w.log.Info("sim: gossip declares the worker dead", "worker", ws.Name)
-				w.memberFailed(ws.Name)
+				w.memberFailed(ws.agentName())
+			}
+		}()
+	}
+}
+
+// oneWay holds ws's bytes one way for OneWayFor; gossip, whose probes
+// need both ways, declares it dead if that outlasts its detection time.
+func (w *world) oneWay(ctx context.Context, ws WorkerSpec) {
+	dir := "to it"
+	if ws.OneWayOut {
+		dir = "from it"
+	}
+	w.log.Info("sim: worker partitioned one way", "worker", ws.Name, "held", dir, "for", ws.OneWayFor)
+	w.net.OneWay(ws.Host, ws.OneWayOut, time.Now().Add(ws.OneWayFor))
+	if ws.Gossip < ws.OneWayFor {
+		go func() {
+			if sleep(ctx, ws.Gossip) {
+				w.log.Info("sim: gossip declares the worker dead", "worker", ws.Name)
+				w.memberFailed(ws.agentName())
 			}
 		}()
 	}
@@ -632,7 +678,7 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 		cfg.Master = relayAddr
 	}
 	cfg.Key = w.key
-	cfg.Name = ws.Name
+	cfg.Name = ws.agentName()
 	cfg.Slots = ws.Slots
 	cfg.Problems = []string{w.sc.ES.Problem}
 	cfg.Faults = worker.Faults{Silent: ws.Silent}
