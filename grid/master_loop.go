@@ -248,35 +248,55 @@ func (w *mworker) noteWithdrawn(t int32) {
 	w.withdrawn[t] = struct{}{}
 }
 
-// takeOut removes task t from w's outstanding instances and returns it;
-// the next held instance starts running (in the books) at now.
+// takeOut removes w's earliest sent instance of task t from its
+// outstanding instances, the one a result answers, and returns it; the
+// next held instance starts running (in the books) at now.
 func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
-	if n := len(w.out); n > 1 && w.out[n-1].task == t {
-		// The last sent: a late worker's held tasks are withdrawn last
-		// sent first, and scanning for each from the front was quadratic
-		// in its share under cyclic. No instance behind it starts.
-		o := w.out[n-1]
-		w.out = w.out[:n-1]
-		return o, true
-	}
-	for i, o := range w.out {
+	for i := range w.out {
 		w.scanned++
-		if o.task == t {
-			if i == 0 {
-				// The usual case, results in the order sent: moving the
-				// rest down cost a copy of all a worker holds per result,
-				// quadratic for cyclic's share of a large generation.
-				w.out = w.out[1:]
-			} else {
-				w.out = append(w.out[:i], w.out[i+1:]...)
-			}
-			if i < w.slots && len(w.out) >= w.slots && w.out[w.slots-1].started < 0 {
-				w.out[w.slots-1].started = now
-			}
-			return o, true
+		if w.out[i].task == t {
+			return w.takeOutAt(i, now), true
 		}
 	}
 	return outInstance{}, false
+}
+
+// takeOutHeld removes w's latest sent instance of task t, the one a
+// cancel or a drain takes back (a worker drops a held instance of a task
+// before it stops a running one), and returns it. A late worker's held
+// instances are withdrawn last sent first, so the search starts at the
+// back: from the front it was quadratic in the worker's share of a large
+// generation under cyclic. Where t is on w twice (an overdue instance
+// sent again to it), the front one is the instance still running.
+func (w *mworker) takeOutHeld(t int32, now time.Duration) (outInstance, bool) {
+	for i := len(w.out) - 1; i >= 0; i-- {
+		w.scanned++
+		if w.out[i].task == t {
+			return w.takeOutAt(i, now), true
+		}
+	}
+	return outInstance{}, false
+}
+
+// takeOutAt removes w.out[i] and returns it; the next held instance
+// starts running (in the books) at now.
+func (w *mworker) takeOutAt(i int, now time.Duration) outInstance {
+	o := w.out[i]
+	switch i {
+	case 0:
+		// The usual case, results in the order sent: moving the rest down
+		// cost a copy of all a worker holds per result, quadratic for
+		// cyclic's share of a large generation.
+		w.out = w.out[1:]
+	case len(w.out) - 1:
+		w.out = w.out[:i]
+	default:
+		w.out = append(w.out[:i], w.out[i+1:]...)
+	}
+	if i < w.slots && len(w.out) >= w.slots && w.out[w.slots-1].started < 0 {
+		w.out[w.slots-1].started = now
+	}
+	return o
 }
 
 // markSent records that task t of batch b (of n tasks) went to w.
@@ -636,7 +656,7 @@ func (m *Master) drain(w *mworker, d *Drain) {
 		return
 	}
 	for _, t := range d.Returned {
-		if _, ok := w.takeOut(t, m.now()); ok {
+		if _, ok := w.takeOutHeld(t, m.now()); ok {
 			m.counts.Returned++
 			m.step(sched.Event{Kind: sched.Returned, Worker: w.id, Task: sched.TaskID(t)}, 0)
 		}
@@ -1133,7 +1153,7 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 			}
 			if ev.Kind != sched.BatchStarted {
 				// An old batch's instances left the books when it ended.
-				w.takeOut(int32(a.Task), at)
+				w.takeOutHeld(int32(a.Task), at)
 				if dropTask(&w.tasks, int32(a.Task)) {
 					// Not sent yet: never send it, nor count it.
 					m.ledger.Unsent(w.id, a.Task)

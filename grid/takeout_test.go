@@ -41,11 +41,36 @@ func TestTakeOutFromTheBackScansNothing(t *testing.T) {
 	}
 	w.out[0].started = 3
 	for i := 999; i >= 1; i-- {
-		if o, ok := w.takeOut(int32(i), 7); !ok || o.task != int32(i) {
+		if o, ok := w.takeOutHeld(int32(i), 7); !ok || o.task != int32(i) {
 			t.Fatalf("took out %+v, %v; want task %d", o, ok, i)
 		}
 	}
-	if w.scanned > 0 || len(w.out) != 1 || w.out[0].task != 0 || w.out[0].started != 3 {
-		t.Errorf("%d instances scanned, books %+v; want none scanned, task 0 left as it was", w.scanned, w.out)
+	if w.scanned > 999 || len(w.out) != 1 || w.out[0].task != 0 || w.out[0].started != 3 {
+		t.Errorf("%d instances scanned, books %+v; want one scanned each, task 0 left as it was", w.scanned, w.out)
+	}
+}
+
+// A task on a worker twice (an overdue instance sent again to it, held
+// behind the one still running): a result answers the running instance,
+// the earlier sent, and the held one starts; a cancel or a drain takes
+// back the held one, the later sent, as the worker drops a held instance
+// before it stops a running one, and the running one keeps its start.
+func TestTakeOutOfATaskOnAWorkerTwice(t *testing.T) {
+	books := func() *mworker {
+		return &mworker{slots: 1, out: []outInstance{{task: 0, at: 1, started: 1}, {task: 1, at: 2, started: -1}, {task: 0, at: 5, started: -1}}}
+	}
+	w := books()
+	if o, ok := w.takeOut(0, 9); !ok || o.at != 1 {
+		t.Errorf("a result of task 0 took out %+v, want the instance sent at 1, running", o)
+	}
+	if len(w.out) != 2 || w.out[0].task != 1 || w.out[0].started != 9 || w.out[1].task != 0 || w.out[1].at != 5 {
+		t.Errorf("after the result: %+v, want task 1 started at 9, then task 0 sent at 5, held", w.out)
+	}
+	w = books()
+	if o, ok := w.takeOutHeld(0, 9); !ok || o.at != 5 {
+		t.Errorf("a cancel of task 0 took out %+v, want the instance sent again at 5, held", o)
+	}
+	if len(w.out) != 2 || w.out[0].task != 0 || w.out[0].started != 1 || w.out[1].task != 1 || w.out[1].started != -1 {
+		t.Errorf("after the cancel: %+v, want task 0 running since 1, then task 1 held", w.out)
 	}
 }
