@@ -160,9 +160,11 @@ type mworker struct {
 	// w the master cancelled (a late worker's queue taken back) and
 	// whose cancel w has not acknowledged yet: that instance may have
 	// finished before the cancel came, its result on the way, as
-	// cancelSentAgain handles (at most one entry per task of the batch;
+	// cancelSentAgain handles (at most one entry per task of the batch,
+	// counting its cancels not yet answered, as stopping does: the first
+	// answer must not end the note while a later cancel's is on the way;
 	// cleared as a batch starts).
-	withdrawn map[int32]struct{}
+	withdrawn map[int32]int32
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -225,16 +227,28 @@ func (w *mworker) noteStopping(b, t int32) {
 }
 
 // stopped notes w's acknowledgement of a cancel of task t of batch b,
-// cur being the open batch's id.
+// cur being the open batch's id. An answer does not say which of the
+// task's cancels it answers (a held instance's is answered at once, a
+// running one's once it stops), so it ends one cancel's count, the
+// running one's first: the notes of the task stand while any cancel of
+// it is unanswered.
 func (w *mworker) stopped(b, t, cur int32) {
 	k := [2]int32{b, t}
-	if e, ok := w.stopping[k]; ok && e.n > 1 {
-		e.n-- // another cancel of it is yet to be answered
-		w.stopping[k] = e
-	} else {
-		delete(w.stopping, k)
+	if e, ok := w.stopping[k]; ok {
+		if e.n > 1 {
+			e.n-- // another cancel of it is yet to be answered
+			w.stopping[k] = e
+		} else {
+			delete(w.stopping, k)
+		}
+		return
 	}
-	if b == cur {
+	if b != cur {
+		return
+	}
+	if n := w.withdrawn[t]; n > 1 {
+		w.withdrawn[t] = n - 1
+	} else {
 		delete(w.withdrawn, t)
 	}
 }
@@ -243,9 +257,9 @@ func (w *mworker) stopped(b, t, cur int32) {
 // of the open batch (see withdrawn).
 func (w *mworker) noteWithdrawn(t int32) {
 	if w.withdrawn == nil {
-		w.withdrawn = make(map[int32]struct{})
+		w.withdrawn = make(map[int32]int32)
 	}
-	w.withdrawn[t] = struct{}{}
+	w.withdrawn[t]++
 }
 
 // takeOut removes w's earliest sent instance of task t from its

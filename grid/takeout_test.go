@@ -74,3 +74,50 @@ func TestTakeOutOfATaskOnAWorkerTwice(t *testing.T) {
 		t.Errorf("after the cancel: %+v, want task 0 running since 1, then task 1 held", w.out)
 	}
 }
+
+// A held instance withdrawn, sent again and withdrawn again before the
+// worker answered the first cancel: the first answer must not end the
+// note, or a result of the instance in between, crossing the second
+// cancel, is taken for an instance sent a third time, which then stays
+// on the worker out of the books (as seed 51001522 of the simulation
+// found for running instances). An answer ends a running instance's
+// cancel first; the notes stand while any cancel of the task is
+// unanswered.
+func TestWithdrawnNoteCountsItsCancels(t *testing.T) {
+	const cur = 4
+	noted := func(w *mworker, task int32) bool {
+		_, s := w.stopping[[2]int32{cur, task}]
+		_, h := w.withdrawn[task]
+		return s || h
+	}
+	w := &mworker{slots: 1}
+	w.noteWithdrawn(7)
+	w.noteWithdrawn(7)
+	w.stopped(cur, 7, cur)
+	if !noted(w, 7) {
+		t.Fatal("the answer to the first of two cancels of a held task ended its note")
+	}
+	w.stopped(cur, 7, cur)
+	if noted(w, 7) {
+		t.Fatal("the note outlived the answers to both cancels")
+	}
+
+	// One running instance stopped, one held instance withdrawn: the held
+	// one's answer comes first, yet the task stays noted until both are.
+	w.noteStopping(cur, 7)
+	w.noteWithdrawn(7)
+	w.stopped(cur, 7, cur)
+	if !noted(w, 7) {
+		t.Fatal("one answer of two ended the task's notes")
+	}
+	w.stopped(cur, 7, cur)
+	if noted(w, 7) || len(w.stopping) != 0 || len(w.withdrawn) != 0 {
+		t.Fatalf("notes left after both answers: stopping %v, withdrawn %v", w.stopping, w.withdrawn)
+	}
+	// An earlier batch's answer leaves the open batch's withdrawals be.
+	w.noteWithdrawn(7)
+	w.stopped(cur-1, 7, cur)
+	if !noted(w, 7) {
+		t.Fatal("an earlier batch's answer ended the open batch's note")
+	}
+}
