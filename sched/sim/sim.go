@@ -212,15 +212,26 @@ type engine struct {
 	end        time.Duration
 	acct       accountant
 	stats      Stats
-	slows      []Slowdown // cfg.Slowdowns, then every machine's own
+	slows      []Slowdown    // cfg.Slowdowns, then every machine's own
+	left       int           // machines that have left
+	lastLeft   time.Duration // when the last of them left
+	// maxEvents, when positive, bounds the events run handles: a test's
+	// guard, so that an event loop that spins fails instead of hanging.
+	maxEvents int
 }
 
 // Run simulates cfg to the end of its workload.
 func Run(cfg Config) (Result, error) {
+	return runLimited(cfg, 0)
+}
+
+// runLimited is Run with at most maxEvents events (0: no bound).
+func runLimited(cfg Config, maxEvents int) (Result, error) {
 	e, err := newEngine(cfg)
 	if err != nil {
 		return Result{}, err
 	}
+	e.maxEvents = maxEvents
 	led := newLedger(&e.cfg)
 	e.acct = ledgerAccountant{led}
 	if err := e.run(); err != nil {
@@ -334,9 +345,15 @@ func (e *engine) run() error {
 		ev := e.q.pop()
 		e.now = ev.at
 		e.stats.Events++
+		if e.maxEvents > 0 && e.stats.Events > e.maxEvents {
+			return fmt.Errorf("sim: policy %s still running after %d events, at %v in batch %d", e.pol.Name(), e.maxEvents, e.now, e.batch)
+		}
 		e.handle(ev)
 	}
 	if e.open || int(e.batch) < len(e.cfg.Workload.Batches) {
+		if e.left == len(e.workers) {
+			return fmt.Errorf("sim: every machine had left by %v, with %d of %d batches done", e.lastLeft, e.batch, len(e.cfg.Workload.Batches))
+		}
 		return fmt.Errorf("sim: policy %s stalled in batch %d at %v with no event pending", e.pol.Name(), e.batch, e.now)
 	}
 	return nil
@@ -491,9 +508,12 @@ func (e *engine) tickEvery() time.Duration {
 }
 
 // nextTick schedules batch b's next Tick while the batch runs and
-// something else is pending (so a stalled policy is still caught).
+// some work is under way (so a stalled policy is still caught). Only
+// work counts: a slowdown or a leave still ahead cannot end the batch,
+// and one set far off (slow=1000000h) kept the ticks going up to it, a
+// run without end once every machine had left.
 func (e *engine) nextTick(b int32) {
-	if d := e.tickEvery(); d > 0 && e.open && e.batch == b && e.q.len() > 0 {
+	if d := e.tickEvery(); d > 0 && e.open && e.batch == b && e.q.working() > 0 {
 		e.q.push(event{at: e.now + d, kind: evTick, m: msg{batch: b}})
 	}
 }
@@ -833,6 +853,8 @@ func (e *engine) leave(k int) {
 		return
 	}
 	w.gone = true
+	e.left++
+	e.lastLeft = e.now
 	for i := range w.slots {
 		w.slots[i].busy = false
 		w.slots[i].ver++
