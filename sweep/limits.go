@@ -135,7 +135,8 @@ func (c *Config) Size() Size {
 
 // VirtualTime is a loose upper bound of one run's simulated time, in
 // nanoseconds (a float64, which does not overflow): every task run one
-// after the other on the slowest machine, with every delay and cost. A
+// after the other on the slowest machine at its slowest (the set's
+// slowdowns and the Config's), with every delay and cost. A
 // machine whose speed or task times give no positive ratio is an error.
 func (c *Config) VirtualTime() (float64, error) {
 	w := c.Size()
@@ -152,7 +153,15 @@ func (c *Config) VirtualTime() (float64, error) {
 		if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
 			return 0, fmt.Errorf("machine %s: its speed or task times give a task time ratio of %v; want a positive number", m.Name, r)
 		}
-		ratio = max(ratio, r)
+		// The set's own slowdowns (slow=T*F) count as the flags' do: a
+		// task of 1000 h slowed 10⁶ times overflowed the clock, and
+		// the run ended in 0 s.
+		// Each sets the pace, none compounds.
+		f := 1.0
+		for _, sd := range m.Slowdowns {
+			f = max(f, sd.Factor)
+		}
+		ratio = max(ratio, r*f)
 		comm += 2*float64(m.Delay+m.RelayCost) + float64(m.SendCost+m.RecvCost)
 	}
 	grain, delay := time.Duration(0), time.Duration(0)

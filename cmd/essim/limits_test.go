@@ -28,6 +28,10 @@ func TestHostileFlags(t *testing.T) {
 	slow := machines("slow.txt", "machine M1 speed=1e-300\n")
 	manyCPUs := machines("cpus.txt", "machine M1 speed=1 cpus=4096 count=65536\n")
 	tooManyCPUs := machines("cpus2.txt", "machine M1 speed=1 cpus=1000000000000\n")
+	// A task of 1000 h slowed 10⁶ times by the set itself, not by
+	// -slowdown: 10⁹ h, past what a time.Duration holds; it ran in 0 s.
+	setSlow := machines("setslow.txt", "machine M1 local speed=0.001 slow=0*1000000\n")
+	setSlowLater := machines("setslow2.txt", "machine M1 local speed=1\nmachine M2 speed=0.001 slow=1h*1000000 slow=2h*1\n")
 
 	tests := []struct {
 		args []string
@@ -82,6 +86,8 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-machines", nanSpeed}, "machine M1: speed: must be a positive number"},
 		{[]string{"-machines", infSpeed}, "machine M1: speed: must be a positive number"},
 		{[]string{"-machines", slow}, "years of simulated time"},
+		{[]string{"-machines", setSlow, "-grain", "1h", "-gens", "1", "-mu", "0", "-lambda", "1"}, "years of simulated time"},
+		{[]string{"-machines", setSlowLater, "-grain", "1h", "-gens", "1", "-mu", "0", "-lambda", "1"}, "years of simulated time"},
 		{[]string{"-machines", manyCPUs}, "needs about"},
 		{[]string{"-machines", tooManyCPUs}, "cpus: must be 1 to 4096"},
 		{[]string{"-copies", "-1"}, "-copies -1: must be an integer between 0 and 64"},
