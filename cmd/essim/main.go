@@ -242,6 +242,7 @@ const machineFormat = `  # comment
     leave=T       it leaves the run at time T (what it holds is lost)
     count=N       N machines alike, named NAME-1 ... NAME-N
   Each field once (slow= and tG= of other grains repeat); speed= or tG=, not both.
+  Delays and costs up to 1h, slow= and leave= times up to 876000h (a century).
   essim -show-machines -machines lan prints the built-in LAN set.
 `
 
