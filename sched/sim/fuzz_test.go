@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func FuzzParseSet(f *testing.F) {
 		}
 		for _, policy := range []string{"wq", "r3q", "eft"} {
 			cfg := Config{Set: set, Policy: policy, Workload: ES(2, 5, 2, 10*time.Millisecond), Noise: 0.1, Seed: 1}
-			res, err := runLimited(cfg, 2_000_000)
+			res, err := runLimited(context.Background(), cfg, 2_000_000)
 			if err != nil {
 				if strings.Contains(err.Error(), "still running") {
 					t.Fatalf("%s: %v", policy, err)

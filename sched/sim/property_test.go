@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -236,7 +238,7 @@ func checkRun(t *testing.T, name string, cfg Config, g genSet) {
 	tasks := cfg.Workload.Tasks()
 	slots := cfg.Set.Slots()
 	limit := 200*(tasks+slots) + 1_000_000
-	res, err := runLimited(cfg, limit)
+	res, err := runLimited(context.Background(), cfg, limit)
 	if err != nil {
 		if strings.Contains(err.Error(), "every machine had left") && g.everyoneLeft(cfg) {
 			return
@@ -244,7 +246,7 @@ func checkRun(t *testing.T, name string, cfg Config, g genSet) {
 		t.Errorf("%s: %v\n%s", name, err, g.text)
 		return
 	}
-	again, err := runLimited(cfg, limit)
+	again, err := runLimited(context.Background(), cfg, limit)
 	if err != nil {
 		t.Errorf("%s: the same run again failed: %v", name, err)
 		return
@@ -352,10 +354,48 @@ func TestEveryMachineLeaves(t *testing.T) {
 		}
 		for _, policy := range sched.Names {
 			cfg := Config{Set: set, Policy: policy, Workload: BagUniform(40, 100*time.Millisecond), Leaves: c.leaves, Seed: 1}
-			_, err := runLimited(cfg, 100_000)
+			_, err := runLimited(context.Background(), cfg, 100_000)
 			if err == nil || !strings.Contains(err.Error(), "every machine had left") {
 				t.Errorf("%s on %q: %v, want an error that every machine had left", policy, c.text, err)
 			}
 		}
+	}
+}
+
+// countingPolicy counts the steps of the policy it wraps.
+type countingPolicy struct {
+	sched.Policy
+	steps *int
+}
+
+func (p countingPolicy) Step(ev sched.Event, out []sched.Action) []sched.Action {
+	*p.steps++
+	return p.Policy.Step(ev, out)
+}
+
+// TestTrialsStopMidRun: RunTrials stops a run under way once its
+// context is done (essim at Ctrl-C). A run of one task of 1,000 hours
+// is fourteen million of the master's ticks; the old code checked the
+// context between runs only, and went on to the run's end: "the run
+// went on for 14400005 steps after its context was cancelled".
+func TestTrialsStopMidRun(t *testing.T) {
+	set, err := ParseSet("slow", strings.NewReader("machine A local speed=0.001"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	steps := 0
+	cfg := Config{Set: set, Workload: BagUniform(1, time.Hour), NoOptimum: true, NewPolicy: func() (sched.Policy, error) {
+		p, err := sched.New("wq", sched.Config{})
+		cancel() // as the run starts
+		return countingPolicy{p, &steps}, err
+	}}
+	_, err = RunTrials(ctx, []Config{cfg}, 1, 1)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("%v, want the context's error", err)
+	}
+	if steps > 1<<16 {
+		t.Errorf("the run went on for %d steps after its context was cancelled", steps)
 	}
 }

@@ -24,6 +24,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -212,9 +213,10 @@ type engine struct {
 	end        time.Duration
 	acct       accountant
 	stats      Stats
-	slows      []Slowdown    // cfg.Slowdowns, then every machine's own
-	left       int           // machines that have left
-	lastLeft   time.Duration // when the last of them left
+	slows      []Slowdown      // cfg.Slowdowns, then every machine's own
+	left       int             // machines that have left
+	lastLeft   time.Duration   // when the last of them left
+	ctx        context.Context // stops the run when done
 	// maxEvents, when positive, bounds the events run handles: a test's
 	// guard, so that an event loop that spins fails instead of hanging.
 	maxEvents int
@@ -222,16 +224,23 @@ type engine struct {
 
 // Run simulates cfg to the end of its workload.
 func Run(cfg Config) (Result, error) {
-	return runLimited(cfg, 0)
+	return RunContext(context.Background(), cfg)
 }
 
-// runLimited is Run with at most maxEvents events (0: no bound).
-func runLimited(cfg Config, maxEvents int) (Result, error) {
+// RunContext is Run, stopped with ctx's error once ctx is done: a long
+// run (millions of the master's ticks) then ends at Ctrl-C, not when it
+// is over.
+func RunContext(ctx context.Context, cfg Config) (Result, error) {
+	return runLimited(ctx, cfg, 0)
+}
+
+// runLimited is RunContext with at most maxEvents events (0: no bound).
+func runLimited(ctx context.Context, cfg Config, maxEvents int) (Result, error) {
 	e, err := newEngine(cfg)
 	if err != nil {
 		return Result{}, err
 	}
-	e.maxEvents = maxEvents
+	e.ctx, e.maxEvents = ctx, maxEvents
 	led := newLedger(&e.cfg)
 	e.acct = ledgerAccountant{led}
 	if err := e.run(); err != nil {
@@ -345,6 +354,11 @@ func (e *engine) run() error {
 		ev := e.q.pop()
 		e.now = ev.at
 		e.stats.Events++
+		if e.stats.Events%(1<<14) == 0 {
+			if err := e.ctx.Err(); err != nil {
+				return fmt.Errorf("sim: stopped at %v of simulated time: %w", e.now, err)
+			}
+		}
 		if e.maxEvents > 0 && e.stats.Events > e.maxEvents {
 			return fmt.Errorf("sim: policy %s still running after %d events, at %v in batch %d", e.pol.Name(), e.maxEvents, e.now, e.batch)
 		}
