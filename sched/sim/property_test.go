@@ -336,17 +336,17 @@ func (g genSet) everyoneLeft(cfg Config) bool {
 // last batch ends fails at once with an error that says so. A slowdown
 // (or a leave) still pending far in the future kept the master's Tick
 // going, a tick every 250 ms of virtual time up to it: with one set an
-// hour ahead, fourteen thousand ticks; with slow=1000000h, hours of real
+// hour ahead, fourteen thousand ticks; with slow=800000h, hours of real
 // time, a hang.
 func TestEveryMachineLeaves(t *testing.T) {
 	for _, c := range []struct {
 		text   string
 		leaves []Leave
 	}{
-		{"machine A local cpus=2 speed=1 slow=1000000h*2 leave=50ms", nil},
+		{"machine A local cpus=2 speed=1 slow=800000h*2 leave=50ms", nil},
 		// C's own leave is far ahead; it leaves at 0 too (which only
 		// Config can say), and the earlier leave counts.
-		{"machine A local speed=1 leave=50ms\nmachine B delay=5ms speed=2 leave=1s\nmachine C delay=1ms speed=1 leave=1000000h", []Leave{{Machine: "C", At: 0}}},
+		{"machine A local speed=1 leave=50ms\nmachine B delay=5ms speed=2 leave=1s\nmachine C delay=1ms speed=1 leave=800000h", []Leave{{Machine: "C", At: 0}}},
 	} {
 		set, err := ParseSet("leavers", strings.NewReader(c.text))
 		if err != nil {

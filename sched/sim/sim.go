@@ -524,7 +524,7 @@ func (e *engine) tickEvery() time.Duration {
 // nextTick schedules batch b's next Tick while the batch runs and
 // some work is under way (so a stalled policy is still caught). Only
 // work counts: a slowdown or a leave still ahead cannot end the batch,
-// and one set far off (slow=1000000h) kept the ticks going up to it, a
+// and one set far off (slow=800000h) kept the ticks going up to it, a
 // run without end once every machine had left.
 func (e *engine) nextTick(b int32) {
 	if d := e.tickEvery(); d > 0 && e.open && e.batch == b && e.q.working() > 0 {
