@@ -399,3 +399,26 @@ func TestTrialsStopMidRun(t *testing.T) {
 		t.Errorf("the run went on for %d steps after its context was cancelled", steps)
 	}
 }
+
+// TestTaskLongerThanEveryDeadline: a task longer than the longest
+// deadline on every machine (10 h on machines not measured yet, whose
+// deadline doubles from 30 s to 8.5 h and no further) fails the run
+// with an error that says so. The old code cancelled it at each deadline
+// and sent it again, for ever: "sim: policy wq still running after
+// 5000000 events, at 347h12m30.75s in batch 0".
+func TestTaskLongerThanEveryDeadline(t *testing.T) {
+	set, err := ParseSet("slow", strings.NewReader("machine A local speed=0.001\nmachine B delay=1ms speed=0.001 cpus=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range sched.Names {
+		_, err := runLimited(context.Background(), Config{Set: set, Policy: policy, Workload: BagUniform(1, 36*time.Second), NoOptimum: true}, 5_000_000)
+		if err == nil || !strings.Contains(err.Error(), "longer than its deadlines") {
+			t.Errorf("%s: %v, want an error that the task is longer than its deadlines", policy, err)
+		}
+	}
+	// Six hours is within the deadlines: the run ends.
+	if _, err := runLimited(context.Background(), Config{Set: set, Policy: "wq", Workload: BagUniform(3, 21600*time.Millisecond), NoOptimum: true}, 5_000_000); err != nil {
+		t.Errorf("tasks of 6 h: %v", err)
+	}
+}

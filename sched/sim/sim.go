@@ -217,6 +217,7 @@ type engine struct {
 	left       int             // machines that have left
 	lastLeft   time.Duration   // when the last of them left
 	ctx        context.Context // stops the run when done
+	err        error           // ends the run (a task overdue for ever)
 	// maxEvents, when positive, bounds the events run handles: a test's
 	// guard, so that an event loop that spins fails instead of hanging.
 	maxEvents int
@@ -363,6 +364,9 @@ func (e *engine) run() error {
 			return fmt.Errorf("sim: policy %s still running after %d events, at %v in batch %d", e.pol.Name(), e.maxEvents, e.now, e.batch)
 		}
 		e.handle(ev)
+		if e.err != nil {
+			return e.err
+		}
 	}
 	if e.open || int(e.batch) < len(e.cfg.Workload.Batches) {
 		if e.left == len(e.workers) {
@@ -806,6 +810,10 @@ func (e *engine) checkDeadlines() {
 			w.overran = max(w.overran, e.now-s.started)
 			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
 				e.overran[s.task]++
+				if e.overran[s.task] >= maxOverdue && e.err == nil {
+					e.err = fmt.Errorf("sim: task %d of batch %d went overdue %d times, the last %v into its run on %s: longer than its deadlines on every machine it was sent to (a real master fails it at its task timeout)",
+						s.task, e.batch, maxOverdue, e.now-s.started, w.m.Name)
+				}
 			}
 			e.step(sched.Event{Kind: sched.Overdue, Worker: sched.WorkerID(k), Task: sched.TaskID(s.task)})
 			if !e.open {
@@ -814,6 +822,15 @@ func (e *engine) checkDeadlines() {
 		}
 	}
 }
+
+// maxOverdue is how many of a task's instances in a batch may go
+// overdue before the run fails. Each doubles the task's next deadline,
+// ten times at most (sched.Deadlines.Again); a task longer than the
+// longest deadline (30 s × 2¹⁰, 8.5 h, on a machine not yet measured)
+// was cancelled and sent again for ever, and the run never ended. The
+// real master fails such a task at its task timeout, which the
+// simulator does not model.
+const maxOverdue = 20
 
 // overruns is how many instances of task t of the batch went overdue.
 func (e *engine) overruns(t int32) int {
