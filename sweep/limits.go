@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/internal/sysmem"
+	"github.com/esgrid/esgrid/sched/sim"
 )
 
 // Bounds on what one simulated run may hold. A run is not interruptible
@@ -33,6 +34,11 @@ const (
 	// the simulator grows with the square of a batch (it holds a worker's
 	// whole share at once): about 8 s of real time.
 	MaxCyclicWork = 1e11
+	// MaxRunTicks bounds the master's ticks one run must at least step
+	// (MinTicks): the simulator steps one every 250 ms of simulated time,
+	// two or three million a second, and a run of a day's tasks on a
+	// slow machine was hours of real time for ticks alone.
+	MaxRunTicks = 1e8
 	// MaxVirtualTime is the longest simulated run accepted: well inside
 	// what a time.Duration holds (292 years), so no clock overflows.
 	MaxVirtualTime = 100 * 365 * 24 * time.Hour
@@ -101,6 +107,10 @@ func (c *Config) CheckLimits(names map[string]string) error {
 	if !(total <= float64(MaxVirtualTime)) {
 		return fmt.Errorf("one run could last %.3g years of simulated time, past the %d years the virtual clock is kept to; lower %s, %s, the costs, the slowdowns, the machines' task times or %s",
 			total/float64(365*24*time.Hour), int(MaxVirtualTime/(365*24*time.Hour)), name("Grains"), name("Delays"), runFields)
+	}
+	if ticks := c.MinTicks(); ticks > MaxRunTicks {
+		return fmt.Errorf("one run would last at least %.3g days of simulated time (its work over the machines' speeds), %.3g of the master's ticks at one every %v, more than the %.0e a run is kept to; lower %s, the machines' task times or %s",
+			ticks*float64(sim.DefaultTick)/float64(24*time.Hour), ticks, sim.DefaultTick, float64(MaxRunTicks), name("Grains"), runFields)
 	}
 	runs := len(c.Policies) * len(c.Grains) * len(c.Delays)
 	what := fmt.Sprintf("%d settings × %d trials of %d tasks in %d batches", runs, c.Trials, w.Tasks, w.Batches)
@@ -179,6 +189,22 @@ func (c *Config) VirtualTime() (float64, error) {
 	perTask := float64(grain)*ratio*slow*noise + comm + 2*float64(delay)
 	total := float64(w.Tasks)*perTask + float64(w.Batches)*float64(c.EngineCost)
 	return total, nil
+}
+
+// MinTicks is a lower bound of the ticks (sim.DefaultTick) of the
+// longest run of c: at its largest grain, the run's work over the sum of
+// its machines' speeds, no run being shorter.
+func (c *Config) MinTicks() float64 {
+	var grain time.Duration
+	for _, g := range c.Grains {
+		grain = max(grain, g)
+	}
+	speed := c.Set.SpeedSum(grain)
+	if grain <= 0 || !(speed > 0) {
+		return 0
+	}
+	work := float64(c.Size().Tasks) * float64(grain)
+	return work / speed / float64(sim.DefaultTick)
 }
 
 // Rough costs behind memoryEstimate, in bytes, measured on the simulator:

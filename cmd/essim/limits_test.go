@@ -134,3 +134,18 @@ func TestWithinBounds(t *testing.T) {
 		t.Errorf("no cyclic row:\n%s", out)
 	}
 }
+
+// A set whose only machine takes 10⁴ times the grain: the default ES at
+// 1 s tasks is at least 814 days of simulated time, 2.8·10⁸ ticks. It
+// was accepted, and its first run alone went on past two minutes of
+// real time (killed then); now it is refused at once.
+func TestRefusesRunsOfTooManyTicks(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "slow.txt")
+	if err := os.WriteFile(p, []byte("machine A local speed=0.0001\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCmd(t, "-machines", p, "-policy", "wq", "-trials", "1", "-grain", "1000", "-delay", "0", "-quiet")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "of the master's ticks") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and the ticks' bound", code, stdout, stderr)
+	}
+}
