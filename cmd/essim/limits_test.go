@@ -149,3 +149,33 @@ func TestRefusesRunsOfTooManyTicks(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and the ticks' bound", code, stdout, stderr)
 	}
 }
+
+// Odd machine sets: one machine runs and its table has a row per
+// policy; a set whose every machine leaves before the end fails with
+// exit 1 and one line that says so (the old code, with a slowdown set
+// far ahead, ticked up to it: hours); an optimum that is only a floor
+// says how far above it the best schedule found is.
+func TestOddSets(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	one := write("one.txt", "machine A local speed=1\n")
+	code, out, errs := runCmd(t, "-machines", one, "-grain", "100", "-delay", "0", "-gens", "2", "-trials", "2", "-quiet")
+	if code != 0 || strings.Count(out, "\n   100      0 ") != 6 {
+		t.Errorf("one machine: exit %d, stderr %q:\n%s", code, errs, out)
+	}
+	gone := write("gone.txt", "machine A local cpus=2 speed=1 leave=2s slow=800000h*2\n")
+	code, out, errs = runCmd(t, "-machines", gone, "-grain", "100", "-delay", "0", "-trials", "2", "-policy", "wq,eft", "-quiet")
+	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "every machine had left by 2s") {
+		t.Errorf("every machine leaves: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = runCmd(t, "-machines", "hetero9", "-grain", "100", "-delay", "0", "-gens", "3", "-trials", "2", "-policy", "wq", "-quiet")
+	if code != 0 || !strings.Contains(out, "opt: a proven lower bound; a clairvoyant schedule found is at most") {
+		t.Errorf("an optimum not exact: exit %d, stderr %q:\n%s", code, errs, out)
+	}
+}
