@@ -100,3 +100,19 @@ func TestParseSetRefusesOverflowingTimes(t *testing.T) {
 		t.Errorf("round trip %v, want 8h", rt)
 	}
 }
+
+// TestTaskTimeOfAnAbsurdlySlowMachine: a machine of speed 1e-300 takes
+// the longest task time there is, not the shortest. The old code turned
+// its time, past what a time.Duration holds, into a negative one and so
+// into a nanosecond: "TaskTime = 1ns".
+func TestTaskTimeOfAnAbsurdlySlowMachine(t *testing.T) {
+	set, err := ParseSet("slow", strings.NewReader("machine A speed=1e-300\nmachine B t1ns=2000000h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range set.Machines {
+		if d := set.TaskTime(k, 100*time.Millisecond); d != MaxSetTime {
+			t.Errorf("machine %s: TaskTime = %v, want %v", set.Machines[k].Name, d, MaxSetTime)
+		}
+	}
+}

@@ -443,9 +443,17 @@ func (s *Set) Validate() error {
 // task of no time at all (speed=1e9 at 100 ms, or any fast machine at a
 // grain of 1µs) made a speed of +Inf and a count of tasks of int(+Inf),
 // an index out of range in the optimum's bound.
+//
+// It is at most MaxSetTime: speed=1e-300 made a time past what a
+// time.Duration holds, which converted to a negative one, and so to the
+// nanosecond: the slowest machine became the fastest.
 func (s *Set) TaskTime(k int, grain time.Duration) time.Duration {
 	m := &s.Machines[k]
-	return max(time.Duration(math.Round(float64(grain)*m.timeRatio(grain))), 1)
+	d := math.Round(float64(grain) * m.timeRatio(grain))
+	if !(d < float64(MaxSetTime)) {
+		return MaxSetTime
+	}
+	return max(time.Duration(d), 1)
 }
 
 // timeRatio is time/grain for this machine at this grain: 1/Speed, or
