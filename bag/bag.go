@@ -365,8 +365,13 @@ func Predict(policy string, copies int, noise float64, ref *Reference, ws []Work
 		// A machine by its place, not its worker's name, which the worker
 		// chose: "x#y", or "a b" beside "a_b", made no set after the whole
 		// bag had run. Its slots as many as the set takes.
-		fmt.Fprintf(&sb, "machine w%d cpus=%d speed=%g delay=%s\n", i+1, min(max(w.Slots, 1), sim.MaxCPUs), w.Speed,
-			time.Duration(w.RoundTrip/2*float64(time.Second)))
+		// Its delay at most what a set takes (an hour): a longer one
+		// failed the prediction once the whole bag had run.
+		delay := sim.MaxLinkTime
+		if d := w.RoundTrip / 2 * float64(time.Second); d >= 0 && d < float64(sim.MaxLinkTime) {
+			delay = time.Duration(d)
+		}
+		fmt.Fprintf(&sb, "machine w%d cpus=%d speed=%g delay=%s\n", i+1, min(max(w.Slots, 1), sim.MaxCPUs), w.Speed, delay)
 	}
 	set, err := sim.ParseSet("measured", strings.NewReader(sb.String()))
 	if err != nil {

@@ -81,8 +81,12 @@ func TestPredictAnyWorkerNames(t *testing.T) {
 	for _, tt := range []struct {
 		names [2]string
 		slots int
-	}{{[2]string{"a", "b=c"}, 1}, {[2]string{"x#y", "z"}, 1}, {[2]string{"a b", "a_b"}, 1}, {[2]string{"a", "b"}, 100000}} {
-		ws := []WorkerFigures{{Name: tt.names[0], Slots: 1, Speed: 1}, {Name: tt.names[1], Slots: tt.slots, Speed: 2}}
+		rtt   float64
+	}{{[2]string{"a", "b=c"}, 1, 0}, {[2]string{"x#y", "z"}, 1, 0}, {[2]string{"a b", "a_b"}, 1, 0}, {[2]string{"a", "b"}, 100000, 0},
+		// A round trip of three hours: half of it is more than a set's
+		// delay may be.
+		{[2]string{"a", "b"}, 1, 3 * 3600}} {
+		ws := []WorkerFigures{{Name: tt.names[0], Slots: 1, Speed: 1}, {Name: tt.names[1], Slots: tt.slots, Speed: 2, RoundTrip: tt.rtt}}
 		if total, _, err := Predict("wq", 0, 0, ref, ws); err != nil || total <= 0 {
 			t.Errorf("workers %q of %d slots: total %v, %v", tt.names, tt.slots, total, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,19 @@ func TestCalibrationFromReports(t *testing.T) {
 	bad := writeFile(t, "bad.json", map[string]any{"config": map[string]any{"load_n": 0}})
 	if _, err := FromReports([]string{bad}, "prefix"); err == nil {
 		t.Error("a report without a load was accepted")
+	}
+}
+
+// TestFromReportsNotAFile: a report that is not a regular file is
+// refused in one line. The old code read it whole first: esplan
+// calibrate -o cal.json /dev/zero read until the memory ran out
+// ("fatal error: out of memory" under a 4 GB limit).
+func TestFromReportsNotAFile(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	_, err := FromReports([]string{"/dev/zero"}, "prefix")
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("%v, want: not a regular file", err)
 	}
 }

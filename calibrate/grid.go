@@ -389,6 +389,31 @@ type reportFile struct {
 	} `json:"schedule"`
 }
 
+// maxReportBytes bounds a report FromReports reads, as esreport does.
+const maxReportBytes = 1 << 30
+
+// readReportFile reads what FromReports needs of the report at path: a
+// regular file, decoded as it is read, at most maxReportBytes. It read
+// any file whole first: a report named /dev/zero was read until the
+// memory ran out.
+func readReportFile(path string) (*reportFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("report %s is not a regular file", path)
+	}
+	var r reportFile
+	if err := json.NewDecoder(io.LimitReader(f, maxReportBytes)).Decode(&r); err != nil {
+		return nil, fmt.Errorf("report %s: %w", path, err)
+	}
+	return &r, nil
+}
+
 // FromReports makes a calibration of esrun -report files: per
 // report, one sample per worker that returned results (N = the run's
 // load, M = its slots, P = the slots of every such worker).
@@ -396,13 +421,9 @@ func FromReports(paths []string, groupBy string) (*plan.Calibration, error) {
 	cal := &plan.Calibration{Version: plan.CalibrationVersion, Source: "reports"}
 	machines := map[string]plan.Machine{}
 	for _, path := range paths {
-		b, err := os.ReadFile(path)
+		r, err := readReportFile(path)
 		if err != nil {
 			return nil, err
-		}
-		var r reportFile
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("report %s: %w", path, err)
 		}
 		if r.Config.LoadN < 1 || r.Schedule == nil {
 			return nil, fmt.Errorf("report %s: not a grid run with an LU load (load_n %d)", path, r.Config.LoadN)

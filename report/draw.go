@@ -332,6 +332,20 @@ func convergencePlot(rep *Report) (*plot.Plot, plot.Legend) {
 		p.Add(line)
 		l.Add(c.name, line)
 	}
+	if positive && p.Y.Min == p.Y.Max {
+		// One value (a single generation, or μ = 1 on a plateau): the
+		// plot widens an empty range by ±1, below zero for any value up
+		// to 1, and a log scale panicked there. A decade each side.
+		// Kept within float64 at its ends.
+		v := p.Y.Min
+		p.Y.Min, p.Y.Max = v/10, v*10
+		if math.IsInf(p.Y.Max, 1) {
+			p.Y.Min, p.Y.Max = v/100, v
+		}
+		if p.Y.Min == 0 {
+			p.Y.Min, p.Y.Max = v, v*100
+		}
+	}
 	p.Add(plotter.NewGrid())
 	return p, l
 }

@@ -122,3 +122,22 @@ func TestReadRefusesAbsurdTimes(t *testing.T) {
 		}
 	}
 }
+
+// A convergence of one value, positive (one generation, or μ = 1 on a
+// plateau: best and mean alike throughout), is drawn on a log axis a
+// decade either side of it. The old code left the empty range to gonum,
+// which widened it by ±1, to 0 for a fitness of 1 and below zero for any
+// fitness under it, and its log scale panicked ("Values must be greater
+// than 0 for a log scale"): esreport -png died on such a report.
+func TestDrawOneFitnessValue(t *testing.T) {
+	for _, v := range []string{"1", "0.5", "1e-300", "5e-324", "1e308", "1.7976931348623157e308"} {
+		var rep Report
+		text := `{"generations": [{"gen": 0, "evals": 1, "best": ` + v + `, "mean": ` + v + `}, {"gen": 1, "evals": 2, "best": ` + v + `, "mean": ` + v + `}]}`
+		if err := json.Unmarshal([]byte(text), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if err := Draw(&rep, filepath.Join(t.TempDir(), "r.svg"), SVG, 400, 700); err != nil {
+			t.Errorf("fitness %s: %v", v, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/internal/sysmem"
+	"github.com/esgrid/esgrid/sched/sim"
 )
 
 // Bounds on what one simulated run may hold. A run is not interruptible
@@ -33,6 +34,11 @@ const (
 	// the simulator grows with the square of a batch (it holds a worker's
 	// whole share at once): about 8 s of real time.
 	MaxCyclicWork = 1e11
+	// MaxRunTicks bounds the master's ticks one run must at least step
+	// (MinTicks): the simulator steps one every 250 ms of simulated time,
+	// two or three million a second, and a run of a day's tasks on a
+	// slow machine was hours of real time for ticks alone.
+	MaxRunTicks = 1e8
 	// MaxVirtualTime is the longest simulated run accepted: well inside
 	// what a time.Duration holds (292 years), so no clock overflows.
 	MaxVirtualTime = 100 * 365 * 24 * time.Hour
@@ -102,6 +108,10 @@ func (c *Config) CheckLimits(names map[string]string) error {
 		return fmt.Errorf("one run could last %.3g years of simulated time, past the %d years the virtual clock is kept to; lower %s, %s, the costs, the slowdowns, the machines' task times or %s",
 			total/float64(365*24*time.Hour), int(MaxVirtualTime/(365*24*time.Hour)), name("Grains"), name("Delays"), runFields)
 	}
+	if ticks := c.MinTicks(); ticks > MaxRunTicks {
+		return fmt.Errorf("one run would last at least %.3g days of simulated time (its work over the machines' speeds), %.3g of the master's ticks at one every %v, more than the %.0e a run is kept to; lower %s, the machines' task times or %s",
+			ticks*float64(sim.DefaultTick)/float64(24*time.Hour), ticks, sim.DefaultTick, float64(MaxRunTicks), name("Grains"), runFields)
+	}
 	runs := len(c.Policies) * len(c.Grains) * len(c.Delays)
 	what := fmt.Sprintf("%d settings × %d trials of %d tasks in %d batches", runs, c.Trials, w.Tasks, w.Batches)
 	if err := sysmem.Limit().Check(what, c.MemoryEstimate()); err != nil {
@@ -135,7 +145,8 @@ func (c *Config) Size() Size {
 
 // VirtualTime is a loose upper bound of one run's simulated time, in
 // nanoseconds (a float64, which does not overflow): every task run one
-// after the other on the slowest machine, with every delay and cost. A
+// after the other on the slowest machine at its slowest (the set's
+// slowdowns and the Config's), with every delay and cost. A
 // machine whose speed or task times give no positive ratio is an error.
 func (c *Config) VirtualTime() (float64, error) {
 	w := c.Size()
@@ -152,7 +163,15 @@ func (c *Config) VirtualTime() (float64, error) {
 		if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
 			return 0, fmt.Errorf("machine %s: its speed or task times give a task time ratio of %v; want a positive number", m.Name, r)
 		}
-		ratio = max(ratio, r)
+		// The set's own slowdowns (slow=T*F) count as the flags' do: a
+		// task of 1000 h slowed 10⁶ times overflowed the clock, and
+		// the run ended in 0 s.
+		// Each sets the pace, none compounds.
+		f := 1.0
+		for _, sd := range m.Slowdowns {
+			f = max(f, sd.Factor)
+		}
+		ratio = max(ratio, r*f)
 		comm += 2*float64(m.Delay+m.RelayCost) + float64(m.SendCost+m.RecvCost)
 	}
 	grain, delay := time.Duration(0), time.Duration(0)
@@ -170,6 +189,22 @@ func (c *Config) VirtualTime() (float64, error) {
 	perTask := float64(grain)*ratio*slow*noise + comm + 2*float64(delay)
 	total := float64(w.Tasks)*perTask + float64(w.Batches)*float64(c.EngineCost)
 	return total, nil
+}
+
+// MinTicks is a lower bound of the ticks (sim.DefaultTick) of the
+// longest run of c: at its largest grain, the run's work over the sum of
+// its machines' speeds, no run being shorter.
+func (c *Config) MinTicks() float64 {
+	var grain time.Duration
+	for _, g := range c.Grains {
+		grain = max(grain, g)
+	}
+	speed := c.Set.SpeedSum(grain)
+	if grain <= 0 || !(speed > 0) {
+		return 0
+	}
+	work := float64(c.Size().Tasks) * float64(grain)
+	return work / speed / float64(sim.DefaultTick)
 }
 
 // Rough costs behind memoryEstimate, in bytes, measured on the simulator:

@@ -37,6 +37,13 @@ func TestCheckLimits(t *testing.T) {
 		{func(c *Config) {
 			c.Grains, c.Gens, c.Lambda, c.Mu, c.Policies = []time.Duration{time.Hour}, MaxRunTasks, 1, 0, []string{"r3q"}
 		}, "years of simulated time"},
+		// A day's tasks on the LAN set, 7,030 of them: at least 915 days
+		// of simulated time, 3.2·10⁸ ticks. Within the century, it was
+		// accepted, and each run was minutes of ticks.
+		{func(c *Config) {
+			c.Grains, c.Gens, c.Policies = []time.Duration{time.Hour}, 100, []string{"r3q"}
+			c.Set = slowLAN(t, set)
+		}, "of the master's ticks"},
 	} {
 		c := base()
 		tt.edit(c)
@@ -44,4 +51,19 @@ func TestCheckLimits(t *testing.T) {
 			t.Errorf("%v, want %q", err, tt.want)
 		}
 	}
+}
+
+// slowLAN is the LAN set with every machine 24 times slower.
+func slowLAN(t *testing.T, set *sim.Set) *sim.Set {
+	t.Helper()
+	slow := *set
+	slow.Machines = append([]sim.Machine(nil), set.Machines...)
+	for i := range slow.Machines {
+		m := &slow.Machines[i]
+		m.Times = append([]sim.GrainTime(nil), m.Times...)
+		for j := range m.Times {
+			m.Times[j].Time *= 24
+		}
+	}
+	return &slow
 }

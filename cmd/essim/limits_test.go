@@ -28,6 +28,10 @@ func TestHostileFlags(t *testing.T) {
 	slow := machines("slow.txt", "machine M1 speed=1e-300\n")
 	manyCPUs := machines("cpus.txt", "machine M1 speed=1 cpus=4096 count=65536\n")
 	tooManyCPUs := machines("cpus2.txt", "machine M1 speed=1 cpus=1000000000000\n")
+	// A task of 1000 h slowed 10⁶ times by the set itself, not by
+	// -slowdown: 10⁹ h, past what a time.Duration holds; it ran in 0 s.
+	setSlow := machines("setslow.txt", "machine M1 local speed=0.001 slow=0*1000000\n")
+	setSlowLater := machines("setslow2.txt", "machine M1 local speed=1\nmachine M2 speed=0.001 slow=1h*1000000 slow=2h*1\n")
 
 	tests := []struct {
 		args []string
@@ -82,6 +86,8 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"-machines", nanSpeed}, "machine M1: speed: must be a positive number"},
 		{[]string{"-machines", infSpeed}, "machine M1: speed: must be a positive number"},
 		{[]string{"-machines", slow}, "years of simulated time"},
+		{[]string{"-machines", setSlow, "-grain", "1h", "-gens", "1", "-mu", "0", "-lambda", "1"}, "years of simulated time"},
+		{[]string{"-machines", setSlowLater, "-grain", "1h", "-gens", "1", "-mu", "0", "-lambda", "1"}, "years of simulated time"},
 		{[]string{"-machines", manyCPUs}, "needs about"},
 		{[]string{"-machines", tooManyCPUs}, "cpus: must be 1 to 4096"},
 		{[]string{"-copies", "-1"}, "-copies -1: must be an integer between 0 and 64"},
@@ -126,5 +132,50 @@ func TestWithinBounds(t *testing.T) {
 	}
 	if !strings.Contains(out, "cyclic") {
 		t.Errorf("no cyclic row:\n%s", out)
+	}
+}
+
+// A set whose only machine takes 10⁴ times the grain: the default ES at
+// 1 s tasks is at least 814 days of simulated time, 2.8·10⁸ ticks. It
+// was accepted, and its first run alone went on past two minutes of
+// real time (killed then); now it is refused at once.
+func TestRefusesRunsOfTooManyTicks(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "slow.txt")
+	if err := os.WriteFile(p, []byte("machine A local speed=0.0001\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCmd(t, "-machines", p, "-policy", "wq", "-trials", "1", "-grain", "1000", "-delay", "0", "-quiet")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "of the master's ticks") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and the ticks' bound", code, stdout, stderr)
+	}
+}
+
+// Odd machine sets: one machine runs and its table has a row per
+// policy; a set whose every machine leaves before the end fails with
+// exit 1 and one line that says so (the old code, with a slowdown set
+// far ahead, ticked up to it: hours); an optimum that is only a floor
+// says how far above it the best schedule found is.
+func TestOddSets(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	one := write("one.txt", "machine A local speed=1\n")
+	code, out, errs := runCmd(t, "-machines", one, "-grain", "100", "-delay", "0", "-gens", "2", "-trials", "2", "-quiet")
+	if code != 0 || strings.Count(out, "\n   100      0 ") != 6 {
+		t.Errorf("one machine: exit %d, stderr %q:\n%s", code, errs, out)
+	}
+	gone := write("gone.txt", "machine A local cpus=2 speed=1 leave=2s slow=800000h*2\n")
+	code, out, errs = runCmd(t, "-machines", gone, "-grain", "100", "-delay", "0", "-trials", "2", "-policy", "wq,eft", "-quiet")
+	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "every machine had left by 2s") {
+		t.Errorf("every machine leaves: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = runCmd(t, "-machines", "hetero9", "-grain", "100", "-delay", "0", "-gens", "3", "-trials", "2", "-policy", "wq", "-quiet")
+	if code != 0 || !strings.Contains(out, "opt: a proven lower bound; a clairvoyant schedule found is at most") {
+		t.Errorf("an optimum not exact: exit %d, stderr %q:\n%s", code, errs, out)
 	}
 }

@@ -104,8 +104,10 @@ Examples:
 
 Lists take commas (-grain 100,500); a bare number is milliseconds.
 Bounds: at most 1000000 tasks a batch and 10000000 a run, times up to 1h,
-slowdown factors up to 1e6, and a sweep whose results fit in half of this
-machine's memory (MemTotal, or the cgroup's limit).
+slowdown factors up to 1e6, a run that needs at most 1e8 of the master's
+250 ms ticks (about 290 days of simulated time), and a sweep whose results
+fit in half of this machine's memory (MemTotal, or the cgroup's limit).
+Ctrl-C stops a sweep, within a run too.
 Exit status: 0 done, 1 failed, 2 a bad command line.
 
 Flags:
@@ -242,6 +244,7 @@ const machineFormat = `  # comment
     leave=T       it leaves the run at time T (what it holds is lost)
     count=N       N machines alike, named NAME-1 ... NAME-N
   Each field once (slow= and tG= of other grains repeat); speed= or tG=, not both.
+  Delays and costs up to 1h, slow= and leave= times up to 876000h (a century).
   essim -show-machines -machines lan prints the built-in LAN set.
 `
 

@@ -154,7 +154,9 @@ func LoadSet(nameOrPath string) (*Set, error) {
 //	count=N       N machines alike, named NAME-1 ... NAME-N (at most
 //	              MaxMachines in a set)
 //
-// Every machine needs speed or at least one tG entry. Errors name the line.
+// Every machine needs speed or at least one tG entry. Delays and costs
+// are at most MaxLinkTime (an hour), slow= and leave= times at most
+// MaxSetTime (a century). Errors name the line.
 func ParseSet(name string, r io.Reader) (*Set, error) {
 	s := &Set{Name: name}
 	sc := bufio.NewScanner(r)
@@ -188,7 +190,7 @@ func ParseSet(name string, r io.Reader) (*Set, error) {
 				if i > 0 {
 					return nil, errf("master: cost given twice")
 				}
-				d, err := parseDur(v)
+				d, err := parseDurMax(v, MaxLinkTime)
 				if err != nil {
 					return nil, errf("master cost: %v", err)
 				}
@@ -276,7 +278,7 @@ func parseMachineFields(m *Machine, fields []string) (int, error) {
 			var sd Slowdown
 			if !ok {
 				err = errors.New("want TIME*FACTOR, e.g. slow=60s*5")
-			} else if sd.At, err = parseDur(at); err == nil {
+			} else if sd.At, err = parseDurMax(at, MaxSetTime); err == nil {
 				sd.Factor, err = strconv.ParseFloat(factor, 64)
 				if err == nil && !(sd.Factor > 0 && sd.Factor <= 1e6) {
 					err = errors.New("factor must be a number in (0, 1e6]")
@@ -285,7 +287,7 @@ func parseMachineFields(m *Machine, fields []string) (int, error) {
 			sd.Machine = m.Name
 			m.Slowdowns = append(m.Slowdowns, sd)
 		case "leave":
-			m.LeaveAt, err = parseDur(v)
+			m.LeaveAt, err = parseDurMax(v, MaxSetTime)
 			if err == nil && m.LeaveAt <= 0 {
 				err = errors.New("must be after the start")
 			}
@@ -295,15 +297,15 @@ func parseMachineFields(m *Machine, fields []string) (int, error) {
 				err = errors.New("must be a positive number")
 			}
 		case "delay":
-			m.Delay, err = parseDur(v)
+			m.Delay, err = parseDurMax(v, MaxLinkTime)
 		case "via":
 			m.Via = v
 		case "send":
-			m.SendCost, err = parseDur(v)
+			m.SendCost, err = parseDurMax(v, MaxLinkTime)
 		case "recv":
-			m.RecvCost, err = parseDur(v)
+			m.RecvCost, err = parseDurMax(v, MaxLinkTime)
 		case "relay":
-			m.RelayCost, err = parseDur(v)
+			m.RelayCost, err = parseDurMax(v, MaxLinkTime)
 		default:
 			if !strings.HasPrefix(k, "t") {
 				return 0, fmt.Errorf("unknown field %q", k)
@@ -343,6 +345,24 @@ const (
 	MaxMachines = 1 << 16
 	MaxCPUs     = 4096
 )
+
+// MaxLinkTime bounds a set's delays and costs, MaxSetTime its times
+// (slow=T, leave=T): a relay chain of MaxMachines links each of
+// MaxLinkTime, and its costs, still fit a time.Duration. Two relays'
+// delays of two million hours each made a negative round trip.
+const (
+	MaxLinkTime = time.Hour
+	MaxSetTime  = 100 * 365 * 24 * time.Hour
+)
+
+// parseDurMax is parseDur, at most hi.
+func parseDurMax(v string, hi time.Duration) (time.Duration, error) {
+	d, err := parseDur(v)
+	if err == nil && d > hi {
+		err = fmt.Errorf("%s is longer than %v", v, hi)
+	}
+	return d, err
+}
 
 // parseDur parses a non-negative Go duration; a bare 0 is allowed.
 func parseDur(v string) (time.Duration, error) {
@@ -423,9 +443,17 @@ func (s *Set) Validate() error {
 // task of no time at all (speed=1e9 at 100 ms, or any fast machine at a
 // grain of 1µs) made a speed of +Inf and a count of tasks of int(+Inf),
 // an index out of range in the optimum's bound.
+//
+// It is at most MaxSetTime: speed=1e-300 made a time past what a
+// time.Duration holds, which converted to a negative one, and so to the
+// nanosecond: the slowest machine became the fastest.
 func (s *Set) TaskTime(k int, grain time.Duration) time.Duration {
 	m := &s.Machines[k]
-	return max(time.Duration(math.Round(float64(grain)*m.timeRatio(grain))), 1)
+	d := math.Round(float64(grain) * m.timeRatio(grain))
+	if !(d < float64(MaxSetTime)) {
+		return MaxSetTime
+	}
+	return max(time.Duration(d), 1)
 }
 
 // timeRatio is time/grain for this machine at this grain: 1/Speed, or

@@ -59,9 +59,19 @@ type event struct {
 type eventQueue struct {
 	h   []event
 	seq uint64
+	// clock counts the queued slowdowns, leaves and ticks: events set by
+	// the clock, not by work under way, that cannot end a batch.
+	clock int
 }
 
 func (q *eventQueue) len() int { return len(q.h) }
+
+// working is the number of queued events of work under way: messages,
+// tasks running, the next batch.
+func (q *eventQueue) working() int { return len(q.h) - q.clock }
+
+// clockKind says events of kind k are the clock's (eventQueue.clock).
+func clockKind(k evKind) bool { return k == evSlowdown || k == evLeave || k == evTick }
 
 func (q *eventQueue) less(i, j int) bool {
 	a, b := &q.h[i], &q.h[j]
@@ -73,6 +83,9 @@ func (q *eventQueue) less(i, j int) bool {
 
 // push adds ev, stamping its sequence number.
 func (q *eventQueue) push(ev event) {
+	if clockKind(ev.kind) {
+		q.clock++
+	}
 	q.seq++
 	ev.seq = q.seq
 	q.h = append(q.h, ev)
@@ -90,6 +103,9 @@ func (q *eventQueue) push(ev event) {
 // pop removes and returns the earliest event.
 func (q *eventQueue) pop() event {
 	top := q.h[0]
+	if clockKind(top.kind) {
+		q.clock--
+	}
 	n := len(q.h) - 1
 	q.h[0] = q.h[n]
 	q.h = q.h[:n]

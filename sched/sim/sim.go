@@ -24,6 +24,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -212,15 +213,35 @@ type engine struct {
 	end        time.Duration
 	acct       accountant
 	stats      Stats
-	slows      []Slowdown // cfg.Slowdowns, then every machine's own
+	slows      []Slowdown      // cfg.Slowdowns, then every machine's own
+	left       int             // machines that have left
+	lastLeft   time.Duration   // when the last of them left
+	ctx        context.Context // stops the run when done
+	err        error           // ends the run (a task overdue for ever)
+	// maxEvents, when positive, bounds the events run handles: a test's
+	// guard, so that an event loop that spins fails instead of hanging.
+	maxEvents int
 }
 
 // Run simulates cfg to the end of its workload.
 func Run(cfg Config) (Result, error) {
+	return RunContext(context.Background(), cfg)
+}
+
+// RunContext is Run, stopped with ctx's error once ctx is done: a long
+// run (millions of the master's ticks) then ends at Ctrl-C, not when it
+// is over.
+func RunContext(ctx context.Context, cfg Config) (Result, error) {
+	return runLimited(ctx, cfg, 0)
+}
+
+// runLimited is RunContext with at most maxEvents events (0: no bound).
+func runLimited(ctx context.Context, cfg Config, maxEvents int) (Result, error) {
 	e, err := newEngine(cfg)
 	if err != nil {
 		return Result{}, err
 	}
+	e.ctx, e.maxEvents = ctx, maxEvents
 	led := newLedger(&e.cfg)
 	e.acct = ledgerAccountant{led}
 	if err := e.run(); err != nil {
@@ -334,9 +355,23 @@ func (e *engine) run() error {
 		ev := e.q.pop()
 		e.now = ev.at
 		e.stats.Events++
+		if e.stats.Events%(1<<14) == 0 {
+			if err := e.ctx.Err(); err != nil {
+				return fmt.Errorf("sim: stopped at %v of simulated time: %w", e.now, err)
+			}
+		}
+		if e.maxEvents > 0 && e.stats.Events > e.maxEvents {
+			return fmt.Errorf("sim: policy %s still running after %d events, at %v in batch %d", e.pol.Name(), e.maxEvents, e.now, e.batch)
+		}
 		e.handle(ev)
+		if e.err != nil {
+			return e.err
+		}
 	}
 	if e.open || int(e.batch) < len(e.cfg.Workload.Batches) {
+		if e.left == len(e.workers) {
+			return fmt.Errorf("sim: every machine had left by %v, with %d of %d batches done", e.lastLeft, e.batch, len(e.cfg.Workload.Batches))
+		}
 		return fmt.Errorf("sim: policy %s stalled in batch %d at %v with no event pending", e.pol.Name(), e.batch, e.now)
 	}
 	return nil
@@ -491,9 +526,12 @@ func (e *engine) tickEvery() time.Duration {
 }
 
 // nextTick schedules batch b's next Tick while the batch runs and
-// something else is pending (so a stalled policy is still caught).
+// some work is under way (so a stalled policy is still caught). Only
+// work counts: a slowdown or a leave still ahead cannot end the batch,
+// and one set far off (slow=800000h) kept the ticks going up to it, a
+// run without end once every machine had left.
 func (e *engine) nextTick(b int32) {
-	if d := e.tickEvery(); d > 0 && e.open && e.batch == b && e.q.len() > 0 {
+	if d := e.tickEvery(); d > 0 && e.open && e.batch == b && e.q.working() > 0 {
 		e.q.push(event{at: e.now + d, kind: evTick, m: msg{batch: b}})
 	}
 }
@@ -772,6 +810,10 @@ func (e *engine) checkDeadlines() {
 			w.overran = max(w.overran, e.now-s.started)
 			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
 				e.overran[s.task]++
+				if e.overran[s.task] >= maxOverdue && e.err == nil {
+					e.err = fmt.Errorf("sim: task %d of batch %d went overdue %d times, the last %v into its run on %s: longer than its deadlines on every machine it was sent to (a real master fails it at its task timeout)",
+						s.task, e.batch, maxOverdue, e.now-s.started, w.m.Name)
+				}
 			}
 			e.step(sched.Event{Kind: sched.Overdue, Worker: sched.WorkerID(k), Task: sched.TaskID(s.task)})
 			if !e.open {
@@ -780,6 +822,15 @@ func (e *engine) checkDeadlines() {
 		}
 	}
 }
+
+// maxOverdue is how many of a task's instances in a batch may go
+// overdue before the run fails. Each doubles the task's next deadline,
+// ten times at most (sched.Deadlines.Again); a task longer than the
+// longest deadline (30 s × 2¹⁰, 8.5 h, on a machine not yet measured)
+// was cancelled and sent again for ever, and the run never ended. The
+// real master fails such a task at its task timeout, which the
+// simulator does not model.
+const maxOverdue = 20
 
 // overruns is how many instances of task t of the batch went overdue.
 func (e *engine) overruns(t int32) int {
@@ -833,6 +884,8 @@ func (e *engine) leave(k int) {
 		return
 	}
 	w.gone = true
+	e.left++
+	e.lastLeft = e.now
 	for i := range w.slots {
 		w.slots[i].busy = false
 		w.slots[i].ver++

@@ -80,7 +80,7 @@ func RunTrials(ctx context.Context, cfgs []Config, trials, parallel int) ([]Summ
 			for j := range jobs {
 				cfg := cfgs[j/trials]
 				cfg.Seed = TrialSeed(cfg.Seed, j%trials)
-				results[j], errs[j] = Run(cfg)
+				results[j], errs[j] = RunContext(ctx, cfg)
 			}
 		}()
 	}
