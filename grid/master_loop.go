@@ -401,6 +401,9 @@ type batch struct {
 	reply   chan evalReply
 	// failures lists, per task that failed, each failure with its worker.
 	failures map[int32][]TaskFailure
+	// timedOut lists, per task, the names of the workers dropped for
+	// running it past TaskTimeout (see Master.timedOut).
+	timedOut map[int32][]string
 	// overran counts, per task, its instances that went overdue: the
 	// next one's deadline is doubled as often (sched.Deadlines.Again).
 	overran []uint8
@@ -1062,10 +1065,28 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 // now dropped, as a failure of t, towards MaxRetries: a task longer than
 // the timeout on every worker dropped one worker after another, each
 // coming back for it, and the run never ended.
+//
+// A machine counts once per task while another worker open for work has
+// not run the task past the timeout: a slow one comes back under its
+// name, and while the others are busy it is the one the task goes to
+// again (the policy's exclusion of a worker that failed a task is by
+// its id, which a new connection does not have). Each drop counted, and
+// one slow machine failed a generation a faster one would have ended.
 func (m *Master) timedOut(w *mworker, t int32) {
 	b := m.cur
 	if b == nil || b.replied || t < 0 || int(t) >= len(b.done) || b.done[t] {
 		return
+	}
+	if slices.Contains(b.timedOut[t], w.name) && m.openNotTimedOut(b, t) {
+		m.log.Warn("a worker ran a task past the task timeout again; not counted while another worker may run it",
+			"worker", w.name, "task", t, "gen", b.gen)
+		return
+	}
+	if b.timedOut == nil {
+		b.timedOut = map[int32][]string{}
+	}
+	if !slices.Contains(b.timedOut[t], w.name) {
+		b.timedOut[t] = append(b.timedOut[t], w.name)
 	}
 	fs := append(b.failures[t], TaskFailure{Worker: w.name, Err: fmt.Sprintf("ran past the task timeout of %v", m.cfg.TaskTimeout)})
 	b.failures[t] = fs
@@ -1074,6 +1095,17 @@ func (m *Master) timedOut(w *mworker, t int32) {
 		return
 	}
 	m.counts.Retried++
+}
+
+// openNotTimedOut says some worker open for work (or late, which may
+// answer) has not run task t of b past the task timeout (b.timedOut).
+func (m *Master) openNotTimedOut(b *batch, t int32) bool {
+	for _, o := range m.order {
+		if !o.left && !o.closed && !o.draining && !o.aside && o.slots > 0 && !m.v.exIDs[o.id] && !slices.Contains(b.timedOut[t], o.name) {
+			return true
+		}
+	}
+	return false
 }
 
 // RetriesExhaustedError is the error of a generation one of whose tasks

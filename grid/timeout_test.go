@@ -35,3 +35,34 @@ func TestTaskPastTheTimeoutEverywhereFails(t *testing.T) {
 		t.Errorf("%d workers dropped, want 2", st.Dropped)
 	}
 }
+
+// A slow machine that runs a task past the task timeout, comes back
+// under its name and is given the same task again (the queue's head,
+// while the other workers are busy) does not fail the generation on its
+// own: its drops for that task count once while another worker open for
+// work has not run it past the timeout. Each drop counted, and one slow
+// machine failed a generation a faster one would have ended. Once every
+// worker open has run it past the timeout, the drops count again.
+func TestTaskPastTheTimeoutOnOneMachineCountsOnce(t *testing.T) {
+	m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t)}
+	b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
+	m.cur = b
+	fast := &mworker{id: 1, name: "fast", slots: 1}
+	slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
+	m.order = []*mworker{fast, slow}
+	m.timedOut(slow, 1)
+	back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
+	m.order = append(m.order, back)
+	m.timedOut(back, 1)
+	if b.replied || len(b.failures[1]) != 1 {
+		t.Fatalf("after two drops of the slow machine for task 1, the fast worker open: replied %v, failures %v; want one failure, the generation on", b.replied, b.failures[1])
+	}
+	fast.left = true
+	again := &mworker{id: 4, name: "slow", slots: 1, left: true} // now alone
+	m.order = append(m.order, again)
+	m.timedOut(again, 1)
+	var rx *RetriesExhaustedError
+	if !b.replied || !errors.As((<-b.reply).err, &rx) || len(rx.Failures) != 2 {
+		t.Fatalf("a third drop with no other worker open: replied %v, failures %v; want the generation failed", b.replied, b.failures[1])
+	}
+}
