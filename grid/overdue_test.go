@@ -84,15 +84,7 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 	for _, policy := range sched.Names {
 		t.Run(policy, func(t *testing.T) {
 			m := startMaster(t, policy, deadlinesOnly)
-			w := newTestWorker("crossing", 1, 0)
-			w.freeze = true // it runs nothing: the test answers
-			cancels := make(chan []int32, 16)
-			w.onCancel = func(c *Cancel) {
-				select { // the worker's reader must not outlive the test
-				case cancels <- slices.Clone(c.IDs):
-				case <-t.Context().Done():
-				}
-			}
+			w, cancels := crossingWorker(t)
 			frames := 0 // the connection's reader calls forge, one frame at a time
 			w.forge = func(ts *Tasks) []Result {
 				frames++
@@ -119,19 +111,7 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 			// Each overdue instance is cancelled (Overdue counts before its
 			// cancel goes): one cancel more than them is the instance's
 			// sent again, however many deadlines a loaded machine missed.
-			for n := int64(1); ; n++ {
-				select {
-				case ids := <-cancels:
-					if !slices.Equal(ids, []int32{0}) {
-						t.Fatalf("cancel %d of %v, want of task 0", n, ids)
-					}
-					if n > m.Stats().Overdue {
-						return
-					}
-				case <-ctx.Done():
-					t.Fatalf("%d cancels of task 0, each of an overdue instance: the one sent again, held on the worker out of the books, was never cancelled", n-1)
-				}
-			}
+			awaitCancelPastOverdue(ctx, t, m, cancels, "the one sent again")
 		})
 	}
 }
@@ -150,15 +130,7 @@ func TestMasterCancelsInstanceSentAgainTwiceWhenResultCrossesCancels(t *testing.
 	for _, policy := range sched.Names {
 		t.Run(policy, func(t *testing.T) {
 			m := startMaster(t, policy, deadlinesOnly)
-			w := newTestWorker("crossing", 1, 0)
-			w.freeze = true // it runs nothing: the test answers
-			cancels := make(chan []int32, 16)
-			w.onCancel = func(c *Cancel) {
-				select { // the worker's reader must not outlive the test
-				case cancels <- slices.Clone(c.IDs):
-				case <-t.Context().Done():
-				}
-			}
+			w, cancels := crossingWorker(t)
 			frames := 0 // the connection's reader calls forge, one frame at a time
 			var second Task
 			w.forge = func(ts *Tasks) []Result {
@@ -193,19 +165,7 @@ func TestMasterCancelsInstanceSentAgainTwiceWhenResultCrossesCancels(t *testing.
 			}
 			// Each overdue instance is cancelled: one cancel more than
 			// them is the third instance's, held out of the books.
-			for n := int64(1); ; n++ {
-				select {
-				case ids := <-cancels:
-					if !slices.Equal(ids, []int32{0}) {
-						t.Fatalf("cancel %d of %v, want of task 0", n, ids)
-					}
-					if n > m.Stats().Overdue {
-						return
-					}
-				case <-ctx.Done():
-					t.Fatalf("%d cancels of task 0, each of an overdue instance: the third instance, held on the worker out of the books, was never cancelled", n-1)
-				}
-			}
+			awaitCancelPastOverdue(ctx, t, m, cancels, "the third instance")
 		})
 	}
 }
@@ -384,5 +344,40 @@ func TestMasterCountsInstanceWithdrawnByCrossedResult(t *testing.T) {
 			cancel() // b holds the last task for ever
 			<-done
 		})
+	}
+}
+
+// crossingWorker is a one-slot worker that runs nothing (the test answers
+// through its forge), with the ids of each cancel it hears.
+func crossingWorker(t *testing.T) (*testWorker, chan []int32) {
+	w := newTestWorker("crossing", 1, 0)
+	w.freeze = true
+	cancels := make(chan []int32, 16)
+	w.onCancel = func(c *Cancel) {
+		select { // the worker's reader must not outlive the test
+		case cancels <- slices.Clone(c.IDs):
+		case <-t.Context().Done():
+		}
+	}
+	return w, cancels
+}
+
+// awaitCancelPastOverdue waits for one cancel of task 0 more than m's
+// overdue instances: that of the instance what names, held on the worker
+// out of the books unless the master cancels it.
+func awaitCancelPastOverdue(ctx context.Context, t *testing.T, m *Master, cancels chan []int32, what string) {
+	t.Helper()
+	for n := int64(1); ; n++ {
+		select {
+		case ids := <-cancels:
+			if !slices.Equal(ids, []int32{0}) {
+				t.Fatalf("cancel %d of %v, want of task 0", n, ids)
+			}
+			if n > m.Stats().Overdue {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d cancels of task 0, each of an overdue instance: %s, held on the worker out of the books, was never cancelled", n-1, what)
+		}
 	}
 }

@@ -217,14 +217,10 @@ func (n *Network) slowBy(a, b string, id uint64, dir int, now time.Time) time.Du
 	return (by/2 + time.Duration(h%uint64(by/2+1))) &^ 1
 }
 
-// HalfOpen crashes host without a word on the wire: its listeners close
-// and its ends of every connection die (their reads and writes fail
-// there), but the far ends hear nothing, no FIN, no reset; what they
-// send is lost. It returns the function that resets those connections
-// at last (the far end's next write reaches the host up again, which
-// answers with a reset, or a keepalive fails).
-func (n *Network) HalfOpen(host string) (reset func()) {
+// ofHost returns the links and the listeners of host.
+func (n *Network) ofHost(host string) ([]*link, []*Listener) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	var doomed []*link
 	for _, lk := range n.links {
 		if lk.hosts[0] == host || lk.hosts[1] == host {
@@ -237,7 +233,17 @@ func (n *Network) HalfOpen(host string) (reset func()) {
 			ls = append(ls, l)
 		}
 	}
-	n.mu.Unlock()
+	return doomed, ls
+}
+
+// HalfOpen crashes host without a word on the wire: its listeners close
+// and its ends of every connection die (their reads and writes fail
+// there), but the far ends hear nothing, no FIN, no reset; what they
+// send is lost. It returns the function that resets those connections
+// at last (the far end's next write reaches the host up again, which
+// answers with a reset, or a keepalive fails).
+func (n *Network) HalfOpen(host string) (reset func()) {
+	doomed, ls := n.ofHost(host)
 	for _, lk := range doomed {
 		for side := range 2 {
 			if lk.hosts[side] != host {
@@ -264,20 +270,7 @@ func (n *Network) HalfOpen(host string) (reset func()) {
 // Reset breaks every connection of host at once, without delivering what
 // is in flight (the host's process died), and closes its listeners.
 func (n *Network) Reset(host string) {
-	n.mu.Lock()
-	var doomed []*link
-	for _, lk := range n.links {
-		if lk.hosts[0] == host || lk.hosts[1] == host {
-			doomed = append(doomed, lk)
-		}
-	}
-	var ls []*Listener
-	for _, l := range n.listeners {
-		if l.addr.IP.String() == host {
-			ls = append(ls, l)
-		}
-	}
-	n.mu.Unlock()
+	doomed, ls := n.ofHost(host)
 	for _, lk := range doomed {
 		lk.reset()
 	}

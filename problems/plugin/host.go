@@ -1215,21 +1215,31 @@ func lengthHint(hdr [4]byte) string {
 // interpreter that is not, most often one that ends in a carriage return
 // (a script saved with Windows line ends).
 func interpreterHint(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b := make([]byte, 256)
-	n, _ := io.ReadFull(f, b)
-	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
-	if !bytes.HasPrefix(line, []byte("#!")) {
+	line := shebang(path)
+	if line == nil {
 		return ""
 	}
 	if bytes.HasSuffix(line, []byte("\r")) {
 		return fmt.Sprintf(" (the file is there, but its first line, %q, ends in a carriage return: the file has Windows line ends; convert them (dos2unix))", line)
 	}
 	return fmt.Sprintf(" (the file is there, but not the interpreter its first line names: %q)", line)
+}
+
+// shebang returns the #! line of the script at path (read from its first
+// 256 bytes, without its newline), or nil if it has none.
+func shebang(path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, 256)
+	n, _ := io.ReadFull(f, b)
+	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return nil
+	}
+	return line
 }
 
 // execFormatHint explains "exec format error" for a plugin: most often a
@@ -1255,15 +1265,8 @@ func execFormatHint(path string) string {
 // "#!/usr/bin/env python3\r" it runs env, which looks for "python3\r",
 // says so on stderr and exits 127.
 func crlfHint(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b := make([]byte, 256)
-	n, _ := io.ReadFull(f, b)
-	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
-	if !bytes.HasPrefix(line, []byte("#!")) || !bytes.HasSuffix(line, []byte("\r")) {
+	line := shebang(path)
+	if !bytes.HasSuffix(line, []byte("\r")) {
 		return ""
 	}
 	return fmt.Sprintf(" (its first line, %q, ends in a carriage return: the file has Windows line ends; convert them (dos2unix))", line)
