@@ -174,7 +174,6 @@ type mworker struct {
 	// Reused message values: Send encodes before it returns.
 	tasksMsg  Tasks
 	cancelMsg Cancel
-	scanned   int // instances takeOut looked at, which a test bounds
 }
 
 // outInstance is one instance outstanding on a worker: when the master
@@ -267,7 +266,6 @@ func (w *mworker) noteWithdrawn(t int32) {
 // next held instance starts running (in the books) at now.
 func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
 	for i := range w.out {
-		w.scanned++
 		if w.out[i].task == t {
 			return w.takeOutAt(i, now), true
 		}
@@ -284,7 +282,6 @@ func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
 // sent again to it), the front one is the instance still running.
 func (w *mworker) takeOutHeld(t int32, now time.Duration) (outInstance, bool) {
 	for i := len(w.out) - 1; i >= 0; i-- {
-		w.scanned++
 		if w.out[i].task == t {
 			return w.takeOutAt(i, now), true
 		}

@@ -100,14 +100,7 @@ func TestMasterCancelsInstanceSentAgainWhenResultCrossesCancel(t *testing.T) {
 					{Gen: ts.Gen, ID: 0, Cancelled: true, Ack: AckLate},
 				}
 			}
-			startWorkers(t, m, w)
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			x := []float64{1, 2, 3, 4, 5}
-			f, err := m.Evaluate(ctx, 0, [][]float64{x})
-			if err != nil || f[0] != sphere(x) {
-				t.Fatalf("Evaluate: %v, %v; want [%v]", f, err, sphere(x))
-			}
+			ctx := evaluateOneOn(t, m, w)
 			// Each overdue instance is cancelled (Overdue counts before its
 			// cancel goes): one cancel more than them is the instance's
 			// sent again, however many deadlines a loaded machine missed.
@@ -152,14 +145,7 @@ func TestMasterCancelsInstanceSentAgainTwiceWhenResultCrossesCancels(t *testing.
 				}
 				return nil
 			}
-			startWorkers(t, m, w)
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			x := []float64{1, 2, 3, 4, 5}
-			f, err := m.Evaluate(ctx, 0, [][]float64{x})
-			if err != nil || f[0] != sphere(x) {
-				t.Fatalf("Evaluate: %v, %v; want [%v]", f, err, sphere(x))
-			}
+			ctx := evaluateOneOn(t, m, w)
 			if frames < 3 {
 				t.Fatalf("setup: task 0 was sent %d times, want 3", frames)
 			}
@@ -380,4 +366,20 @@ func awaitCancelPastOverdue(ctx context.Context, t *testing.T, m *Master, cancel
 			t.Fatalf("%d cancels of task 0, each of an overdue instance: %s, held on the worker out of the books, was never cancelled", n-1, what)
 		}
 	}
+}
+
+// evaluateOneOn starts w on m and has m evaluate one point, which must
+// come back right; it returns the context, which ends with the test or a
+// minute after.
+func evaluateOneOn(t *testing.T, m *Master, w *testWorker) context.Context {
+	t.Helper()
+	startWorkers(t, m, w)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	x := []float64{1, 2, 3, 4, 5}
+	f, err := m.Evaluate(ctx, 0, [][]float64{x})
+	if err != nil || f[0] != sphere(x) {
+		t.Fatalf("Evaluate: %v, %v; want [%v]", f, err, sphere(x))
+	}
+	return ctx
 }

@@ -964,7 +964,8 @@ func (p *policy) popQFor(wi int32) (TaskID, bool) {
 		case !t.inQ:
 			dead++
 		case !p.excluded(t, id):
-			// Taken from the middle: its entry stays, skipped as not in Q.
+			// Taken from the middle, its entry stays, skipped as not in
+			// Q (and dropped by a compaction); from the head, it leaves.
 			t.inQ = false
 			p.qLive--
 			if i == 0 {
