@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -224,5 +225,47 @@ func TestPluginNonFiniteInProcessAsOnGrid(t *testing.T) {
 		} else if !reflect.DeepEqual(gens, want) {
 			t.Errorf("%s -nonfinite differs from in-process:\n%v\n%v", name, gens, want)
 		}
+	}
+}
+
+// -task-timeout and -max-retries bound an in-process evaluation as they
+// bound a grid's: a plugin that never answers is killed at the timeout
+// and its evaluation tried again, so that a hang once costs a retry and
+// leaves the run's evolution as it is, and a hang at every try fails the
+// run, naming the timeout, instead of hanging it for ever.
+func TestInProcessTaskTimeout(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "hung")
+	// It hangs on its first evaluation with x[0] > 0 (once: the marker
+	// is made then), or, as "hangs", on every x[0] > 1.
+	once := pythonSDKPlugin(t, dir, "hangonce", `(__import__("time").sleep(3600) if x[0] > 0 and not __import__("os").path.exists(`+strconv.Quote(marker)+`) and open(`+strconv.Quote(marker)+`, "w") else 0) or sum(v * v for v in x)`)
+	always := pythonSDKPlugin(t, dir, "hangs", `(__import__("time").sleep(3600) if x[0] > 1 else 0) or sum(v * v for v in x)`)
+	common := []string{"-inprocess", "-problem", "hangonce", "-plugin", "hangonce=" + once, "-dim", "3", "-mu", "3", "-lambda", "6", "-gens", "3", "-seed", "4", "-slots", "2", "-quiet"}
+
+	want := filepath.Join(dir, "want.json")
+	os.WriteFile(marker, nil, 0o644) // no hang: the reference
+	if code, out, errOut := esrun(context.Background(), append(common, "-report", want)...); code != 0 {
+		t.Fatalf("without a hang: exit %d\n%s%s", code, out, errOut)
+	}
+	os.Remove(marker)
+	got := filepath.Join(dir, "got.json")
+	code, out, errOut := esrun(context.Background(), append(common, "-task-timeout", "2s", "-max-retries", "1", "-report", got)...)
+	if code != 0 || !strings.Contains(errOut, "evaluation ran past the task timeout; it is tried again") {
+		t.Fatalf("a hang once, one retry allowed: exit %d, want 0 with the timeout logged\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the plugin never hung")
+	}
+	wantGens, wantBest, _ := trajectory(t, want)
+	gotGens, gotBest, _ := trajectory(t, got)
+	if !reflect.DeepEqual(gotGens, wantGens) || !reflect.DeepEqual(gotBest, wantBest) {
+		t.Errorf("the run with a retried timeout differs from the run without:\n%v %v\n%v %v", gotGens, gotBest, wantGens, wantBest)
+	}
+
+	code, out, errOut = esrun(context.Background(), "-inprocess", "-problem", "hangs", "-plugin", "hangs="+always, "-dim", "3", "-mu", "3", "-lambda", "6", "-gens", "3", "-seed", "4", "-quiet",
+		"-task-timeout", "2s", "-max-retries", "1")
+	if code != 1 || !strings.Contains(errOut, "failed 2 times (max retries 1): each ran past the task timeout of 2s") || strings.Count(errOut, "\n") > 3 {
+		t.Errorf("a hang at every try: exit %d, want 1 naming the timeout\n%s%s", code, out, errOut)
 	}
 }
