@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/internal/testplugin"
@@ -267,5 +271,78 @@ func TestInProcessTaskTimeout(t *testing.T) {
 		"-task-timeout", "2s", "-max-retries", "1")
 	if code != 1 || !strings.Contains(errOut, "failed 2 times (max retries 1): each ran past the task timeout of 2s") || strings.Count(errOut, "\n") > 3 {
 		t.Errorf("a hang at every try: exit %d, want 1 naming the timeout\n%s%s", code, out, errOut)
+	}
+}
+
+// esrun's /metrics counts its plugins' processes: a plugin that crashes
+// once, on a local grid, is seen there as one crash, beside its starts,
+// the other events at 0.
+func TestPluginMetricsCountACrash(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	marker := strconv.Quote(filepath.Join(dir, "crashed"))
+	// It exits with status 3 on its first evaluation with x[0] > 0 (once:
+	// the marker is made then).
+	path := pythonSDKPlugin(t, dir, "crashonce", `(__import__("os")._exit(3) if x[0] > 0 and not __import__("os").path.exists(`+marker+`) and open(`+marker+`, "w").close() is None else 0) or sum(v * v for v in x)`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	ran := make(chan int, 1)
+	go func() {
+		ran <- run(runCtx, []string{"-problem", "crashonce", "-plugin", "crashonce=" + path, "-dim", "3", "-gens", "1000000", "-local", "2", "-slots", "1",
+			"-metrics", "127.0.0.1:0", "-quiet"}, io.Discard, pw)
+		pw.Close()
+	}()
+	defer func() {
+		stop()
+		<-ran // interrupted: it says so and exits 1
+	}()
+	url := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				url <- m[1]
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	var u string
+	select {
+	case u = <-url:
+	case <-ctx.Done():
+		t.Fatal("esrun never said where its metrics are")
+	}
+	series := regexp.MustCompile(`(?m)^esgrid_plugin_process_events_total\{([^}]*)\} (\S+)$`)
+	events := map[string]float64{}
+	var body []byte
+	for events["crashed"] == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no crash counted; the plugin's series: %v; /metrics:\n%s", events, body)
+		case <-time.After(20 * time.Millisecond):
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(events)
+		for _, m := range series.FindAllStringSubmatch(string(body), -1) {
+			ev := regexp.MustCompile(`event="([a-z_]+)"`).FindStringSubmatch(m[1])
+			if ev == nil || !strings.Contains(m[1], `plugin="crashonce"`) || strings.Contains(m[1], "worker=") {
+				t.Fatalf("a series %s", m[0])
+			}
+			events[ev[1]], _ = strconv.ParseFloat(m[2], 64)
+		}
+	}
+	if len(events) != 5 || events["crashed"] != 1 || events["started"] < 2 || events["start_failed"] != 0 || events["protocol_error"] != 0 {
+		t.Errorf("after one crash: %v; want crashed 1, started at least 2 (the hello's process and a worker's), start_failed and protocol_error 0, killed there", events)
 	}
 }
