@@ -16,7 +16,7 @@ import (
 
 // esworker's /metrics counts its plugins' processes, labelled with its
 // name: a plugin that exits during an evaluation is seen there as a
-// crash, and its start.
+// crash, and its starts: the start-up check's and the session's.
 func TestPluginMetricsCountACrash(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("/usr/bin/python3 not found: the plugin needs it")
@@ -60,7 +60,7 @@ func TestPluginMetricsCountACrash(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		`esgrid_plugin_process_events_total{event="started",plugin="crashy",worker="lab-3"} 1`,
+		`esgrid_plugin_process_events_total{event="started",plugin="crashy",worker="lab-3"} 2`,
 		`esgrid_plugin_process_events_total{event="protocol_error",plugin="crashy",worker="lab-3"} 0`,
 	} {
 		if !strings.Contains(page, want) {
