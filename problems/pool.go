@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Pool evaluates a batch of vectors on a Problem with a fixed number of
@@ -95,6 +96,43 @@ func (pl *Pool) Evaluate(ctx context.Context, gen int, xs [][]float64) ([]float6
 // errTimedOut is the cause of an evaluation's context at its deadline.
 var errTimedOut = errors.New("the evaluation's deadline")
 
+// RetriesExhaustedError is the error of an evaluation that ran past the
+// pool's timeout more often than its retries allow (Limit). Its fields
+// say so to a program (esrun's report, whose failed_task reads it as it
+// reads a grid's), its text to a person; it wraps no context's error.
+type RetriesExhaustedError struct {
+	Gen, Task  int
+	MaxRetries int
+	Timeout    time.Duration
+	// Failures say how each try ended, in order (MaxRetries+1 of them):
+	// "ran past the task timeout of D: " and its error, cut to 300
+	// bytes.
+	Failures []string
+	last     error // the last try's error, whole, for the text
+}
+
+// Error says how often the evaluation ran past the timeout, and how the
+// last try ended.
+func (e *RetriesExhaustedError) Error() string {
+	return fmt.Sprintf("failed %d times (max retries %d): each ran past the task timeout of %v; the last: %v", len(e.Failures), e.MaxRetries, e.Timeout, e.last)
+}
+
+// maxFailureText bounds each of a RetriesExhaustedError's Failures, as
+// the grid bounds a worker's error text.
+const maxFailureText = 300
+
+// cut cuts s to at most n bytes, on a rune boundary, marking the cut
+// (as the grid cuts a worker's error).
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // evalLimited runs task i's evaluation within the pool's deadline,
 // trying again after each timeout, up to maxRetries times (see Limit).
 // Its error never wraps a context's error for a timeout, so that
@@ -103,6 +141,7 @@ func (pl *Pool) evalLimited(ctx context.Context, gen, i int, x []float64) (float
 	if pl.timeout <= 0 {
 		return pl.eval(ctx, x)
 	}
+	var fails []string
 	for try := 1; ; try++ {
 		tctx, cancel := context.WithTimeoutCause(ctx, pl.timeout, errTimedOut)
 		f, err := pl.eval(tctx, x)
@@ -111,8 +150,9 @@ func (pl *Pool) evalLimited(ctx context.Context, gen, i int, x []float64) (float
 		if !timedOut {
 			return f, err
 		}
+		fails = append(fails, cut(fmt.Sprintf("ran past the task timeout of %v: %v", pl.timeout, err), maxFailureText))
 		if try > pl.maxRetries {
-			return 0, fmt.Errorf("failed %d times (max retries %d): each ran past the task timeout of %v; the last: %v", try, pl.maxRetries, pl.timeout, err)
+			return 0, &RetriesExhaustedError{Gen: gen, Task: i, MaxRetries: pl.maxRetries, Timeout: pl.timeout, Failures: fails, last: err}
 		}
 		if pl.log != nil {
 			pl.log.Warn("evaluation ran past the task timeout; it is tried again", "gen", gen, "task", i, "timeout", pl.timeout, "failures", try, "max_retries", pl.maxRetries, "err", err)

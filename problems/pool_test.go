@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -182,6 +183,12 @@ func TestPoolTimeoutRetries(t *testing.T) {
 	want := "task 3: failed 3 times (max retries 2): each ran past the task timeout of 1ms; the last: context deadline exceeded"
 	if err == nil || err.Error() != want || errors.Is(err, context.DeadlineExceeded) || h.calls.Load() != 3 {
 		t.Fatalf("a task that always hangs: err %v after %d tries; want %q", err, h.calls.Load(), want)
+	}
+	// Its fields say the same to a program (esrun's report).
+	var rx *problems.RetriesExhaustedError
+	if !errors.As(err, &rx) || rx.Task != 3 || rx.MaxRetries != 2 || rx.Timeout != time.Millisecond ||
+		!slices.Equal(rx.Failures, slices.Repeat([]string{"ran past the task timeout of 1ms: context deadline exceeded"}, 3)) {
+		t.Fatalf("a task that always hangs: %#v", rx)
 	}
 
 	// Without Limit, or with a timeout of 0, no deadline: a cancel from

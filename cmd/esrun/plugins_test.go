@@ -17,6 +17,7 @@ import (
 
 	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/internal/testplugin"
+	"github.com/esgrid/esgrid/report"
 )
 
 // trajectory reads a -report file: the evolution (every generation's
@@ -344,5 +345,39 @@ func TestPluginMetricsCountACrash(t *testing.T) {
 	}
 	if len(events) != 5 || events["crashed"] != 1 || events["started"] < 2 || events["start_failed"] != 0 || events["protocol_error"] != 0 {
 		t.Errorf("after one crash: %v; want crashed 1, started at least 2 (the hello's process and a worker's), start_failed and protocol_error 0, killed there", events)
+	}
+}
+
+// An in-process run that fails because an evaluation ran past
+// -task-timeout more often than -max-retries allows says so in its
+// partial report's failed_task, as a grid run does, for a program to
+// read. -lu makes every evaluation look at its context, and a timeout of
+// 1 ns has passed before it does: every try times out.
+func TestInProcessTimeoutsNameTheFailedTask(t *testing.T) {
+	leaktest.Check(t)
+	path := filepath.Join(t.TempDir(), "run.json")
+	code, out, errOut := esrun(context.Background(), "-inprocess", "-problem", "sphere", "-dim", "3", "-lu", "8", "-gens", "2", "-seed", "1", "-quiet",
+		"-slots", "1", "-task-timeout", "1ns", "-max-retries", "1", "-report", path)
+	if code != 1 || !strings.Contains(errOut, "task 0: failed 2 times (max retries 1): each ran past the task timeout of 1ns") {
+		t.Fatalf("exit %d, want 1 naming the timeout\n%s%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(path + report.PartialSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		FailedTask *report.FailedTask `json:"failed_task"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	ft := rep.FailedTask
+	if ft == nil || ft.Gen != 0 || ft.Task != 0 || ft.MaxRetries != 1 || len(ft.Failures) != 2 {
+		t.Fatalf("failed_task %+v, want generation 0, task 0, max retries 1 and 2 failures; the report:\n%s", ft, b)
+	}
+	for _, f := range ft.Failures {
+		if f.Worker != "inprocess" || f.Error != "ran past the task timeout of 1ns: context deadline exceeded" {
+			t.Errorf("failure %+v", f)
+		}
 	}
 }
