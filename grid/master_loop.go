@@ -670,11 +670,18 @@ func (m *Master) drain(w *mworker, d *Drain) {
 		return
 	}
 	for _, t := range d.Returned {
+		if t >= checkBase {
+			// A check's instance: not in w's books, but the check's
+			// (verify.go).
+			m.checkReturned(w, b, t-checkBase)
+			continue
+		}
 		if _, ok := w.takeOutHeld(t, m.now()); ok {
 			m.counts.Returned++
 			m.step(sched.Event{Kind: sched.Returned, Worker: w.id, Task: sched.TaskID(t)}, 0)
 		}
 	}
+	m.maybeReply() // a check given back may have stood unverified
 }
 
 // checkDeadlines steps Overdue for every running instance past its

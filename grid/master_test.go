@@ -68,6 +68,8 @@ type testWorker struct {
 	deaf       bool                                  // a cancelled running task runs to its end, then is acknowledged as stopped (a plugin that cannot be cancelled)
 	stopAck    bool                                  // a cancelled running task is acknowledged as stopped (AckStopped), as worker.Agent does
 	claim      time.Duration                         // the execution time every result reports (0: the real one); a liar's
+	drainCheck bool                                  // a check's instance makes it drain: it gives the instance back unrun, as held, and runs the rest
+	drained    atomic.Int64                          // check instances it gave back (drainCheck)
 	rawConn    net.Conn                              // the socket under conn
 	conn       *Conn
 	welcome    *Welcome
@@ -152,6 +154,20 @@ func (w *testWorker) handle(m Message) {
 		w.got.Add(int64(len(v.Items)))
 		if w.onTasks != nil && w.onTasks(w, w.rawConn) {
 			return
+		}
+		if w.drainCheck {
+			var back []int32
+			v.Items = slices.DeleteFunc(v.Items, func(it Task) bool {
+				if it.ID >= checkBase {
+					back = append(back, it.ID)
+					return true
+				}
+				return false
+			})
+			if len(back) > 0 {
+				w.drained.Add(int64(len(back)))
+				w.conn.Send(&Drain{Gen: v.Gen, Returned: back})
+			}
 		}
 		if w.forge != nil {
 			if rs := w.forge(v); len(rs) > 0 {

@@ -776,6 +776,29 @@ func (m *Master) checksLost(w *mworker) {
 	}
 }
 
+// checkReturned takes check t's instance on w, given back unrun by a
+// worker that drains (a held instance), out of the check and asks
+// another host, as for a worker lost (checksLost). A check's instance is
+// in no worker's books, which drain searches: left in the check as
+// pending, it held the generation until four deadlines of w had passed,
+// or w's session ended.
+func (m *Master) checkReturned(w *mworker, b *batch, t int32) {
+	c := m.v.checks[t]
+	if c == nil {
+		return
+	}
+	i := slices.IndexFunc(c.out, func(o checkOut) bool { return o.w == w })
+	if i < 0 {
+		return
+	}
+	m.log.Debug("check instance given back by a draining worker; another host is asked", "gen", b.gen, "task", t, "worker", w.name)
+	delete(m.v.given, c.out[i].token) // never run: a result of it would be made up
+	c.out = slices.Delete(c.out, i, i+1)
+	m.v.load[w.id]--
+	delete(c.asked, w.host) // unanswered: asked again if it comes back
+	m.dispatch(b, c)
+}
+
 // checkChecks runs with the deadlines: a check instance late by four
 // deadlines of its worker (it waits behind the worker's held tasks) gets
 // a second worker, and checks that wait for a worker try again: those

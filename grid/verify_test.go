@@ -423,3 +423,43 @@ func testLiarCannotShortenFreshDeadlines(t *testing.T, measuredBefore bool, maxR
 		t.Errorf("Excluded() = %v, want the liar's host", x)
 	}
 }
+
+// A check's instance that a draining worker gives back unrun is asked of
+// another host at once. It is in no worker's books, which a Drain's
+// Returned are looked up in: it stayed out as if running, and held the
+// generation until four deadlines of the drained worker had passed (here
+// 40 min) or its connection closed (here never).
+func TestMasterCheckGivenBackByDrainIsAskedElsewhere(t *testing.T) {
+	m := startMaster(t, "wq", func(cfg *MasterConfig) { cfg.Verify = 1; cfg.DeadlineFloor = 10 * time.Minute })
+	a, b, c := newTestWorker("a", 1, 0), newTestWorker("b", 1, 0), newTestWorker("c", 1, 0)
+	a.from, b.from, c.from = "127.0.0.2", "127.0.0.3", "127.0.0.4"
+	b.drainCheck = true
+	startWorkers(t, m, a, b, c)
+	// b gets no task of the policy, so it is the least loaded worker
+	// that a check can go to: it gets the first.
+	for _, s := range m.WorkerStats() {
+		if s.Name == "b" {
+			if err := m.SetSlots(s.ID, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	xs := randomBatch(rand.New(rand.NewPCG(11, 12)), 4, 5)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	f, err := m.Evaluate(ctx, 0, xs)
+	if err != nil {
+		t.Fatalf("%v, with %d check instances given back by b's drain", err, b.drained.Load())
+	}
+	if b.drained.Load() == 0 {
+		t.Fatal("b was given no check: nothing was tested")
+	}
+	for i := range xs {
+		if f[i] != sphere(xs[i]) {
+			t.Errorf("task %d: %v, want %v", i, f[i], sphere(xs[i]))
+		}
+	}
+	if st := m.Stats(); st.Verified != int64(len(xs)) {
+		t.Errorf("%d results verified, want all %d", st.Verified, len(xs))
+	}
+}

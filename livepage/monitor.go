@@ -64,8 +64,8 @@ func (m *Monitor) OnGeneration() func(sched.Generation) {
 	return m.master.Generation
 }
 
-// Register registers the metrics of g's master, gossip and local
-// agents, and of the run described by run (its ID is the Monitor's).
+// Register registers the metrics of g's master, gossip, local agents
+// and their plugins' processes, and of the run described by run (its ID is the Monitor's).
 func (m *Monitor) Register(g *localgrid.Grid, run metrics.RunInfo) error {
 	if m == nil {
 		return nil
@@ -87,7 +87,11 @@ func (m *Monitor) Register(g *localgrid.Grid, run metrics.RunInfo) error {
 			return err
 		}
 	}
-	return nil
+	// The local agents share their plugins' counts (one build).
+	cat := g.Catalog()
+	return m.run.Register(metrics.NewPlugins("", cat.Names(), func(name string) metrics.PluginState {
+		return metrics.PluginState(cat.Counters(name).Counts())
+	}))
 }
 
 // Serve serves the metrics at /metrics and the status page at / on addr

@@ -31,6 +31,10 @@ func (g *Grid) Master() *grid.Master { return g.master }
 // Gossip is the master's gossip member, which remote workers join.
 func (g *Grid) Gossip() *grid.Membership { return g.gossip }
 
+// Catalog is the plugins the local agents offer and may run, whose
+// counters count their processes (nil: none).
+func (g *Grid) Catalog() *plugin.Catalog { return g.catalog }
+
 // Timeline is the run's task instances, for its report.
 func (g *Grid) Timeline() *report.Instances { return g.timeline }
 
@@ -64,6 +68,7 @@ type Grid struct {
 	closed      bool
 	// timeline collects the run's task instances for the report.
 	timeline *report.Instances
+	catalog  *plugin.Catalog // the plugins the local agents may run
 }
 
 // localAgent is one in-process agent's Run in progress.
@@ -156,7 +161,7 @@ func Start(cfg Config) (*Grid, error) {
 		return nil, &AddrError{"gossip", cfg.Gossip, err}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Grid{master: m, gossip: ms, stopAgents: cancel, timeline: tl}
+	g := &Grid{master: m, gossip: ms, stopAgents: cancel, timeline: tl, catalog: cfg.Catalog}
 	g.agentExited, g.exit = context.WithCancelCause(context.Background())
 	// The local agents offer, and may run, the listed plugins too.
 	build := worker.PluginBuild(cfg.Catalog, worker.PluginOptions{Slots: cfg.PluginSlots, Logger: log})

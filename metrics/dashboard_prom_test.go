@@ -11,6 +11,14 @@ import (
 	"time"
 )
 
+// noPluginsPanel is the panel of plugins' processes, empty in a run
+// without plugins (as the runs of TestRealPrometheus are): a process
+// exports the counters of the plugins it lists, and no others.
+const noPluginsPanel = "panel Plugin processes (so far)"
+
+// noPlugins is checkDashboard's mayBeEmpty for a run without plugins.
+var noPlugins = map[string]bool{noPluginsPanel: true}
+
 // checkDashboard runs every query of the committed dashboard, panels'
 // and annotations', as Grafana does: a range query over [from, to], its
 // variables set to vars (job, run, instance, worker) and Grafana's

@@ -53,6 +53,9 @@ func exercised(t *testing.T) *prometheus.Registry {
 	})); err != nil {
 		t.Fatal(err)
 	}
+	if err := reg.Register(NewPlugins("w1", []string{"sim"}, func(string) PluginState { return PluginState{Started: 2, Crashed: 1} })); err != nil {
+		t.Fatal(err)
+	}
 	return reg
 }
 

@@ -167,7 +167,7 @@ scrape_configs:
 	// empty, the run's end included (Prometheus has seen esrun gone).
 	waitFor(t, ctx, "Prometheus to see esrun gone", seen(ctx, api, `up{job="esgrid-master"}`, 0), diag)
 	vars := map[string]string{"job": "esgrid-master", "run": "first", "instance": ".*", "worker": ".*"}
-	checkDashboard(t, ctx, api, vars, from, time.Now(), nil, diag)
+	checkDashboard(t, ctx, api, vars, from, time.Now(), noPlugins, diag)
 
 	splitRun(t, ctx, api, bin, masterAddr, splitWorkerAddr, key, linger, diagnose)
 	// The dashboard's run variable tells the two runs apart.
@@ -251,7 +251,7 @@ func splitRun(t *testing.T, ctx context.Context, api string, bin map[string]stri
 
 	waitFor(t, ctx, "Prometheus to see the split run's esrun gone", seen(ctx, api, `up{job="esgrid-master"}`, 0), diag)
 	vars := map[string]string{"job": "esgrid-master", "run": "split", "instance": ".*", "worker": ".*"}
-	checkDashboard(t, ctx, api, vars, from, time.Now(), map[string]bool{"annotation Worker lost": true}, diag)
+	checkDashboard(t, ctx, api, vars, from, time.Now(), map[string]bool{"annotation Worker lost": true, noPluginsPanel: true}, diag)
 }
 
 // listening waits for esrun's "listening" line and returns its gossip

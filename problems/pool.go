@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unicode/utf8"
 )
 
 // Pool evaluates a batch of vectors on a Problem with a fixed number of
@@ -16,6 +19,11 @@ import (
 type Pool struct {
 	p     Problem
 	slots int
+
+	// The deadline of one evaluation (Limit); timeout 0: none.
+	timeout    time.Duration
+	maxRetries int
+	log        *slog.Logger
 }
 
 // NewPool returns a pool of slots goroutines over p; slots ≤ 0 means
@@ -29,6 +37,23 @@ func NewPool(p Problem, slots int) *Pool {
 
 // Slots returns the number of evaluations the pool runs at once.
 func (pl *Pool) Slots() int { return pl.slots }
+
+// Limit gives every evaluation a deadline, as a grid's -task-timeout
+// does: an evaluation still running after timeout is cancelled (a
+// plugin's process is then killed unless it answers the cancel) and
+// counts as failed; it is tried again, up to maxRetries times, and the
+// batch fails once it has timed out maxRetries+1 times, naming the
+// timeout. An evaluation that ignores the cancel and returns its value
+// keeps it: f depends on x alone, so the value is the one a retry would
+// give. Only timeouts are retried: any other error fails the batch at
+// once, as before. A retry that succeeds gives the value a first try
+// would have, so a run's evolution does not depend on its timeouts.
+// Each timeout is logged to log (nil: not logged). timeout 0 means no
+// deadline. Limit returns pl, and must be called before Evaluate.
+func (pl *Pool) Limit(timeout time.Duration, maxRetries int, log *slog.Logger) *Pool {
+	pl.timeout, pl.maxRetries, pl.log = max(timeout, 0), max(maxRetries, 0), log
+	return pl
+}
 
 // Evaluate returns f(xs[i]) for every i. Tasks are handed to the slots in
 // index order, but the result does not depend on which slot ran what. The
@@ -50,7 +75,7 @@ func (pl *Pool) Evaluate(ctx context.Context, gen int, xs [][]float64) ([]float6
 				if i >= len(xs) || ctx.Err() != nil {
 					return
 				}
-				if fitness[i], errs[i] = pl.eval(ctx, xs[i]); errs[i] != nil {
+				if fitness[i], errs[i] = pl.evalLimited(ctx, gen, i, xs[i]); errs[i] != nil {
 					cancel()
 				}
 				done.Add(1)
@@ -66,6 +91,73 @@ func (pl *Pool) Evaluate(ctx context.Context, gen int, xs [][]float64) ([]float6
 		return nil, ctx.Err()
 	}
 	return fitness, nil
+}
+
+// errTimedOut is the cause of an evaluation's context at its deadline.
+var errTimedOut = errors.New("the evaluation's deadline")
+
+// RetriesExhaustedError is the error of an evaluation that ran past the
+// pool's timeout more often than its retries allow (Limit). Its fields
+// say so to a program (esrun's report, whose failed_task reads it as it
+// reads a grid's), its text to a person; it wraps no context's error.
+type RetriesExhaustedError struct {
+	Gen, Task  int
+	MaxRetries int
+	Timeout    time.Duration
+	// Failures say how each try ended, in order (MaxRetries+1 of them):
+	// "ran past the task timeout of D: " and its error, cut to 300
+	// bytes.
+	Failures []string
+	last     error // the last try's error, whole, for the text
+}
+
+// Error says how often the evaluation ran past the timeout, and how the
+// last try ended.
+func (e *RetriesExhaustedError) Error() string {
+	return fmt.Sprintf("failed %d times (max retries %d): each ran past the task timeout of %v; the last: %v", len(e.Failures), e.MaxRetries, e.Timeout, e.last)
+}
+
+// maxFailureText bounds each of a RetriesExhaustedError's Failures, as
+// the grid bounds a worker's error text.
+const maxFailureText = 300
+
+// cut cuts s to at most n bytes, on a rune boundary, marking the cut
+// (as the grid cuts a worker's error).
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// evalLimited runs task i's evaluation within the pool's deadline,
+// trying again after each timeout, up to maxRetries times (see Limit).
+// Its error never wraps a context's error for a timeout, so that
+// firstError reports it before the cancellations it causes.
+func (pl *Pool) evalLimited(ctx context.Context, gen, i int, x []float64) (float64, error) {
+	if pl.timeout <= 0 {
+		return pl.eval(ctx, x)
+	}
+	var fails []string
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeoutCause(ctx, pl.timeout, errTimedOut)
+		f, err := pl.eval(tctx, x)
+		timedOut := err != nil && ctx.Err() == nil && errors.Is(context.Cause(tctx), errTimedOut)
+		cancel()
+		if !timedOut {
+			return f, err
+		}
+		fails = append(fails, cut(fmt.Sprintf("ran past the task timeout of %v: %v", pl.timeout, err), maxFailureText))
+		if try > pl.maxRetries {
+			return 0, &RetriesExhaustedError{Gen: gen, Task: i, MaxRetries: pl.maxRetries, Timeout: pl.timeout, Failures: fails, last: err}
+		}
+		if pl.log != nil {
+			pl.log.Warn("evaluation ran past the task timeout; it is tried again", "gen", gen, "task", i, "timeout", pl.timeout, "failures", try, "max_retries", pl.maxRetries, "err", err)
+		}
+	}
 }
 
 // eval runs one evaluation, turning a panic in the problem into an error

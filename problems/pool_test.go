@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -140,3 +141,68 @@ type problemFunc func(x []float64) (float64, error)
 func (f problemFunc) Name() string                                         { return "func" }
 func (f problemFunc) Bounds() (lower, upper float64)                       { return 0, 1 }
 func (f problemFunc) Eval(_ context.Context, x []float64) (float64, error) { return f(x) }
+
+// hangs is a Problem that returns x[0], except that its first hangs
+// evaluations of x[0] == at wait until their context ends.
+type hangs struct {
+	at     float64
+	hangs  int64
+	calls  atomic.Int64 // evaluations of at
+	onHang func()       // called as an evaluation begins to hang (nil: nothing)
+}
+
+func (h *hangs) Name() string                   { return "hangs" }
+func (h *hangs) Bounds() (lower, upper float64) { return 0, 1000 }
+func (h *hangs) Eval(ctx context.Context, x []float64) (float64, error) {
+	if x[0] == h.at && h.calls.Add(1) <= h.hangs {
+		if h.onHang != nil {
+			h.onHang()
+		}
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return x[0], nil
+}
+
+// An evaluation past the pool's deadline is cancelled and tried again: a
+// retry that answers gives the batch the values it gives without a
+// deadline, and an evaluation that times out more than maxRetries times
+// fails the batch with an error that names the timeout, not a context's
+// (which firstError would put behind the cancellations it causes).
+func TestPoolTimeoutRetries(t *testing.T) {
+	xs := batch(8)
+	h := &hangs{at: 3, hangs: 2}
+	got, err := problems.NewPool(h, 2).Limit(time.Millisecond, 2, nil).Evaluate(context.Background(), 0, xs)
+	if err != nil || h.calls.Load() != 3 {
+		t.Fatalf("two timeouts, two retries allowed: err %v after %d tries of task 3", err, h.calls.Load())
+	}
+	for i, f := range got {
+		if f != float64(i) {
+			t.Fatalf("got %v, want the values without a deadline", got)
+		}
+	}
+
+	h = &hangs{at: 3, hangs: 1 << 40}
+	_, err = problems.NewPool(h, 2).Limit(time.Millisecond, 2, nil).Evaluate(context.Background(), 0, xs)
+	want := "task 3: failed 3 times (max retries 2): each ran past the task timeout of 1ms; the last: context deadline exceeded"
+	if err == nil || err.Error() != want || errors.Is(err, context.DeadlineExceeded) || h.calls.Load() != 3 {
+		t.Fatalf("a task that always hangs: err %v after %d tries; want %q", err, h.calls.Load(), want)
+	}
+	// Its fields say the same to a program (esrun's report).
+	var rx *problems.RetriesExhaustedError
+	if !errors.As(err, &rx) || rx.Task != 3 || rx.MaxRetries != 2 || rx.Timeout != time.Millisecond ||
+		!slices.Equal(rx.Failures, slices.Repeat([]string{"ran past the task timeout of 1ms: context deadline exceeded"}, 3)) {
+		t.Fatalf("a task that always hangs: %#v", rx)
+	}
+
+	// Without Limit, or with a timeout of 0, no deadline: a cancel from
+	// outside ends the hang, once it hangs (not after a time, which a
+	// loaded machine may take before it even reaches task 3), and it is
+	// not tried again.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h = &hangs{at: 3, hangs: 1, onHang: cancel}
+	if _, err = problems.NewPool(h, 2).Limit(0, 2, nil).Evaluate(ctx, 0, xs); !errors.Is(err, context.Canceled) || h.calls.Load() != 1 {
+		t.Fatalf("no deadline: err %v after %d tries", err, h.calls.Load())
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/esgrid/esgrid/grid"
 	"github.com/esgrid/esgrid/internal/atomicfile"
 	"github.com/esgrid/esgrid/internal/logx"
+	"github.com/esgrid/esgrid/problems"
 )
 
 // Number is a float64 that JSON writes as null when it is NaN or infinite,
@@ -53,7 +54,8 @@ type Record struct {
 }
 
 // FailedTask is the task whose failures exhausted its retries
-// (grid.RetriesExhaustedError): its generation, its index there, the
+// (grid.RetriesExhaustedError, or an in-process run's
+// problems.RetriesExhaustedError): its generation, its index there, the
 // retries allowed, and each failure in the order they came.
 type FailedTask struct {
 	Gen        int           `json:"gen"`
@@ -68,9 +70,23 @@ type TaskFailure struct {
 	Error  string `json:"error"`
 }
 
+// InProcessWorker is the worker a failure of an in-process run's
+// evaluation is put down to: there is none, and the pool is the
+// evaluator the report's config calls so.
+const InProcessWorker = "inprocess"
+
 // failedTask is err's FailedTask, nil unless err is, or wraps, a
-// *grid.RetriesExhaustedError.
+// *grid.RetriesExhaustedError or a *problems.RetriesExhaustedError.
 func failedTask(err error) *FailedTask {
+	var px *problems.RetriesExhaustedError
+	if errors.As(err, &px) {
+		// An in-process run's (-inprocess): its every failure a timeout.
+		ft := &FailedTask{Gen: px.Gen, Task: px.Task, MaxRetries: px.MaxRetries, Failures: make([]TaskFailure, len(px.Failures))}
+		for i, f := range px.Failures {
+			ft.Failures[i] = TaskFailure{Worker: InProcessWorker, Error: f}
+		}
+		return ft
+	}
 	var rx *grid.RetriesExhaustedError
 	if !errors.As(err, &rx) {
 		return nil

@@ -231,7 +231,8 @@ func LoadFileConfig(path string) (*FileConfig, error) {
 // about itself.
 func ProbePlugins(ctx context.Context, cat *plugin.Catalog, hello time.Duration, log *slog.Logger) error {
 	for _, e := range cat.Entries() {
-		h, err := plugin.Probe(ctx, plugin.Config{Name: e.Name, Path: e.Path, Logger: log, StartTimeout: hello})
+		// Its start counts with the sessions' (the metrics' started).
+		h, err := plugin.Probe(ctx, plugin.Config{Name: e.Name, Path: e.Path, Logger: log, StartTimeout: hello, Counters: cat.Counters(e.Name)})
 		if err != nil {
 			return err
 		}

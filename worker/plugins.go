@@ -85,6 +85,7 @@ func PluginBuildContext(cat *plugin.Catalog, o PluginOptions) func(context.Conte
 		p, err := plugin.Open(ctx, plugin.Config{
 			Name: e.Name, Path: e.Path, Dim: spec.Dim, Procs: o.Slots, StartAll: true, Logger: o.Logger,
 			StartTimeout: o.StartTimeout, RetryMin: o.RetryMin, RetryMax: o.RetryMax, CancelGrace: o.CancelGrace, Starts: starts[e.Name],
+			Counters: cat.Counters(e.Name),
 		})
 		if err != nil {
 			return nil, err

@@ -195,7 +195,7 @@ var flagGroups = []flagx.Group{
 
 // gridFlags are the flags that only mean something for the grid, so
 // that -inprocess refuses them.
-var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers", "max-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "task-timeout", "max-retries", "max-frame", "metrics", "metrics-linger", "run-name"}
+var gridFlags = []string{"policy", "adaptive", "copies", "local", "min-workers", "max-workers", "listen", "gossip", "key", "key-file", "key-file-insecure", "verify", "plan", "split", "overload-window", "master-cost", "max-frame", "metrics", "metrics-linger", "run-name"}
 
 // newFlagSet declares esrun's flags into o.
 func newFlagSet(o *options) *flag.FlagSet {
@@ -239,8 +239,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	addSplitFlags(fs, &o.split) // split.go
 	fs.BoolVar(&o.inprocess, "inprocess", false, "evaluate with a pool of goroutines in this process instead of a grid (the reference a grid run equals)")
 
-	flagx.DurationVar(fs, &o.taskTimeout, "task-timeout", 10*time.Minute, 0, maxTaskTimeout, "hard limit on one evaluation: a worker running a task longer than `D` is dropped and its tasks go elsewhere (a task is already cancelled and run again, elsewhere if a worker is free, once it runs 4× its worker's usual time, at least 1 s); 0 = none")
-	flagx.IntVar(fs, &o.maxRetries, "max-retries", 3, 0, 1000, "retry a failed evaluation on another worker up to `N` times before the run fails")
+	flagx.DurationVar(fs, &o.taskTimeout, "task-timeout", 10*time.Minute, 0, maxTaskTimeout, "hard limit on one evaluation: a worker running a task longer than `D` is dropped and its tasks go elsewhere (a task is already cancelled and run again, elsewhere if a worker is free, once it runs 4× its worker's usual time, at least 1 s); with -inprocess the evaluation is cancelled (a plugin's process killed) and tried again; either way it counts as failed towards -max-retries; 0 = none")
+	flagx.IntVar(fs, &o.maxRetries, "max-retries", 3, 0, 1000, "retry a failed evaluation on another worker up to `N` times before the run fails (with -inprocess, an evaluation past -task-timeout is retried; any other error fails the run at once)")
 	flagx.IntVar(fs, &o.maxFrameMiB, "max-frame", 0, 0, grid.MaxFrameLimit>>20, "cap on one message, in `MiB`; workers take the master's cap; 0 = 4 MiB, or room for two tasks of -dim numbers if more")
 
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the state to `FILE` after every generation")

@@ -1,17 +1,23 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/internal/testplugin"
+	"github.com/esgrid/esgrid/report"
 )
 
 // trajectory reads a -report file: the evolution (every generation's
@@ -223,6 +229,155 @@ func TestPluginNonFiniteInProcessAsOnGrid(t *testing.T) {
 			want = gens
 		} else if !reflect.DeepEqual(gens, want) {
 			t.Errorf("%s -nonfinite differs from in-process:\n%v\n%v", name, gens, want)
+		}
+	}
+}
+
+// -task-timeout and -max-retries bound an in-process evaluation as they
+// bound a grid's: a plugin that never answers is killed at the timeout
+// and its evaluation tried again, so that a hang once costs a retry and
+// leaves the run's evolution as it is, and a hang at every try fails the
+// run, naming the timeout, instead of hanging it for ever.
+func TestInProcessTaskTimeout(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "hung")
+	// It hangs on its first evaluation with x[0] > 0 (once: the marker
+	// is made then), or, as "hangs", on every x[0] > 1.
+	once := pythonSDKPlugin(t, dir, "hangonce", `(__import__("time").sleep(3600) if x[0] > 0 and not __import__("os").path.exists(`+strconv.Quote(marker)+`) and open(`+strconv.Quote(marker)+`, "w") else 0) or sum(v * v for v in x)`)
+	always := pythonSDKPlugin(t, dir, "hangs", `(__import__("time").sleep(3600) if x[0] > 1 else 0) or sum(v * v for v in x)`)
+	common := []string{"-inprocess", "-problem", "hangonce", "-plugin", "hangonce=" + once, "-dim", "3", "-mu", "3", "-lambda", "6", "-gens", "3", "-seed", "4", "-slots", "2", "-quiet"}
+
+	want := filepath.Join(dir, "want.json")
+	os.WriteFile(marker, nil, 0o644) // no hang: the reference
+	if code, out, errOut := esrun(context.Background(), append(common, "-report", want)...); code != 0 {
+		t.Fatalf("without a hang: exit %d\n%s%s", code, out, errOut)
+	}
+	os.Remove(marker)
+	got := filepath.Join(dir, "got.json")
+	code, out, errOut := esrun(context.Background(), append(common, "-task-timeout", "2s", "-max-retries", "1", "-report", got)...)
+	if code != 0 || !strings.Contains(errOut, "evaluation ran past the task timeout; it is tried again") {
+		t.Fatalf("a hang once, one retry allowed: exit %d, want 0 with the timeout logged\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the plugin never hung")
+	}
+	wantGens, wantBest, _ := trajectory(t, want)
+	gotGens, gotBest, _ := trajectory(t, got)
+	if !reflect.DeepEqual(gotGens, wantGens) || !reflect.DeepEqual(gotBest, wantBest) {
+		t.Errorf("the run with a retried timeout differs from the run without:\n%v %v\n%v %v", gotGens, gotBest, wantGens, wantBest)
+	}
+
+	code, out, errOut = esrun(context.Background(), "-inprocess", "-problem", "hangs", "-plugin", "hangs="+always, "-dim", "3", "-mu", "3", "-lambda", "6", "-gens", "3", "-seed", "4", "-quiet",
+		"-slots", "2", "-task-timeout", "2s", "-max-retries", "1")
+	if code != 1 || !strings.Contains(errOut, "failed 2 times (max retries 1): each ran past the task timeout of 2s") {
+		t.Errorf("a hang at every try: exit %d, want 1 naming the timeout\n%s%s", code, out, errOut)
+	}
+}
+
+// esrun's /metrics counts its plugins' processes: a plugin that crashes
+// once, on a local grid, is seen there as one crash, beside its starts,
+// the other events at 0.
+func TestPluginMetricsCountACrash(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	marker := strconv.Quote(filepath.Join(dir, "crashed"))
+	// It exits with status 3 on its first evaluation with x[0] > 0 (once:
+	// the marker is made then).
+	path := pythonSDKPlugin(t, dir, "crashonce", `(__import__("os")._exit(3) if x[0] > 0 and not __import__("os").path.exists(`+marker+`) and open(`+marker+`, "w").close() is None else 0) or sum(v * v for v in x)`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	ran := make(chan int, 1)
+	go func() {
+		ran <- run(runCtx, []string{"-problem", "crashonce", "-plugin", "crashonce=" + path, "-dim", "3", "-gens", "1000000", "-local", "2", "-slots", "1",
+			"-metrics", "127.0.0.1:0", "-quiet"}, io.Discard, pw)
+		pw.Close()
+	}()
+	defer func() {
+		stop()
+		<-ran // interrupted: it says so and exits 1
+	}()
+	url := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				url <- m[1]
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	var u string
+	select {
+	case u = <-url:
+	case <-ctx.Done():
+		t.Fatal("esrun never said where its metrics are")
+	}
+	series := regexp.MustCompile(`(?m)^esgrid_plugin_process_events_total\{([^}]*)\} (\S+)$`)
+	events := map[string]float64{}
+	var body []byte
+	for events["crashed"] == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no crash counted; the plugin's series: %v; /metrics:\n%s", events, body)
+		case <-time.After(20 * time.Millisecond):
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(events)
+		for _, m := range series.FindAllStringSubmatch(string(body), -1) {
+			ev := regexp.MustCompile(`event="([a-z_]+)"`).FindStringSubmatch(m[1])
+			if ev == nil || !strings.Contains(m[1], `plugin="crashonce"`) || strings.Contains(m[1], "worker=") {
+				t.Fatalf("a series %s", m[0])
+			}
+			events[ev[1]], _ = strconv.ParseFloat(m[2], 64)
+		}
+	}
+	if len(events) != 5 || events["crashed"] != 1 || events["started"] < 2 || events["start_failed"] != 0 || events["protocol_error"] != 0 {
+		t.Errorf("after one crash: %v; want crashed 1, started at least 2 (the hello's process and a worker's), start_failed and protocol_error 0, killed there", events)
+	}
+}
+
+// An in-process run that fails because an evaluation ran past
+// -task-timeout more often than -max-retries allows says so in its
+// partial report's failed_task, as a grid run does, for a program to
+// read. -lu makes every evaluation look at its context, and a timeout of
+// 1 ns has passed before it does: every try times out.
+func TestInProcessTimeoutsNameTheFailedTask(t *testing.T) {
+	leaktest.Check(t)
+	path := filepath.Join(t.TempDir(), "run.json")
+	code, out, errOut := esrun(context.Background(), "-inprocess", "-problem", "sphere", "-dim", "3", "-lu", "8", "-gens", "2", "-seed", "1", "-quiet",
+		"-slots", "1", "-task-timeout", "1ns", "-max-retries", "1", "-report", path)
+	if code != 1 || !strings.Contains(errOut, "task 0: failed 2 times (max retries 1): each ran past the task timeout of 1ns") {
+		t.Fatalf("exit %d, want 1 naming the timeout\n%s%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(path + report.PartialSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		FailedTask *report.FailedTask `json:"failed_task"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	ft := rep.FailedTask
+	if ft == nil || ft.Gen != 0 || ft.Task != 0 || ft.MaxRetries != 1 || len(ft.Failures) != 2 {
+		t.Fatalf("failed_task %+v, want generation 0, task 0, max retries 1 and 2 failures; the report:\n%s", ft, b)
+	}
+	for _, f := range ft.Failures {
+		if f.Worker != "inprocess" || f.Error != "ran past the task timeout of 1ns: context deadline exceeded" {
+			t.Errorf("failure %+v", f)
 		}
 	}
 }

@@ -113,7 +113,10 @@ func execute(ctx context.Context, o *options, stdout io.Writer, con logx.Console
 		if !nonFinite {
 			p = finiteOnly{p}
 		}
-		pool := problems.NewPool(p, o.slots)
+		// The grid's -task-timeout and -max-retries bound an evaluation
+		// here too: a plugin that never answers is killed, and its
+		// evaluation tried again, rather than hang the run.
+		pool := problems.NewPool(p, o.slots).Limit(o.taskTimeout, o.maxRetries, con.Log)
 		ev, slots = pool, pool.Slots()
 	} else {
 		mon = newMonitor(o, cfg.Problem)

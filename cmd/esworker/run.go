@@ -333,7 +333,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 	}
 	if o.metrics != "" {
 		mctx, stop := context.WithCancel(context.Background())
-		addr, done, err := serveMetrics(mctx, o.metrics, agent, log)
+		addr, done, err := serveMetrics(mctx, o.metrics, agent, o.catalog, log)
 		if err != nil {
 			stop()
 			refuse(fmt.Errorf("-metrics %s: %w", o.metrics, err))

@@ -87,7 +87,8 @@ func (es *Entries) Set(s string) error {
 // only way from a name to a program: a name it does not list is never
 // executed.
 type Catalog struct {
-	entries []Entry // sorted by name
+	entries  []Entry              // sorted by name
+	counters map[string]*Counters // by name: its processes' events, for metrics
 }
 
 // NewCatalog checks entries and returns their catalog. Each name must be
@@ -101,7 +102,7 @@ func NewCatalog(entries ...Entry) (*Catalog, error) {
 	if len(entries) > MaxPlugins {
 		return nil, fmt.Errorf("%d plugins, at most %d", len(entries), MaxPlugins)
 	}
-	c := &Catalog{}
+	c := &Catalog{counters: make(map[string]*Counters)}
 	builtin := problems.Names()
 	for _, e := range entries {
 		if err := CheckName(e.Name); err != nil {
@@ -118,6 +119,7 @@ func NewCatalog(entries ...Entry) (*Catalog, error) {
 			return nil, fmt.Errorf("plugin %s: %w", e, err)
 		}
 		c.entries = append(c.entries, Entry{Name: e.Name, Path: path})
+		c.counters[e.Name] = new(Counters)
 	}
 	slices.SortFunc(c.entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return c, nil
@@ -192,6 +194,17 @@ func (c *Catalog) Len() int {
 	return len(c.entries)
 }
 
+// Counters returns the listed plugin name's process counters, which
+// every Problem started from this catalog counts in (Start, and a
+// worker's PluginBuild): what this process's metrics export. Nil for a
+// name not listed.
+func (c *Catalog) Counters(name string) *Counters {
+	if c == nil {
+		return nil
+	}
+	return c.counters[name]
+}
+
 // ErrNotListed is returned for a problem name that is neither built in
 // nor listed.
 var ErrNotListed = errors.New("neither a built-in problem nor a listed plugin")
@@ -204,7 +217,7 @@ func (c *Catalog) Start(ctx context.Context, name string, dim, procs int) (*Prob
 	if !ok {
 		return nil, fmt.Errorf("plugin %q is not listed", name)
 	}
-	p, err := Open(ctx, Config{Name: e.Name, Path: e.Path, Dim: dim, Procs: procs})
+	p, err := Open(ctx, Config{Name: e.Name, Path: e.Path, Dim: dim, Procs: procs, Counters: c.Counters(e.Name)})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e, err)
 	}

@@ -122,6 +122,10 @@ type Config struct {
 	// StderrRate is how many stderr lines a second are logged (in bursts
 	// of up to 5 s' worth). Default 20.
 	StderrRate float64
+	// Counters, when not nil, count the plugin's process events with
+	// other Problems' given the same (a Catalog's, for a process's
+	// metrics). Default: this Problem's own.
+	Counters *Counters
 
 	// silentAfter is how long a process's first evaluation goes without
 	// an answer before warnSilent speaks. Default StartTimeout; tests
@@ -172,10 +176,46 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Starts == nil {
 		c.Starts = new(Starts)
 	}
+	if c.Counters == nil {
+		c.Counters = new(Counters)
+	}
 	if c.silentAfter <= 0 {
 		c.silentAfter = c.StartTimeout
 	}
 	return c, nil
+}
+
+// Counters count what happens to a plugin's processes, for metrics:
+// cumulative, over every Problem given them (Config.Counters), so that a
+// worker's counts go on across its sessions. The zero value is ready to
+// use; it is safe for concurrent use.
+type Counters struct {
+	started, startFailed, crashed, killed, protocolErrors atomic.Int64
+}
+
+// Counts are Counters read at one moment.
+type Counts struct {
+	Started     int64 // processes started and greeted
+	StartFailed int64 // starts that failed (no process, no hello, a bad hello)
+	// Crashed counts processes that exited during an evaluation: a
+	// non-zero status, a signal, or status 0 before the answer.
+	Crashed int64
+	// Killed counts processes killed because an evaluation was
+	// cancelled (a replica lost its race, a deadline, -task-timeout)
+	// and they did not answer the cancel in time.
+	Killed int64
+	// ProtocolErrors counts processes killed for writing what is not the
+	// protocol.
+	ProtocolErrors int64
+}
+
+// Counts returns the counts so far; a nil *Counters has none.
+func (c *Counters) Counts() Counts {
+	if c == nil {
+		return Counts{}
+	}
+	return Counts{Started: c.started.Load(), StartFailed: c.startFailed.Load(), Crashed: c.crashed.Load(),
+		Killed: c.killed.Load(), ProtocolErrors: c.protocolErrors.Load()}
 }
 
 // Stats counts what happened to a plugin Problem's processes.
@@ -593,6 +633,7 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 	pr, err := p.spawn(s)
 	if err != nil {
 		p.startFailures.Add(1)
+		p.cfg.Counters.startFailed.Add(1)
 		if errors.Is(err, syscall.ENOEXEC) { // the usual cause: a script written without its #! line
 			return nil, p.errorf(s, "%w: %v%s", ErrStart, err, execFormatHint(p.cfg.Path))
 		}
@@ -624,9 +665,11 @@ func (p *Problem) start(ctx context.Context, s *slot) (*proc, error) {
 		what := pr.describe(f.err)
 		pr.kill()
 		p.startFailures.Add(1)
+		p.cfg.Counters.startFailed.Add(1)
 		return nil, p.errorf(s, "%w: %v (%s); stderr: %s%s", ErrStart, what, pr.status(), pr.tail.String(), crlfHint(p.cfg.Path))
 	}
 	p.starts.Add(1)
+	p.cfg.Counters.started.Add(1)
 	smooth(&p.startNs, time.Since(began))
 	p.log.Debug("plugin process started", "slot", s.n, "pid", pr.cmd.Process.Pid)
 	return pr, nil
@@ -673,6 +716,7 @@ func (p *Problem) evalOn(ctx context.Context, s *slot, x []float64) (float64, er
 			return 0, p.errorf(s, "%w %w (%s); stderr: %s", ErrCrashed, errNotRead, pr.status(), pr.tail.String())
 		}
 		p.crashes.Add(1)
+		p.cfg.Counters.crashed.Add(1)
 		return 0, p.errorf(s, "%w: writing the request: %v (%s); stderr: %s", ErrCrashed, err, pr.status(), pr.tail.String())
 	}
 	// A process's first answer that does not come is most often one
@@ -746,18 +790,21 @@ func (p *Problem) answer(s *slot, id uint64, f frame) (float64, error) {
 	case f.err != nil && isEOF(f.err):
 		p.discard(s)
 		p.crashes.Add(1)
+		p.cfg.Counters.crashed.Add(1)
 		err := p.errorf(s, "%w during an evaluation (%s); it restarts on the next one; stderr: %s", ErrCrashed, pr.status(), pr.tail.String())
 		p.logCrash("plugin process exited during an evaluation", "slot", s.n, "err", err)
 		return 0, err
 	case f.err != nil:
 		p.discard(s)
 		p.kills.Add(1)
+		p.cfg.Counters.protocolErrors.Add(1)
 		err := p.errorf(s, "%w: %v; killed, it restarts on the next evaluation", ErrProtocol, f.err)
 		p.logCrash("plugin broke the protocol; killed", "slot", s.n, "err", err)
 		return 0, err
 	case f.res.ID != id:
 		p.discard(s)
 		p.kills.Add(1)
+		p.cfg.Counters.protocolErrors.Add(1)
 		err := p.errorf(s, "%w: answered id %d, the evaluation running is %d (a result echoes its eval's id); killed", ErrProtocol, f.res.ID, id)
 		p.logCrash("plugin broke the protocol; killed", "slot", s.n, "err", err)
 		return 0, err
@@ -839,6 +886,7 @@ func (p *Problem) cancelEval(ctx context.Context, s *slot, id uint64) error {
 	}
 	p.discard(s)
 	p.kills.Add(1)
+	p.cfg.Counters.killed.Add(1)
 	if ignored {
 		p.logKill(s, wait)
 	}

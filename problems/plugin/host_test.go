@@ -645,3 +645,34 @@ func TestWrongFrameTypeSaysWhich(t *testing.T) {
 		t.Errorf("Eval = %v, want ErrProtocol with %q", err, want)
 	}
 }
+
+// Counters given to several Problems count all their processes' events,
+// for a process's metrics: a crash is a crash, a protocol breach a
+// protocol error and not a kill (which Stats counts it as), and a
+// cancel not answered a kill.
+func TestCountersAcrossProblems(t *testing.T) {
+	leaktest.Check(t)
+	c := new(Counters)
+	p, _ := open(t, Config{Path: helperPlugin(t, "serve"), Counters: c})
+	if _, err := p.Eval(context.Background(), []float64{xGarbage}); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("Eval = %v, want ErrProtocol", err)
+	}
+	mustEval(t, p, 3)
+	// A cancel it cannot answer: killed at the end of the grace.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := p.Eval(ctx, []float64{xHang}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Eval = %v, want its deadline", err)
+	}
+	q, _ := open(t, Config{Path: helperPlugin(t, "hello-exit"), Counters: c})
+	if _, err := q.Eval(context.Background(), []float64{1}); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("Eval = %v, want ErrCrashed", err)
+	}
+	want := Counts{Started: 3, Crashed: 1, Killed: 1, ProtocolErrors: 1}
+	if got := c.Counts(); got != want {
+		t.Errorf("counts %+v, want %+v (Stats: %+v and %+v)", got, want, p.Stats(), q.Stats())
+	}
+	if (*Counters)(nil).Counts() != (Counts{}) {
+		t.Error("a nil *Counters counts something")
+	}
+}
