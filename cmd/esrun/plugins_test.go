@@ -255,7 +255,10 @@ func TestInProcessTaskTimeout(t *testing.T) {
 	}
 	os.Remove(marker)
 	got := filepath.Join(dir, "got.json")
-	code, out, errOut := esrun(context.Background(), append(common, "-task-timeout", "2s", "-max-retries", "1", "-report", got)...)
+	// The timeout also bounds a fresh Python process's start with its
+	// evaluation (a retry starts one): 6 s, not the 1 s a test would
+	// like, so that a loaded machine's slow start is not taken for a hang.
+	code, out, errOut := esrun(context.Background(), append(common, "-task-timeout", "6s", "-max-retries", "1", "-report", got)...)
 	if code != 0 || !strings.Contains(errOut, "evaluation ran past the task timeout; it is tried again") {
 		t.Fatalf("a hang once, one retry allowed: exit %d, want 0 with the timeout logged\n%s%s", code, out, errOut)
 	}
@@ -269,8 +272,8 @@ func TestInProcessTaskTimeout(t *testing.T) {
 	}
 
 	code, out, errOut = esrun(context.Background(), "-inprocess", "-problem", "hangs", "-plugin", "hangs="+always, "-dim", "3", "-mu", "3", "-lambda", "6", "-gens", "3", "-seed", "4", "-quiet",
-		"-slots", "2", "-task-timeout", "2s", "-max-retries", "1")
-	if code != 1 || !strings.Contains(errOut, "failed 2 times (max retries 1): each ran past the task timeout of 2s") {
+		"-slots", "2", "-task-timeout", "6s", "-max-retries", "1")
+	if code != 1 || !strings.Contains(errOut, "failed 2 times (max retries 1): each ran past the task timeout of 6s") {
 		t.Errorf("a hang at every try: exit %d, want 1 naming the timeout\n%s%s", code, out, errOut)
 	}
 }
