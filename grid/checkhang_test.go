@@ -302,3 +302,91 @@ func BenchmarkCancelAcks(b *testing.B) {
 		})
 	}
 }
+
+// TestCheckWaitsForStopOnItsWay: a check whose instances on the two
+// honest hosts went overdue (their deadline the liar's 1 ns: the floor)
+// waits for the stops on their way, and is asked again of the host that
+// stopped: it is not left unverified because both hosts were asked. The
+// first host's stop came after the second's instance went overdue, while
+// that host had answered another check since (it is eligible again): the
+// value stood unverified at once, so that a liar's values stood on a
+// loaded grid (TestMasterVerifyLiarCannotShortenFreshDeadlines, once, at
+// load 10: "9 values unverified").
+// A worker that serves yet keeps its stop back is waited for
+// FirstDeadline at most: then the value stands unverified, as before.
+func TestCheckWaitsForStopOnItsWay(t *testing.T) {
+	for _, withheld := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stops come", true: "stops withheld"}[withheld], func(t *testing.T) { testCheckWaitsForStop(t, withheld) })
+	}
+}
+
+func testCheckWaitsForStop(t *testing.T, withheld bool) {
+	m := bareMaster(MasterConfig{Verify: 1, MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+		FirstDeadline: 10 * time.Minute, TaskTimeout: time.Hour})
+	p, err := sched.New("wq", sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{}) // no batch started in the policy: done, as once the liar answered every task
+	liar := &mworker{id: 1, name: "liar", host: "10.0.0.1", slots: 4, heard: true}
+	c := &mworker{id: 2, name: "c", host: "10.0.0.2", slots: 4, heard: true}
+	d := &mworker{id: 3, name: "d", host: "10.0.0.3", slots: 4, heard: true}
+	for _, w := range []*mworker{liar, c, d} {
+		m.byID[w.id] = w
+		m.order = append(m.order, w)
+	}
+	const n = 3
+	xs := [][]float64{{0}, {1}, {2}}
+	truth := func(t int32) float64 { return float64(t) }
+	b := &batch{id: 1, gen: 1, xs: xs, f: make([]float64, n), done: make([]bool, n),
+		overran: make([]uint8, n), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
+	m.cur = b
+	m.verifyStart(n)
+	m.measured(liar, time.Nanosecond)
+	for i := range int32(n) {
+		b.f[i] = -1
+		m.verifyAccepted(liar, b, i, -1) // a lie, checked: task 0 on c, 1 on d, 2 on c
+	}
+	out := func(task int32, w *mworker) *checkOut {
+		t.Helper()
+		if c := m.v.checks[task]; c != nil {
+			for i := range c.out {
+				if c.out[i].w == w {
+					return &c.out[i]
+				}
+			}
+		}
+		t.Fatalf("no instance of task %d's check on %s: %+v", task, w.name, m.v.checks[task])
+		return nil
+	}
+	// Task 0's instance on c goes overdue: it is stopped, and asked of d.
+	c0 := out(0, c)
+	c0.at = m.now() - time.Hour
+	m.checkChecks(m.now())
+	d0 := out(0, d)
+	// c answers task 2's check: it serves checks again, task 0's stop
+	// still on its way.
+	o2 := out(2, c)
+	m.results(c, &Results{Items: []Result{{Gen: b.id, ID: checkBase + 2, F: truth(2), Exec: int64(time.Millisecond), Token: o2.token}}})
+	// d's instance of task 0 goes overdue too.
+	d0.at = m.now() - time.Hour
+	m.checkChecks(m.now())
+	if m.v.checks[0] == nil || m.counts.Unverified != 0 {
+		t.Fatalf("task 0's check closed, %d values unverified, as its instance on d went overdue with c's stop on its way; want it to wait for the stop", m.counts.Unverified)
+	}
+	if withheld {
+		out(0, c).stopAt -= m.cfg.FirstDeadline
+		m.checkChecks(m.now())
+		if m.v.checks[0] != nil || m.counts.Unverified != 1 {
+			t.Errorf("task 0's check open %v, %d values unverified, a first deadline after its stop was asked of c; want it to stand unverified", m.v.checks[0] != nil, m.counts.Unverified)
+		}
+		return
+	}
+	// The stops come: task 0's check is asked again of c (measured now by
+	// task 2's check, its deadline its own).
+	m.results(c, &Results{Items: []Result{{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckStopped, Exec: int64(time.Hour), Token: c0.token}}})
+	m.results(d, &Results{Items: []Result{{Gen: b.id, ID: checkBase, Cancelled: true, Ack: AckStopped, Exec: int64(time.Hour), Token: d0.token}}})
+	if o := out(0, c); o.overdue || m.counts.Unverified != 0 {
+		t.Errorf("task 0's check on c overdue %v, %d values unverified; want it asked of c again", o.overdue, m.counts.Unverified)
+	}
+}

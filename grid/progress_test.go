@@ -169,7 +169,15 @@ func TestMasterFrameCap(t *testing.T) {
 		t.Errorf("oversized task: %v, want an error naming the frame cap and -max-frame", err)
 	}
 
-	big := startMaster(t, "rwq", func(c *MasterConfig) { c.MaxFrame = 16 << 20 })
+	// Under -race on a loaded machine a 4 MB frame takes seconds to
+	// seal, send and decode, and the test worker, unlike the agent, says
+	// nothing while it has no result: past the idle timeout (30 s) its
+	// session was dropped as silent, it never came back, and Evaluate
+	// waited for ever. The timeout is the task timeout's, 10 minutes, so
+	// that the test asserts what the frame cap lets through, not the
+	// machine's speed. (Tasks that overrun their deadline meanwhile are
+	// sent again, each overrun doubling it: they end.)
+	big := startMaster(t, "rwq", func(c *MasterConfig) { c.MaxFrame, c.IdleTimeout = 16<<20, 10*time.Minute })
 	startWorkers(t, big, newTestWorker("w", 1, 0))
 	xs := randomBatch(rand.New(rand.NewPCG(5, 6)), 3, 500_000)
 	f, err := big.Evaluate(t.Context(), 0, xs)

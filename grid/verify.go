@@ -166,6 +166,8 @@ type checkOut struct {
 	token   uint64
 	at      time.Duration
 	overdue bool
+	// stopAt is when it went overdue and its stop was asked for.
+	stopAt time.Duration
 }
 
 // hostOf is the host a worker's connection counts as for verification:
@@ -317,7 +319,8 @@ func (c *check) voted(host string) bool {
 // worker on a host that has neither voted nor been asked. With none:
 //   - a value only one host gave stands unverified once no second host
 //     has been there for FirstDeadline, or once every other host was
-//     asked and none can still answer in time (a silent one never does);
+//     asked and none can still answer in time (a silent one never does;
+//     one whose stop is on its way can: mayAnswer);
 //   - votes that disagree, with every host connected asked, wait
 //     VerifyWait for a worker on another host, then fail the generation
 //     (ErrUndecided);
@@ -352,7 +355,7 @@ func (m *Master) dispatch(b *batch, c *check) {
 		m.send(b, c, best, now)
 		return
 	}
-	pending := slices.ContainsFunc(c.out, func(o checkOut) bool { return !o.overdue })
+	pending := slices.ContainsFunc(c.out, func(o checkOut) bool { return m.mayAnswer(o, now) })
 	switch {
 	case len(c.votes) == 1 && !pending && (others > 0 || now-m.v.alone >= m.cfg.FirstDeadline):
 		m.unverified(b, c, others)
@@ -362,6 +365,20 @@ func (m *Master) dispatch(b *batch, c *check) {
 		c.warned = true
 		m.log.Debug("verification waits for a worker on another host to join", "gen", b.gen, "task", c.task, "votes", len(c.votes))
 	}
+}
+
+// mayAnswer reports whether check instance o may still be answered in
+// time: it is not overdue, or its stop is on its way. A worker that
+// answered about a slot since its instance went overdue (it is no longer
+// slow) serves, and answers this stop too, its host then asked again
+// with a deadline grown by the overrun. Taking its host for one that
+// cannot answer left the value unverified: with the deadline a liar's
+// 1 ns set, the checks on both honest hosts of a loaded grid went
+// overdue before the first host's stop came back, and the lies stood.
+// A worker that serves yet keeps a stop back is waited for
+// FirstDeadline at most.
+func (m *Master) mayAnswer(o checkOut, now time.Duration) bool {
+	return !o.overdue || !m.v.slow[o.w.id] && now-o.stopAt < m.cfg.FirstDeadline
 }
 
 // send gives w an instance of check c.
@@ -819,7 +836,7 @@ func (m *Master) checkChecks(now time.Duration) {
 			o := &c.out[i]
 			d := max(m.deadline(o.w), m.cfg.DeadlineFloor) * 4
 			if !o.overdue && now-o.at > d {
-				o.overdue, late = true, true
+				o.overdue, o.stopAt, late = true, now, true
 				m.v.slow[o.w.id] = true
 				m.cancelCheck(o.w, c.task)
 			}

@@ -344,7 +344,9 @@ func TestExclusionValidate(t *testing.T) {
 // mean of every result, the liar's 64 would drive it to the floor, the
 // checks (four deadlines: 40 ms) would be stopped on the honest workers
 // every time and given up, and the lies would stand unverified (they
-// did). It is the upper median of the hosts' times: an honest host's
+// did). On a loaded machine a check's instances on both honest hosts
+// went overdue before the first stop came back, and 9 values stood
+// unverified at once (TestCheckWaitsForStopOnItsWay). It is the upper median of the hosts' times: an honest host's
 // when honest hosts measured the grid before the liar came (they left
 // since), so no check is stopped, as -max-retries 0 requires. When none
 // did, the liar's time is the only one, and a check stopped once says
@@ -368,10 +370,13 @@ func testLiarCannotShortenFreshDeadlines(t *testing.T, measuredBefore bool, maxR
 	m := startMaster(t, "wq", func(c *MasterConfig) {
 		c.Verify, c.DeadlineFloor, c.MaxRetries = 1, floor, maxRetries
 		c.FirstDeadline = 10 * time.Minute // the liar's checks wait for the fresh hosts
-		// An honest host's deadline is 40 × its 100 ms, a check's four
-		// times that: 16 s, which no load stretches an evaluation to;
-		// the liar's 1 ns gives the floor, 40 ms a check, as before.
-		c.DeadlineFactor = 40
+		// The liar's 1 ns gives the floor, 40 ms a check, which a
+		// 100 ms evaluation always outlasts, however loaded the machine.
+		// Any longer deadline is minutes: an honest host's is 1000 × its
+		// 100 ms (a check's four times that, up to half the task timeout),
+		// and one grown from a check stopped at 40 ms is 1000 × that. The
+		// test asserts what -verify does, not how fast the machine is.
+		c.DeadlineFactor = 1000
 	})
 	honest := func(name, from string) *testWorker {
 		w := newTestWorker(name, n, eval) // a slot per task: no check waits behind another
