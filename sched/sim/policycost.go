@@ -12,19 +12,22 @@ var policyCostSizes = [...]int{16, 64, 256, 1024, 4096}
 // event, at the sizes of policyCostSizes: the least over the loops of
 // BenchmarkPolicyCost (each policy's events over a simulated run of the
 // scale sets, λ = 2 × slots, 100 ms tasks, noise 0.1, replayed and timed
-// by the replaying thread's CPU time), on one core of an AMD EPYC, the
-// least of three runs of 5 loops (26 November 2026, load 1.2–3; eft's at
-// 16 to 256 workers on 27 November, load 4–6, after its step was made
-// cheaper: its figures at 1,024 and 4,096 workers did not move). Remeasure
-// with
+// by the replaying thread's CPU time), on one core of an AMD EPYC
+// (Turin), the least of three runs of 5 loops. wq, rr, rwq, r3q and
+// cyclic on 27 November 2026 at load 5.6–7.8, after Q was compacted as
+// tasks are taken from it (r3q had cost 7.6 µs at 4,096 workers); eft's
+// row is not from that run: 16 to 256 workers on 27 November (load 4–6,
+// after its step was made cheaper), 1,024 and 4,096 on 26 November (load
+// 1.2–3). Remeasure with
 //
 //	go test -run X -bench PolicyCost -benchtime 5x ./sched/sim
+//	go test -run X -bench PolicyCost -benchtime 5x ./sched/sim -sim.cost-policies wq,rr,rwq,r3q,cyclic
 var policyCosts = map[string][len(policyCostSizes)]float64{
-	"wq":     {89, 104, 154, 380, 1644},
-	"rr":     {245, 451, 1145, 2738, 35426},
-	"rwq":    {90, 127, 245, 750, 3067},
-	"r3q":    {265, 320, 399, 878, 7619},
-	"cyclic": {78, 80, 85, 100, 119},
+	"wq":     {72, 87, 123, 324, 1415},
+	"rr":     {232, 422, 1084, 3167, 28086},
+	"rwq":    {76, 107, 206, 647, 2695},
+	"r3q":    {249, 298, 373, 780, 996},
+	"cyclic": {63, 64, 67, 81, 113},
 	"eft":    {813, 934, 1088, 1212, 1570},
 }
 
