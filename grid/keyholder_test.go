@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -339,5 +340,43 @@ func TestMasterResultMeasuredOnce(t *testing.T) {
 	if m.exec != float64(time.Millisecond) || w.exec != float64(time.Millisecond) {
 		t.Errorf("grid's mean %v, worker's %v after one result of 1ms and 50 copies claiming 30m; want 1ms",
 			time.Duration(m.exec), time.Duration(w.exec))
+	}
+}
+
+// TestStopNotesBoundedAcrossHoarders: key holders that claim 65,536
+// slots, take every task and never answer a cancel hold, together, no
+// more instances noted as stopping than the master's budget (here 256),
+// not sched.MaxSlots each: 4,096 notes were 540 KiB of the master's
+// memory a connection, so MaxWorkers of them several GiB. The honest
+// worker's values still make every generation.
+func TestStopNotesBoundedAcrossHoarders(t *testing.T) {
+	const budget, hoarders = 256, 8
+	m := startMaster(t, "r3q", func(c *MasterConfig) { c.stopNotes = budget })
+	startWorkers(t, m, newTestWorker("honest", 2, 0))
+	quiet := ConnConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for i := range hoarders {
+		nc, err := net.Dial("tcp", m.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := ClientHandshake(t.Context(), nc, DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("hoarder-%d", i), Slots: MaxMetaSlots, Conn: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Start(func(Message) {}) // takes everything, answers nothing
+		t.Cleanup(func() { c.Close(); <-c.Done() })
+	}
+	eventually(t, "the hoarders to join", func() bool { return m.Workers() == hoarders+1 })
+	evalAndCheck(t, m, 20, 70)
+	var notes []int
+	total := 0
+	m.ask(func() {
+		for _, w := range m.order {
+			notes = append(notes, len(w.stopping))
+			total += len(w.stopping)
+		}
+	})
+	if total == 0 || total > budget {
+		t.Errorf("instances noted as stopping, by worker: %v, %d in all; want some, and at most %d", notes, total, budget)
 	}
 }

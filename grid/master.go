@@ -177,6 +177,9 @@ type MasterConfig struct {
 	OnAccept func(gen, task int, worker string, exec time.Duration)
 	// Logger receives the master's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// stopNotes, when > 0, is stopNotesBudget for a test (master_loop.go).
+	stopNotes int
 }
 
 // deadlines is the config's deadline rule (defaults set).

@@ -143,7 +143,8 @@ type mworker struct {
 	// yet (a plugin that cannot be cancelled finishes its evaluation, or
 	// is killed and started again), so an instance sent meanwhile may
 	// wait for that slot, and its round trip is not measured. At most
-	// slots entries, and sched.MaxSlots: the oldest give way. A map, as
+	// slots entries, sched.MaxSlots, and w's share of the notes of all
+	// workers (stopNotesShare): the oldest give way. A map, as
 	// every acknowledgement looks its instance up, and a frame may carry
 	// a million (scanning a list of 65,536 for each of 100,000 held the
 	// loop for 10 s). An instance cancelled, sent again and cancelled
@@ -201,15 +202,42 @@ type stopNote struct {
 	n   int
 }
 
+// stopNotesBudget bounds the instances noted as stopping on all the
+// workers together, as stopNotesShare shares it out: about 135 bytes a
+// note, so a worker that claims 65,536 slots and never answers a cancel
+// held 540 KiB of the master's memory, not a connection's 80 KiB, and
+// MaxWorkers of them several GiB.
+const stopNotesBudget = 1 << 16
+
+// minStopNotes is the least share of stopNotesBudget a worker has,
+// however many are connected: a machine's cores' worth.
+const minStopNotes = 16
+
+// stopNotesShare is the most instances w may have noted as stopping: its
+// slots (an honest worker runs no more than that), sched.MaxSlots, and
+// its share of stopNotesBudget among the workers connected (of
+// MasterConfig.stopNotes in tests). Over a run whose workers join one by
+// one, each filling the share of its time, the notes stay under about
+// stopNotesBudget × (1 + ln(workers/minStopNotes)): 70 MiB at 16,384
+// workers, against the 8.6 GiB a share of sched.MaxSlots each would hold.
+func (m *Master) stopNotesShare(w *mworker) int {
+	budget := stopNotesBudget
+	if m.cfg.stopNotes > 0 {
+		budget = m.cfg.stopNotes
+	}
+	return max(min(w.slots, sched.MaxSlots, max(budget/max(m.nLive, 1), minStopNotes)), 1)
+}
+
 // noteStopping notes that w was told to cancel its running instance of
-// task t of batch b (see stopping).
-func (w *mworker) noteStopping(b, t int32) {
+// task t of batch b (see stopping), keeping at most most of them (the
+// oldest give way).
+func (w *mworker) noteStopping(b, t int32, most int) {
 	if w.stopping == nil {
 		w.stopping = make(map[[2]int32]stopNote)
 	}
 	k := [2]int32{b, t}
 	n := w.stopping[k].n + 1
-	for len(w.stopping) >= max(min(w.slots, sched.MaxSlots), 1) {
+	for len(w.stopping) >= max(most, 1) {
 		old := w.stopOrder[0]
 		w.stopOrder = w.stopOrder[1:]
 		if w.stopping[old.key].seq == old.seq {
@@ -1208,7 +1236,7 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				}
 			}
 			if !a.Held {
-				w.noteStopping(cancelGen, int32(a.Task))
+				w.noteStopping(cancelGen, int32(a.Task), m.stopNotesShare(w))
 			} else if m.cur != nil && cancelGen == m.cur.id {
 				w.noteWithdrawn(int32(a.Task))
 			}
@@ -1323,7 +1351,7 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 		return
 	}
 	if i < w.slots {
-		w.noteStopping(b, t)
+		w.noteStopping(b, t, m.stopNotesShare(w))
 	} else {
 		w.noteWithdrawn(t)
 	}

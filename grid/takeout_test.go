@@ -106,7 +106,7 @@ func TestWithdrawnNoteCountsItsCancels(t *testing.T) {
 
 	// One running instance stopped, one held instance withdrawn: the held
 	// one's answer comes first, yet the task stays noted until both are.
-	w.noteStopping(cur, 7)
+	w.noteStopping(cur, 7, w.slots)
 	w.noteWithdrawn(7)
 	w.stopped(cur, 7, cur)
 	if !noted(w, 7) {
