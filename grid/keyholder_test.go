@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -312,6 +313,88 @@ func TestMasterNewNamesBounded(t *testing.T) {
 	if st := m.Stats(); st.Named != joins {
 		t.Errorf("named %d, want %d", st.Named, joins)
 	}
+}
+
+// A key holder that joins under ever new names and hangs up does not
+// grow the master's log by two lines a connection ("worker joined",
+// "worker lost") once its names are past the maxNamesKept the master
+// remembers: those lines are rate-limited (10 at once, one a second),
+// while the names kept are logged each time.
+func TestMasterNewNamesLogBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("4,396 handshakes")
+	}
+	logs := &joinLines{}
+	quiet := slog.New(slog.DiscardHandler)
+	m := startMaster(t, "wq", func(c *MasterConfig) { c.Logger = slog.New(logs) })
+	join := func(i int) {
+		conn, _, err := Dial(t.Context(), m.Addr(), DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("w%05d", i), Slots: 1,
+			Conn: ConnConfig{Logger: quiet}})
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+		conn.Start(func(Message) {})
+		conn.Close()
+		<-conn.Done()
+	}
+	for i := range maxNamesKept {
+		join(i)
+	}
+	const past = 300
+	start := time.Now()
+	for i := range past {
+		join(maxNamesKept + i)
+	}
+	eventually(t, "every join to be gone", func() bool {
+		return m.Stats().Lost.Closed == maxNamesKept+past
+	})
+	elapsed := time.Since(start)
+	kept, unkept := logs.counts()
+	if kept != 2*maxNamesKept {
+		t.Errorf("%d lines of joins and losses of the names kept, want %d", kept, 2*maxNamesKept)
+	}
+	// The limiter's bound, whatever the machine's speed: its burst and
+	// one a second since the first join past the names kept.
+	if most := 10 + int(elapsed/time.Second) + 1; unkept > most {
+		t.Errorf("%d lines of joins and losses of %d names past the %d kept, in %v; want at most %d", unkept, past, maxNamesKept, elapsed, most)
+	}
+}
+
+// joinLines counts the master's lines of joins and losses, apart for the
+// names under the ones TestMasterNewNamesLogBounded keeps and past them.
+type joinLines struct {
+	mu           sync.Mutex
+	kept, unkept int
+}
+
+func (h *joinLines) Enabled(context.Context, slog.Level) bool { return true }
+func (h *joinLines) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "worker joined" && !strings.HasPrefix(r.Message, "worker lost") {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "worker" {
+			var i int
+			fmt.Sscanf(a.Value.String(), "w%d", &i)
+			h.mu.Lock()
+			if i < maxNamesKept {
+				h.kept++
+			} else {
+				h.unkept++
+			}
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+func (h *joinLines) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *joinLines) WithGroup(string) slog.Handler      { return h }
+
+func (h *joinLines) counts() (kept, unkept int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.kept, h.unkept
 }
 
 // An instance is measured once: copies of a result sent again, each

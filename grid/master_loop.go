@@ -3,6 +3,7 @@ package grid
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -62,6 +63,7 @@ type mworker struct {
 	closed   bool // the connection is closed
 	draining bool // WorkerDraining has been stepped
 	leaving  bool // it sent a Drain of its own: it stops once done (esworker stopping)
+	unnamed  bool // it joined under a name past the maxNamesKept kept: its joining and leaving are logged at a rate limit (joinLog)
 	moved    bool // told to go to another master (a split's planned move)
 	// finished: its last frame said its connection ends as planned
 	// (Drain.Last): a promoted worker's closing is then no crash
@@ -457,6 +459,17 @@ func (b *batch) fail(err error) {
 	}
 }
 
+// joinLog is the logger for w's joining and leaving: the master's, but
+// rate-limited for a name past the maxNamesKept it remembers, so that a
+// key holder joining under ever new names, two lines a connection, does
+// not grow the log without bound either.
+func (m *Master) joinLog(w *mworker) *slog.Logger {
+	if w.unnamed && m.nlog != nil {
+		return m.nlog
+	}
+	return m.log
+}
+
 // maxNamesKept bounds the names a master remembers that are not
 // connected (joined, refused the problem): a lab's workers many times
 // over, while a key holder joining under ever new names would grow the
@@ -580,11 +593,11 @@ func (m *Master) handle(lm loopMsg) {
 		case !w.left:
 			if !m.noteRefusal(w) { // refusals.go: it refused the problem
 				m.counts.Lost.Closed++
-				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
+				m.joinLog(w).Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
 			}
 			m.workerLeft(w)
 		case !w.refused:
-			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
+			m.joinLog(w).Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
 		m.memberGone(lm.name, lm.left, lm.worker) // probe.go
@@ -630,6 +643,8 @@ func (m *Master) joined(w *mworker) {
 		m.counts.Named++
 		if len(m.named) < maxNamesKept {
 			m.named[w.name] = true
+		} else {
+			w.unnamed = true
 		}
 	}
 	if m.endHeard() { // split.go: a child master that heard the run is over
@@ -641,7 +656,7 @@ func (m *Master) joined(w *mworker) {
 	m.nLive++
 	m.split.slots += w.slots
 	m.setLive(m.nLive, true)
-	m.log.Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
+	m.joinLog(w).Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
 	// Starting: it builds the run's problem (a plugin's first process)
 	// before it serves; its first Results frame says it does (results).
 	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)
