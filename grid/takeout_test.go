@@ -1,6 +1,12 @@
 package grid
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/esgrid/esgrid/sched"
+)
 
 // Results that come back in the order sent take their instances out of a
 // worker's books without moving the rest: each one copied all the worker
@@ -121,5 +127,63 @@ func TestWithdrawnNoteCountsItsCancels(t *testing.T) {
 	w.stopped(cur-1, 7, cur)
 	if !noted(w, 7) {
 		t.Fatal("an earlier batch's answer ended the open batch's note")
+	}
+}
+
+// TestDrainReturnsWhatItHolds: a Drain gives back the instances its
+// worker holds, each once however often it is named, and the ids it
+// does not hold cost no search of the books (BenchmarkDrainNotHeld).
+func TestDrainReturnsWhatItHolds(t *testing.T) {
+	m := bareMaster(MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+		FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour})
+	p, err := sched.New("rr", sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{})
+	w := &mworker{id: 1, name: "w", host: "10.0.0.1", slots: 2, heard: true, lastHeard: m.now()}
+	m.byID[w.id], m.order = w, append(m.order, w)
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots}, 0)
+	m.startBatch(&evalReq{gen: 1, xs: [][]float64{{0}, {1}, {2}, {3}, {4}, {5}}, reply: make(chan evalReply, 1)})
+	var held []int32
+	for _, o := range w.out {
+		held = append(held, o.task)
+	}
+	if len(held) < 2 {
+		t.Fatalf("the worker holds %v; want two instances or more", held)
+	}
+	ids := []int32{-1, 1 << 20, 99}
+	for _, t := range held {
+		ids = append(ids, t, t, t) // each named three times
+	}
+	m.drain(w, &Drain{Gen: m.cur.id, Returned: ids})
+	if len(w.out) != 0 || m.counts.Returned != int64(len(held)) {
+		t.Errorf("after a drain naming %v: %d returned, %d left in the books; want %d returned, none left", ids, m.counts.Returned, len(w.out), len(held))
+	}
+}
+
+// BenchmarkDrainNotHeld measures a Drain frame's worth of ids (4 million
+// one-byte ids fill the 4 MiB cap) that its worker does not hold,
+// against the instances it does hold. Each id was searched for in the
+// books: 0.2 s against 70 held, 10.5 s against 4,096, 20.8 s against
+// 8,192; now 20–28 ms against any (on a loaded machine).
+func BenchmarkDrainNotHeld(b *testing.B) {
+	for _, n := range []int{70, 4096, 8192} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := bareMaster(MasterConfig{})
+			w := &mworker{id: 1, name: "w", slots: sched.MaxSlots, draining: true}
+			m.byID[w.id], m.order = w, append(m.order, w)
+			m.cur = &batch{id: 5}
+			for i := range n {
+				w.out = append(w.out, outInstance{task: int32(i), started: -1})
+			}
+			ids := make([]int32, 4_000_000)
+			for i := range ids {
+				ids[i] = -1
+			}
+			for b.Loop() {
+				m.drain(w, &Drain{Gen: 5, Returned: ids})
+			}
+		})
 	}
 }
