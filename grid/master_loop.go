@@ -1383,6 +1383,12 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 	if !stopping && !withdrawn {
 		return // the common case: no scan of w.out for it
 	}
+	if w.outN != nil && w.outN[t] == 0 {
+		// Not out on w again: no scan either (copies of the result of a
+		// cancelled instance, each a scan of 8,192 held, held the loop
+		// half a second a frame).
+		return
+	}
 	i := slices.IndexFunc(w.out, func(o outInstance) bool { return o.task == t })
 	if i < 0 {
 		return
