@@ -238,17 +238,27 @@ func (m *Master) stopNotesShare(w *mworker) int {
 
 // noteStopping notes that w was told to cancel its running instance of
 // task t of batch b (see stopping), keeping at most most of them (the
-// oldest give way).
-func (w *mworker) noteStopping(b, t int32, most int) {
+// oldest give way), cur being the open batch's id. A note of the open
+// batch whose task is out on w again never gives way: cancelSentAgain
+// needs it to tell the cancelled instance's result, which may cross the
+// cancel, from the instance sent again, which an honest worker then runs
+// out of the books (for ever if it hangs). Those are bounded by the
+// instances w holds, whose books it costs already.
+func (w *mworker) noteStopping(b, t int32, most int, cur int32) {
 	if w.stopping == nil {
 		w.stopping = make(map[[2]int32]stopNote)
 	}
 	k := [2]int32{b, t}
 	n := w.stopping[k].n + 1
-	for len(w.stopping) >= max(most, 1) {
+	for left := len(w.stopOrder); len(w.stopping) >= max(most, 1) && left > 0; left-- {
 		old := w.stopOrder[0]
 		w.stopOrder = w.stopOrder[1:]
-		if w.stopping[old.key].seq == old.seq {
+		switch {
+		case w.stopping[old.key].seq != old.seq:
+			// answered since, or noted again later
+		case old.key[0] == cur && w.holds(old.key[1]):
+			w.stopOrder = append(w.stopOrder, old) // kept: to the back
+		default:
 			delete(w.stopping, old.key)
 		}
 	}
@@ -295,6 +305,14 @@ func (w *mworker) noteWithdrawn(t int32) {
 		w.withdrawn = make(map[int32]int32)
 	}
 	w.withdrawn[t]++
+}
+
+// holds says task t is out on w (its books, outN).
+func (w *mworker) holds(t int32) bool {
+	if w.outN != nil {
+		return w.outN[t] > 0
+	}
+	return slices.ContainsFunc(w.out, func(o outInstance) bool { return o.task == t })
 }
 
 // takeOut removes w's earliest sent instance of task t from its
@@ -1280,7 +1298,11 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				}
 			}
 			if !a.Held {
-				w.noteStopping(cancelGen, int32(a.Task), m.stopNotesShare(w))
+				cur := int32(-1)
+				if m.cur != nil {
+					cur = m.cur.id
+				}
+				w.noteStopping(cancelGen, int32(a.Task), m.stopNotesShare(w), cur)
 			} else if m.cur != nil && cancelGen == m.cur.id {
 				w.noteWithdrawn(int32(a.Task))
 			}
@@ -1401,7 +1423,7 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 		return
 	}
 	if i < w.slots {
-		w.noteStopping(b, t, m.stopNotesShare(w))
+		w.noteStopping(b, t, m.stopNotesShare(w), b)
 	} else {
 		w.noteWithdrawn(t)
 	}

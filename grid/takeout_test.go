@@ -113,7 +113,7 @@ func TestWithdrawnNoteCountsItsCancels(t *testing.T) {
 
 	// One running instance stopped, one held instance withdrawn: the held
 	// one's answer comes first, yet the task stays noted until both are.
-	w.noteStopping(cur, 7, w.slots)
+	w.noteStopping(cur, 7, w.slots, cur)
 	w.noteWithdrawn(7)
 	w.stopped(cur, 7, cur)
 	if !noted(w, 7) {
@@ -268,7 +268,7 @@ func BenchmarkResultCopies(b *testing.B) {
 			case "stopping":
 				// Its instance was cancelled while it ran (the policy's
 				// replica won) and the cancel is not answered.
-				w.noteStopping(m.cur.id, r.ID, sched.MaxSlots)
+				w.noteStopping(m.cur.id, r.ID, sched.MaxSlots, m.cur.id)
 			}
 			rs := &Results{Items: make([]Result, maxItemsPerFrame)}
 			for i := range rs.Items {
@@ -278,5 +278,64 @@ func BenchmarkResultCopies(b *testing.B) {
 				m.results(w, rs)
 			}
 		})
+	}
+}
+
+// TestStopNoteOfATaskSentAgainKept: an honest worker of 32 slots among
+// 4,096 connected (its share of the stopping notes is 16) has 17 running
+// instances go overdue at once; none other is open, so each is cancelled
+// and sent to it again. The first one's result, which left before its
+// cancel came, must not be taken for the instance sent again: that
+// instance runs on the worker (it got the task again after the cancel),
+// and out of the books it would hold a slot for nothing, for ever if it
+// hangs (seed 510859 of the simulation). Its note must outlast the
+// share while the task is out on the worker again.
+func TestStopNoteOfATaskSentAgainKept(t *testing.T) {
+	m := bareMaster(MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+		FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour})
+	p, err := sched.New("rr", sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{})
+	w := &mworker{id: 1, name: "w", host: "10.0.0.1", slots: 32, heard: true, lastHeard: m.now()}
+	m.byID[w.id], m.order = w, append(m.order, w)
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots}, 0)
+	m.nLive = 4096 // the others late, say: none is open
+	if share := m.stopNotesShare(w); share != minStopNotes {
+		t.Fatalf("share %d, want %d", share, minStopNotes)
+	}
+	xs := make([][]float64, 64)
+	for i := range xs {
+		xs[i] = []float64{float64(i)}
+	}
+	m.startBatch(&evalReq{gen: 1, xs: xs, reply: make(chan evalReply, 1)})
+	w.tasks = w.tasks[:0] // sent (a bare master has no connection to flush to)
+	first := w.out[0].task
+	tok := w.tokens[first]
+	var overdue []int32
+	for _, o := range w.out[:minStopNotes+1] {
+		overdue = append(overdue, o.task)
+	}
+	w.late = true
+	for _, task := range overdue {
+		m.cur.overrun(task)
+		m.step(sched.Event{Kind: sched.Overdue, Worker: w.id, Task: sched.TaskID(task)}, 0)
+		w.tasks = w.tasks[:0]
+	}
+	if len(w.stopping) < minStopNotes {
+		t.Fatalf("%d instances noted as stopping, want %d", len(w.stopping), minStopNotes)
+	}
+	if w.outN[first] != 1 {
+		t.Fatalf("task %d is out %d times on the worker after its overdue instance's cancel, want once (sent again)", first, w.outN[first])
+	}
+	cancels := func() int {
+		return len(slices.DeleteFunc(slices.Clone(w.cancels), func(c int32) bool { return c != first }))
+	}
+	before := cancels()
+	// The result of the cancelled instance, which crossed its cancel.
+	m.results(w, &Results{Items: []Result{{Gen: m.cur.id, ID: first, F: 1, Exec: int64(time.Millisecond), Token: tok}}})
+	if w.outN[first] == 0 && cancels() == before {
+		t.Errorf("the result of task %d's cancelled instance was taken for the instance sent again, which the worker runs, now out of the books and never cancelled (notes: %d)", first, len(w.stopping))
 	}
 }
