@@ -152,7 +152,8 @@ type mworker struct {
 	// is killed and started again), so an instance sent meanwhile may
 	// wait for that slot, and its round trip is not measured. At most
 	// slots entries, sched.MaxSlots, and w's share of the notes of all
-	// workers (stopNotesShare): the oldest give way. A map, as
+	// workers (stopNotesShare): the oldest give way (those of the open
+	// batch whose task is out on w again to withdrawn). A map, as
 	// every acknowledgement looks its instance up, and a frame may carry
 	// a million (scanning a list of 65,536 for each of 100,000 held the
 	// loop for 10 s). An instance cancelled, sent again and cancelled
@@ -167,7 +168,9 @@ type mworker struct {
 	stopOrder []stopNote
 	// withdrawn holds the tasks of the open batch whose instance held on
 	// w the master cancelled (a late worker's queue taken back) and
-	// whose cancel w has not acknowledged yet: that instance may have
+	// whose cancel w has not acknowledged yet, and those whose running
+	// instance's note in stopping gave way while the task was out on w
+	// again (noteStopping): that instance may have
 	// finished before the cancel came, its result on the way, as
 	// cancelSentAgain handles (at most one entry per task of the batch,
 	// counting its cancels not yet answered, as stopping does: the first
@@ -239,27 +242,29 @@ func (m *Master) stopNotesShare(w *mworker) int {
 // noteStopping notes that w was told to cancel its running instance of
 // task t of batch b (see stopping), keeping at most most of them (the
 // oldest give way), cur being the open batch's id. A note of the open
-// batch whose task is out on w again never gives way: cancelSentAgain
-// needs it to tell the cancelled instance's result, which may cross the
-// cancel, from the instance sent again, which an honest worker then runs
-// out of the books (for ever if it hangs). Those are bounded by the
-// instances w holds, whose books it costs already.
+// batch whose task is out on w again goes to withdrawn as it gives way,
+// with its count of cancels: cancelSentAgain needs it to tell the
+// cancelled instance's result, which may cross the cancel, from the
+// instance sent again, which an honest worker then runs out of the books
+// (for ever if it hangs). Those are bounded by the instances w holds,
+// whose books it costs already.
 func (w *mworker) noteStopping(b, t int32, most int, cur int32) {
 	if w.stopping == nil {
 		w.stopping = make(map[[2]int32]stopNote)
 	}
 	k := [2]int32{b, t}
 	n := w.stopping[k].n + 1
-	for left := len(w.stopOrder); len(w.stopping) >= max(most, 1) && left > 0; left-- {
+	for len(w.stopping) >= max(most, 1) {
 		old := w.stopOrder[0]
 		w.stopOrder = w.stopOrder[1:]
-		switch {
-		case w.stopping[old.key].seq != old.seq:
-			// answered since, or noted again later
-		case old.key[0] == cur && w.holds(old.key[1]):
-			w.stopOrder = append(w.stopOrder, old) // kept: to the back
-		default:
+		if e := w.stopping[old.key]; e.seq == old.seq {
 			delete(w.stopping, old.key)
+			if old.key[0] == cur && old.key != k && w.holds(old.key[1]) {
+				if w.withdrawn == nil {
+					w.withdrawn = make(map[int32]int32)
+				}
+				w.withdrawn[old.key[1]] += int32(e.n)
+			}
 		}
 	}
 	if len(w.stopOrder) >= 2*max(len(w.stopping), 16) {

@@ -336,6 +336,17 @@ func TestStopNoteOfATaskSentAgainKept(t *testing.T) {
 	// The result of the cancelled instance, which crossed its cancel.
 	m.results(w, &Results{Items: []Result{{Gen: m.cur.id, ID: first, F: 1, Exec: int64(time.Millisecond), Token: tok}}})
 	if w.outN[first] == 0 && cancels() == before {
-		t.Errorf("the result of task %d's cancelled instance was taken for the instance sent again, which the worker runs, now out of the books and never cancelled (notes: %d)", first, len(w.stopping))
+		t.Fatalf("the result of task %d's cancelled instance was taken for the instance sent again, which the worker runs, now out of the books and never cancelled (notes: %d)", first, len(w.stopping))
+	}
+	// The worker answers both cancels of the task: the first found its
+	// instance finished, the second stopped the one sent again. No note
+	// of the task outlives them.
+	m.results(w, &Results{Items: []Result{
+		{Gen: m.cur.id, ID: first, Cancelled: true, Ack: AckLate},
+		{Gen: m.cur.id, ID: first, Cancelled: true, Ack: AckStopped, Exec: int64(time.Millisecond), Token: tok},
+	}})
+	_, s := w.stopping[[2]int32{m.cur.id, first}]
+	if _, h := w.withdrawn[first]; s || h {
+		t.Errorf("task %d still noted after both its cancels were answered: stopping %v, withdrawn %v", first, s, h)
 	}
 }
