@@ -152,8 +152,7 @@ type mworker struct {
 	// is killed and started again), so an instance sent meanwhile may
 	// wait for that slot, and its round trip is not measured. At most
 	// slots entries, sched.MaxSlots, and w's share of the notes of all
-	// workers (stopNotesShare): the oldest give way (those of the open
-	// batch whose task is out on w again to withdrawn). A map, as
+	// workers (stopNotesShare): the oldest give way (to gone). A map, as
 	// every acknowledgement looks its instance up, and a frame may carry
 	// a million (scanning a list of 65,536 for each of 100,000 held the
 	// loop for 10 s). An instance cancelled, sent again and cancelled
@@ -168,15 +167,24 @@ type mworker struct {
 	stopOrder []stopNote
 	// withdrawn holds the tasks of the open batch whose instance held on
 	// w the master cancelled (a late worker's queue taken back) and
-	// whose cancel w has not acknowledged yet, and those whose running
-	// instance's note in stopping gave way while the task was out on w
-	// again (noteStopping): that instance may have
+	// whose cancel w has not acknowledged yet: that instance may have
 	// finished before the cancel came, its result on the way, as
 	// cancelSentAgain handles (at most one entry per task of the batch,
 	// counting its cancels not yet answered, as stopping does: the first
 	// answer must not end the note while a later cancel's is on the way;
 	// cleared as a batch starts).
 	withdrawn map[int32]int32
+	// gone has bit t set when the note in stopping of task t of batch
+	// sentBatch gave way (noteStopping) before its cancel was answered:
+	// cancelSentAgain then takes a result of t for the cancelled
+	// instance's, at worst cancelling an instance whose own result it is
+	// (it is being taken out; the worker answers AckLate). Cleared by
+	// a result of t, or an answer to a cancel of t that no note awaits.
+	// A bit a task of the batch, as sent: notes past the share cost no
+	// more memory, and no result that crossed its cancel is taken for an
+	// instance sent again, which the worker would then run out of the
+	// books, for ever if it hangs.
+	gone []uint64
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -241,14 +249,8 @@ func (m *Master) stopNotesShare(w *mworker) int {
 
 // noteStopping notes that w was told to cancel its running instance of
 // task t of batch b (see stopping), keeping at most most of them (the
-// oldest give way), cur being the open batch's id. A note of the open
-// batch whose task is out on w again goes to withdrawn as it gives way,
-// with its count of cancels: cancelSentAgain needs it to tell the
-// cancelled instance's result, which may cross the cancel, from the
-// instance sent again, which an honest worker then runs out of the books
-// (for ever if it hangs). Those are bounded by the instances w holds,
-// whose books it costs already.
-func (w *mworker) noteStopping(b, t int32, most int, cur int32) {
+// oldest give way, leaving their bit in gone).
+func (w *mworker) noteStopping(b, t int32, most int) {
 	if w.stopping == nil {
 		w.stopping = make(map[[2]int32]stopNote)
 	}
@@ -257,13 +259,10 @@ func (w *mworker) noteStopping(b, t int32, most int, cur int32) {
 	for len(w.stopping) >= max(most, 1) {
 		old := w.stopOrder[0]
 		w.stopOrder = w.stopOrder[1:]
-		if e := w.stopping[old.key]; e.seq == old.seq {
+		if w.stopping[old.key].seq == old.seq {
 			delete(w.stopping, old.key)
-			if old.key[0] == cur && old.key != k && w.holds(old.key[1]) {
-				if w.withdrawn == nil {
-					w.withdrawn = make(map[int32]int32)
-				}
-				w.withdrawn[old.key[1]] += int32(e.n)
+			if old.key[0] == w.sentBatch && old.key != k {
+				setBit(w.gone, old.key[1])
 			}
 		}
 	}
@@ -298,8 +297,10 @@ func (w *mworker) stopped(b, t, cur int32) {
 	}
 	if n := w.withdrawn[t]; n > 1 {
 		w.withdrawn[t] = n - 1
-	} else {
+	} else if n == 1 {
 		delete(w.withdrawn, t)
+	} else if b == w.sentBatch {
+		clearBit(w.gone, t) // the answer to a cancel whose note gave way
 	}
 }
 
@@ -310,14 +311,6 @@ func (w *mworker) noteWithdrawn(t int32) {
 		w.withdrawn = make(map[int32]int32)
 	}
 	w.withdrawn[t]++
-}
-
-// holds says task t is out on w (its books, outN).
-func (w *mworker) holds(t int32) bool {
-	if w.outN != nil {
-		return w.outN[t] > 0
-	}
-	return slices.ContainsFunc(w.out, func(o outInstance) bool { return o.task == t })
 }
 
 // takeOut removes w's earliest sent instance of task t from its
@@ -394,6 +387,7 @@ func (w *mworker) markSent(b int32, n int, t int32) {
 		}
 		words := (n + 63) / 64
 		w.sent, w.told = bitsFor(w.sent, words), bitsFor(w.told, words)
+		w.gone = bitsFor(w.gone, words)
 		w.tokens, w.tokN = tokensFor(w.tokens), int32(n)
 		w.sentBatch = b
 	}
@@ -412,6 +406,20 @@ func bitsFor(b []uint64, words int) []uint64 {
 
 func hasBit(b []uint64, t int32) bool {
 	return t >= 0 && int(t/64) < len(b) && b[t/64]&(1<<(t%64)) != 0
+}
+
+// setBit sets bit t of b, if b has it.
+func setBit(b []uint64, t int32) {
+	if t >= 0 && int(t/64) < len(b) {
+		b[t/64] |= 1 << (t % 64)
+	}
+}
+
+// clearBit clears bit t of b, if b has it.
+func clearBit(b []uint64, t int32) {
+	if t >= 0 && int(t/64) < len(b) {
+		b[t/64] &^= 1 << (t % 64)
+	}
 }
 
 // wasSent reports whether task t of batch b was ever sent to w.
@@ -1303,11 +1311,7 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				}
 			}
 			if !a.Held {
-				cur := int32(-1)
-				if m.cur != nil {
-					cur = m.cur.id
-				}
-				w.noteStopping(cancelGen, int32(a.Task), m.stopNotesShare(w), cur)
+				w.noteStopping(cancelGen, int32(a.Task), m.stopNotesShare(w))
 			} else if m.cur != nil && cancelGen == m.cur.id {
 				w.noteWithdrawn(int32(a.Task))
 			}
@@ -1407,7 +1411,14 @@ func (m *Master) queueCancel(w *mworker, gen, t int32) {
 func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 	_, stopping := w.stopping[[2]int32{b, t}]
 	_, withdrawn := w.withdrawn[t] // b is the open batch
-	if !stopping && !withdrawn {
+	gone := w.sentBatch == b && hasBit(w.gone, t)
+	if gone {
+		// This result is the one of the instance whose note gave way, or
+		// that instance's cancel was answered already: no later result
+		// of it is on the way either way.
+		clearBit(w.gone, t)
+	}
+	if !stopping && !withdrawn && !gone {
 		return // the common case: no scan of w.out for it
 	}
 	if w.outN != nil && w.outN[t] == 0 {
@@ -1428,7 +1439,7 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 		return
 	}
 	if i < w.slots {
-		w.noteStopping(b, t, m.stopNotesShare(w), b)
+		w.noteStopping(b, t, m.stopNotesShare(w))
 	} else {
 		w.noteWithdrawn(t)
 	}
