@@ -412,3 +412,29 @@ func TestStopNoteGoneBeforeTheTaskCameBack(t *testing.T) {
 		t.Fatalf("the result of task %d's cancelled instance was taken for the instance given again, which the worker runs, now out of the books and never cancelled", first)
 	}
 }
+
+// TestStopNoteGoneClearedByItsAnswer: the bit a stopping note leaves as
+// it gives way ends with the answer to its cancel, so the result of an
+// instance of the task sent again later costs no needless cancel; a note
+// of an earlier batch leaves none.
+func TestStopNoteGoneClearedByItsAnswer(t *testing.T) {
+	const cur = 4
+	w := &mworker{slots: 1}
+	w.markSent(cur, 64, 7)
+	w.noteStopping(cur-1, 9, 1)
+	w.noteStopping(cur, 7, 1) // the earlier batch's note gives way
+	if hasBit(w.gone, 9) {
+		t.Error("an earlier batch's note left a bit of the open batch")
+	}
+	w.noteStopping(cur, 8, 1) // task 7's gives way
+	if !hasBit(w.gone, 7) {
+		t.Fatal("task 7's note gave way and left no bit")
+	}
+	w.stopped(cur, 7, cur)
+	if hasBit(w.gone, 7) {
+		t.Error("the answer to task 7's cancel left its bit")
+	}
+	if _, ok := w.stopping[[2]int32{cur, 8}]; !ok {
+		t.Error("the answer to task 7's cancel ended task 8's note")
+	}
+}
