@@ -235,11 +235,11 @@ func TestCheckOverrunGrowsDeadline(t *testing.T) {
 // acknowledgements costs against a full book and an empty one,
 // BenchmarkCancelAcks prints.
 func TestCancelAcksBookBounded(t *testing.T) {
-	_, _, _, w := checkBooks(t)
+	m, _, _, w := checkBooks(t)
 	w.slots, w.heard = MaxMetaSlots, true
 	const noted = 2 * sched.MaxSlots
 	for i := range noted {
-		w.noteStopping(int32(i/1000), int32(i%1000))
+		w.noteStopping(int32(i/1000), int32(i%1000), m.stopNotesShare(w))
 	}
 	if n := len(w.stopping); n != sched.MaxSlots {
 		t.Fatalf("%d instances noted as stopping, want sched.MaxSlots (%d)", n, sched.MaxSlots)
@@ -262,7 +262,7 @@ func TestCancelAcksBookBounded(t *testing.T) {
 		w.stopped(key(i)[0], key(i)[1], -1)
 	}
 	for i := range 12 {
-		w.noteStopping(key(noted + i)[0], key(noted + i)[1])
+		w.noteStopping(key(noted + i)[0], key(noted + i)[1], m.stopNotesShare(w))
 	}
 	if n := len(w.stopping); n != sched.MaxSlots {
 		t.Errorf("%d instances noted, want sched.MaxSlots (%d)", n, sched.MaxSlots)
@@ -286,7 +286,7 @@ func BenchmarkCancelAcks(b *testing.B) {
 			w.slots, w.heard = MaxMetaSlots, true
 			if full {
 				for i := range sched.MaxSlots {
-					w.noteStopping(int32(i/1000), int32(i%1000))
+					w.noteStopping(int32(i/1000), int32(i%1000), m.stopNotesShare(w))
 				}
 			}
 			acks := make([]Result, 20_000)

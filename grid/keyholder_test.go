@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -313,6 +315,88 @@ func TestMasterNewNamesBounded(t *testing.T) {
 	}
 }
 
+// A key holder that joins under ever new names and hangs up does not
+// grow the master's log by two lines a connection ("worker joined",
+// "worker lost") once its names are past the maxNamesKept the master
+// remembers: those lines are rate-limited (10 at once, one a second),
+// while the names kept are logged each time.
+func TestMasterNewNamesLogBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("4,396 handshakes")
+	}
+	logs := &joinLines{}
+	quiet := slog.New(slog.DiscardHandler)
+	m := startMaster(t, "wq", func(c *MasterConfig) { c.Logger = slog.New(logs) })
+	join := func(i int) {
+		conn, _, err := Dial(t.Context(), m.Addr(), DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("w%05d", i), Slots: 1,
+			Conn: ConnConfig{Logger: quiet}})
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+		conn.Start(func(Message) {})
+		conn.Close()
+		<-conn.Done()
+	}
+	for i := range maxNamesKept {
+		join(i)
+	}
+	const past = 300
+	start := time.Now()
+	for i := range past {
+		join(maxNamesKept + i)
+	}
+	eventually(t, "every join to be gone", func() bool {
+		return m.Stats().Lost.Closed == maxNamesKept+past
+	})
+	elapsed := time.Since(start)
+	kept, unkept := logs.counts()
+	if kept != 2*maxNamesKept {
+		t.Errorf("%d lines of joins and losses of the names kept, want %d", kept, 2*maxNamesKept)
+	}
+	// The limiter's bound, whatever the machine's speed: its burst and
+	// one a second since the first join past the names kept.
+	if most := 10 + int(elapsed/time.Second) + 1; unkept > most {
+		t.Errorf("%d lines of joins and losses of %d names past the %d kept, in %v; want at most %d", unkept, past, maxNamesKept, elapsed, most)
+	}
+}
+
+// joinLines counts the master's lines of joins and losses, apart for the
+// names under the ones TestMasterNewNamesLogBounded keeps and past them.
+type joinLines struct {
+	mu           sync.Mutex
+	kept, unkept int
+}
+
+func (h *joinLines) Enabled(context.Context, slog.Level) bool { return true }
+func (h *joinLines) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "worker joined" && !strings.HasPrefix(r.Message, "worker lost") {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "worker" {
+			var i int
+			fmt.Sscanf(a.Value.String(), "w%d", &i)
+			h.mu.Lock()
+			if i < maxNamesKept {
+				h.kept++
+			} else {
+				h.unkept++
+			}
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+func (h *joinLines) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *joinLines) WithGroup(string) slog.Handler      { return h }
+
+func (h *joinLines) counts() (kept, unkept int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.kept, h.unkept
+}
+
 // An instance is measured once: copies of a result sent again, each
 // claiming half an hour, move neither its worker's mean execution time
 // nor the grid's, which the deadlines of workers not yet measured use.
@@ -339,5 +423,43 @@ func TestMasterResultMeasuredOnce(t *testing.T) {
 	if m.exec != float64(time.Millisecond) || w.exec != float64(time.Millisecond) {
 		t.Errorf("grid's mean %v, worker's %v after one result of 1ms and 50 copies claiming 30m; want 1ms",
 			time.Duration(m.exec), time.Duration(w.exec))
+	}
+}
+
+// TestStopNotesBoundedAcrossHoarders: key holders that claim 65,536
+// slots, take every task and never answer a cancel hold, together, no
+// more instances noted as stopping than the master's budget (here 256),
+// not sched.MaxSlots each: 4,096 notes were 540 KiB of the master's
+// memory a connection, so MaxWorkers of them several GiB. The honest
+// worker's values still make every generation.
+func TestStopNotesBoundedAcrossHoarders(t *testing.T) {
+	const budget, hoarders = 256, 8
+	m := startMaster(t, "r3q", func(c *MasterConfig) { c.stopNotes = budget })
+	startWorkers(t, m, newTestWorker("honest", 2, 0))
+	quiet := ConnConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for i := range hoarders {
+		nc, err := net.Dial("tcp", m.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := ClientHandshake(t.Context(), nc, DialConfig{Key: m.cfg.Key, Name: fmt.Sprintf("hoarder-%d", i), Slots: MaxMetaSlots, Conn: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Start(func(Message) {}) // takes everything, answers nothing
+		t.Cleanup(func() { c.Close(); <-c.Done() })
+	}
+	eventually(t, "the hoarders to join", func() bool { return m.Workers() == hoarders+1 })
+	evalAndCheck(t, m, 20, 70)
+	var notes []int
+	total := 0
+	m.ask(func() {
+		for _, w := range m.order {
+			notes = append(notes, len(w.stopping))
+			total += len(w.stopping)
+		}
+	})
+	if total == 0 || total > budget {
+		t.Errorf("instances noted as stopping, by worker: %v, %d in all; want some, and at most %d", notes, total, budget)
 	}
 }

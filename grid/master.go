@@ -177,6 +177,9 @@ type MasterConfig struct {
 	OnAccept func(gen, task int, worker string, exec time.Duration)
 	// Logger receives the master's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// stopNotes, when > 0, is stopNotesBudget for a test (master_loop.go).
+	stopNotes int
 }
 
 // deadlines is the config's deadline rule (defaults set).
@@ -356,6 +359,7 @@ type Master struct {
 	conns  *slog.Logger // handshakes and connections: rate-limited (ratelog.go)
 	vlog   *slog.Logger // a line per task (retries, checks given up): rate-limited
 	glog   *slog.Logger // gossip verdicts the link refuted, which a key holder can forge: rate-limited
+	nlog   *slog.Logger // joins and losses of names past maxNamesKept (joinLog): rate-limited
 	ln     net.Listener
 	start  time.Time
 	policy sched.Policy // loop-owned
@@ -431,6 +435,7 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 		conns:  LimitLog(cfg.Logger, 5, 20),
 		vlog:   LimitLog(cfg.Logger.With("component", "master"), 1, 10),
 		glog:   LimitLog(cfg.Logger.With("component", "master"), 1, 10),
+		nlog:   LimitLog(cfg.Logger.With("component", "master"), 1, 10),
 		ln:     ln,
 		start:  time.Now(),
 		policy: p,

@@ -3,6 +3,7 @@ package grid
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -62,6 +63,7 @@ type mworker struct {
 	closed   bool // the connection is closed
 	draining bool // WorkerDraining has been stepped
 	leaving  bool // it sent a Drain of its own: it stops once done (esworker stopping)
+	unnamed  bool // it joined under a name past the maxNamesKept kept: its joining and leaving are logged at a rate limit (joinLog)
 	moved    bool // told to go to another master (a split's planned move)
 	// finished: its last frame said its connection ends as planned
 	// (Drain.Last): a promoted worker's closing is then no crash
@@ -114,6 +116,12 @@ type mworker struct {
 	// cancelled), in send order: the first slots of them are running,
 	// for the deadlines, and their send times give the round trip.
 	out []outInstance
+	// outN counts the instances of each task in out, so that a task not
+	// there is not searched for (takeOut): the ids of results and drains
+	// are the worker's to choose, and a frame of 65,536 copies of an
+	// answered result, each searched for in 8,192 instances held, held
+	// the loop 2.3 s. Nil while out was only ever built by hand (tests).
+	outN map[int32]int32
 
 	// sent has bit t set for every task t of batch sentBatch that was
 	// sent to this worker: only those results are believed. told has bit
@@ -143,7 +151,8 @@ type mworker struct {
 	// yet (a plugin that cannot be cancelled finishes its evaluation, or
 	// is killed and started again), so an instance sent meanwhile may
 	// wait for that slot, and its round trip is not measured. At most
-	// slots entries, and sched.MaxSlots: the oldest give way. A map, as
+	// slots entries, sched.MaxSlots, and w's share of the notes of all
+	// workers (stopNotesShare): the oldest give way (to gone). A map, as
 	// every acknowledgement looks its instance up, and a frame may carry
 	// a million (scanning a list of 65,536 for each of 100,000 held the
 	// loop for 10 s). An instance cancelled, sent again and cancelled
@@ -165,6 +174,17 @@ type mworker struct {
 	// answer must not end the note while a later cancel's is on the way;
 	// cleared as a batch starts).
 	withdrawn map[int32]int32
+	// gone has bit t set when the note in stopping of task t of batch
+	// sentBatch gave way (noteStopping) before its cancel was answered:
+	// cancelSentAgain then takes a result of t for the cancelled
+	// instance's, at worst cancelling an instance whose own result it is
+	// (it is being taken out; the worker answers AckLate). Cleared by
+	// a result of t, or an answer to a cancel of t that no note awaits.
+	// A bit a task of the batch, as sent: notes past the share cost no
+	// more memory, and no result that crossed its cancel is taken for an
+	// instance sent again, which the worker would then run out of the
+	// books, for ever if it hangs.
+	gone []uint64
 
 	// Frames being built during one turn of the loop.
 	dirty      bool
@@ -201,19 +221,49 @@ type stopNote struct {
 	n   int
 }
 
+// stopNotesBudget bounds the instances noted as stopping on all the
+// workers together, as stopNotesShare shares it out: about 135 bytes a
+// note, so a worker that claims 65,536 slots and never answers a cancel
+// held 540 KiB of the master's memory, not a connection's 80 KiB, and
+// MaxWorkers of them several GiB.
+const stopNotesBudget = 1 << 16
+
+// minStopNotes is the least share of stopNotesBudget a worker has,
+// however many are connected: a machine's cores' worth.
+const minStopNotes = 16
+
+// stopNotesShare is the most instances w may have noted as stopping: its
+// slots (an honest worker runs no more than that), sched.MaxSlots, and
+// its share of stopNotesBudget among the workers connected (of
+// MasterConfig.stopNotes in tests). Over a run whose workers join one by
+// one, each filling the share of its time, the notes stay under about
+// stopNotesBudget × (1 + ln(workers/minStopNotes)): 70 MiB at 16,384
+// workers, against the 8.6 GiB a share of sched.MaxSlots each would hold.
+func (m *Master) stopNotesShare(w *mworker) int {
+	budget := stopNotesBudget
+	if m.cfg.stopNotes > 0 {
+		budget = m.cfg.stopNotes
+	}
+	return max(min(w.slots, sched.MaxSlots, max(budget/max(m.nLive, 1), minStopNotes)), 1)
+}
+
 // noteStopping notes that w was told to cancel its running instance of
-// task t of batch b (see stopping).
-func (w *mworker) noteStopping(b, t int32) {
+// task t of batch b (see stopping), keeping at most most of them (the
+// oldest give way, leaving their bit in gone).
+func (w *mworker) noteStopping(b, t int32, most int) {
 	if w.stopping == nil {
 		w.stopping = make(map[[2]int32]stopNote)
 	}
 	k := [2]int32{b, t}
 	n := w.stopping[k].n + 1
-	for len(w.stopping) >= max(min(w.slots, sched.MaxSlots), 1) {
+	for len(w.stopping) >= max(most, 1) {
 		old := w.stopOrder[0]
 		w.stopOrder = w.stopOrder[1:]
 		if w.stopping[old.key].seq == old.seq {
 			delete(w.stopping, old.key)
+			if old.key[0] == w.sentBatch && old.key != k {
+				setBit(w.gone, old.key[1])
+			}
 		}
 	}
 	if len(w.stopOrder) >= 2*max(len(w.stopping), 16) {
@@ -247,8 +297,10 @@ func (w *mworker) stopped(b, t, cur int32) {
 	}
 	if n := w.withdrawn[t]; n > 1 {
 		w.withdrawn[t] = n - 1
-	} else {
+	} else if n == 1 {
 		delete(w.withdrawn, t)
+	} else if b == w.sentBatch {
+		clearBit(w.gone, t) // the answer to a cancel whose note gave way
 	}
 }
 
@@ -265,6 +317,9 @@ func (w *mworker) noteWithdrawn(t int32) {
 // outstanding instances, the one a result answers, and returns it; the
 // next held instance starts running (in the books) at now.
 func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
+	if w.outN != nil && w.outN[t] == 0 {
+		return outInstance{}, false
+	}
 	for i := range w.out {
 		if w.out[i].task == t {
 			return w.takeOutAt(i, now), true
@@ -281,6 +336,9 @@ func (w *mworker) takeOut(t int32, now time.Duration) (outInstance, bool) {
 // generation under cyclic. Where t is on w twice (an overdue instance
 // sent again to it), the front one is the instance still running.
 func (w *mworker) takeOutHeld(t int32, now time.Duration) (outInstance, bool) {
+	if w.outN != nil && w.outN[t] == 0 {
+		return outInstance{}, false
+	}
 	for i := len(w.out) - 1; i >= 0; i-- {
 		if w.out[i].task == t {
 			return w.takeOutAt(i, now), true
@@ -293,6 +351,13 @@ func (w *mworker) takeOutHeld(t int32, now time.Duration) (outInstance, bool) {
 // starts running (in the books) at now.
 func (w *mworker) takeOutAt(i int, now time.Duration) outInstance {
 	o := w.out[i]
+	if w.outN != nil {
+		if n := w.outN[o.task]; n > 1 {
+			w.outN[o.task] = n - 1
+		} else {
+			delete(w.outN, o.task)
+		}
+	}
 	switch i {
 	case 0:
 		// The usual case, results in the order sent: moving the rest down
@@ -322,6 +387,7 @@ func (w *mworker) markSent(b int32, n int, t int32) {
 		}
 		words := (n + 63) / 64
 		w.sent, w.told = bitsFor(w.sent, words), bitsFor(w.told, words)
+		w.gone = bitsFor(w.gone, words)
 		w.tokens, w.tokN = tokensFor(w.tokens), int32(n)
 		w.sentBatch = b
 	}
@@ -340,6 +406,20 @@ func bitsFor(b []uint64, words int) []uint64 {
 
 func hasBit(b []uint64, t int32) bool {
 	return t >= 0 && int(t/64) < len(b) && b[t/64]&(1<<(t%64)) != 0
+}
+
+// setBit sets bit t of b, if b has it.
+func setBit(b []uint64, t int32) {
+	if t >= 0 && int(t/64) < len(b) {
+		b[t/64] |= 1 << (t % 64)
+	}
+}
+
+// clearBit clears bit t of b, if b has it.
+func clearBit(b []uint64, t int32) {
+	if t >= 0 && int(t/64) < len(b) {
+		b[t/64] &^= 1 << (t % 64)
+	}
 }
 
 // wasSent reports whether task t of batch b was ever sent to w.
@@ -427,6 +507,17 @@ func (b *batch) fail(err error) {
 		b.replied = true
 		b.reply <- evalReply{err: err}
 	}
+}
+
+// joinLog is the logger for w's joining and leaving: the master's, but
+// rate-limited for a name past the maxNamesKept it remembers, so that a
+// key holder joining under ever new names, two lines a connection, does
+// not grow the log without bound either.
+func (m *Master) joinLog(w *mworker) *slog.Logger {
+	if w.unnamed && m.nlog != nil {
+		return m.nlog
+	}
+	return m.log
 }
 
 // maxNamesKept bounds the names a master remembers that are not
@@ -552,11 +643,11 @@ func (m *Master) handle(lm loopMsg) {
 		case !w.left:
 			if !m.noteRefusal(w) { // refusals.go: it refused the problem
 				m.counts.Lost.Closed++
-				m.log.Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
+				m.joinLog(w).Warn("worker lost; its tasks go back to the queue", "worker", w.name, "worker_id", w.id, "cause", w.conn.Err())
 			}
 			m.workerLeft(w)
 		case !w.refused:
-			m.log.Info("worker disconnected", "worker", w.name, "worker_id", w.id)
+			m.joinLog(w).Info("worker disconnected", "worker", w.name, "worker_id", w.id)
 		}
 	case msgMemberGone:
 		m.memberGone(lm.name, lm.left, lm.worker) // probe.go
@@ -602,6 +693,8 @@ func (m *Master) joined(w *mworker) {
 		m.counts.Named++
 		if len(m.named) < maxNamesKept {
 			m.named[w.name] = true
+		} else {
+			w.unnamed = true
 		}
 	}
 	if m.endHeard() { // split.go: a child master that heard the run is over
@@ -613,7 +706,7 @@ func (m *Master) joined(w *mworker) {
 	m.nLive++
 	m.split.slots += w.slots
 	m.setLive(m.nLive, true)
-	m.log.Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
+	m.joinLog(w).Info("worker joined", "worker", w.name, "worker_id", w.id, "slots", w.slots, "addr", w.conn.RemoteAddr().String())
 	// Starting: it builds the run's problem (a plugin's first process)
 	// before it serves; its first Results frame says it does (results).
 	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)
@@ -637,6 +730,7 @@ func (m *Master) workerLeft(w *mworker) {
 		delete(m.byName, w.name)
 	}
 	w.out = w.out[:0]
+	clear(w.outN)
 	w.checkTasks = w.checkTasks[:0]
 	m.checksLost(w) // verify.go
 	m.nLive--
@@ -669,6 +763,10 @@ func (m *Master) drain(w *mworker, d *Drain) {
 	if b == nil || d.Gen != b.id {
 		return
 	}
+	// An id w does not hold is not searched for in its books (outN): a
+	// scan for every id, which a key holder chooses, held the loop 10 s
+	// for a frame of 4 million ids against 4,096 instances held.
+	now := m.now()
 	for _, t := range d.Returned {
 		if t >= checkBase {
 			// A check's instance: not in w's books, but the check's
@@ -676,7 +774,7 @@ func (m *Master) drain(w *mworker, d *Drain) {
 			m.checkReturned(w, b, t-checkBase)
 			continue
 		}
-		if _, ok := w.takeOutHeld(t, m.now()); ok {
+		if _, ok := w.takeOutHeld(t, now); ok {
 			m.counts.Returned++
 			m.step(sched.Event{Kind: sched.Returned, Worker: w.id, Task: sched.TaskID(t)}, 0)
 		}
@@ -805,6 +903,7 @@ func (m *Master) startBatch(req *evalReq) {
 		// Whatever is still out belongs to the old batch: its results
 		// will be stale, and the worker counts as free in the books.
 		w.out = w.out[:0]
+		clear(w.outN)
 		clear(w.withdrawn)
 	}
 	prevID := int32(-1)
@@ -1193,6 +1292,10 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				o.idle = w.heard && len(w.stopping) == 0 // else it may wait for the session, or for a slot being freed
 			}
 			w.out = append(w.out, o)
+			if w.outN == nil {
+				w.outN = make(map[int32]int32)
+			}
+			w.outN[o.task]++
 			m.counts.TasksSent++
 			m.noteSent(int32(a.Task)) // split.go: a child's first sends go up
 			m.markDirty(w)
@@ -1215,7 +1318,7 @@ func (m *Master) stepWith(ev sched.Event, f float64, cancelGen int32) bool {
 				}
 			}
 			if !a.Held {
-				w.noteStopping(cancelGen, int32(a.Task))
+				w.noteStopping(cancelGen, int32(a.Task), m.stopNotesShare(w))
 			} else if m.cur != nil && cancelGen == m.cur.id {
 				w.noteWithdrawn(int32(a.Task))
 			}
@@ -1315,8 +1418,21 @@ func (m *Master) queueCancel(w *mworker, gen, t int32) {
 func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 	_, stopping := w.stopping[[2]int32{b, t}]
 	_, withdrawn := w.withdrawn[t] // b is the open batch
-	if !stopping && !withdrawn {
+	gone := w.sentBatch == b && hasBit(w.gone, t)
+	if gone {
+		// This result is the one of the instance whose note gave way, or
+		// that instance's cancel was answered already: no later result
+		// of it is on the way either way.
+		clearBit(w.gone, t)
+	}
+	if !stopping && !withdrawn && !gone {
 		return // the common case: no scan of w.out for it
+	}
+	if w.outN != nil && w.outN[t] == 0 {
+		// Not out on w again: no scan either (copies of the result of a
+		// cancelled instance, each a scan of 8,192 held, held the loop
+		// half a second a frame).
+		return
 	}
 	i := slices.IndexFunc(w.out, func(o outInstance) bool { return o.task == t })
 	if i < 0 {
@@ -1330,7 +1446,7 @@ func (m *Master) cancelSentAgain(w *mworker, b, t int32) {
 		return
 	}
 	if i < w.slots {
-		w.noteStopping(b, t)
+		w.noteStopping(b, t, m.stopNotesShare(w))
 	} else {
 		w.noteWithdrawn(t)
 	}

@@ -574,7 +574,7 @@ func (p *policy) eftMeasure(ev Event) bool {
 		if !p.eftSynced(wi) {
 			p.eftSync(wi)
 		}
-		if k := w.pos(ev.Task); k >= 0 && k < w.slots && len(x.run) > 0 {
+		if k := p.posOf(wi, ev.Task); k >= 0 && k < w.slots && len(x.run) > 0 {
 			// The instance that ran longest is the one that ended; the
 			// first held one took its slot when its result left.
 			x.run = slices.Delete(x.run, 0, 1)

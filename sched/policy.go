@@ -265,6 +265,18 @@ func (w *worker) pos(t TaskID) int {
 	return -1
 }
 
+// posOf is w's pos(ti) for worker wi, without a search of w's instances
+// when task ti is not on wi (its on list, a copy or two, says so): the
+// task of an answer is the worker's to choose, and a frame of 65,536
+// copies of an answered result, each searched for in 8,192 instances
+// held, held the master's loop a second.
+func (p *policy) posOf(wi int32, ti TaskID) int {
+	if !slices.Contains(p.tasks[ti].on, wi) {
+		return -1
+	}
+	return p.workers[wi].pos(ti)
+}
+
 // remove drops the instance at place i (from pos).
 func (w *worker) remove(i int) {
 	if i == 0 {
@@ -638,7 +650,7 @@ func (p *policy) failed(id WorkerID, ti TaskID) {
 	if p.eft != nil {
 		p.eftW(wi).starting = false // it serves
 	}
-	if k := w.pos(ti); k >= 0 {
+	if k := p.posOf(wi, ti); k >= 0 {
 		w.remove(k)
 		t.on = removeWorker(t.on, wi)
 		p.markFree(wi)
@@ -659,7 +671,7 @@ func (p *policy) returned(id WorkerID, ti TaskID) {
 		return
 	}
 	w := &p.workers[wi]
-	if k := w.pos(ti); k >= 0 {
+	if k := p.posOf(wi, ti); k >= 0 {
 		w.remove(k)
 		p.tasks[ti].on = removeWorker(p.tasks[ti].on, wi)
 		p.markFree(wi)
@@ -699,7 +711,7 @@ func (p *policy) result(id WorkerID, ti TaskID, out []Action) []Action {
 	if known {
 		// Free the instance whatever the outcome: the slot is free now.
 		w := &p.workers[wi]
-		if k := w.pos(ti); k >= 0 {
+		if k := p.posOf(wi, ti); k >= 0 {
 			w.remove(k)
 			t.on = removeWorker(t.on, wi)
 			p.markFree(wi)
