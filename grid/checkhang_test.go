@@ -16,6 +16,30 @@ func bareMaster(cfg MasterConfig) *Master {
 	return m
 }
 
+// policyBooks is a bareMaster with the usual deadlines, no -verify, and a
+// fresh policy of the name given and its ledger: a master's books for the
+// tests that take instances out of them.
+func policyBooks(tb testing.TB, policy string) *Master {
+	tb.Helper()
+	m := bareMaster(MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
+		FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour})
+	p, err := sched.New(policy, sched.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{})
+	return m
+}
+
+// joinBooks joins a worker of that many slots to m's books and policy,
+// heard from now.
+func joinBooks(m *Master, id sched.WorkerID, name, host string, slots int) *mworker {
+	w := &mworker{id: id, name: name, host: host, slots: slots, heard: true, lastHeard: m.now()}
+	m.byID[w.id], m.order = w, append(m.order, w)
+	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots}, 0)
+	return w
+}
+
 // checkBooks is a master's books, no network, with w0 and w1 one-slot
 // workers on two hosts, an hour into the run, and a batch of one task
 // whose value w0 gave and which is checked: its check instance is out on

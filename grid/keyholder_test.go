@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/esgrid/esgrid/sched"
 )
 
 // A key holder that connects under the name of a worker connected from
@@ -402,16 +400,8 @@ func (h *joinLines) counts() (kept, unkept int) {
 // nor the grid's, which the deadlines of workers not yet measured use.
 // (Each copy was measured: a few dozen set the grid's mean to the claim.)
 func TestMasterResultMeasuredOnce(t *testing.T) {
-	m := bareMaster(MasterConfig{MaxRetries: 3, DeadlineFactor: 4, DeadlineFloor: time.Second,
-		FirstDeadline: 30 * time.Second, TaskTimeout: 10 * time.Minute, IdleTimeout: time.Hour})
-	p, err := sched.New("wq", sched.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.policy, m.ledger = p, sched.NewLedger(sched.LedgerConfig{})
-	w := &mworker{id: 1, name: "w", host: "10.0.0.1", slots: 1, heard: true, lastHeard: m.now()}
-	m.byID[w.id], m.order = w, append(m.order, w)
-	m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: 1}, 0)
+	m := policyBooks(t, "wq")
+	w := joinBooks(m, 1, "w", "10.0.0.1", 1)
 	m.startBatch(&evalReq{gen: 1, xs: [][]float64{{0}, {1}}, reply: make(chan evalReply, 1)})
 	task := w.out[0].task
 	r := Result{Gen: m.cur.id, ID: task, F: 1, Exec: int64(time.Millisecond), Token: w.tokens[task]}
