@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid/wire"
+	"github.com/esgrid/esgrid/internal/logx"
 )
 
 // ConnConfig tunes a Conn. The zero value is usable: every zero field takes
@@ -403,7 +404,7 @@ func (c *Conn) readLoop(h Handler) {
 			}
 			continue
 		case *Reject:
-			c.closeWithError(&RejectError{Reason: truncate(v.Reason, maxErrText)})
+			c.closeWithError(&RejectError{Reason: logx.Cut(v.Reason, maxErrText)})
 			return
 		}
 		h(m)

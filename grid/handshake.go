@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/esgrid/esgrid/grid/wire"
+	"github.com/esgrid/esgrid/internal/logx"
 )
 
 // The handshake, on every data connection, before anything else:
@@ -135,7 +136,7 @@ func Accept(ctx context.Context, nc net.Conn, cfg AcceptConfig) (*Conn, *Hello, 
 	if !ok {
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: expected hello, got %v", ErrHandshake, m.Type()), "expected hello")
 	}
-	log = log.With("worker", truncate(h.Name, maxNameLog))
+	log = log.With("worker", logx.Cut(h.Name, maxNameLog))
 	if h.Version != ProtocolVersion {
 		reason := fmt.Sprintf("protocol version mismatch: master speaks %d, worker %d", ProtocolVersion, h.Version)
 		return nil, nil, hs.reject(log, fmt.Errorf("%w: %s", ErrVersionMismatch, reason), reason)
@@ -358,8 +359,8 @@ func (hs *handshake) receive(log *slog.Logger) (Message, error) {
 	}
 	if r, ok := m.(*Reject); ok {
 		// Returned, not logged: the caller says it once.
-		log.Debug("peer refused the connection", "reason", truncate(r.Reason, maxErrText))
-		return nil, &RejectError{Reason: truncate(r.Reason, maxErrText)}
+		log.Debug("peer refused the connection", "reason", logx.Cut(r.Reason, maxErrText))
+		return nil, &RejectError{Reason: logx.Cut(r.Reason, maxErrText)}
 	}
 	return m, nil
 }

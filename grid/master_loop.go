@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -672,7 +672,7 @@ func (m *Master) joined(w *mworker) {
 		// connection keeps it against another host, or a key holder
 		// could drop every worker in turn by taking their names.
 		w.left, w.refused = true, true
-		reason := fmt.Sprintf("worker name %q is in use by a connection from another host; try again once it ends", truncate(w.name, maxErrText))
+		reason := fmt.Sprintf("worker name %q is in use by a connection from another host; try again once it ends", logx.Cut(w.name, maxErrText))
 		m.refusals.Add(RefusedOther, w.conn.RemoteAddr().String()+": "+reason)
 		w.conn.SendAndClose(&Reject{Reason: reason})
 		return
@@ -1151,7 +1151,7 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 		m.step(ev, 0) // a copy that lost anyway, or answered already: only its slot matters
 		return
 	}
-	errText := truncate(r.Err, maxErrText)
+	errText := logx.Cut(r.Err, maxErrText)
 	fs := append(b.failures[r.ID], TaskFailure{Worker: w.name, Err: errText})
 	b.failures[r.ID] = fs
 	if len(fs) > m.cfg.MaxRetries {
@@ -1242,17 +1242,6 @@ func (e *RetriesExhaustedError) Error() string {
 
 // maxErrText bounds an error text from a worker in logs and errors.
 const maxErrText = 300
-
-// truncate cuts s to at most n bytes (on a rune boundary), marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
 
 // step applies ev to the policy and the ledger and carries out the
 // actions; f is the value of a ResultArrived. It reports whether a result

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -256,7 +257,7 @@ func (pr *Promote) Check() error {
 	case len(pr.Workers) > MaxPromoteWorkers:
 		return fmt.Errorf("grid: promote: %d workers moved, more than %d", len(pr.Workers), MaxPromoteWorkers)
 	case !slices.Contains(sched.Names, pr.Policy):
-		return fmt.Errorf("grid: promote: unknown policy %q", truncate(pr.Policy, maxNameLog))
+		return fmt.Errorf("grid: promote: unknown policy %q", logx.Cut(pr.Policy, maxNameLog))
 	case pr.Depth < 0 || pr.Depth > sched.MaxDepth:
 		return fmt.Errorf("grid: promote: depth %d outside [0, %d]", pr.Depth, sched.MaxDepth)
 	}

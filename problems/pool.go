@@ -9,7 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/esgrid/esgrid/internal/logx"
 )
 
 // Pool evaluates a batch of vectors on a Problem with a fixed number of
@@ -121,18 +122,6 @@ func (e *RetriesExhaustedError) Error() string {
 // the grid bounds a worker's error text.
 const maxFailureText = 300
 
-// cut cuts s to at most n bytes, on a rune boundary, marking the cut
-// (as the grid cuts a worker's error).
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // evalLimited runs task i's evaluation within the pool's deadline,
 // trying again after each timeout, up to maxRetries times (see Limit).
 // Its error never wraps a context's error for a timeout, so that
@@ -150,7 +139,7 @@ func (pl *Pool) evalLimited(ctx context.Context, gen, i int, x []float64) (float
 		if !timedOut {
 			return f, err
 		}
-		fails = append(fails, cut(fmt.Sprintf("ran past the task timeout of %v: %v", pl.timeout, err), maxFailureText))
+		fails = append(fails, logx.Cut(fmt.Sprintf("ran past the task timeout of %v: %v", pl.timeout, err), maxFailureText))
 		if try > pl.maxRetries {
 			return 0, &RetriesExhaustedError{Gen: gen, Task: i, MaxRetries: pl.maxRetries, Timeout: pl.timeout, Failures: fails, last: err}
 		}

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // New returns a logger writing to w at level: JSON lines when json is
@@ -124,3 +125,16 @@ func Printable(s string) string {
 }
 
 func notGraphic(r rune) bool { return r != ' ' && !unicode.IsGraphic(r) }
+
+// Cut cuts s to at most n bytes, on a rune boundary, marking a cut with
+// "…": the bound on text from elsewhere (a worker's error, a plugin's)
+// that goes into a log line or an error.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -81,3 +81,24 @@ func TestConsoleSayOneLine(t *testing.T) {
 type role uint8
 
 func (r role) String() string { return [...]string{"?", "worker", "master"}[r] }
+
+// Cut keeps text within its bound whole or cuts it on a rune boundary,
+// marked: a multi-byte rune across the bound is left out, not split.
+func TestCut(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"abcdef", 3, "abc…"},
+		{"aé", 2, "a…"}, // é is 2 bytes: bytes 1–2
+		{"éé", 3, "é…"},
+		{"é", 0, "…"},
+	} {
+		if got := Cut(c.s, c.n); got != c.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
