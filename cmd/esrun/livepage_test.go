@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,35 +32,8 @@ func TestLivePageBrowser(t *testing.T) {
 
 	// A run that lasts until the test ends: 20 ms evaluations, on two
 	// local workers of two slots.
-	runCtx, stop := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	ran := make(chan int, 1)
-	go func() {
-		ran <- run(runCtx, []string{"-gens", "1000000", "-load-ms", "20", "-local", "2", "-slots", "2",
-			"-metrics", "127.0.0.1:0", "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0"}, io.Discard, pw)
-		pw.Close()
-	}()
-	defer func() {
-		stop()
-		<-ran // interrupted: it says so and exits 1
-	}()
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`status page on http://([^/\s]+)/`)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	var base string
-	select {
-	case base = <-addr:
-	case <-ctx.Done():
-		t.Fatal("esrun never said where its status page is")
-	}
+	base := esrunSaying(t, ctx, []string{"-gens", "1000000", "-load-ms", "20", "-local", "2", "-slots", "2",
+		"-metrics", "127.0.0.1:0", "-listen", "127.0.0.1:0", "-gossip", "127.0.0.1:0"}, `status page on http://([^/\s]+)/`, "where its status page is")
 	base = "http://" + base + "/"
 
 	// Wait for a generation done and bars to draw, as status.json says.

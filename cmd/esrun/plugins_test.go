@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -290,35 +289,8 @@ func TestPluginMetricsCountACrash(t *testing.T) {
 	path := pythonSDKPlugin(t, dir, "crashonce", `(__import__("os")._exit(3) if x[0] > 0 and not __import__("os").path.exists(`+marker+`) and open(`+marker+`, "w").close() is None else 0) or sum(v * v for v in x)`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	ran := make(chan int, 1)
-	go func() {
-		ran <- run(runCtx, []string{"-problem", "crashonce", "-plugin", "crashonce=" + path, "-dim", "3", "-gens", "1000000", "-local", "2", "-slots", "1",
-			"-metrics", "127.0.0.1:0", "-quiet"}, io.Discard, pw)
-		pw.Close()
-	}()
-	defer func() {
-		stop()
-		<-ran // interrupted: it says so and exits 1
-	}()
-	url := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				url <- m[1]
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	var u string
-	select {
-	case u = <-url:
-	case <-ctx.Done():
-		t.Fatal("esrun never said where its metrics are")
-	}
+	u := esrunSaying(t, ctx, []string{"-problem", "crashonce", "-plugin", "crashonce=" + path, "-dim", "3", "-gens", "1000000", "-local", "2", "-slots", "1",
+		"-metrics", "127.0.0.1:0", "-quiet"}, `metrics on (http://\S+/metrics)`, "where its metrics are")
 	series := regexp.MustCompile(`(?m)^esgrid_plugin_process_events_total\{([^}]*)\} (\S+)$`)
 	events := map[string]float64{}
 	var body []byte

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -20,6 +23,44 @@ func esrun(ctx context.Context, args ...string) (code int, stdout, stderr string
 	var out, errOut bytes.Buffer
 	code = run(ctx, args, &out, &errOut)
 	return code, out.String(), errOut.String()
+}
+
+// esrunSaying starts the command in-process with args, until the test
+// ends (then it is interrupted and waited for), and returns the first
+// submatch of pattern in its log: where it serves a page, say. what names
+// the line in the test's failure if it never comes before ctx ends.
+func esrunSaying(t *testing.T, ctx context.Context, args []string, pattern, what string) string {
+	t.Helper()
+	runCtx, stop := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	ran := make(chan int, 1)
+	go func() {
+		ran <- run(runCtx, args, io.Discard, pw)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-ran // interrupted: it says so and exits 1
+	})
+	said := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(pattern)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				said <- m[1]
+				break
+			}
+		}
+		io.Copy(io.Discard, pr) // the rest of the log, until run ends
+	}()
+	select {
+	case s := <-said:
+		return s
+	case <-ctx.Done():
+		t.Fatalf("esrun never said %s", what)
+		return ""
+	}
 }
 
 func TestBadCommandLines(t *testing.T) {
