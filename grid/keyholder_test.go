@@ -347,22 +347,24 @@ func TestMasterNewNamesLogBounded(t *testing.T) {
 		return m.Stats().Lost.Closed == maxNamesKept+past
 	})
 	elapsed := time.Since(start)
-	kept, unkept := logs.counts()
-	if kept != 2*maxNamesKept {
-		t.Errorf("%d lines of joins and losses of the names kept, want %d", kept, 2*maxNamesKept)
+	// Which names are kept is the master's order of joins, which need not
+	// be the order of the dials (a join's handshake may reach the loop
+	// after the next one's): so the bound is on the lines, not on names.
+	lines, whole := logs.counts()
+	if whole < maxNamesKept {
+		t.Errorf("%d names logged both joining and leaving, want every one of the %d kept at least", whole, maxNamesKept)
 	}
 	// The limiter's bound, whatever the machine's speed: its burst and
 	// one a second since the first join past the names kept.
-	if most := 10 + int(elapsed/time.Second) + 1; unkept > most {
-		t.Errorf("%d lines of joins and losses of %d names past the %d kept, in %v; want at most %d", unkept, past, maxNamesKept, elapsed, most)
+	if most := 2*maxNamesKept + 10 + int(elapsed/time.Second) + 1; lines > most {
+		t.Errorf("%d lines of joins and losses of %d names, %d past the %d kept, in %v; want at most %d", lines, maxNamesKept+past, past, maxNamesKept, elapsed, most)
 	}
 }
 
-// joinLines counts the master's lines of joins and losses, apart for the
-// names under the ones TestMasterNewNamesLogBounded keeps and past them.
+// joinLines counts the master's lines of joins and losses by worker.
 type joinLines struct {
-	mu           sync.Mutex
-	kept, unkept int
+	mu     sync.Mutex
+	byName map[string]int
 }
 
 func (h *joinLines) Enabled(context.Context, slog.Level) bool { return true }
@@ -372,14 +374,11 @@ func (h *joinLines) Handle(_ context.Context, r slog.Record) error {
 	}
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "worker" {
-			var i int
-			fmt.Sscanf(a.Value.String(), "w%d", &i)
 			h.mu.Lock()
-			if i < maxNamesKept {
-				h.kept++
-			} else {
-				h.unkept++
+			if h.byName == nil {
+				h.byName = make(map[string]int)
 			}
+			h.byName[a.Value.String()]++
 			h.mu.Unlock()
 		}
 		return true
@@ -389,10 +388,17 @@ func (h *joinLines) Handle(_ context.Context, r slog.Record) error {
 func (h *joinLines) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *joinLines) WithGroup(string) slog.Handler      { return h }
 
-func (h *joinLines) counts() (kept, unkept int) {
+// counts is the lines counted, and the names with two lines or more.
+func (h *joinLines) counts() (lines, whole int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.kept, h.unkept
+	for _, n := range h.byName {
+		lines += n
+		if n >= 2 {
+			whole++
+		}
+	}
+	return lines, whole
 }
 
 // An instance is measured once: copies of a result sent again, each
