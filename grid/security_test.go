@@ -248,6 +248,19 @@ func (h *countingHandler) count() int {
 	return len(h.lines)
 }
 
+// countWith is how many of the lines contain sub.
+func (h *countingHandler) countWith(sub string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, l := range h.lines {
+		if strings.Contains(l, sub) {
+			n++
+		}
+	}
+	return n
+}
+
 // slowloris holds n idle connections to addr from each of srcs, and
 // reopens each one the master closes, until stop is closed. It counts
 // the connections it opened.
@@ -341,15 +354,13 @@ func TestMasterSlowlorisOtherSourceJoins(t *testing.T) {
 		time.Since(start).Round(time.Millisecond), opened.Load())
 
 	// From the attacker's own address: refused, and told why.
-	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), m.Addr(), "from-one", m.cfg.Key)
-	var rej *RejectError
-	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "busy") {
-		t.Errorf("worker from the attacker's address: %v, want a refusal saying the master is busy", err)
-	}
+	refusedFromAttacker(t, m.Addr(), m.cfg.Key, "busy")
 	if m.Refused()[RefusedPerSource] == 0 {
 		t.Errorf("refusals %v: none per source", m.Refused())
 	}
-	if n := logs.count(); n > 3 {
+	// (A worker from 127.0.0.1 let in, in a gap of the attack, and gone
+	// again is a line of its own, not a refusal's.)
+	if n := logs.countWith("refused"); n > 3 {
 		t.Errorf("%d warning lines for %d refused connections, want a summary:\n%s", n, m.Stats().Refused,
 			strings.Join(logs.lines, "\n"))
 	}
@@ -561,10 +572,35 @@ func otherSourceJoins(t *testing.T, m *Master, r *Relay, src net.IP, why string)
 	}
 	defer func() { c.Close(); <-c.Done() }()
 	eventually(t, "the worker to join", func() bool { return m.Workers() == 1 })
-	_, err = dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), r.Addr(), "from-one", m.cfg.Key)
-	var rej *RejectError
-	if !errors.As(err, &rej) || !strings.Contains(rej.Reason, why) {
-		t.Errorf("worker from the attacker's address: %v, want a refusal saying %q", err, why)
+	refusedFromAttacker(t, r.Addr(), m.cfg.Key, why)
+}
+
+// refusedFromAttacker checks that a worker dialling addr from the
+// attacker's address, 127.0.0.1, is refused with a reason containing
+// why. The attack holds its places only most of the time: between a
+// place freed and taken again (the master's handshake timeout, the
+// relay's hang-up), a worker may be let in, rightly, on a loaded
+// machine more often. So it tries again, for a minute as eventually
+// does, until refused; a refusal that does not say why, or another
+// error, fails at once.
+func refusedFromAttacker(t *testing.T, addr string, key *Key, why string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; ; i++ {
+		c, err := dialFrom(t.Context(), net.IPv4(127, 0, 0, 1), addr, fmt.Sprintf("from-one-%d", i), key)
+		var rej *RejectError
+		switch {
+		case errors.As(err, &rej) && strings.Contains(rej.Reason, why):
+			return
+		case err != nil:
+			t.Fatalf("worker from the attacker's address: %v, want a refusal saying %q", err, why)
+		}
+		c.Close() // let in, in a gap of the attack
+		<-c.Done()
+		if time.Now().After(deadline) {
+			t.Fatalf("a worker from the attacker's address let in %d times in a minute, never refused", i+1)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
