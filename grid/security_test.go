@@ -248,19 +248,6 @@ func (h *countingHandler) count() int {
 	return len(h.lines)
 }
 
-// countWith is how many of the lines contain sub.
-func (h *countingHandler) countWith(sub string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, l := range h.lines {
-		if strings.Contains(l, sub) {
-			n++
-		}
-	}
-	return n
-}
-
 // slowloris holds n idle connections to addr from each of srcs, and
 // reopens each one the master closes, until stop is closed. It counts
 // the connections it opened.
@@ -360,7 +347,7 @@ func TestMasterSlowlorisOtherSourceJoins(t *testing.T) {
 	}
 	// (A worker from 127.0.0.1 let in, in a gap of the attack, and gone
 	// again is a line of its own, not a refusal's.)
-	if n := logs.countWith("refused"); n > 3 {
+	if n := logs.matching("refused"); n > 3 {
 		t.Errorf("%d warning lines for %d refused connections, want a summary:\n%s", n, m.Stats().Refused,
 			strings.Join(logs.lines, "\n"))
 	}

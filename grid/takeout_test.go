@@ -287,18 +287,7 @@ func TestStopNoteOfATaskSentAgainKept(t *testing.T) {
 	}
 	m.startBatch(&evalReq{gen: 1, xs: xs, reply: make(chan evalReply, 1)})
 	w.tasks = w.tasks[:0] // sent (a bare master has no connection to flush to)
-	first := w.out[0].task
-	tok := w.tokens[first]
-	var overdue []int32
-	for _, o := range w.out[:minStopNotes+1] {
-		overdue = append(overdue, o.task)
-	}
-	w.late = true
-	for _, task := range overdue {
-		m.cur.overrun(task)
-		m.step(sched.Event{Kind: sched.Overdue, Worker: w.id, Task: sched.TaskID(task)}, 0)
-		w.tasks = w.tasks[:0]
-	}
+	first, tok := overdueOnePastShare(m, w)
 	if len(w.stopping) < minStopNotes {
 		t.Fatalf("%d instances noted as stopping, want %d", len(w.stopping), minStopNotes)
 	}
@@ -343,18 +332,7 @@ func TestStopNoteGoneBeforeTheTaskCameBack(t *testing.T) {
 	}
 	m.startBatch(&evalReq{gen: 1, xs: xs, reply: make(chan evalReply, 1)})
 	w.tasks, v.tasks = w.tasks[:0], v.tasks[:0]
-	first := w.out[0].task
-	tok := w.tokens[first]
-	var overdue []int32
-	for _, o := range w.out[:minStopNotes+1] {
-		overdue = append(overdue, o.task)
-	}
-	w.late = true
-	for _, task := range overdue {
-		m.cur.overrun(task)
-		m.step(sched.Event{Kind: sched.Overdue, Worker: w.id, Task: sched.TaskID(task)}, 0)
-		w.tasks = w.tasks[:0]
-	}
+	first, tok := overdueOnePastShare(m, w)
 	if w.outN[first] != 0 {
 		t.Fatalf("task %d went back to the worker at once; want it queued for the other", first)
 	}
@@ -403,4 +381,24 @@ func TestStopNoteGoneClearedByItsAnswer(t *testing.T) {
 	if _, ok := w.stopping[[2]int32{cur, 8}]; !ok {
 		t.Error("the answer to task 7's cancel ended task 8's note")
 	}
+}
+
+// overdueOnePastShare steps Overdue for the first minStopNotes+1
+// instances out on w, one more than its share of the stopping notes
+// (each cancelled and, none other open, sent to it again), and returns
+// the first one's task and token.
+func overdueOnePastShare(m *Master, w *mworker) (int32, uint64) {
+	first := w.out[0].task
+	tok := w.tokens[first]
+	var overdue []int32
+	for _, o := range w.out[:minStopNotes+1] {
+		overdue = append(overdue, o.task)
+	}
+	w.late = true
+	for _, task := range overdue {
+		m.cur.overrun(task)
+		m.step(sched.Event{Kind: sched.Overdue, Worker: w.id, Task: sched.TaskID(task)}, 0)
+		w.tasks = w.tasks[:0]
+	}
+	return first, tok
 }
