@@ -810,7 +810,9 @@ func (m *Master) checkDeadlines() {
 				m.timedOut(w, t)
 				break
 			}
-			if !o.overdue && deadline > 0 && run > m.cfg.deadlines().Again(deadline, m.cur.overruns(o.task)) {
+			// No deadline (0) for an instance of a task cut short at
+			// the ceiling already: it runs to the task timeout.
+			if again := m.cfg.deadlines().Again(deadline, m.cur.overruns(o.task)); !o.overdue && again > 0 && run > again {
 				o.overdue = true
 				w.overran = max(w.overran, run)
 				m.overdue = append(m.overdue, o.task)

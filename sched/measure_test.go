@@ -58,16 +58,45 @@ func TestDeadlinesAgain(t *testing.T) {
 		}
 	}
 	// With a ceiling (the master's: half its task timeout), the doubling
-	// stops there; a base already past it stands.
+	// stops there; a base already past it stands. Once the task was cut
+	// short at the ceiling (or at such a base), its next instance gets no
+	// deadline (0): the task timeout alone ends it. It was cut at the
+	// ceiling again and again, so that a task between half the timeout
+	// and the timeout, or one that always hangs, never ended.
 	d.Ceiling = 5 * time.Minute
 	for _, c := range []struct {
 		base time.Duration
 		n    int
 		want time.Duration
-	}{{time.Second, 3, 8 * time.Second}, {time.Second, 9, 5 * time.Minute}, {30 * time.Second, 4, 5 * time.Minute}, {10 * time.Minute, 2, 10 * time.Minute}} {
+	}{
+		{time.Second, 3, 8 * time.Second}, {time.Second, 9, 5 * time.Minute}, {30 * time.Second, 4, 5 * time.Minute},
+		{10 * time.Minute, 0, 10 * time.Minute}, {4 * time.Second, 7, 5 * time.Minute},
+		// Cut short at the ceiling (or past it) once: no deadline.
+		{time.Second, 10, 0}, {4 * time.Second, 8, 0}, {4 * time.Second, 200, 0}, {30 * time.Second, 5, 0}, {10 * time.Minute, 1, 0}, {5 * time.Minute, 1, 0},
+	} {
 		if got := d.Again(c.base, c.n); got != c.want {
 			t.Errorf("with a ceiling of 5m, Again(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
 		}
+	}
+}
+
+// Doubled is Again's doubling alone: it stops at the ceiling and stays
+// there, for a deadline that grows with each thing cut off and never
+// ends (a child master stalled: grid's stallDeadline).
+func TestDeadlinesDoubled(t *testing.T) {
+	d := Deadlines{Ceiling: 5 * time.Minute}.WithDefaults()
+	for _, c := range []struct {
+		base time.Duration
+		n    int
+		want time.Duration
+	}{{time.Second, 3, 8 * time.Second}, {4 * time.Second, 8, 5 * time.Minute}, {4 * time.Second, 200, 5 * time.Minute}, {10 * time.Minute, 2, 10 * time.Minute}} {
+		if got := d.Doubled(c.base, c.n); got != c.want {
+			t.Errorf("with a ceiling of 5m, Doubled(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
+		}
+	}
+	d.Ceiling = 0
+	if got := d.Doubled(time.Second, 200); got != 1024*time.Second {
+		t.Errorf("without a ceiling, Doubled(1s, 200) = %v, want 1024s", got)
 	}
 }
 

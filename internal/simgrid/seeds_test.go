@@ -39,8 +39,13 @@ var fixedSeeds = []struct {
 		"were not counted as accepted (the check, not the master, was wrong)"},
 	{11824, "r3q, a worker whose every other evaluation hangs: a task that hung again and again " +
 		"had its deadline doubled past the task timeout, so each further hang dropped the worker " +
-		"after 10 minutes, for 6 hours (the doubling now stops at half the task timeout)"},
-	{26805, "the same on a lone worker under rwq with adaptive queues"},
+		"after 10 minutes, for 6 hours (the doubling now stops at half the task timeout). Then it " +
+		"was cut at half the timeout for ever: a task cut there once runs to the timeout now, and " +
+		"task 11 of generation 2, hung ten times in a row, hangs again as the first try of each new " +
+		"session (the draw counts from there): it fails the run after 4 timeouts, at 54 minutes, " +
+		"every timed-out try a hang in the sim's record (Check: hangsTimedOut)"},
+	{26805, "the same on a lone worker under rwq with adaptive queues (task 11 of generation 1, " +
+		"failed at 55 minutes)"},
 	{106500, "r3q, a hanging worker beside a silent one: the hanging worker's cancelled evaluations " +
 		"were abandoned after the batch they belonged to was forgotten, so their answers counted " +
 		"for nothing and it stayed late for ever, with nothing out; the silent worker got every " +
@@ -68,7 +73,9 @@ var fixedSeeds = []struct {
 		"ever (an answer is believed by any token given to that worker for that check now, and a " +
 		"worker holds one instance of a check at most)"},
 	{388583, "a lone worker whose every other evaluation hangs, under wq: the bound did not count " +
-		"that a task hanging again has its deadline doubled (the check, not the master, was wrong)"},
+		"that a task hanging again has its deadline doubled (the check, not the master, was wrong); " +
+		"past the ceiling its task 2 of generation 3 runs to the timeout now, hangs each time, and " +
+		"fails the run after 4 timeouts, as 11824"},
 	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},
@@ -185,7 +192,7 @@ func TestFixedSeeds(t *testing.T) {
 				fs.seed, fs.why, strings.Join(bad, "\n  "), sc, replay(fs.seed), tail(trace, 40))
 			continue
 		}
-		t.Logf("seed %d: %v of virtual time, bound %v", fs.seed, out.Elapsed, Bound(sc))
+		t.Logf("seed %d: %v of virtual time, bound %v, error %v", fs.seed, out.Elapsed, Bound(sc), out.Err)
 	}
 }
 

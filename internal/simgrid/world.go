@@ -90,6 +90,30 @@ type Outcome struct {
 	// Ready is, per worker name, when it first had a session's problem
 	// built: the first time a master could give it work.
 	Ready map[string]time.Duration
+	// BatchPoints lists, per incarnation and batch (as Batches), each
+	// task's point (pointKey); Evals every evaluation the workers began,
+	// in order. With them the check tells a try that hung from one that
+	// ran (hungTimeouts).
+	BatchPoints [][][]uint64
+	Evals       []Eval
+}
+
+// Eval is one evaluation a worker began: when, of which point
+// (pointKey), and whether it was an emulated hang.
+type Eval struct {
+	Worker string // the name its agent gives the master
+	Point  uint64
+	At     time.Duration
+	Hung   bool
+}
+
+// pointKey names a point, whoever evaluates it.
+func pointKey(x []float64) uint64 {
+	h := mix(0x9017)
+	for _, v := range x {
+		h = mix(h, math.Float64bits(v))
+	}
+	return h
 }
 
 // world is one simulated run in progress.
@@ -247,6 +271,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	w.mu.Lock()
 	w.out.Batches = append(w.out.Batches, nil)
 	w.out.BatchAt = append(w.out.BatchAt, nil)
+	w.out.BatchPoints = append(w.out.BatchPoints, nil)
 	w.out.Completed = append(w.out.Completed, 0)
 	w.mu.Unlock()
 	cfg := masterTiming
@@ -283,6 +308,11 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 		w.mu.Lock()
 		w.out.Batches[inc] = append(w.out.Batches[inc], len(xs))
 		w.out.BatchAt[inc] = append(w.out.BatchAt[inc], time.Since(w.start))
+		points := make([]uint64, len(xs))
+		for i, x := range xs {
+			points[i] = pointKey(x)
+		}
+		w.out.BatchPoints[inc] = append(w.out.BatchPoints[inc], points)
 		w.mu.Unlock()
 		// The ES computes in no virtual time: its next batch would reach
 		// the loop at the instant of the last one's end, and come in the
@@ -703,7 +733,12 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 			w.out.Began[ws.Name] = append(w.out.Began[ws.Name], time.Since(w.start))
 			w.mu.Unlock()
 		}
-		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began,
+		evaluated := func(x []float64, hung bool) {
+			w.mu.Lock()
+			w.out.Evals = append(w.out.Evals, Eval{Worker: ws.agentName(), Point: pointKey(x), At: time.Since(w.start), Hung: hung})
+			w.mu.Unlock()
+		}
+		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began, evaluated: evaluated,
 			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: map[uint64]uint64{}, stop: stop}, nil
 	}
 	return cfg
@@ -727,6 +762,9 @@ type timed struct {
 	nan                  bool            // every value is NaN
 	stop                 <-chan struct{} // the machine's life ends
 	began                func()          // an evaluation begins (Outcome.Began)
+	// evaluated records an evaluation of x, and whether it hangs
+	// (Outcome.Evals), as it is decided.
+	evaluated func(x []float64, hung bool)
 	// start, when > 0: a plugin that cannot be cancelled, whose
 	// processes take start to start (WorkerSpec.NoCancel).
 	start time.Duration
@@ -752,7 +790,9 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 			return 0, err
 		}
 	}
-	if p.hangEvery > 0 && fault%uint64(p.hangEvery) == 0 {
+	hang := p.hangEvery > 0 && fault%uint64(p.hangEvery) == 0
+	p.evaluated(x, hang)
+	if hang {
 		if p.start == 0 {
 			<-p.stop
 			return 0, errors.New("emulated hang ended with the machine")
