@@ -1204,8 +1204,17 @@ func (m *Master) timedOut(w *mworker, t int32) {
 
 // openNotTimedOut says some worker open for work (or late, which may
 // answer) has not run task t of b past the task timeout (b.timedOut).
+// One late for longer than the task timeout does not count: it has not
+// answered in that long, and a silent worker (connected, late for ever,
+// nothing out) made every further timeout of the task on the one machine
+// that ran it go uncounted, so that a task hung there ran to the timeout
+// again and again and the run never ended.
 func (m *Master) openNotTimedOut(b *batch, t int32) bool {
+	now := m.now()
 	for _, o := range m.order {
+		if o.late && m.cfg.TaskTimeout > 0 && now-o.lateSince > m.cfg.TaskTimeout {
+			continue
+		}
 		if !o.left && !o.closed && !o.draining && !o.aside && o.slots > 0 && !m.v.exIDs[o.id] && !slices.Contains(b.timedOut[t], o.name) {
 			return true
 		}

@@ -66,3 +66,36 @@ func TestTaskPastTheTimeoutOnOneMachineCountsOnce(t *testing.T) {
 		t.Fatalf("a third drop with no other worker open: replied %v, failures %v; want the generation failed", b.replied, b.failures[1])
 	}
 }
+
+// A worker late for longer than the task timeout (a silent one:
+// connected, late for ever, nothing out) is not one that may run the task:
+// a machine dropped again and again for running it past the timeout
+// counts each time beside it, and the generation fails after MaxRetries+1.
+// It counted as one that may, so that a task that hung on the one machine
+// answering ran to the timeout for ever, uncounted (simulation seeds
+// 2925468 and 2926884, once a task cut short at the deadlines' ceiling ran
+// to the timeout). A worker late a moment still counts.
+func TestTaskPastTheTimeoutCountsBesideSilentWorker(t *testing.T) {
+	for _, lateFor := range []time.Duration{time.Second, time.Minute} {
+		m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t), start: time.Now().Add(-time.Hour)}
+		b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
+		m.cur = b
+		silent := &mworker{id: 1, name: "silent", slots: 1, late: true, lateSince: m.now() - lateFor}
+		slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
+		m.order = []*mworker{silent, slow}
+		m.timedOut(slow, 1)
+		back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
+		m.order = append(m.order, back)
+		m.timedOut(back, 1)
+		if lateFor < m.cfg.TaskTimeout {
+			if b.replied || len(b.failures[1]) != 1 {
+				t.Errorf("beside a worker late %v: replied %v, failures %v; want one failure, the generation on", lateFor, b.replied, b.failures[1])
+			}
+			continue
+		}
+		var rx *RetriesExhaustedError
+		if !b.replied || !errors.As((<-b.reply).err, &rx) || len(rx.Failures) != 2 {
+			t.Errorf("two drops of the slow machine for task 1 beside a worker late %v: replied %v, failures %v; want the generation failed", lateFor, b.replied, b.failures[1])
+		}
+	}
+}

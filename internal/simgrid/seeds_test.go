@@ -46,6 +46,12 @@ var fixedSeeds = []struct {
 		"every timed-out try a hang in the sim's record (Check: hangsTimedOut)"},
 	{26805, "the same on a lone worker under rwq with adaptive queues (task 11 of generation 1, " +
 		"failed at 55 minutes)"},
+	{2925468, "r3q, w0 hangs every other evaluation beside two silent workers: its task 8, cut short " +
+		"at the deadlines' ceiling, ran to the task timeout, and hung again at each return of w0; the " +
+		"silent workers, late for ever with nothing out, counted as workers that may run it, so w0's " +
+		"further timeouts were not counted, and the run went on for ever (a worker late for longer " +
+		"than the task timeout no longer counts: the run fails after 4 timeouts, each try a hang)"},
+	{2926884, "the same under eft, beside one silent worker behind a relay"},
 	{106500, "r3q, a hanging worker beside a silent one: the hanging worker's cancelled evaluations " +
 		"were abandoned after the batch they belonged to was forgotten, so their answers counted " +
 		"for nothing and it stayed late for ever, with nothing out; the silent worker got every " +
