@@ -140,3 +140,37 @@ func TestHangingTaskFails(t *testing.T) {
 		t.Logf("%s: failed after %d cuts and %d timeouts, %v of virtual time: %v", policy, cuts, timeouts, elapsed, r.err)
 	}
 }
+
+// TestCeilingIsTheTasks: a task cut short at the deadlines' ceiling on one
+// worker (here at its own deadline of 6 minutes, past the ceiling of 5)
+// runs without a deadline on the next, however short that one's own
+// deadline: only the task timeout ends it. The rule was recomputed from
+// the task's overruns and the next worker's deadline, 4 s, doubled once
+// below the ceiling: the task, which may hang everywhere, was cut at 8 s,
+// and on until its doublings there reached the ceiling again.
+func TestCeilingIsTheTasks(t *testing.T) {
+	m := policyBooks(t, "wq")
+	slow := joinBooks(m, 1, "slow", "10.0.0.1", 1)
+	fast := joinBooks(m, 2, "fast", "10.0.0.2", 1)
+	m.measured(slow, 90*time.Second)
+	m.measured(fast, time.Second)
+	m.startBatch(&evalReq{gen: 1, xs: [][]float64{{0.5}}, reply: make(chan evalReply, 1)})
+	if len(slow.out) != 1 || len(fast.out) != 0 {
+		t.Fatalf("setup: task 0 on slow %d times, on fast %d; want on slow", len(slow.out), len(fast.out))
+	}
+	step := func(d time.Duration) {
+		m.start = m.start.Add(-d)
+		slow.lastHeard, fast.lastHeard = m.now(), m.now()
+		m.checkDeadlines()
+	}
+	step(m.deadline(slow) + time.Second)
+	if m.counts.Overdue != 1 || len(fast.out) != 1 {
+		t.Fatalf("setup: %d overdue, task 0 on fast %d times; want it cut on slow and sent to fast", m.counts.Overdue, len(fast.out))
+	}
+	for run := time.Duration(0); run < 9*time.Minute; run += time.Second {
+		step(time.Second)
+		if m.counts.Overdue != 1 {
+			t.Fatalf("task 0, cut short at the ceiling on slow, cut short again on fast after %v (fast's deadline %v)", run+time.Second, m.deadline(fast))
+		}
+	}
+}

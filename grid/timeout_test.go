@@ -99,3 +99,38 @@ func TestTaskPastTheTimeoutCountsBesideSilentWorker(t *testing.T) {
 		}
 	}
 }
+
+// A worker on which the task went overdue or failed is not one that may
+// run it: the policy gives it the task no more while another worker it
+// has not failed on is open, which a machine back from its drop under a
+// new id always is. Beside it, a machine dropped again for running the
+// task past the timeout counts each time. It counted as one that may, and
+// two machines took a task that hangs everywhere in turns, each timeout
+// uncounted, for ever (TestLongPoints under rwq, cyclic and eft).
+func TestTaskPastTheTimeoutCountsBesidePassedOverWorker(t *testing.T) {
+	for _, passedOver := range []bool{false, true} {
+		m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t), start: time.Now().Add(-time.Hour)}
+		b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
+		m.cur = b
+		other := &mworker{id: 1, name: "other", slots: 1}
+		if passedOver {
+			b.passOver(1, other.id) // task 1 went overdue on it
+		}
+		slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
+		m.order = []*mworker{other, slow}
+		m.timedOut(slow, 1)
+		back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
+		m.order = append(m.order, back)
+		m.timedOut(back, 1)
+		if !passedOver {
+			if b.replied || len(b.failures[1]) != 1 {
+				t.Errorf("beside a worker that may run task 1: replied %v, failures %v; want one failure, the generation on", b.replied, b.failures[1])
+			}
+			continue
+		}
+		var rx *RetriesExhaustedError
+		if !b.replied || !errors.As((<-b.reply).err, &rx) || len(rx.Failures) != 2 {
+			t.Errorf("two drops of the slow machine for task 1 beside a worker it went overdue on: replied %v, failures %v; want the generation failed", b.replied, b.failures[1])
+		}
+	}
+}

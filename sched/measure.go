@@ -123,18 +123,27 @@ const maxOverruns = 10
 // deadlines already in its batch (each overdue instance is cancelled and
 // its task sent again): Doubled, so that a task merely longer than its
 // worker's deadline ends, on a lone worker too, while a hung evaluation
-// costs one deadline. With a Ceiling, once the task was cut short at it
-// (the instance before had a deadline at the ceiling or beyond), Again
-// is 0: no deadline. Past the ceiling only the task timeout can tell a
-// long task from a hang: cut at the ceiling again and again, a task
-// longer than it and shorter than the timeout was sent again for ever,
-// and so was one that hangs on every try, which never reached the
-// timeout that fails it.
-func (d Deadlines) Again(base time.Duration, n int) time.Duration {
-	if d.Ceiling > 0 && n > 0 && d.Doubled(base, n-1) >= d.Ceiling {
+// costs one deadline. With a Ceiling, once an instance of the task was
+// cut short at it (ceilinged: see AtCeiling), Again is 0: no deadline.
+// Past the ceiling only the task timeout can tell a long task from a
+// hang: cut at the ceiling again and again, a task longer than it and
+// shorter than the timeout was sent again for ever, and so was one that
+// hangs on every try, which never reached the timeout that fails it.
+// The mark is the task's, not recomputed from n: on a worker whose
+// deadline is shorter, n doublings stay below the ceiling, and such a
+// task was cut short there again, for ever.
+func (d Deadlines) Again(base time.Duration, n int, ceilinged bool) time.Duration {
+	if ceilinged && d.Ceiling > 0 {
 		return 0
 	}
 	return d.Doubled(base, n)
+}
+
+// AtCeiling says an instance cut short at deadline (Again's) was cut at
+// the ceiling, or past it: its task's later instances in the batch get
+// no deadline.
+func (d Deadlines) AtCeiling(deadline time.Duration) bool {
+	return d.Ceiling > 0 && deadline >= d.Ceiling
 }
 
 // Doubled is base doubled n times, at most 2^10 times and at most to

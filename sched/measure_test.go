@@ -53,16 +53,21 @@ func TestDeadlinesAgain(t *testing.T) {
 		n    int
 		want time.Duration
 	}{{-1, time.Second}, {0, time.Second}, {1, 2 * time.Second}, {3, 8 * time.Second}, {10, 1024 * time.Second}, {200, 1024 * time.Second}} {
-		if got := d.Again(time.Second, c.n); got != c.want {
+		if got := d.Again(time.Second, c.n, false); got != c.want {
 			t.Errorf("Again(1s, %d) = %v, want %v", c.n, got, c.want)
+		}
+		// Without a ceiling, no mark of one.
+		if got := d.Again(time.Second, c.n, true); got != c.want {
+			t.Errorf("without a ceiling, Again(1s, %d, ceilinged) = %v, want %v", c.n, got, c.want)
 		}
 	}
 	// With a ceiling (the master's: half its task timeout), the doubling
-	// stops there; a base already past it stands. Once the task was cut
-	// short at the ceiling (or at such a base), its next instance gets no
-	// deadline (0): the task timeout alone ends it. It was cut at the
-	// ceiling again and again, so that a task between half the timeout
-	// and the timeout, or one that always hangs, never ended.
+	// stops there; a base already past it stands. Once an instance of the
+	// task was cut short at the ceiling (AtCeiling), its next ones get no
+	// deadline (0), whatever their base: the task timeout alone ends
+	// them. They were cut at the ceiling again and again, so that a task
+	// between half the timeout and the timeout, or one that always hangs,
+	// never ended.
 	d.Ceiling = 5 * time.Minute
 	for _, c := range []struct {
 		base time.Duration
@@ -70,12 +75,16 @@ func TestDeadlinesAgain(t *testing.T) {
 		want time.Duration
 	}{
 		{time.Second, 3, 8 * time.Second}, {time.Second, 9, 5 * time.Minute}, {30 * time.Second, 4, 5 * time.Minute},
-		{10 * time.Minute, 0, 10 * time.Minute}, {4 * time.Second, 7, 5 * time.Minute},
-		// Cut short at the ceiling (or past it) once: no deadline.
-		{time.Second, 10, 0}, {4 * time.Second, 8, 0}, {4 * time.Second, 200, 0}, {30 * time.Second, 5, 0}, {10 * time.Minute, 1, 0}, {5 * time.Minute, 1, 0},
+		{10 * time.Minute, 0, 10 * time.Minute}, {10 * time.Minute, 2, 10 * time.Minute}, {4 * time.Second, 8, 5 * time.Minute},
 	} {
-		if got := d.Again(c.base, c.n); got != c.want {
+		if got := d.Again(c.base, c.n, false); got != c.want {
 			t.Errorf("with a ceiling of 5m, Again(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
+		}
+		if !d.AtCeiling(c.want) != (c.want < d.Ceiling) {
+			t.Errorf("AtCeiling(%v) = %v with a ceiling of %v", c.want, d.AtCeiling(c.want), d.Ceiling)
+		}
+		if got := d.Again(c.base, c.n, true); got != 0 {
+			t.Errorf("with a ceiling of 5m, cut short there once, Again(%v, %d) = %v, want none", c.base, c.n, got)
 		}
 	}
 }

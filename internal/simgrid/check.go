@@ -137,6 +137,12 @@ func Bound(sc Scenario) time.Duration {
 		}
 		b += w.Join
 	}
+	if l := sc.Long; l != nil {
+		// Each long point is cut short at deadlines that double up to
+		// half the task timeout (under 1.5 timeouts in all), then runs
+		// its time; one that hangs, its timeouts (Check counts each).
+		b += time.Duration(tasks/max(l.Every, 1)+1) * (3*mt.TaskTimeout/2 + l.Took + task)
+	}
 	if sc.LoseGrandchild != nil {
 		// As a worker killed: its workers find its parent again.
 		b += lost + wt.MaxBackoff + time.Second

@@ -738,7 +738,7 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 			w.out.Evals = append(w.out.Evals, Eval{Worker: ws.agentName(), Point: pointKey(x), At: time.Since(w.start), Hung: hung})
 			w.mu.Unlock()
 		}
-		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began, evaluated: evaluated,
+		return &timed{Problem: p, long: w.sc.long, longPoints: w.sc.Long, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began, evaluated: evaluated,
 			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: map[uint64]uint64{}, stop: stop}, nil
 	}
 	return cfg
@@ -765,6 +765,10 @@ type timed struct {
 	// evaluated records an evaluation of x, and whether it hangs
 	// (Outcome.Evals), as it is decided.
 	evaluated func(x []float64, hung bool)
+	// long says x is one of longPoints (Scenario.Long): it takes their
+	// time, or hangs, on every worker.
+	long       func(x []float64) bool
+	longPoints *LongPoints
 	// start, when > 0: a plugin that cannot be cancelled, whose
 	// processes take start to start (WorkerSpec.NoCancel).
 	start time.Duration
@@ -791,6 +795,8 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 		}
 	}
 	hang := p.hangEvery > 0 && fault%uint64(p.hangEvery) == 0
+	long := p.long(x)
+	hang = hang || long && p.longPoints.Hang
 	p.evaluated(x, hang)
 	if hang {
 		if p.start == 0 {
@@ -807,6 +813,9 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	// The evaluation's time, then its end: a failure too comes after
 	// the time it took, so that it ends at an instant of its own.
 	d := p.mean/2 + time.Duration(mix(h, k)%uint64(p.mean+1)) | 1
+	if long {
+		d = p.longPoints.Took
+	}
 	began := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()

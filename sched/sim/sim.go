@@ -218,6 +218,7 @@ type engine struct {
 	exec       float64         // the master's smoothed execution time over the grid, ns
 	deadlines  sched.Deadlines // cfg.Deadlines with its defaults
 	overran    []uint8         // per task of the batch: its instances that went overdue
+	atCeiling  []bool          // per task of the batch: an instance was cut short at the ceiling (sched.Deadlines.AtCeiling)
 	end        time.Duration
 	acct       accountant
 	stats      Stats
@@ -516,6 +517,7 @@ func (e *engine) clearSent(k int) {
 func (e *engine) startBatch(b int32) {
 	e.batch, e.open = b, true
 	e.overran = append(e.overran[:0], make([]uint8, e.cfg.Workload.Batches[b].N)...)
+	e.atCeiling = append(e.atCeiling[:0], make([]bool, e.cfg.Workload.Batches[b].N)...)
 	for k := range e.workers {
 		e.clearSent(k) // every instance was settled, or its result is stale now
 	}
@@ -816,7 +818,8 @@ func (e *engine) checkDeadlines() {
 			if s.started < 0 || s.overdue || s.batch != e.batch {
 				continue
 			}
-			run, again := e.now-s.started, e.deadlines.Again(d, e.overruns(s.task))
+			ceilinged := int(s.task) < len(e.atCeiling) && e.atCeiling[s.task]
+			run, again := e.now-s.started, e.deadlines.Again(d, e.overruns(s.task), ceilinged)
 			if again == 0 {
 				// Cut short at the ceiling already: no deadline; the
 				// master's task timeout alone ends it. Past it, the
@@ -835,6 +838,9 @@ func (e *engine) checkDeadlines() {
 			s.overdue = true
 			w.late = true
 			w.overran = max(w.overran, run)
+			if e.deadlines.AtCeiling(again) && int(s.task) < len(e.atCeiling) {
+				e.atCeiling[s.task] = true
+			}
 			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
 				e.overran[s.task]++
 				if e.overran[s.task] >= maxOverdue && e.err == nil {
