@@ -718,6 +718,13 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 	}
 	cfg.Rand = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	cfg.Logger = w.log
+	// The machine's count of its evaluations of each point, over all its
+	// sessions: a session's problem, built afresh, counted from 0, so
+	// that a point that hung a session's first try hung the first try of
+	// every session after (a task cut short at the deadlines' ceiling
+	// then ran to the task timeout, was dropped with its worker, and hung
+	// again when the worker came back, until the run failed).
+	seen := &evalCounts{n: map[uint64]uint64{}}
 	cfg.Build = func(spec grid.ProblemSpec) (problems.Problem, error) {
 		p, err := problems.New(spec.Name, spec.Dim)
 		if err != nil {
@@ -739,7 +746,7 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 			w.mu.Unlock()
 		}
 		return &timed{Problem: p, long: w.sc.long, longPoints: w.sc.Long, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began, evaluated: evaluated,
-			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: map[uint64]uint64{}, stop: stop}, nil
+			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: seen, stop: stop}, nil
 	}
 	return cfg
 }
@@ -750,7 +757,8 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 // cancelled, as a well-behaved long evaluation does. With failEvery or
 // hangEvery, about one evaluation in that many fails, or hangs deaf to
 // its cancel until the machine stops: which ones is drawn from the seed,
-// the worker, the point and how often this worker evaluated it before,
+// the worker, the point and how often this machine evaluated it before
+// (in any session of its life),
 // never from the order in which slots that start at one instant count
 // (worker.Faults counts, so its choice would race).
 type timed struct {
@@ -773,9 +781,10 @@ type timed struct {
 	// processes take start to start (WorkerSpec.NoCancel).
 	start time.Duration
 
+	seen *evalCounts // the machine's evaluations of each point so far
+
 	mu     sync.Mutex
-	seen   map[uint64]uint64 // evaluations of each point so far
-	killed int               // start > 0: processes killed, to start again
+	killed int // start > 0: processes killed, to start again
 }
 
 func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
@@ -784,10 +793,7 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	for _, v := range x {
 		h = mix(h, math.Float64bits(v))
 	}
-	p.mu.Lock()
-	k := p.seen[h]
-	p.seen[h]++
-	p.mu.Unlock()
+	k := p.seen.next(h)
 	fault := mix(h, k)
 	if p.start > 0 {
 		if err := p.restart(ctx); err != nil {
@@ -838,6 +844,23 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 		f += 1 // a plausible lie
 	}
 	return f, err
+}
+
+// evalCounts counts a machine's evaluations of each point (by its hash
+// with the machine's), across its sessions: evaluations of an old session,
+// abandoned deaf to their cancel, may still begin as a new one runs.
+type evalCounts struct {
+	mu sync.Mutex
+	n  map[uint64]uint64
+}
+
+// next returns how often h was evaluated before, and counts one more.
+func (c *evalCounts) next(h uint64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.n[h]
+	c.n[h]++
+	return k
 }
 
 // restart waits for a process killed earlier to start again, as the
