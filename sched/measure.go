@@ -129,9 +129,9 @@ const maxOverruns = 10
 // hang: cut at the ceiling again and again, a task longer than it and
 // shorter than the timeout was sent again for ever, and so was one that
 // hangs on every try, which never reached the timeout that fails it.
-// The mark is the task's, not recomputed from n: on a worker whose
-// deadline is shorter, n doublings stay below the ceiling, and such a
-// task was cut short there again, for ever.
+// The mark is the task's, not recomputed from n: on a worker whose own
+// deadline is shorter, n doublings of it stay below the ceiling, and the
+// task was cut short there again, its doublings begun anew.
 func (d Deadlines) Again(base time.Duration, n int, ceilinged bool) time.Duration {
 	if ceilinged && d.Ceiling > 0 {
 		return 0

@@ -205,15 +205,18 @@ func taskTimeouts(out *Outcome, trace string) []timeout {
 		var err1, err2 error
 		to.at, err1 = time.ParseDuration(at)
 		to.ran, err2 = time.ParseDuration(attr(line, "running_for"))
+		// The line's running_for is rounded to the millisecond: the
+		// instance was sent within a millisecond of at − ran, in the last
+		// batch begun by then (one begun a millisecond later would have
+		// taken it out of the books).
 		if err1 == nil && err2 == nil && to.inc >= 0 && to.inc < len(out.BatchAt) {
 			for i, b := range out.BatchAt[to.inc] {
-				if b <= to.at-to.ran {
+				if b <= to.at-to.ran+time.Millisecond {
 					to.batch = i
 				}
 			}
 		}
 		if to.batch >= 0 && to.batch < len(out.BatchPoints[to.inc]) && to.task >= 0 && to.task < len(out.BatchPoints[to.inc][to.batch]) {
-			// The line's running_for is rounded to the millisecond.
 			point, sent := out.BatchPoints[to.inc][to.batch][to.task], to.at-to.ran-time.Millisecond
 			tries := 0
 			to.hung = true
