@@ -77,7 +77,9 @@ type MasterConfig struct {
 	// again, on another worker if one is open, else on the same one once
 	// it answers; the late worker gets nothing new until it answers. Each
 	// time a task overruns, its next instance's deadline doubles
-	// (sched.Deadlines.Again), so a long task ends. Defaults 4 and 1 s
+	// (sched.Deadlines.Again), so a long task ends, up to half the
+	// TaskTimeout; an instance of a task cut short there already has no
+	// deadline, and only TaskTimeout ends it. Defaults 4 and 1 s
 	// (sched.Deadlines, the rule the simulator applies too).
 	DeadlineFactor float64
 	DeadlineFloor  time.Duration
@@ -88,7 +90,9 @@ type MasterConfig struct {
 	// TaskTimeout is the hard limit: a worker with an instance running
 	// longer than this has its connection dropped (its tasks go back to
 	// the queue; it may reconnect), and that task counts as failed,
-	// towards MaxRetries. Default 10 min; negative: none.
+	// towards MaxRetries. It alone decides past half of it, where the
+	// deadlines stop (sched.Deadlines.Ceiling): a task between the two
+	// ends, one that always hangs fails. Default 10 min; negative: none.
 	TaskTimeout time.Duration
 	// MaxRetries is how often one task may fail (an evaluation error on
 	// some worker) and be retried on another before Evaluate fails with

@@ -484,6 +484,30 @@ type batch struct {
 	// overran counts, per task, its instances that went overdue: the
 	// next one's deadline is doubled as often (sched.Deadlines.Again).
 	overran []uint8
+	// atCeiling marks the tasks an instance of which was cut short at
+	// the deadlines' ceiling: the next ones have no deadline, only the
+	// task timeout (sched.Deadlines.AtCeiling). Nil until one is.
+	atCeiling []bool
+	// passedOver lists, per task, the workers on which it went overdue
+	// or failed: the policy gives it them no more while another worker
+	// open has not (its exclusion, by id), so they are no workers that
+	// may run it (Master.openNotTimedOut).
+	passedOver map[int32][]sched.WorkerID
+}
+
+// ceilinged says an instance of task t was cut short at the ceiling.
+func (b *batch) ceilinged(t int32) bool {
+	return t >= 0 && int(t) < len(b.atCeiling) && b.atCeiling[t]
+}
+
+// passOver notes that task t went overdue or failed on worker id.
+func (b *batch) passOver(t int32, id sched.WorkerID) {
+	if b.passedOver == nil {
+		b.passedOver = map[int32][]sched.WorkerID{}
+	}
+	if !slices.Contains(b.passedOver[t], id) {
+		b.passedOver[t] = append(b.passedOver[t], id)
+	}
 }
 
 // overruns is how many instances of task t went overdue in the batch.
@@ -810,8 +834,18 @@ func (m *Master) checkDeadlines() {
 				m.timedOut(w, t)
 				break
 			}
-			if !o.overdue && deadline > 0 && run > m.cfg.deadlines().Again(deadline, m.cur.overruns(o.task)) {
+			// No deadline (0) for an instance of a task cut short at
+			// the ceiling already: it runs to the task timeout.
+			d := m.cfg.deadlines()
+			if again := d.Again(deadline, m.cur.overruns(o.task), m.cur.ceilinged(o.task)); !o.overdue && again > 0 && run > again {
 				o.overdue = true
+				if b := m.cur; d.AtCeiling(again) && o.task >= 0 && int(o.task) < len(b.xs) {
+					if b.atCeiling == nil {
+						b.atCeiling = make([]bool, len(b.xs))
+					}
+					b.atCeiling[o.task] = true
+				}
+				m.cur.passOver(o.task, w.id)
 				w.overran = max(w.overran, run)
 				m.overdue = append(m.overdue, o.task)
 			}
@@ -1152,6 +1186,7 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 		return
 	}
 	errText := logx.Cut(r.Err, maxErrText)
+	b.passOver(r.ID, w.id)
 	fs := append(b.failures[r.ID], TaskFailure{Worker: w.name, Err: errText})
 	b.failures[r.ID] = fs
 	if len(fs) > m.cfg.MaxRetries {
@@ -1202,8 +1237,21 @@ func (m *Master) timedOut(w *mworker, t int32) {
 
 // openNotTimedOut says some worker open for work (or late, which may
 // answer) has not run task t of b past the task timeout (b.timedOut).
+// One late for longer than the task timeout does not count: it has not
+// answered in that long, and a silent worker (connected, late for ever,
+// nothing out) made every further timeout of the task on the one machine
+// that ran it go uncounted, so that a task hung there ran to the timeout
+// again and again and the run never ended. Nor does one on which the
+// task went overdue or failed (passedOver): the policy gives it the task
+// no more while a worker it has not failed on is open, which a machine
+// back from its drop under a new id always is, and two such machines
+// took a hung task in turns, each timeout uncounted, for ever.
 func (m *Master) openNotTimedOut(b *batch, t int32) bool {
+	now := m.now()
 	for _, o := range m.order {
+		if o.late && m.cfg.TaskTimeout > 0 && now-o.lateSince > m.cfg.TaskTimeout || slices.Contains(b.passedOver[t], o.id) {
+			continue
+		}
 		if !o.left && !o.closed && !o.draining && !o.aside && o.slots > 0 && !m.v.exIDs[o.id] && !slices.Contains(b.timedOut[t], o.name) {
 			return true
 		}

@@ -766,11 +766,12 @@ func (m *Master) checkChildren() {
 // stallDeadline is how long a child holding lent tasks may return none:
 // twice the deadline of a task on a worker of the grid's speed (one for
 // the child to find its own worker late, one for the task sent again),
-// doubled for each child cut off so before (sched.Deadlines.Again), so
-// that a child merely slow is cut off only so often.
+// doubled for each child cut off so before (sched.Deadlines.Doubled, up
+// to half the task timeout), so that a child merely slow is cut off only
+// so often.
 func (m *Master) stallDeadline() time.Duration {
 	d := m.cfg.deadlines()
-	return d.Again(d.Of(0, m.exec, 0), 1+m.split.splitProto.stalled)
+	return d.Doubled(d.Of(0, m.exec, 0), 1+m.split.splitProto.stalled)
 }
 
 // promotedGone: w, a worker this master promoted, closed its connection

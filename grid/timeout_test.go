@@ -66,3 +66,71 @@ func TestTaskPastTheTimeoutOnOneMachineCountsOnce(t *testing.T) {
 		t.Fatalf("a third drop with no other worker open: replied %v, failures %v; want the generation failed", b.replied, b.failures[1])
 	}
 }
+
+// A worker late for longer than the task timeout (a silent one:
+// connected, late for ever, nothing out) is not one that may run the task:
+// a machine dropped again and again for running it past the timeout
+// counts each time beside it, and the generation fails after MaxRetries+1.
+// It counted as one that may, so that a task that hung on the one machine
+// answering ran to the timeout for ever, uncounted (simulation seeds
+// 2925468 and 2926884, once a task cut short at the deadlines' ceiling ran
+// to the timeout). A worker late a moment still counts.
+func TestTaskPastTheTimeoutCountsBesideSilentWorker(t *testing.T) {
+	for _, lateFor := range []time.Duration{time.Second, time.Minute} {
+		m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t), start: time.Now().Add(-time.Hour)}
+		b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
+		m.cur = b
+		silent := &mworker{id: 1, name: "silent", slots: 1, late: true, lateSince: m.now() - lateFor}
+		slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
+		m.order = []*mworker{silent, slow}
+		m.timedOut(slow, 1)
+		back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
+		m.order = append(m.order, back)
+		m.timedOut(back, 1)
+		if lateFor < m.cfg.TaskTimeout {
+			if b.replied || len(b.failures[1]) != 1 {
+				t.Errorf("beside a worker late %v: replied %v, failures %v; want one failure, the generation on", lateFor, b.replied, b.failures[1])
+			}
+			continue
+		}
+		var rx *RetriesExhaustedError
+		if !b.replied || !errors.As((<-b.reply).err, &rx) || len(rx.Failures) != 2 {
+			t.Errorf("two drops of the slow machine for task 1 beside a worker late %v: replied %v, failures %v; want the generation failed", lateFor, b.replied, b.failures[1])
+		}
+	}
+}
+
+// A worker on which the task went overdue or failed is not one that may
+// run it: the policy gives it the task no more while another worker it
+// has not failed on is open, which a machine back from its drop under a
+// new id always is. Beside it, a machine dropped again for running the
+// task past the timeout counts each time. It counted as one that may, and
+// two machines took a task that hangs everywhere in turns, each timeout
+// uncounted, for ever (TestLongPoints under rwq, cyclic and eft).
+func TestTaskPastTheTimeoutCountsBesidePassedOverWorker(t *testing.T) {
+	for _, passedOver := range []bool{false, true} {
+		m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t), start: time.Now().Add(-time.Hour)}
+		b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
+		m.cur = b
+		other := &mworker{id: 1, name: "other", slots: 1}
+		if passedOver {
+			b.passOver(1, other.id) // task 1 went overdue on it
+		}
+		slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
+		m.order = []*mworker{other, slow}
+		m.timedOut(slow, 1)
+		back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
+		m.order = append(m.order, back)
+		m.timedOut(back, 1)
+		if !passedOver {
+			if b.replied || len(b.failures[1]) != 1 {
+				t.Errorf("beside a worker that may run task 1: replied %v, failures %v; want one failure, the generation on", b.replied, b.failures[1])
+			}
+			continue
+		}
+		var rx *RetriesExhaustedError
+		if !b.replied || !errors.As((<-b.reply).err, &rx) || len(rx.Failures) != 2 {
+			t.Errorf("two drops of the slow machine for task 1 beside a worker it went overdue on: replied %v, failures %v; want the generation failed", b.replied, b.failures[1])
+		}
+	}
+}

@@ -36,10 +36,12 @@ type Deadlines struct {
 	// 30 × Floor.
 	First time.Duration
 	// Ceiling caps Again: a task's deadline doubles at each overrun up to
-	// it, never beyond (0: up to 2^10 × the base). The master sets half
-	// its task timeout, so that a task that hangs again and again costs
-	// at most that each time, and never the task timeout's drop of its
-	// worker.
+	// it, never beyond (0 or less: up to 2^10 × the base, and no more).
+	// The master sets half its task timeout, so that a task that hangs
+	// now and then costs at most that a hang, not the task timeout's drop
+	// of its worker. An instance of a task cut short at the ceiling
+	// already gets no deadline (see Again): the task timeout decides
+	// whether it is long or hung.
 	Ceiling time.Duration
 }
 
@@ -119,11 +121,36 @@ const maxOverruns = 10
 
 // Again is the deadline of an instance of a task that has overrun n
 // deadlines already in its batch (each overdue instance is cancelled and
-// its task sent again): base doubled n times, at most 2^10 and at most
-// Ceiling (unless base is longer). A task merely
-// longer than its worker's deadline thus ends, on a lone worker too,
-// while a hung evaluation costs one deadline.
-func (d Deadlines) Again(base time.Duration, n int) time.Duration {
+// its task sent again): Doubled, so that a task merely longer than its
+// worker's deadline ends, on a lone worker too, while a hung evaluation
+// costs one deadline. With a Ceiling, once an instance of the task was
+// cut short at it (ceilinged: see AtCeiling), Again is 0: no deadline.
+// Past the ceiling only the task timeout can tell a long task from a
+// hang: cut at the ceiling again and again, a task longer than it and
+// shorter than the timeout was sent again for ever, and so was one that
+// hangs on every try, which never reached the timeout that fails it.
+// The mark is the task's, not recomputed from n: on a worker whose own
+// deadline is shorter, n doublings of it stay below the ceiling, and the
+// task was cut short there again, its doublings begun anew.
+func (d Deadlines) Again(base time.Duration, n int, ceilinged bool) time.Duration {
+	if ceilinged && d.Ceiling > 0 {
+		return 0
+	}
+	return d.Doubled(base, n)
+}
+
+// AtCeiling says an instance cut short at deadline (Again's) was cut at
+// the ceiling, or past it: its task's later instances in the batch get
+// no deadline.
+func (d Deadlines) AtCeiling(deadline time.Duration) bool {
+	return d.Ceiling > 0 && deadline >= d.Ceiling
+}
+
+// Doubled is base doubled n times, at most 2^10 times and at most to
+// Ceiling (unless base is longer): Again's deadlines below the ceiling,
+// and a deadline that grows with each thing cut off (a child master
+// stalled) without ever ending.
+func (d Deadlines) Doubled(base time.Duration, n int) time.Duration {
 	again := base << min(max(n, 0), maxOverruns)
 	if d.Ceiling > 0 {
 		again = min(again, max(base, d.Ceiling))

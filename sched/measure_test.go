@@ -53,21 +53,59 @@ func TestDeadlinesAgain(t *testing.T) {
 		n    int
 		want time.Duration
 	}{{-1, time.Second}, {0, time.Second}, {1, 2 * time.Second}, {3, 8 * time.Second}, {10, 1024 * time.Second}, {200, 1024 * time.Second}} {
-		if got := d.Again(time.Second, c.n); got != c.want {
+		if got := d.Again(time.Second, c.n, false); got != c.want {
 			t.Errorf("Again(1s, %d) = %v, want %v", c.n, got, c.want)
+		}
+		// Without a ceiling, no mark of one.
+		if got := d.Again(time.Second, c.n, true); got != c.want {
+			t.Errorf("without a ceiling, Again(1s, %d, ceilinged) = %v, want %v", c.n, got, c.want)
 		}
 	}
 	// With a ceiling (the master's: half its task timeout), the doubling
-	// stops there; a base already past it stands.
+	// stops there; a base already past it stands. Once an instance of the
+	// task was cut short at the ceiling (AtCeiling), its next ones get no
+	// deadline (0), whatever their base: the task timeout alone ends
+	// them. They were cut at the ceiling again and again, so that a task
+	// between half the timeout and the timeout, or one that always hangs,
+	// never ended.
 	d.Ceiling = 5 * time.Minute
 	for _, c := range []struct {
 		base time.Duration
 		n    int
 		want time.Duration
-	}{{time.Second, 3, 8 * time.Second}, {time.Second, 9, 5 * time.Minute}, {30 * time.Second, 4, 5 * time.Minute}, {10 * time.Minute, 2, 10 * time.Minute}} {
-		if got := d.Again(c.base, c.n); got != c.want {
+	}{
+		{time.Second, 3, 8 * time.Second}, {time.Second, 9, 5 * time.Minute}, {30 * time.Second, 4, 5 * time.Minute},
+		{10 * time.Minute, 0, 10 * time.Minute}, {10 * time.Minute, 2, 10 * time.Minute}, {4 * time.Second, 8, 5 * time.Minute},
+	} {
+		if got := d.Again(c.base, c.n, false); got != c.want {
 			t.Errorf("with a ceiling of 5m, Again(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
 		}
+		if !d.AtCeiling(c.want) != (c.want < d.Ceiling) {
+			t.Errorf("AtCeiling(%v) = %v with a ceiling of %v", c.want, d.AtCeiling(c.want), d.Ceiling)
+		}
+		if got := d.Again(c.base, c.n, true); got != 0 {
+			t.Errorf("with a ceiling of 5m, cut short there once, Again(%v, %d) = %v, want none", c.base, c.n, got)
+		}
+	}
+}
+
+// Doubled is Again's doubling alone: it stops at the ceiling and stays
+// there, for a deadline that grows with each thing cut off and never
+// ends (a child master stalled: grid's stallDeadline).
+func TestDeadlinesDoubled(t *testing.T) {
+	d := Deadlines{Ceiling: 5 * time.Minute}.WithDefaults()
+	for _, c := range []struct {
+		base time.Duration
+		n    int
+		want time.Duration
+	}{{time.Second, 3, 8 * time.Second}, {4 * time.Second, 8, 5 * time.Minute}, {4 * time.Second, 200, 5 * time.Minute}, {10 * time.Minute, 2, 10 * time.Minute}} {
+		if got := d.Doubled(c.base, c.n); got != c.want {
+			t.Errorf("with a ceiling of 5m, Doubled(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
+		}
+	}
+	d.Ceiling = 0
+	if got := d.Doubled(time.Second, 200); got != 1024*time.Second {
+		t.Errorf("without a ceiling, Doubled(1s, 200) = %v, want 1024s", got)
 	}
 }
 

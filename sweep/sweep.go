@@ -38,6 +38,23 @@ type Config struct {
 	Slowdowns        []sim.Slowdown
 	Seed             uint64
 	Trials, Parallel int // trials per setting and policy; simulations at once
+	// TaskTimeout is the master's task timeout: the deadlines stop
+	// doubling at half of it, and a task that runs past it fails the run
+	// (sim.Config.Deadlines). 0: the master's default, 10 minutes;
+	// negative: none.
+	TaskTimeout time.Duration
+}
+
+// ceiling is the deadlines' ceiling of TaskTimeout: half of it (0: the
+// simulator's default, the master's; negative: none).
+func (c *Config) ceiling() time.Duration {
+	switch {
+	case c.TaskTimeout < 0:
+		return -1
+	case c.TaskTimeout > 0:
+		return max(c.TaskTimeout/2, time.Nanosecond)
+	}
+	return 0
 }
 
 // Setting is one point of the sweep.
@@ -89,6 +106,7 @@ func Run(ctx context.Context, c *Config) (*Result, error) {
 					Slowdowns:    c.Slowdowns,
 					Seed:         c.Seed,
 					PolicyCost:   c.PolicyCost,
+					Deadlines:    sched.Deadlines{Ceiling: c.ceiling()},
 				})
 			}
 		}

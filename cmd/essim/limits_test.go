@@ -126,7 +126,8 @@ func TestWithinBounds(t *testing.T) {
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := runCmd(t, "-machines", p, "-grain", "1h", "-delay", "1h", "-gens", "2", "-trials", "1", "-policy", "r3q,cyclic", "-quiet")
+	// Tasks of an hour need a task timeout longer than that.
+	code, out, errs := runCmd(t, "-machines", p, "-grain", "1h", "-delay", "1h", "-gens", "2", "-trials", "1", "-policy", "r3q,cyclic", "-quiet", "-task-timeout", "3h")
 	if code != 0 || !strings.Contains(out, " r3q ") {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
@@ -177,5 +178,31 @@ func TestOddSets(t *testing.T) {
 	code, out, errs = runCmd(t, "-machines", "hetero9", "-grain", "100", "-delay", "0", "-gens", "3", "-trials", "2", "-policy", "wq", "-quiet")
 	if code != 0 || !strings.Contains(out, "opt: a proven lower bound; a clairvoyant schedule found is at most") {
 		t.Errorf("an optimum not exact: exit %d, stderr %q:\n%s", code, errs, out)
+	}
+}
+
+// -task-timeout is the master's: tasks of 7 minutes end under the
+// default 10 (cut short at the deadlines' ceiling, 5 minutes, once, then
+// run to the end), and tasks of an hour fail the run naming the timeout,
+// unless the timeout is longer or none (0).
+func TestTaskTimeoutFlag(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "set.txt")
+	if err := os.WriteFile(p, []byte("machine M1 local speed=1 cpus=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(grain string, more ...string) (int, string, string) {
+		return runCmd(t, append([]string{"-machines", p, "-grain", grain, "-delay", "1ms", "-gens", "1", "-mu", "0", "-lambda", "4",
+			"-trials", "1", "-noise", "0", "-policy", "wq", "-quiet"}, more...)...)
+	}
+	if code, out, errs := run("7m"); code != 0 || !strings.Contains(out, " wq ") {
+		t.Errorf("tasks of 7m, default timeout: exit %d: %s\n%s", code, errs, out)
+	}
+	if code, _, errs := run("1h"); code != 1 || !strings.Contains(errs, "past the task timeout of 10m0s") {
+		t.Errorf("tasks of 1h, default timeout: exit %d, stderr %q; want 1 and the timeout named", code, errs)
+	}
+	for _, timeout := range []string{"3h", "0"} {
+		if code, out, errs := run("1h", "-task-timeout", timeout); code != 0 || !strings.Contains(out, " wq ") {
+			t.Errorf("tasks of 1h, -task-timeout %s: exit %d: %s\n%s", timeout, code, errs, out)
+		}
 	}
 }

@@ -67,16 +67,18 @@ type options struct {
 	policyCost time.Duration
 	copies     int
 	engineCost time.Duration
-	slowdowns  []sim.Slowdown
-	policyList policyList // -policy
-	lambdaFlag lambdaFlag // -lambda
-	slowFlag   slowFlag   // -slowdown
-	parallel   int
-	csvPath    string
-	pngPath    string
-	showSet    bool
-	quiet      bool
-	deprecated []string // notices for the deprecated names given
+	// taskTimeout is the master's (esrun -task-timeout; 0: none).
+	taskTimeout time.Duration
+	slowdowns   []sim.Slowdown
+	policyList  policyList // -policy
+	lambdaFlag  lambdaFlag // -lambda
+	slowFlag    slowFlag   // -slowdown
+	parallel    int
+	csvPath     string
+	pngPath     string
+	showSet     bool
+	quiet       bool
+	deprecated  []string // notices for the deprecated names given
 }
 
 const usageHead = `essim simulates esgrid's scheduling policies on a virtual clock.
@@ -144,6 +146,8 @@ func newFlagSet(o *options, c *costFlags) *flag.FlagSet {
 	flagx.BareDurationVar(fs, &o.policyCost, "policy-cost", 0, 0, sweep.MaxTime, time.Millisecond, "the master's `time` per step of its policy, besides its messages (0: the policy's measured cost at the set's size, when the master has a cost per message)")
 	flagx.BareDurationVar(fs, &c.send, "send-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to send a message")
 	flagx.BareDurationVar(fs, &c.recv, "recv-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
+	flagx.DurationVar(fs, &o.taskTimeout, "task-timeout", 10*time.Minute, 0, 24*time.Hour,
+		"the master's task `timeout`, as esrun's: a task's deadlines double up to half of it, an instance of a task cut short there runs to it, and one that runs past it fails the run (0: none, the deadlines double ten times)")
 	flagx.IntVar(fs, &o.parallel, "parallel", 0, 0, sweep.MaxParallel, "`N` simulations run at once (0: GOMAXPROCS)")
 	fs.StringVar(&o.csvPath, "csv", "", "write the table as CSV to `file`")
 	fs.StringVar(&o.pngPath, "png", "", "draw stacked bars of compute/sync/comm to PNG `file`")
@@ -399,7 +403,15 @@ func (o *options) sweep() *sweep.Config {
 	return &sweep.Config{Set: o.set, Policies: o.policies, Grains: o.grains, Delays: o.delays, Workload: o.workload,
 		Shape: o.shape, Tasks: o.tasks, Mu: o.mu, Lambda: o.lambda, Gens: o.gens, EngineCost: o.engineCost,
 		Depth: o.depth, Adaptive: o.adaptive, Copies: o.copies, PolicyCost: o.policyCost, Noise: o.noise, Slowdowns: o.slowdowns, Seed: o.seed,
-		Trials: o.trials, Parallel: o.parallel}
+		Trials: o.trials, Parallel: o.parallel, TaskTimeout: o.timeout()}
+}
+
+// timeout is -task-timeout as sweep.Config.TaskTimeout has it.
+func (o *options) timeout() time.Duration {
+	if o.taskTimeout == 0 {
+		return -1 // none
+	}
+	return o.taskTimeout
 }
 
 // runSweep runs the sweep and prints it: the setting (unless -quiet), the

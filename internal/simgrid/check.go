@@ -137,6 +137,12 @@ func Bound(sc Scenario) time.Duration {
 		}
 		b += w.Join
 	}
+	if l := sc.Long; l != nil {
+		// Each long point is cut short at deadlines that double up to
+		// half the task timeout (under 1.5 timeouts in all), then runs
+		// its time; one that hangs, its timeouts (Check counts each).
+		b += time.Duration(tasks/max(l.Every, 1)+1) * (3*mt.TaskTimeout/2 + l.Took + task)
+	}
 	if sc.LoseGrandchild != nil {
 		// As a worker killed: its workers find its parent again.
 		b += lost + wt.MaxBackoff + time.Second
@@ -167,6 +173,95 @@ func Bound(sc Scenario) time.Duration {
 	return 2 * b
 }
 
+// timeoutCost is what a try that runs to the task timeout costs: the
+// timeout, and its worker's drop and return (the agent's grace for its
+// abandoned evaluation, a back-off, a handshake).
+var timeoutCost = masterTiming.TaskTimeout + workerTiming.AbandonGrace + workerTiming.MaxBackoff + handshakeBound
+
+// timeout is a worker the root master dropped as an instance ran past
+// the task timeout: the trace's line, and what the sim's record says of
+// that try.
+type timeout struct {
+	inc, batch, task int // the master's incarnation, its batch (as Outcome.Batches), the task
+	worker           string
+	at, ran          time.Duration // when, after running how long
+	// hung: the worker's evaluations of the task's point that began
+	// since the instance was sent are one or more, every one an emulated
+	// hang.
+	hung bool
+}
+
+// taskTimeouts lists the root's drops of a worker for the task timeout,
+// from its trace's lines, each with what the record (Outcome.Evals) says
+// of the try.
+func taskTimeouts(out *Outcome, trace string) []timeout {
+	var ts []timeout
+	for _, line := range strings.Split(trace, "\n") {
+		if !strings.Contains(line, `msg="dropping worker: a task ran past the task timeout`) || attr(line, "child") != "" {
+			continue
+		}
+		at, _, _ := strings.Cut(strings.TrimPrefix(line, "t="), " ")
+		to := timeout{inc: atoi(attr(line, "master")), task: atoi(attr(line, "task")), worker: attr(line, "worker"), batch: -1}
+		var err1, err2 error
+		to.at, err1 = time.ParseDuration(at)
+		to.ran, err2 = time.ParseDuration(attr(line, "running_for"))
+		// The line's running_for is rounded to the millisecond: the
+		// instance was sent within a millisecond of at − ran, in the last
+		// batch begun by then (one begun a millisecond later would have
+		// taken it out of the books).
+		if err1 == nil && err2 == nil && to.inc >= 0 && to.inc < len(out.BatchAt) {
+			for i, b := range out.BatchAt[to.inc] {
+				if b <= to.at-to.ran+time.Millisecond {
+					to.batch = i
+				}
+			}
+		}
+		if to.batch >= 0 && to.batch < len(out.BatchPoints[to.inc]) && to.task >= 0 && to.task < len(out.BatchPoints[to.inc][to.batch]) {
+			point, sent := out.BatchPoints[to.inc][to.batch][to.task], to.at-to.ran-time.Millisecond
+			tries := 0
+			to.hung = true
+			for _, e := range out.Evals {
+				if e.Worker == to.worker && e.Point == point && e.At >= sent && e.At <= to.at {
+					tries++
+					to.hung = to.hung && e.Hung
+				}
+			}
+			to.hung = to.hung && tries > 0
+		}
+		ts = append(ts, to)
+	}
+	return ts
+}
+
+// hangsTimedOut says the run failed as a task ran past the task timeout
+// more often than MaxRetries allows, every one of its timed-out tries an
+// emulated hang (timeouts): as the master must fail it
+// (grid.RetriesExhaustedError, naming the timeout).
+func hangsTimedOut(out *Outcome, timeouts []timeout) bool {
+	var re *grid.RetriesExhaustedError
+	if !errors.As(out.Err, &re) || len(re.Failures) == 0 || len(out.Batches) == 0 {
+		return false
+	}
+	for _, f := range re.Failures {
+		if !strings.HasPrefix(f.Err, "ran past the task timeout") {
+			return false
+		}
+	}
+	// The run failed in the last batch of the last master.
+	inc := len(out.Batches) - 1
+	batch := len(out.Batches[inc]) - 1
+	n := 0
+	for _, to := range timeouts {
+		if to.inc == inc && to.batch == batch && to.task == re.Task {
+			if !to.hung {
+				return false
+			}
+			n++
+		}
+	}
+	return n >= len(re.Failures)
+}
+
 // handshakeBound is how long a data connection's handshake may take at
 // most (the master's hello timeout, grid's handshake bound).
 const handshakeBound = 3 * time.Second
@@ -185,13 +280,34 @@ func Check(sc Scenario, out *Outcome, ref []es.Stats, refFinal []es.Individual, 
 	// A liar that honest hosts cannot outvote may end the run with a tie
 	// no third host broke: said, never a stall, and never its lie.
 	undecided := errors.Is(out.Err, grid.ErrUndecided) && sc.liar() && !sc.decisive()
-	if out.Err != nil && !undecided {
+	// A task whose every try hung past the ceiling of its deadlines ran
+	// to the task timeout each time, and failed the run after
+	// MaxRetries+1 of them: said, naming the timeout, never a stall. Only
+	// if the tries were hangs: a finite evaluation the master timed out
+	// is a fault of the master's.
+	timeouts := taskTimeouts(out, trace)
+	hungOut := hangsTimedOut(out, timeouts)
+	if out.Err != nil && !undecided && !hungOut {
 		fail("the run failed: %v", out.Err)
 	}
-	if bound := Bound(sc); out.Elapsed > bound {
+	for _, to := range timeouts {
+		if !to.hung {
+			fail("task timeout: %s was dropped as task %d of its batch (master %d) ran %v, at %v, and that try was no hang of the sim's", to.worker, to.task, to.inc, to.ran, to.at)
+		}
+	}
+	// A try that hung past the ceiling of its deadlines costs the task
+	// timeout (Bound counts the deadlines up to the ceiling), and its
+	// worker's drop and return, twice over as Bound does.
+	hung := 0
+	for _, to := range timeouts {
+		if to.hung {
+			hung++
+		}
+	}
+	if bound := Bound(sc) + 2*time.Duration(hung)*timeoutCost; out.Elapsed > bound {
 		fail("liveness: the run took %v of virtual time, over its bound of %v", out.Elapsed, bound)
 	}
-	if undecided {
+	if undecided || hungOut {
 		// The generations it completed are the in-process ones.
 		for i := range min(len(out.Trajectory), len(ref)) {
 			if !sameStats(out.Trajectory[i], ref[i]) {

@@ -39,6 +39,26 @@ type Scenario struct {
 	// master's child) at work. Draw never sets it; TestLostGrandchild
 	// does.
 	LoseGrandchild *GrandchildLoss
+	// Long, when set, makes some points long on every worker, or hang
+	// on every try. Draw never sets it; TestLongPoints does.
+	Long *LongPoints
+}
+
+// LongPoints are points whose evaluation takes Took on every worker,
+// however fast (one point in about Every, drawn from the point alone),
+// or, with Hang, hangs on every try, deaf to its cancel: a task between
+// half the master's task timeout and the timeout, which must end, and a
+// plugin deadlocked on some input, which must fail the run naming the
+// timeout.
+type LongPoints struct {
+	Every int
+	Took  time.Duration
+	Hang  bool
+}
+
+// long says x is one of sc's long points.
+func (sc Scenario) long(x []float64) bool {
+	return sc.Long != nil && sc.Long.Every > 0 && mix(pointKey(x), 0x1009)%uint64(sc.Long.Every) == 0
 }
 
 // GrandchildLoss is a grandchild master lost: the first promoted in
@@ -250,6 +270,11 @@ func (sc Scenario) String() string {
 		} else {
 			fmt.Fprintf(&b, "\n  the first grandchild master of generation %d or later %v %v after its first worker joins", g.Gen, g.How, g.After)
 		}
+	}
+	if l := sc.Long; l != nil && l.Hang {
+		fmt.Fprintf(&b, "\n  one point in about %d hangs on every worker", l.Every)
+	} else if l != nil {
+		fmt.Fprintf(&b, "\n  one point in about %d takes %v on every worker", l.Every, l.Took)
 	}
 	for _, w := range sc.Workers {
 		b.WriteString("\n  " + w.String())

@@ -39,8 +39,28 @@ var fixedSeeds = []struct {
 		"were not counted as accepted (the check, not the master, was wrong)"},
 	{11824, "r3q, a worker whose every other evaluation hangs: a task that hung again and again " +
 		"had its deadline doubled past the task timeout, so each further hang dropped the worker " +
-		"after 10 minutes, for 6 hours (the doubling now stops at half the task timeout)"},
-	{26805, "the same on a lone worker under rwq with adaptive queues"},
+		"after 10 minutes, for 6 hours (the doubling now stops at half the task timeout). Then it " +
+		"was cut at half the timeout for ever: a task cut there once runs to the timeout now, and " +
+		"task 11 of generation 2, hung ten times in a row, hangs once more to the timeout, its " +
+		"worker dropped and back, then answers: the run ends at 28 minutes, the timed-out try a " +
+		"hang in the sim's record. (While the sim counted a point's evaluations per session, the " +
+		"point hung again as each new session's first try, and the run failed after 4 timeouts.)"},
+	{26805, "the same on a lone worker under rwq with adaptive queues (task 11 of generation 1: " +
+		"one timeout, the run ends at 33 minutes)"},
+	{2925468, "r3q, w0 hangs every other evaluation beside two silent workers: its task 8, cut short " +
+		"at the deadlines' ceiling, ran to the task timeout and, while the sim counted a point's " +
+		"evaluations per session, hung again at each return of w0; the silent workers, late for ever " +
+		"with nothing out, counted as workers that may run it, so w0's further timeouts were not " +
+		"counted, and the run went on for ever (a worker late for longer than the task timeout no " +
+		"longer counts: TestTaskPastTheTimeoutCountsBesideSilentWorker; counted per machine, the " +
+		"task answers after one timeout, and the run ends at 16 minutes)"},
+	{2926884, "the same under eft, beside one silent worker behind a relay (two timeouts of task 15, " +
+		"both counted, then two of task 11; the run ends at 1h12m)"},
+	{2969946, "cma, rwq, max retries 1000 (a NaN worker beside), w0 hangs every other evaluation: " +
+		"while the sim counted a point's evaluations per session, a point that hung past the " +
+		"deadlines' ceiling hung again at each return of w0, and its task would have run to the task " +
+		"timeout 1001 times, a week (the model's: a machine's count spans its sessions now)"},
+	{2972673, "the same, split, relayed, beside a worker that fails one evaluation in three"},
 	{106500, "r3q, a hanging worker beside a silent one: the hanging worker's cancelled evaluations " +
 		"were abandoned after the batch they belonged to was forgotten, so their answers counted " +
 		"for nothing and it stayed late for ever, with nothing out; the silent worker got every " +
@@ -68,7 +88,10 @@ var fixedSeeds = []struct {
 		"ever (an answer is believed by any token given to that worker for that check now, and a " +
 		"worker holds one instance of a check at most)"},
 	{388583, "a lone worker whose every other evaluation hangs, under wq: the bound did not count " +
-		"that a task hanging again has its deadline doubled (the check, not the master, was wrong)"},
+		"that a task hanging again has its deadline doubled (the check, not the master, was wrong); " +
+		"past the ceiling its task 2 of generation 3 runs to the timeout now, hangs each time (13 " +
+		"hangs in a row), and fails the run after 4 timeouts, at 54 minutes, every timed-out try a " +
+		"hang in the sim's record (Check: hangsTimedOut)"},
 	{14388, "verify=1, the master killed and resumed: the excluded liar reconnected first, alone, " +
 		"and every check stood unverified at once, so its lies were accepted (a check now waits " +
 		"one first deadline for a second worker)"},
@@ -185,7 +208,7 @@ func TestFixedSeeds(t *testing.T) {
 				fs.seed, fs.why, strings.Join(bad, "\n  "), sc, replay(fs.seed), tail(trace, 40))
 			continue
 		}
-		t.Logf("seed %d: %v of virtual time, bound %v", fs.seed, out.Elapsed, Bound(sc))
+		t.Logf("seed %d: %v of virtual time, bound %v, error %v", fs.seed, out.Elapsed, Bound(sc), out.Err)
 	}
 }
 

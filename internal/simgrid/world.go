@@ -90,6 +90,30 @@ type Outcome struct {
 	// Ready is, per worker name, when it first had a session's problem
 	// built: the first time a master could give it work.
 	Ready map[string]time.Duration
+	// BatchPoints lists, per incarnation and batch (as Batches), each
+	// task's point (pointKey); Evals every evaluation the workers began,
+	// in order. With them the check tells a try that hung from one that
+	// ran (hungTimeouts).
+	BatchPoints [][][]uint64
+	Evals       []Eval
+}
+
+// Eval is one evaluation a worker began: when, of which point
+// (pointKey), and whether it was an emulated hang.
+type Eval struct {
+	Worker string // the name its agent gives the master
+	Point  uint64
+	At     time.Duration
+	Hung   bool
+}
+
+// pointKey names a point, whoever evaluates it.
+func pointKey(x []float64) uint64 {
+	h := mix(0x9017)
+	for _, v := range x {
+		h = mix(h, math.Float64bits(v))
+	}
+	return h
 }
 
 // world is one simulated run in progress.
@@ -247,6 +271,7 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 	w.mu.Lock()
 	w.out.Batches = append(w.out.Batches, nil)
 	w.out.BatchAt = append(w.out.BatchAt, nil)
+	w.out.BatchPoints = append(w.out.BatchPoints, nil)
 	w.out.Completed = append(w.out.Completed, 0)
 	w.mu.Unlock()
 	cfg := masterTiming
@@ -283,6 +308,11 @@ func (w *world) incarnation(ctx context.Context, inc int, eng *es.Engine, restar
 		w.mu.Lock()
 		w.out.Batches[inc] = append(w.out.Batches[inc], len(xs))
 		w.out.BatchAt[inc] = append(w.out.BatchAt[inc], time.Since(w.start))
+		points := make([]uint64, len(xs))
+		for i, x := range xs {
+			points[i] = pointKey(x)
+		}
+		w.out.BatchPoints[inc] = append(w.out.BatchPoints[inc], points)
 		w.mu.Unlock()
 		// The ES computes in no virtual time: its next batch would reach
 		// the loop at the instant of the last one's end, and come in the
@@ -688,6 +718,13 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 	}
 	cfg.Rand = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	cfg.Logger = w.log
+	// The machine's count of its evaluations of each point, over all its
+	// sessions: a session's problem, built afresh, counted from 0, so
+	// that a point that hung a session's first try hung the first try of
+	// every session after (a task cut short at the deadlines' ceiling
+	// then ran to the task timeout, was dropped with its worker, and hung
+	// again when the worker came back, until the run failed).
+	seen := &evalCounts{n: map[uint64]uint64{}}
 	cfg.Build = func(spec grid.ProblemSpec) (problems.Problem, error) {
 		p, err := problems.New(spec.Name, spec.Dim)
 		if err != nil {
@@ -703,8 +740,13 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 			w.out.Began[ws.Name] = append(w.out.Began[ws.Name], time.Since(w.start))
 			w.mu.Unlock()
 		}
-		return &timed{Problem: p, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began,
-			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: map[uint64]uint64{}, stop: stop}, nil
+		evaluated := func(x []float64, hung bool) {
+			w.mu.Lock()
+			w.out.Evals = append(w.out.Evals, Eval{Worker: ws.agentName(), Point: pointKey(x), At: time.Since(w.start), Hung: hung})
+			w.mu.Unlock()
+		}
+		return &timed{Problem: p, long: w.sc.long, longPoints: w.sc.Long, seed: w.sc.Seed, name: hashString(ws.Name), mean: ws.Task, start: ws.NoCancel, began: began, evaluated: evaluated,
+			failEvery: ws.FailEvery, hangEvery: ws.HangEvery, liar: ws.Liar, nan: ws.NaN, seen: seen, stop: stop}, nil
 	}
 	return cfg
 }
@@ -715,7 +757,8 @@ func (w *world) agentConfig(ws WorkerSpec, rng *rand.Rand, stop <-chan struct{})
 // cancelled, as a well-behaved long evaluation does. With failEvery or
 // hangEvery, about one evaluation in that many fails, or hangs deaf to
 // its cancel until the machine stops: which ones is drawn from the seed,
-// the worker, the point and how often this worker evaluated it before,
+// the worker, the point and how often this machine evaluated it before
+// (in any session of its life),
 // never from the order in which slots that start at one instant count
 // (worker.Faults counts, so its choice would race).
 type timed struct {
@@ -727,13 +770,21 @@ type timed struct {
 	nan                  bool            // every value is NaN
 	stop                 <-chan struct{} // the machine's life ends
 	began                func()          // an evaluation begins (Outcome.Began)
+	// evaluated records an evaluation of x, and whether it hangs
+	// (Outcome.Evals), as it is decided.
+	evaluated func(x []float64, hung bool)
+	// long says x is one of longPoints (Scenario.Long): it takes their
+	// time, or hangs, on every worker.
+	long       func(x []float64) bool
+	longPoints *LongPoints
 	// start, when > 0: a plugin that cannot be cancelled, whose
 	// processes take start to start (WorkerSpec.NoCancel).
 	start time.Duration
 
+	seen *evalCounts // the machine's evaluations of each point so far
+
 	mu     sync.Mutex
-	seen   map[uint64]uint64 // evaluations of each point so far
-	killed int               // start > 0: processes killed, to start again
+	killed int // start > 0: processes killed, to start again
 }
 
 func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
@@ -742,17 +793,18 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	for _, v := range x {
 		h = mix(h, math.Float64bits(v))
 	}
-	p.mu.Lock()
-	k := p.seen[h]
-	p.seen[h]++
-	p.mu.Unlock()
+	k := p.seen.next(h)
 	fault := mix(h, k)
 	if p.start > 0 {
 		if err := p.restart(ctx); err != nil {
 			return 0, err
 		}
 	}
-	if p.hangEvery > 0 && fault%uint64(p.hangEvery) == 0 {
+	hang := p.hangEvery > 0 && fault%uint64(p.hangEvery) == 0
+	long := p.long(x)
+	hang = hang || long && p.longPoints.Hang
+	p.evaluated(x, hang)
+	if hang {
 		if p.start == 0 {
 			<-p.stop
 			return 0, errors.New("emulated hang ended with the machine")
@@ -767,6 +819,9 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 	// The evaluation's time, then its end: a failure too comes after
 	// the time it took, so that it ends at an instant of its own.
 	d := p.mean/2 + time.Duration(mix(h, k)%uint64(p.mean+1)) | 1
+	if long {
+		d = p.longPoints.Took
+	}
 	began := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -789,6 +844,23 @@ func (p *timed) Eval(ctx context.Context, x []float64) (float64, error) {
 		f += 1 // a plausible lie
 	}
 	return f, err
+}
+
+// evalCounts counts a machine's evaluations of each point (by its hash
+// with the machine's), across its sessions: evaluations of an old session,
+// abandoned deaf to their cancel, may still begin as a new one runs.
+type evalCounts struct {
+	mu sync.Mutex
+	n  map[uint64]uint64
+}
+
+// next returns how often h was evaluated before, and counts one more.
+func (c *evalCounts) next(h uint64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.n[h]
+	c.n[h]++
+	return k
 }
 
 // restart waits for a process killed earlier to start again, as the

@@ -405,7 +405,15 @@ func TestTrialsStopMidRun(t *testing.T) {
 // deadline doubles from 30 s to 8.5 h and no further) fails the run
 // with an error that says so. The old code cancelled it at each deadline
 // and sent it again, for ever: "sim: policy wq still running after
-// 5000000 events, at 347h12m30.75s in batch 0".
+// 5000000 events, at 347h12m30.75s in batch 0". With the master's
+// ceiling (DefaultCeiling), a task cut short at 5 minutes once then runs
+// to the task timeout, which fails a 10-hour task, and a task of 9
+// minutes, within the timeout, ends. Without the ceiling the simulator
+// was not the master's rule (it failed the 10-hour task after 20
+// overruns, "the last 8h32m0.25s into its run"); with it, the 9-minute
+// task was cut at the ceiling until it failed the same way ("went overdue
+// 20 times, the last 5m0.248s into its run"), as the master cut it for
+// ever.
 func TestTaskLongerThanEveryDeadline(t *testing.T) {
 	set, err := ParseSet("slow", strings.NewReader("machine A local speed=0.001\nmachine B delay=1ms speed=0.001 cpus=2"))
 	if err != nil {
@@ -413,12 +421,22 @@ func TestTaskLongerThanEveryDeadline(t *testing.T) {
 	}
 	for _, policy := range sched.Names {
 		_, err := runLimited(context.Background(), Config{Set: set, Policy: policy, Workload: BagUniform(1, 36*time.Second), NoOptimum: true}, 5_000_000)
+		if err == nil || !strings.Contains(err.Error(), "past the task timeout of 10m0s") {
+			t.Errorf("%s: %v, want an error that the task ran past the task timeout", policy, err)
+		}
+		_, err = runLimited(context.Background(), Config{Set: set, Policy: policy, Workload: BagUniform(3, 540*time.Millisecond), NoOptimum: true}, 5_000_000)
+		if err != nil {
+			t.Errorf("%s: tasks of 9 min, within the task timeout: %v", policy, err)
+		}
+		_, err = runLimited(context.Background(), Config{Set: set, Policy: policy, Workload: BagUniform(1, 36*time.Second), NoOptimum: true,
+			Deadlines: sched.Deadlines{Ceiling: -1}}, 5_000_000)
 		if err == nil || !strings.Contains(err.Error(), "longer than its deadlines") {
-			t.Errorf("%s: %v, want an error that the task is longer than its deadlines", policy, err)
+			t.Errorf("%s, no ceiling: %v, want an error that the task is longer than its deadlines", policy, err)
 		}
 	}
-	// Six hours is within the deadlines: the run ends.
-	if _, err := runLimited(context.Background(), Config{Set: set, Policy: "wq", Workload: BagUniform(3, 21600*time.Millisecond), NoOptimum: true}, 5_000_000); err != nil {
-		t.Errorf("tasks of 6 h: %v", err)
+	// Without a ceiling, six hours is within the deadlines: the run ends.
+	if _, err := runLimited(context.Background(), Config{Set: set, Policy: "wq", Workload: BagUniform(3, 21600*time.Millisecond), NoOptimum: true,
+		Deadlines: sched.Deadlines{Ceiling: -1}}, 5_000_000); err != nil {
+		t.Errorf("tasks of 6 h, no ceiling: %v", err)
 	}
 }

@@ -88,8 +88,16 @@ type Config struct {
 	// Deadlines are the master's (the rule grid.Master applies, with its
 	// defaults), checked at every Tick: a running instance past its
 	// deadline is overdue (sched.Overdue). Deadlines.Factor < 0: none.
+	// Ceiling 0 is DefaultCeiling, the master's; negative: none. An
+	// instance with no deadline (cut short at the ceiling already) that
+	// runs past twice the ceiling, the master's task timeout, fails the
+	// run, as the real master fails such a task.
 	Deadlines sched.Deadlines
 }
+
+// DefaultCeiling is Config.Deadlines.Ceiling when 0: the real master's,
+// half its default task timeout of 10 minutes (grid.MasterConfig).
+const DefaultCeiling = 5 * time.Minute
 
 // DefaultTick is Config.Tick when 0: the real master's deadline check
 // interval with its default floor of 1 s (grid.MasterConfig).
@@ -210,6 +218,7 @@ type engine struct {
 	exec       float64         // the master's smoothed execution time over the grid, ns
 	deadlines  sched.Deadlines // cfg.Deadlines with its defaults
 	overran    []uint8         // per task of the batch: its instances that went overdue
+	atCeiling  []bool          // per task of the batch: an instance was cut short at the ceiling (sched.Deadlines.AtCeiling)
 	end        time.Duration
 	acct       accountant
 	stats      Stats
@@ -287,6 +296,9 @@ func newEngine(cfg Config) (*engine, error) {
 		relayBusy: make([]time.Duration, len(cfg.Set.Machines)),
 		batch:     -1,
 		deadlines: cfg.Deadlines.WithDefaults(),
+	}
+	if e.deadlines.Ceiling == 0 {
+		e.deadlines.Ceiling = DefaultCeiling
 	}
 	switch {
 	case cfg.PolicyCost > 0:
@@ -505,6 +517,7 @@ func (e *engine) clearSent(k int) {
 func (e *engine) startBatch(b int32) {
 	e.batch, e.open = b, true
 	e.overran = append(e.overran[:0], make([]uint8, e.cfg.Workload.Batches[b].N)...)
+	e.atCeiling = append(e.atCeiling[:0], make([]bool, e.cfg.Workload.Batches[b].N)...)
 	for k := range e.workers {
 		e.clearSent(k) // every instance was settled, or its result is stale now
 	}
@@ -802,12 +815,32 @@ func (e *engine) checkDeadlines() {
 				continue
 			}
 			n++
-			if s.started < 0 || s.overdue || s.batch != e.batch || e.now-s.started <= e.deadlines.Again(d, e.overruns(s.task)) {
+			if s.started < 0 || s.overdue || s.batch != e.batch {
+				continue
+			}
+			ceilinged := int(s.task) < len(e.atCeiling) && e.atCeiling[s.task]
+			run, again := e.now-s.started, e.deadlines.Again(d, e.overruns(s.task), ceilinged)
+			if again == 0 {
+				// Cut short at the ceiling already: no deadline; the
+				// master's task timeout alone ends it. Past it, the
+				// master drops the worker, and after MaxRetries+1 such
+				// timeouts fails the run; the simulator, which has no
+				// retries of its own, fails it at the first.
+				if timeout := 2 * e.deadlines.Ceiling; run > timeout && e.err == nil {
+					e.err = fmt.Errorf("sim: task %d of batch %d ran %v on %s, past the task timeout of %v (twice the deadlines' ceiling), after it was cut short at the ceiling: a real master fails it once it has run past the timeout MaxRetries+1 times",
+						s.task, e.batch, run, w.m.Name, timeout)
+				}
+				continue
+			}
+			if run <= again {
 				continue
 			}
 			s.overdue = true
 			w.late = true
-			w.overran = max(w.overran, e.now-s.started)
+			w.overran = max(w.overran, run)
+			if e.deadlines.AtCeiling(again) && int(s.task) < len(e.atCeiling) {
+				e.atCeiling[s.task] = true
+			}
 			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
 				e.overran[s.task]++
 				if e.overran[s.task] >= maxOverdue && e.err == nil {
@@ -825,11 +858,11 @@ func (e *engine) checkDeadlines() {
 
 // maxOverdue is how many of a task's instances in a batch may go
 // overdue before the run fails. Each doubles the task's next deadline,
-// ten times at most (sched.Deadlines.Again); a task longer than the
-// longest deadline (30 s × 2¹⁰, 8.5 h, on a machine not yet measured)
-// was cancelled and sent again for ever, and the run never ended. The
-// real master fails such a task at its task timeout, which the
-// simulator does not model.
+// ten times at most (sched.Deadlines.Again); without a ceiling
+// (Deadlines.Ceiling < 0), a task longer than the longest deadline (30 s
+// × 2¹⁰, 8.5 h, on a machine not yet measured) was cancelled and sent
+// again for ever, and the run never ended. With one, the task timeout
+// ends it first.
 const maxOverdue = 20
 
 // overruns is how many instances of task t of the batch went overdue.
