@@ -385,6 +385,9 @@ var fixedFaults2Seeds = []struct {
 	{55022065, "split, n5's link slow by up to 4.6 s for 48 s: refused by the handshake's 3 s bound all along, " +
 		"its last handshake, begun slow, failed after the slow time, and its back-off outlasted the run (the " +
 		"model's: such a worker is not held to hear the end that long after)"},
+	{58147874, "cyclic, the anchor w0 cut off one way from 7.5 ms for 58 s beside a worker that answers NaN " +
+		"to everything: alone, that one failed a task 1,001 times in 35 s, past max retries 1000, as it " +
+		"should (the model's: as Draw, DrawFaults2 leaves the anchor whole beside a NaN worker)"},
 }
 
 // TestFixedFaults2Seeds replays every -sim.faults2 seed that once found a
