@@ -1278,15 +1278,37 @@ type TaskFailure struct {
 	Worker, Err string
 }
 
-// Error names the generation, the task and every failure.
+// Error names the generation, the task and its failures: each distinct
+// one once, in the order it first came, with how often it came when more
+// than once, and at most maxFailuresShown of them. With -max-retries 1000
+// the text was 1,001 copies of one worker's error, 100 KB on one line.
 func (e *RetriesExhaustedError) Error() string {
-	fs := make([]string, len(e.Failures))
-	for i, f := range e.Failures {
-		fs[i] = f.Worker + ": " + f.Err
+	var kinds []string
+	count := map[string]int{}
+	for _, f := range e.Failures {
+		k := f.Worker + ": " + f.Err
+		if count[k] == 0 {
+			kinds = append(kinds, k)
+		}
+		count[k]++
+	}
+	fs := make([]string, 0, min(len(kinds), maxFailuresShown)+1)
+	for _, k := range kinds[:min(len(kinds), maxFailuresShown)] {
+		if n := count[k]; n > 1 {
+			k += fmt.Sprintf(" (%d times)", n)
+		}
+		fs = append(fs, k)
+	}
+	if more := len(kinds) - maxFailuresShown; more > 0 {
+		fs = append(fs, fmt.Sprintf("and %d other failures (the report's failed_task lists them all)", more))
 	}
 	return fmt.Sprintf("grid: generation %d, task %d failed %d times (max retries %d): %s",
 		e.Gen, e.Task, len(e.Failures), e.MaxRetries, strings.Join(fs, "; "))
 }
+
+// maxFailuresShown bounds the distinct failures a RetriesExhaustedError's
+// text names.
+const maxFailuresShown = 8
 
 // maxErrText bounds an error text from a worker in logs and errors.
 const maxErrText = 300
