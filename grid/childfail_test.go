@@ -18,13 +18,14 @@ import (
 // again at the next split, or hung with no worker of its own; and the
 // child allowed the default 3 retries, whatever the root's.
 func TestChildTaskFailureFailsTheRun(t *testing.T) {
-	t.Run("max retries 0", func(t *testing.T) { childTaskFailure(t, -1, 0) })
-	t.Run("max retries 2", func(t *testing.T) { childTaskFailure(t, 2, 2) })
+	t.Run("max retries 0", func(t *testing.T) { childTaskFailure(t, -1, 0, -1) })
+	t.Run("max retries 2", func(t *testing.T) { childTaskFailure(t, 2, 2, 3*time.Minute) })
 }
 
 // childTaskFailure is TestChildTaskFailureFailsTheRun with the root's
-// MasterConfig.MaxRetries cfg, which means want retries.
-func childTaskFailure(t *testing.T, cfg, want int) {
+// MasterConfig.MaxRetries cfg, which means want retries, and its
+// TaskTimeout timeout.
+func childTaskFailure(t *testing.T, cfg, want int, timeout time.Duration) {
 	leaktest.Check(t)
 	key := splitTestKey(t)
 	spec := ProblemSpec{Name: "sphere", Dim: 2}
@@ -32,7 +33,7 @@ func childTaskFailure(t *testing.T, cfg, want int) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	log := quietConfig().Logger
-	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: spec, Logger: log, MaxRetries: cfg})
+	root, err := NewMaster(ctx, MasterConfig{Listen: "127.0.0.1:0", Key: key, Problem: spec, Logger: log, MaxRetries: cfg, TaskTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +78,12 @@ func childTaskFailure(t *testing.T, cfg, want int) {
 	case <-ctx.Done():
 		t.Fatal("no child master started")
 	}
-	// The child counts failures as the root does.
+	// The child counts failures, and times tasks, as the root does.
 	var retries int
-	c.ask(func() { retries = c.cfg.MaxRetries })
-	if retries != want {
-		t.Errorf("the child master allows %d retries, the root %d", retries, want)
+	var childTimeout time.Duration
+	c.ask(func() { retries, childTimeout = c.cfg.MaxRetries, c.cfg.TaskTimeout })
+	if retries != want || childTimeout != root.cfg.TaskTimeout {
+		t.Errorf("the child master allows %d retries and a task timeout of %v, the root %d and %v", retries, childTimeout, want, root.cfg.TaskTimeout)
 	}
 	// Its one worker fails the task at every try.
 	w := newTestWorker("w", 1, 0)

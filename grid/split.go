@@ -497,7 +497,7 @@ func (m *Master) promote(c *childMaster, b *batch, tasks []Task, moved []string)
 		Policy: m.policy.Name(), Depth: m.cfg.Sched.Depth, Adaptive: m.cfg.Sched.Adaptive,
 		Rule: uint8(m.cfg.Split.Rule), Window: m.cfg.Split.Window,
 		MessageCost: int64(m.cfg.Split.MessageCost), GainMargin: m.cfg.Split.GainMargin,
-		MaxRetries: m.cfg.MaxRetries,
+		MaxRetries: m.cfg.MaxRetries, TaskTimeout: int64(m.cfg.TaskTimeout),
 	}
 }
 
@@ -1526,11 +1526,15 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	mc.Policy = pr.Policy
 	mc.Sched.Depth, mc.Sched.Adaptive = pr.Depth, pr.Adaptive
 	mc.Split = pr.split()
-	// The root's retries, not the default: a task fails the run after as
-	// many failures wherever it runs.
+	// The root's retries and task timeout, not the defaults: a task fails
+	// the run after as many failures, and runs as long, wherever it runs.
 	mc.MaxRetries = pr.MaxRetries
 	if mc.MaxRetries == 0 {
 		mc.MaxRetries = -1 // none
+	}
+	mc.TaskTimeout = time.Duration(pr.TaskTimeout)
+	if mc.TaskTimeout == 0 {
+		mc.TaskTimeout = -1 // none
 	}
 	mc.MaxFrame = max(mc.MaxFrame, cfg.MaxFrame)
 	m, err := NewMaster(ctx, mc)

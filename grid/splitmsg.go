@@ -62,6 +62,9 @@ type Promote struct {
 	// MaxRetries is the parent's: a task fails the run after as many
 	// failures at a child as at the root (0: none).
 	MaxRetries int `msgpack:"mr,omitempty"`
+	// TaskTimeout is the parent's, in ns (0: none): a task runs no
+	// longer at a child than at the root.
+	TaskTimeout int64 `msgpack:"tt,omitempty"`
 }
 
 // Move tells a worker to leave its master for the master at Addr
@@ -258,6 +261,9 @@ const (
 // failures of a task, and sends them up.
 const maxPromoteRetries = 1 << 16
 
+// maxPromoteTimeout bounds Promote.TaskTimeout: esrun's own bound.
+const maxPromoteTimeout = 7 * 24 * time.Hour
+
 // MaxPromoteWorkers bounds Promote.Workers: the workers one split moves.
 const MaxPromoteWorkers = 1 << 16
 
@@ -279,6 +285,8 @@ func (pr *Promote) Check() error {
 		return fmt.Errorf("grid: promote: depth %d outside [0, %d]", pr.Depth, sched.MaxDepth)
 	case pr.MaxRetries < 0 || pr.MaxRetries > maxPromoteRetries:
 		return fmt.Errorf("grid: promote: max retries %d outside [0, %d]", pr.MaxRetries, maxPromoteRetries)
+	case pr.TaskTimeout < 0 || pr.TaskTimeout > int64(maxPromoteTimeout):
+		return fmt.Errorf("grid: promote: task timeout %v outside [0, %v]", time.Duration(pr.TaskTimeout), maxPromoteTimeout)
 	}
 	if err := pr.split().check(); err != nil {
 		return fmt.Errorf("grid: promote: %w", err)
