@@ -1190,13 +1190,29 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 	fs := append(b.failures[r.ID], TaskFailure{Worker: w.name, Err: errText})
 	b.failures[r.ID] = fs
 	if len(fs) > m.cfg.MaxRetries {
-		b.fail(&RetriesExhaustedError{Gen: b.gen, Task: int(r.ID), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
+		m.failTask(b, &RetriesExhaustedError{Gen: b.gen, Task: int(r.ID), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
 		return
 	}
 	m.counts.Retried++
 	m.vlog.Warn("evaluation failed; retrying the task on another worker",
 		"gen", b.gen, "task", r.ID, "worker", w.name, "failures", len(fs), "max_retries", m.cfg.MaxRetries, "err", errText)
 	m.step(ev, 0)
+}
+
+// failTask fails batch b with err, one of its tasks failed past
+// MaxRetries. A child master's batch is its parent's: the child tells
+// it, whose batch then fails (childFailed), for the reply of its own
+// goes to no one. Before, the child sat on the task until its parent
+// cut it off as stalled and took the task back, its failures forgotten.
+func (m *Master) failTask(b *batch, err *RetriesExhaustedError) {
+	if b.replied {
+		return
+	}
+	if p := m.split.splitProto; p != nil && p.parent != nil && !p.parent.answered && !p.parent.finishing {
+		p.parent.conn.Send(&ChildResults{Gen: b.id, Masters: m.mastersNow(),
+			Failed: &ChildFailed{ID: int32(err.Task), Failures: err.Failures}})
+	}
+	b.fail(err)
 }
 
 // timedOut counts the instance of task t that ran past TaskTimeout on w,
@@ -1229,7 +1245,7 @@ func (m *Master) timedOut(w *mworker, t int32) {
 	fs := append(b.failures[t], TaskFailure{Worker: w.name, Err: fmt.Sprintf("ran past the task timeout of %v", m.cfg.TaskTimeout)})
 	b.failures[t] = fs
 	if len(fs) > m.cfg.MaxRetries {
-		b.fail(&RetriesExhaustedError{Gen: b.gen, Task: int(t), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
+		m.failTask(b, &RetriesExhaustedError{Gen: b.gen, Task: int(t), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
 		return
 	}
 	m.counts.Retried++
@@ -1275,7 +1291,8 @@ type RetriesExhaustedError struct {
 // TaskFailure is one failed evaluation: the worker's name and its
 // error's text (cut to 300 bytes).
 type TaskFailure struct {
-	Worker, Err string
+	Worker string `msgpack:"w"`
+	Err    string `msgpack:"e"`
 }
 
 // Error names the generation, the task and its failures: each distinct

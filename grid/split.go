@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/logx"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -469,12 +470,7 @@ func (m *Master) maybeSplit() {
 		m.setDraining(w)
 		p.moving[w] = c
 	}
-	pr := &Promote{
-		Token: c.token, Gen: b.id, ESGen: b.gen, N: len(b.xs), Tasks: tasks, Workers: names(give),
-		Policy: m.policy.Name(), Depth: m.cfg.Sched.Depth, Adaptive: m.cfg.Sched.Adaptive,
-		Rule: uint8(m.cfg.Split.Rule), Window: m.cfg.Split.Window,
-		MessageCost: int64(m.cfg.Split.MessageCost), GainMargin: m.cfg.Split.GainMargin,
-	}
+	pr := m.promote(c, b, tasks, names(give))
 	if err := pw.conn.Send(pr); err != nil {
 		m.log.Warn("promote not sent; the child counts as lost", "worker", pw.name, "err", err)
 		m.childLost(c)
@@ -490,6 +486,19 @@ func (m *Master) maybeSplit() {
 	m.log.Info("overloaded: promoting a worker to a child master (docs/papers.md §2)",
 		"gen", b.gen, "worker", pw.name, "moved_workers", len(give), "kept_workers", len(keep),
 		"tasks", len(tasks), "queued_left", sched.Queued(m.policy), "overload_mean", mean, "masters", m.mastersNow())
+}
+
+// promote is the order that makes c a child master over tasks of b,
+// with the workers named moved to it: this master's policy, split
+// settings and retries.
+func (m *Master) promote(c *childMaster, b *batch, tasks []Task, moved []string) *Promote {
+	return &Promote{
+		Token: c.token, Gen: b.id, ESGen: b.gen, N: len(b.xs), Tasks: tasks, Workers: moved,
+		Policy: m.policy.Name(), Depth: m.cfg.Sched.Depth, Adaptive: m.cfg.Sched.Adaptive,
+		Rule: uint8(m.cfg.Split.Rule), Window: m.cfg.Split.Window,
+		MessageCost: int64(m.cfg.Split.MessageCost), GainMargin: m.cfg.Split.GainMargin,
+		MaxRetries: m.cfg.MaxRetries, TaskTimeout: int64(m.cfg.TaskTimeout),
+	}
 }
 
 // splitEstimate gathers what SplitGain weighs, from measured costs: the
@@ -997,6 +1006,9 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	}
 	m.addChildCounts(c, r) // before the results: a task's first send before its result
 	b := m.cur
+	if r.Failed != nil && b != nil && r.Gen == b.id {
+		m.childFailed(c, b, r.Failed)
+	}
 	if b != nil && r.Gen == b.id && len(r.IDs) == len(r.F) {
 		at := m.now()
 		dups := 0 // results of tasks decided here already: the tree's duplicates
@@ -1077,6 +1089,31 @@ func (m *Master) onChildResults(c *childMaster, r *ChildResults) {
 	}
 	m.noteMasters()
 	m.maybeReply()
+}
+
+// childFailed takes the failures of task f.ID, lent to c, that failed
+// in c's tree past its retries: they count as this master's own (each
+// cut as a worker's error is), and fail the batch once they pass
+// MaxRetries (failTask), as failures here would. A child cannot fail a
+// task it was not lent, nor with fewer failures than that: the task then
+// stays lent, and comes back with them counted if c is cut off.
+func (m *Master) childFailed(c *childMaster, b *batch, f *ChildFailed) {
+	p := m.split.splitProto
+	if f.ID < 0 || int(f.ID) >= len(b.done) || b.done[f.ID] || b.replied || p.lent[f.ID] != c {
+		return
+	}
+	fs := b.failures[f.ID]
+	for _, x := range f.Failures {
+		if len(fs) > m.cfg.MaxRetries {
+			break
+		}
+		fs = append(fs, TaskFailure{Worker: logx.Cut(x.Worker, maxNameLog), Err: logx.Cut(x.Err, maxErrText)})
+	}
+	b.failures[f.ID] = fs
+	if len(fs) > m.cfg.MaxRetries {
+		m.log.Warn("a task failed at a child master more often than the retries allow", "child", c.name, "gen", b.gen, "task", f.ID, "failures", len(fs))
+		m.failTask(b, &RetriesExhaustedError{Gen: b.gen, Task: int(f.ID), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})
+	}
 }
 
 // returnGrace bounds how long Close waits for workers on their way back
@@ -1490,6 +1527,16 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	mc.Policy = pr.Policy
 	mc.Sched.Depth, mc.Sched.Adaptive = pr.Depth, pr.Adaptive
 	mc.Split = pr.split()
+	// The root's retries and task timeout, not the defaults: a task fails
+	// the run after as many failures, and runs as long, wherever it runs.
+	mc.MaxRetries = pr.MaxRetries
+	if mc.MaxRetries == 0 {
+		mc.MaxRetries = -1 // none
+	}
+	mc.TaskTimeout = time.Duration(pr.TaskTimeout)
+	if mc.TaskTimeout == 0 {
+		mc.TaskTimeout = -1 // none
+	}
 	mc.MaxFrame = max(mc.MaxFrame, cfg.MaxFrame)
 	m, err := NewMaster(ctx, mc)
 	if err != nil {

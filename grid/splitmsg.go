@@ -59,6 +59,12 @@ type Promote struct {
 	Window      int     `msgpack:"w,omitempty"`
 	MessageCost int64   `msgpack:"mc,omitempty"` // ns
 	GainMargin  float64 `msgpack:"gm,omitempty"`
+	// MaxRetries is the parent's: a task fails the run after as many
+	// failures at a child as at the root (0: none).
+	MaxRetries int `msgpack:"mr,omitempty"`
+	// TaskTimeout is the parent's, in ns (0: none): a task runs no
+	// longer at a child than at the root.
+	TaskTimeout int64 `msgpack:"tt,omitempty"`
 }
 
 // Move tells a worker to leave its master for the master at Addr
@@ -107,6 +113,16 @@ type ChildResults struct {
 	// C is what the child's tree counted since its last ChildResults
 	// (nil: nothing), for the run's totals.
 	C *ChildCounts `msgpack:"c,omitempty"`
+	// Failed is a task of Gen that failed in the child's tree more often
+	// than MaxRetries allows: the parent's batch fails with it.
+	Failed *ChildFailed `msgpack:"fl,omitempty"`
+}
+
+// ChildFailed is a task lent to a child master that failed there past
+// its retries: its id and its failures in the order they came.
+type ChildFailed struct {
+	ID       int32         `msgpack:"id"`
+	Failures []TaskFailure `msgpack:"fs"`
 }
 
 // ChildCounts is what a child master's tree (itself and its children)
@@ -241,6 +257,13 @@ const (
 	RelayClose              // stream S is closed
 )
 
+// maxPromoteRetries bounds Promote.MaxRetries: a child keeps that many
+// failures of a task, and sends them up.
+const maxPromoteRetries = 1 << 16
+
+// maxPromoteTimeout bounds Promote.TaskTimeout: esrun's own bound.
+const maxPromoteTimeout = 7 * 24 * time.Hour
+
 // MaxPromoteWorkers bounds Promote.Workers: the workers one split moves.
 const MaxPromoteWorkers = 1 << 16
 
@@ -260,6 +283,10 @@ func (pr *Promote) Check() error {
 		return fmt.Errorf("grid: promote: unknown policy %q", logx.Cut(pr.Policy, maxNameLog))
 	case pr.Depth < 0 || pr.Depth > sched.MaxDepth:
 		return fmt.Errorf("grid: promote: depth %d outside [0, %d]", pr.Depth, sched.MaxDepth)
+	case pr.MaxRetries < 0 || pr.MaxRetries > maxPromoteRetries:
+		return fmt.Errorf("grid: promote: max retries %d outside [0, %d]", pr.MaxRetries, maxPromoteRetries)
+	case pr.TaskTimeout < 0 || pr.TaskTimeout > int64(maxPromoteTimeout):
+		return fmt.Errorf("grid: promote: task timeout %v outside [0, %v]", time.Duration(pr.TaskTimeout), maxPromoteTimeout)
 	}
 	if err := pr.split().check(); err != nil {
 		return fmt.Errorf("grid: promote: %w", err)

@@ -85,6 +85,10 @@ func (pl *Pool) Evaluate(ctx context.Context, gen int, xs [][]float64) ([]float6
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
+		var tf *TaskFailedError
+		if errors.As(err, &tf) {
+			tf.Gen, tf.MaxRetries = gen, pl.maxRetries
+		}
 		return nil, err
 	}
 	if int(done.Load()) < len(xs) {
@@ -117,6 +121,25 @@ type RetriesExhaustedError struct {
 func (e *RetriesExhaustedError) Error() string {
 	return fmt.Sprintf("failed %d times (max retries %d): each ran past the task timeout of %v; the last: %v", len(e.Failures), e.MaxRetries, e.Timeout, e.last)
 }
+
+// TaskFailedError is the error of a batch one of whose evaluations
+// failed other than by running past the timeout (Limit): there is no
+// other machine to try it on, so the batch fails at once. Its fields say
+// so to a program (esrun's report, whose failed_task reads it as it
+// reads a RetriesExhaustedError), its text ("task N: " and Err's) to a
+// person.
+type TaskFailedError struct {
+	Gen, Task int
+	// MaxRetries is the pool's (Limit): only timeouts use them.
+	MaxRetries int
+	Err        error
+}
+
+// Error names the task and its error.
+func (e *TaskFailedError) Error() string { return fmt.Sprintf("task %d: %v", e.Task, e.Err) }
+
+// Unwrap returns the evaluation's error.
+func (e *TaskFailedError) Unwrap() error { return e.Err }
 
 // maxFailureText bounds each of a RetriesExhaustedError's Failures, as
 // the grid bounds a worker's error text.
@@ -170,7 +193,11 @@ func firstError(errs []error) error {
 			continue
 		}
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("task %d: %w", i, err)
+			var rx *RetriesExhaustedError
+			if errors.As(err, &rx) {
+				return fmt.Errorf("task %d: %w", i, err)
+			}
+			return &TaskFailedError{Task: i, Err: err}
 		}
 		if first < 0 {
 			first = i

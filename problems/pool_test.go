@@ -206,3 +206,15 @@ func TestPoolTimeoutRetries(t *testing.T) {
 		t.Fatalf("no deadline: err %v after %d tries", err, h.calls.Load())
 	}
 }
+
+// An evaluation error other than a timeout fails the batch at once, as a
+// TaskFailedError that names the generation, the task and the retries,
+// for esrun's report; its text is the task's and the error's, as before.
+func TestPoolTaskFailedError(t *testing.T) {
+	p := &probe{fail: map[float64]bool{5: true}, panicAt: -1, blockAt: -1}
+	_, err := problems.NewPool(p, 2).Limit(time.Minute, 2, nil).Evaluate(context.Background(), 3, batch(10))
+	var tf *problems.TaskFailedError
+	if !errors.As(err, &tf) || tf.Gen != 3 || tf.Task != 5 || tf.MaxRetries != 2 || err.Error() != "task 5: "+tf.Err.Error() {
+		t.Fatalf("error %v (%+v), want a TaskFailedError of generation 3, task 5, max retries 2", err, tf)
+	}
+}

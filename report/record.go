@@ -40,8 +40,9 @@ type Record struct {
 	Stop  string `json:"stop"`
 	Error string `json:"error,omitempty"`
 	// FailedTask, when the run failed because a task failed more often
-	// than -max-retries allows, says which and how, for a program to
-	// read (Error says it to a person).
+	// than -max-retries allows (or, in process, failed other than by a
+	// timeout), says which and how, for a program to read (Error says it
+	// to a person).
 	FailedTask *FailedTask `json:"failed_task,omitempty"`
 	Best       BestRecord  `json:"best"`
 	Evals      int         `json:"evals"`
@@ -55,7 +56,9 @@ type Record struct {
 
 // FailedTask is the task whose failures exhausted its retries
 // (grid.RetriesExhaustedError, or an in-process run's
-// problems.RetriesExhaustedError): its generation, its index there, the
+// problems.RetriesExhaustedError), or whose in-process evaluation failed
+// other than by a timeout, which is not retried
+// (problems.TaskFailedError): its generation, its index there, the
 // retries allowed, and each failure in the order they came.
 type FailedTask struct {
 	Gen        int           `json:"gen"`
@@ -75,8 +78,13 @@ type TaskFailure struct {
 // evaluator the report's config calls so.
 const InProcessWorker = "inprocess"
 
+// maxFailureText bounds a failure's error in failed_task, as the grid
+// bounds a worker's error text.
+const maxFailureText = 300
+
 // failedTask is err's FailedTask, nil unless err is, or wraps, a
-// *grid.RetriesExhaustedError or a *problems.RetriesExhaustedError.
+// *grid.RetriesExhaustedError, a *problems.RetriesExhaustedError or a
+// *problems.TaskFailedError.
 func failedTask(err error) *FailedTask {
 	var px *problems.RetriesExhaustedError
 	if errors.As(err, &px) {
@@ -86,6 +94,13 @@ func failedTask(err error) *FailedTask {
 			ft.Failures[i] = TaskFailure{Worker: InProcessWorker, Error: f}
 		}
 		return ft
+	}
+	var tf *problems.TaskFailedError
+	if errors.As(err, &tf) {
+		// An in-process run's evaluation error, not retried: its one
+		// failure, cut as a grid cuts a worker's error.
+		return &FailedTask{Gen: tf.Gen, Task: tf.Task, MaxRetries: tf.MaxRetries,
+			Failures: []TaskFailure{{Worker: InProcessWorker, Error: logx.Cut(tf.Err.Error(), maxFailureText)}}}
 	}
 	var rx *grid.RetriesExhaustedError
 	if !errors.As(err, &rx) {

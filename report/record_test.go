@@ -12,6 +12,7 @@ import (
 
 	"github.com/esgrid/esgrid/es"
 	"github.com/esgrid/esgrid/grid"
+	"github.com/esgrid/esgrid/problems"
 )
 
 // The report is replaced whole: no temporary file is left behind, and
@@ -99,5 +100,23 @@ func TestFinishNamesTheFailedTask(t *testing.T) {
 		if rep := NewRecorder(eng, RecordConfig{}).Finish(eng, "", e); rep.FailedTask != nil {
 			t.Errorf("%v: failed_task %+v", e, rep.FailedTask)
 		}
+	}
+}
+
+// An in-process evaluation that failed other than by a timeout fails the
+// run at once, unretried: failed_task names it too, with its one
+// failure, put down to "inprocess" and cut as a worker's error is.
+func TestFinishNamesAnInProcessFailedTask(t *testing.T) {
+	eng, err := es.New(es.Config{Mu: 5, Lambda: 20, Dim: 8, Lower: 2, Upper: 2.5, InitSigma: 0.5, Seed: 9, Stop: es.Stop{Generations: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 1000)
+	tf := &problems.TaskFailedError{Gen: 2, Task: 4, MaxRetries: 3, Err: errors.New("plugin exited " + long)}
+	rep := NewRecorder(eng, RecordConfig{}).Finish(eng, "", fmt.Errorf("es: generation 2: %w", tf))
+	ft := rep.FailedTask
+	if ft == nil || ft.Gen != 2 || ft.Task != 4 || ft.MaxRetries != 3 || len(ft.Failures) != 1 ||
+		ft.Failures[0].Worker != InProcessWorker || !strings.HasPrefix(ft.Failures[0].Error, "plugin exited xxx") || len(ft.Failures[0].Error) > 300+len("…") {
+		t.Fatalf("failed_task %+v, want generation 2, task 4, max retries 3 and its one failure, cut to 300 bytes", ft)
 	}
 }

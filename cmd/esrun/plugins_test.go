@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -354,5 +355,38 @@ func TestInProcessTimeoutsNameTheFailedTask(t *testing.T) {
 		if f.Worker != "inprocess" || f.Error != "ran past the task timeout of 1ns: context deadline exceeded" {
 			t.Errorf("failure %+v", f)
 		}
+	}
+}
+
+// A plugin that crashes on some x fails an in-process run at once (there
+// is no other machine to try it on), and the partial report's
+// failed_task names the task and the crash, as a grid run's does: the
+// three generations in process that check a plugin tell a program which
+// task broke it. Before, failed_task was absent.
+func TestInProcessCrashNamesTheFailedTask(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	plug := "crashy=" + pythonSDKPlugin(t, dir, "crashy", `__import__("os")._exit(3) if x[0] > 1 else sum(v * v for v in x)`)
+	path := filepath.Join(dir, "run.json")
+	code, out, errOut := esrun(context.Background(), "-inprocess", "-problem", "crashy", "-plugin", plug, "-dim", "3", "-mu", "3", "-lambda", "8",
+		"-gens", "3", "-seed", "2", "-quiet", "-slots", "1", "-report", path)
+	if code != 1 || !strings.Contains(errOut, "plugin process exited during an evaluation (exit status 3)") {
+		t.Fatalf("exit %d, want 1 naming the crash\n%s%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(path + report.PartialSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		FailedTask *report.FailedTask `json:"failed_task"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	ft := rep.FailedTask
+	if ft == nil || len(ft.Failures) != 1 || ft.Failures[0].Worker != "inprocess" ||
+		!strings.Contains(ft.Failures[0].Error, "exit status 3") ||
+		!strings.Contains(errOut, fmt.Sprintf("generation %d: task %d: ", ft.Gen, ft.Task)) {
+		t.Fatalf("failed_task %+v, want the task the error names, with its one crash; the error:\n%s", ft, errOut)
 	}
 }
