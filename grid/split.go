@@ -475,6 +475,7 @@ func (m *Master) maybeSplit() {
 		Rule: uint8(m.cfg.Split.Rule), Window: m.cfg.Split.Window,
 		MessageCost: int64(m.cfg.Split.MessageCost), GainMargin: m.cfg.Split.GainMargin,
 	}
+	pr.limits(&m.cfg)
 	if err := pw.conn.Send(pr); err != nil {
 		m.log.Warn("promote not sent; the child counts as lost", "worker", pw.name, "err", err)
 		m.childLost(c)
@@ -1490,6 +1491,7 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	mc.Policy = pr.Policy
 	mc.Sched.Depth, mc.Sched.Adaptive = pr.Depth, pr.Adaptive
 	mc.Split = pr.split()
+	pr.applyLimits(&mc)
 	mc.MaxFrame = max(mc.MaxFrame, cfg.MaxFrame)
 	m, err := NewMaster(ctx, mc)
 	if err != nil {
