@@ -25,7 +25,17 @@ import (
 // answered or after a day of virtual time.
 func ceilingRun(t *testing.T, policy string, took time.Duration) (r evalReply, ended bool, cuts, timeouts int, elapsed time.Duration) {
 	t.Helper()
+	return ceilingRunTimeout(t, policy, took, 0)
+}
+
+// ceilingRunTimeout is ceilingRun under the task timeout given (0: the
+// 10 minutes).
+func ceilingRunTimeout(t *testing.T, policy string, took, timeout time.Duration) (r evalReply, ended bool, cuts, timeouts int, elapsed time.Duration) {
+	t.Helper()
 	m := policyBooks(t, policy)
+	if timeout > 0 {
+		m.cfg.TaskTimeout = timeout
+	}
 	m.liveCh = make(chan struct{}) // a drop wakes WaitWorkers' waiters
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -98,6 +108,26 @@ func TestLongTaskEnds(t *testing.T) {
 		switch {
 		case !ended:
 			t.Errorf("%s: a task of 7m0s still open after a day, cut short %d times, %d task timeouts", policy, cuts, timeouts)
+		case r.err != nil || len(r.f) != 1 || r.f[0] != 0.25:
+			t.Errorf("%s: %v, %v after %d cuts and %d timeouts; want its value", policy, r.f, r.err, cuts, timeouts)
+		default:
+			t.Logf("%s: ended after %d cuts, %v of virtual time", policy, cuts, elapsed)
+		}
+	}
+}
+
+// TestLongTaskEndsBelowAHighCeiling: under a task timeout of 3 hours
+// (its ceiling 90 minutes), a task of 75 minutes on a worker whose
+// deadline is 4 s ends. Its deadline doubles at most ten times, to
+// 68 min 16 s, which is below the ceiling: it was cut short there for
+// ever, never marked as cut at the ceiling, and never reached the
+// timeout either (so one that always hangs never failed).
+func TestLongTaskEndsBelowAHighCeiling(t *testing.T) {
+	for _, policy := range sched.Names {
+		r, ended, cuts, timeouts, elapsed := ceilingRunTimeout(t, policy, 75*time.Minute, 3*time.Hour)
+		switch {
+		case !ended:
+			t.Errorf("%s: a task of 75m0s still open after a day, cut short %d times, %d task timeouts", policy, cuts, timeouts)
 		case r.err != nil || len(r.f) != 1 || r.f[0] != 0.25:
 			t.Errorf("%s: %v, %v after %d cuts and %d timeouts; want its value", policy, r.f, r.err, cuts, timeouts)
 		default:
