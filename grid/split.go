@@ -1591,8 +1591,11 @@ func (m *Master) startShare(link *Conn, pr *Promote, parent, self string, done c
 		}
 	}
 	p.parent.mark = make([]uint8, n)
+	// overran as the root's (startBatch): without it a task's deadline
+	// never doubled on a child, and a task longer than its worker's
+	// deadline was cut there for ever.
 	m.cur = &batch{id: pr.Gen, gen: pr.ESGen, xs: xs, f: make([]float64, n), done: make([]bool, n),
-		reply: make(chan evalReply, 1), failures: map[int32][]TaskFailure{}}
+		overran: make([]uint8, n), reply: make(chan evalReply, 1), failures: map[int32][]TaskFailure{}}
 	m.lastID = pr.Gen
 	m.batches++
 	m.progress.Store(0)
