@@ -25,7 +25,17 @@ import (
 // answered or after a day of virtual time.
 func ceilingRun(t *testing.T, policy string, took time.Duration) (r evalReply, ended bool, cuts, timeouts int, elapsed time.Duration) {
 	t.Helper()
+	return ceilingRunTimeout(t, policy, took, 0)
+}
+
+// ceilingRunTimeout is ceilingRun under the task timeout given (0: the
+// 10 minutes).
+func ceilingRunTimeout(t *testing.T, policy string, took, timeout time.Duration) (r evalReply, ended bool, cuts, timeouts int, elapsed time.Duration) {
+	t.Helper()
 	m := policyBooks(t, policy)
+	if timeout > 0 {
+		m.cfg.TaskTimeout = timeout
+	}
 	m.liveCh = make(chan struct{}) // a drop wakes WaitWorkers' waiters
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -91,17 +101,23 @@ func ceilingRun(t *testing.T, policy string, took time.Duration) (r evalReply, e
 // TestLongTaskEnds: a task of 7 minutes, within the task timeout of 10,
 // on a worker whose deadline is 4 s, ends with its value under every
 // policy. Its deadline doubled at each overrun up to half the timeout,
-// where it was cut short and sent again for ever.
+// where it was cut short and sent again for ever. So does one of 75
+// minutes under a timeout of 3 hours (its ceiling 90 minutes): its
+// deadline doubles at most ten times, to 68 min 16 s, below the
+// ceiling, and it was cut there for ever, never marked as cut at the
+// ceiling (nor did one that always hangs ever reach the timeout).
 func TestLongTaskEnds(t *testing.T) {
-	for _, policy := range sched.Names {
-		r, ended, cuts, timeouts, elapsed := ceilingRun(t, policy, 7*time.Minute)
-		switch {
-		case !ended:
-			t.Errorf("%s: a task of 7m0s still open after a day, cut short %d times, %d task timeouts", policy, cuts, timeouts)
-		case r.err != nil || len(r.f) != 1 || r.f[0] != 0.25:
-			t.Errorf("%s: %v, %v after %d cuts and %d timeouts; want its value", policy, r.f, r.err, cuts, timeouts)
-		default:
-			t.Logf("%s: ended after %d cuts, %v of virtual time", policy, cuts, elapsed)
+	for _, c := range []struct{ took, timeout time.Duration }{{7 * time.Minute, 0}, {75 * time.Minute, 3 * time.Hour}} {
+		for _, policy := range sched.Names {
+			r, ended, cuts, timeouts, elapsed := ceilingRunTimeout(t, policy, c.took, c.timeout)
+			switch {
+			case !ended:
+				t.Errorf("%s: a task of %v still open after a day, cut short %d times, %d task timeouts", policy, c.took, cuts, timeouts)
+			case r.err != nil || len(r.f) != 1 || r.f[0] != 0.25:
+				t.Errorf("%s: %v, %v after %d cuts and %d timeouts; want its value", policy, r.f, r.err, cuts, timeouts)
+			default:
+				t.Logf("%s: a task of %v ended after %d cuts, %v of virtual time", policy, c.took, cuts, elapsed)
+			}
 		}
 	}
 }

@@ -78,8 +78,8 @@ type MasterConfig struct {
 	// it answers; the late worker gets nothing new until it answers. Each
 	// time a task overruns, its next instance's deadline doubles
 	// (sched.Deadlines.Again), so a long task ends, up to half the
-	// TaskTimeout; an instance of a task cut short there already has no
-	// deadline, and only TaskTimeout ends it. Defaults 4 and 1 s
+	// TaskTimeout and ten times at most; an instance of a task cut short
+	// there already has no deadline, and only TaskTimeout ends it. Defaults 4 and 1 s
 	// (sched.Deadlines, the rule the simulator applies too).
 	DeadlineFactor float64
 	DeadlineFloor  time.Duration

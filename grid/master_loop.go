@@ -837,9 +837,10 @@ func (m *Master) checkDeadlines() {
 			// No deadline (0) for an instance of a task cut short at
 			// the ceiling already: it runs to the task timeout.
 			d := m.cfg.deadlines()
-			if again := d.Again(deadline, m.cur.overruns(o.task), m.cur.ceilinged(o.task)); !o.overdue && again > 0 && run > again {
+			n := m.cur.overruns(o.task)
+			if again := d.Again(deadline, n, m.cur.ceilinged(o.task)); !o.overdue && again > 0 && run > again {
 				o.overdue = true
-				if b := m.cur; d.AtCeiling(again) && o.task >= 0 && int(o.task) < len(b.xs) {
+				if b := m.cur; d.AtCeiling(deadline, n) && o.task >= 0 && int(o.task) < len(b.xs) {
 					if b.atCeiling == nil {
 						b.atCeiling = make([]bool, len(b.xs))
 					}

@@ -492,13 +492,14 @@ func (m *Master) maybeSplit() {
 // with the workers named moved to it: this master's policy, split
 // settings and retries.
 func (m *Master) promote(c *childMaster, b *batch, tasks []Task, moved []string) *Promote {
-	return &Promote{
+	pr := &Promote{
 		Token: c.token, Gen: b.id, ESGen: b.gen, N: len(b.xs), Tasks: tasks, Workers: moved,
 		Policy: m.policy.Name(), Depth: m.cfg.Sched.Depth, Adaptive: m.cfg.Sched.Adaptive,
 		Rule: uint8(m.cfg.Split.Rule), Window: m.cfg.Split.Window,
 		MessageCost: int64(m.cfg.Split.MessageCost), GainMargin: m.cfg.Split.GainMargin,
-		MaxRetries: m.cfg.MaxRetries, TaskTimeout: int64(m.cfg.TaskTimeout),
 	}
+	pr.limits(&m.cfg)
+	return pr
 }
 
 // splitEstimate gathers what SplitGain weighs, from measured costs: the
@@ -1527,16 +1528,7 @@ func RunChild(ctx context.Context, cfg ChildConfig, mc MasterConfig) (err error)
 	mc.Policy = pr.Policy
 	mc.Sched.Depth, mc.Sched.Adaptive = pr.Depth, pr.Adaptive
 	mc.Split = pr.split()
-	// The root's retries and task timeout, not the defaults: a task fails
-	// the run after as many failures, and runs as long, wherever it runs.
-	mc.MaxRetries = pr.MaxRetries
-	if mc.MaxRetries == 0 {
-		mc.MaxRetries = -1 // none
-	}
-	mc.TaskTimeout = time.Duration(pr.TaskTimeout)
-	if mc.TaskTimeout == 0 {
-		mc.TaskTimeout = -1 // none
-	}
+	pr.applyLimits(&mc)
 	mc.MaxFrame = max(mc.MaxFrame, cfg.MaxFrame)
 	m, err := NewMaster(ctx, mc)
 	if err != nil {
@@ -1636,8 +1628,11 @@ func (m *Master) startShare(link *Conn, pr *Promote, parent, self string, done c
 		}
 	}
 	p.parent.mark = make([]uint8, n)
+	// overran as the root's (startBatch): without it a task's deadline
+	// never doubled on a child, and a task longer than its worker's
+	// deadline was cut there for ever.
 	m.cur = &batch{id: pr.Gen, gen: pr.ESGen, xs: xs, f: make([]float64, n), done: make([]bool, n),
-		reply: make(chan evalReply, 1), failures: map[int32][]TaskFailure{}}
+		overran: make([]uint8, n), reply: make(chan evalReply, 1), failures: map[int32][]TaskFailure{}}
 	m.lastID = pr.Gen
 	m.batches++
 	m.progress.Store(0)

@@ -59,12 +59,35 @@ type Promote struct {
 	Window      int     `msgpack:"w,omitempty"`
 	MessageCost int64   `msgpack:"mc,omitempty"` // ns
 	GainMargin  float64 `msgpack:"gm,omitempty"`
-	// MaxRetries is the parent's: a task fails the run after as many
-	// failures at a child as at the root (0: none).
-	MaxRetries int `msgpack:"mr,omitempty"`
-	// TaskTimeout is the parent's, in ns (0: none): a task runs no
-	// longer at a child than at the root.
+	// TaskTimeout and MaxRetries are the parent's (ns; negative: none,
+	// 0: not said, the child's default): a child with its own defaults
+	// dropped a task the run allows longer, and cut its deadlines at
+	// another ceiling than the parent's (sched.Deadlines.Ceiling).
 	TaskTimeout int64 `msgpack:"tt,omitempty"`
+	MaxRetries  int   `msgpack:"mr,omitempty"`
+}
+
+// limits is the promote's TaskTimeout and MaxRetries for c, a parent's
+// settings after their defaults (0 there: none).
+func (pr *Promote) limits(c *MasterConfig) {
+	pr.TaskTimeout, pr.MaxRetries = int64(c.TaskTimeout), c.MaxRetries
+	if pr.TaskTimeout == 0 {
+		pr.TaskTimeout = -1
+	}
+	if pr.MaxRetries == 0 {
+		pr.MaxRetries = -1
+	}
+}
+
+// applyLimits sets the child's mc to the parent's TaskTimeout and
+// MaxRetries, where the promote says them.
+func (pr *Promote) applyLimits(mc *MasterConfig) {
+	if pr.TaskTimeout != 0 {
+		mc.TaskTimeout = time.Duration(pr.TaskTimeout)
+	}
+	if pr.MaxRetries != 0 {
+		mc.MaxRetries = pr.MaxRetries
+	}
 }
 
 // Move tells a worker to leave its master for the master at Addr

@@ -67,6 +67,29 @@ func TestTaskPastTheTimeoutOnOneMachineCountsOnce(t *testing.T) {
 	}
 }
 
+// dropTwiceBeside drops the machine "slow" twice for running task 1 past
+// the task timeout (MaxRetries 1), beside the worker beside makes, and
+// says whether the generation failed with both drops counted, and the
+// task's failures.
+func dropTwiceBeside(t *testing.T, beside func(m *Master, b *batch) *mworker) (failed bool, failures []TaskFailure) {
+	t.Helper()
+	m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t), start: time.Now().Add(-time.Hour)}
+	b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
+	m.cur = b
+	slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
+	m.order = []*mworker{beside(m, b), slow}
+	m.timedOut(slow, 1)
+	back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
+	m.order = append(m.order, back)
+	m.timedOut(back, 1)
+	if !b.replied && len(b.failures[1]) != 1 {
+		t.Errorf("the generation on after two drops of the slow machine: failures %v; want one, the first", b.failures[1])
+	}
+	var rx *RetriesExhaustedError
+	failed = b.replied && errors.As((<-b.reply).err, &rx) && len(rx.Failures) == 2
+	return failed, b.failures[1]
+}
+
 // A worker late for longer than the task timeout (a silent one:
 // connected, late for ever, nothing out) is not one that may run the task:
 // a machine dropped again and again for running it past the timeout
@@ -77,25 +100,11 @@ func TestTaskPastTheTimeoutOnOneMachineCountsOnce(t *testing.T) {
 // to the timeout). A worker late a moment still counts.
 func TestTaskPastTheTimeoutCountsBesideSilentWorker(t *testing.T) {
 	for _, lateFor := range []time.Duration{time.Second, time.Minute} {
-		m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t), start: time.Now().Add(-time.Hour)}
-		b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
-		m.cur = b
-		silent := &mworker{id: 1, name: "silent", slots: 1, late: true, lateSince: m.now() - lateFor}
-		slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
-		m.order = []*mworker{silent, slow}
-		m.timedOut(slow, 1)
-		back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
-		m.order = append(m.order, back)
-		m.timedOut(back, 1)
-		if lateFor < m.cfg.TaskTimeout {
-			if b.replied || len(b.failures[1]) != 1 {
-				t.Errorf("beside a worker late %v: replied %v, failures %v; want one failure, the generation on", lateFor, b.replied, b.failures[1])
-			}
-			continue
-		}
-		var rx *RetriesExhaustedError
-		if !b.replied || !errors.As((<-b.reply).err, &rx) || len(rx.Failures) != 2 {
-			t.Errorf("two drops of the slow machine for task 1 beside a worker late %v: replied %v, failures %v; want the generation failed", lateFor, b.replied, b.failures[1])
+		failed, fs := dropTwiceBeside(t, func(m *Master, _ *batch) *mworker {
+			return &mworker{id: 1, name: "silent", slots: 1, late: true, lateSince: m.now() - lateFor}
+		})
+		if want := lateFor >= 2*time.Second; failed != want {
+			t.Errorf("two drops of the slow machine for task 1 beside a worker late %v: generation failed %v, failures %v; want %v", lateFor, failed, fs, want)
 		}
 	}
 }
@@ -109,28 +118,15 @@ func TestTaskPastTheTimeoutCountsBesideSilentWorker(t *testing.T) {
 // uncounted, for ever (TestLongPoints under rwq, cyclic and eft).
 func TestTaskPastTheTimeoutCountsBesidePassedOverWorker(t *testing.T) {
 	for _, passedOver := range []bool{false, true} {
-		m := &Master{cfg: MasterConfig{MaxRetries: 1, TaskTimeout: 2 * time.Second}, log: testLogger(t), start: time.Now().Add(-time.Hour)}
-		b := &batch{gen: 3, done: make([]bool, 2), failures: map[int32][]TaskFailure{}, reply: make(chan evalReply, 1)}
-		m.cur = b
-		other := &mworker{id: 1, name: "other", slots: 1}
-		if passedOver {
-			b.passOver(1, other.id) // task 1 went overdue on it
-		}
-		slow := &mworker{id: 2, name: "slow", slots: 1, left: true}
-		m.order = []*mworker{other, slow}
-		m.timedOut(slow, 1)
-		back := &mworker{id: 3, name: "slow", slots: 1, left: true} // it came back, was given task 1 again, and was dropped again
-		m.order = append(m.order, back)
-		m.timedOut(back, 1)
-		if !passedOver {
-			if b.replied || len(b.failures[1]) != 1 {
-				t.Errorf("beside a worker that may run task 1: replied %v, failures %v; want one failure, the generation on", b.replied, b.failures[1])
+		failed, fs := dropTwiceBeside(t, func(_ *Master, b *batch) *mworker {
+			other := &mworker{id: 1, name: "other", slots: 1}
+			if passedOver {
+				b.passOver(1, other.id) // task 1 went overdue on it
 			}
-			continue
-		}
-		var rx *RetriesExhaustedError
-		if !b.replied || !errors.As((<-b.reply).err, &rx) || len(rx.Failures) != 2 {
-			t.Errorf("two drops of the slow machine for task 1 beside a worker it went overdue on: replied %v, failures %v; want the generation failed", b.replied, b.failures[1])
+			return other
+		})
+		if failed != passedOver {
+			t.Errorf("two drops of the slow machine for task 1 beside a worker the task went overdue on (%v): generation failed %v, failures %v; want %v", passedOver, failed, fs, passedOver)
 		}
 	}
 }

@@ -139,11 +139,15 @@ func (d Deadlines) Again(base time.Duration, n int, ceilinged bool) time.Duratio
 	return d.Doubled(base, n)
 }
 
-// AtCeiling says an instance cut short at deadline (Again's) was cut at
-// the ceiling, or past it: its task's later instances in the batch get
-// no deadline.
-func (d Deadlines) AtCeiling(deadline time.Duration) bool {
-	return d.Ceiling > 0 && deadline >= d.Ceiling
+// AtCeiling says an instance cut short at Again(base, n, false) was cut
+// where the doubling stops: at the ceiling, or past it (a base longer),
+// or at 2^10 times the base, below a ceiling longer than that (a task
+// timeout of hours). Its task's later instances in the batch get no
+// deadline. Marked at the ceiling alone, a task longer than 2^10 times
+// its worker's deadline and shorter than the timeout was cut there for
+// ever, and one that always hangs never failed.
+func (d Deadlines) AtCeiling(base time.Duration, n int) bool {
+	return d.Ceiling > 0 && (d.Doubled(base, n) >= d.Ceiling || n >= maxOverruns)
 }
 
 // Doubled is base doubled n times, at most 2^10 times and at most to

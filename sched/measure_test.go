@@ -80,12 +80,33 @@ func TestDeadlinesAgain(t *testing.T) {
 		if got := d.Again(c.base, c.n, false); got != c.want {
 			t.Errorf("with a ceiling of 5m, Again(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
 		}
-		if !d.AtCeiling(c.want) != (c.want < d.Ceiling) {
-			t.Errorf("AtCeiling(%v) = %v with a ceiling of %v", c.want, d.AtCeiling(c.want), d.Ceiling)
+		if !d.AtCeiling(c.base, c.n) != (c.want < d.Ceiling) {
+			t.Errorf("AtCeiling(%v, %d) = %v with a ceiling of %v", c.base, c.n, d.AtCeiling(c.base, c.n), d.Ceiling)
 		}
 		if got := d.Again(c.base, c.n, true); got != 0 {
 			t.Errorf("with a ceiling of 5m, cut short there once, Again(%v, %d) = %v, want none", c.base, c.n, got)
 		}
+	}
+}
+
+// AtCeiling marks a task cut where its doubling stops: at the ceiling,
+// or at 2^10 times the base below a ceiling longer than that (a task
+// timeout of 3 hours, a deadline of 4 s: 68 min 16 s), where a task was
+// cut for ever. Without a ceiling, never.
+func TestDeadlinesAtCeiling(t *testing.T) {
+	d := Deadlines{Ceiling: 90 * time.Minute}.WithDefaults()
+	for _, c := range []struct {
+		base time.Duration
+		n    int
+		want bool
+	}{{4 * time.Second, 9, false}, {4 * time.Second, 10, true}, {4 * time.Second, 200, true}, {time.Hour, 0, false}, {time.Hour, 1, true}, {2 * time.Hour, 0, true}} {
+		if got := d.AtCeiling(c.base, c.n); got != c.want {
+			t.Errorf("with a ceiling of 90m, AtCeiling(%v, %d) = %v, want %v", c.base, c.n, got, c.want)
+		}
+	}
+	d.Ceiling = 0
+	if d.AtCeiling(4*time.Second, 200) {
+		t.Error("without a ceiling, AtCeiling(4s, 200) = true")
 	}
 }
 

@@ -147,7 +147,7 @@ func newFlagSet(o *options, c *costFlags) *flag.FlagSet {
 	flagx.BareDurationVar(fs, &c.send, "send-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to send a message")
 	flagx.BareDurationVar(fs, &c.recv, "recv-cost", 0, 0, sweep.MaxTime, time.Millisecond, "override every machine's `time` to receive a message (the paper's SOAP: 20ms)")
 	flagx.DurationVar(fs, &o.taskTimeout, "task-timeout", 10*time.Minute, 0, 24*time.Hour,
-		"the master's task `timeout`, as esrun's: a task's deadlines double up to half of it, an instance of a task cut short there runs to it, and one that runs past it fails the run (0: none, the deadlines double ten times)")
+		"the master's task `timeout`, as esrun's: a task's deadlines double up to half of it, ten times at most, an instance of a task cut short there runs to it, and one that runs past it fails the run (0: none, the deadlines double ten times)")
 	flagx.IntVar(fs, &o.parallel, "parallel", 0, 0, sweep.MaxParallel, "`N` simulations run at once (0: GOMAXPROCS)")
 	fs.StringVar(&o.csvPath, "csv", "", "write the table as CSV to `file`")
 	fs.StringVar(&o.pngPath, "png", "", "draw stacked bars of compute/sync/comm to PNG `file`")

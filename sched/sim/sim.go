@@ -819,7 +819,8 @@ func (e *engine) checkDeadlines() {
 				continue
 			}
 			ceilinged := int(s.task) < len(e.atCeiling) && e.atCeiling[s.task]
-			run, again := e.now-s.started, e.deadlines.Again(d, e.overruns(s.task), ceilinged)
+			n := e.overruns(s.task)
+			run, again := e.now-s.started, e.deadlines.Again(d, n, ceilinged)
 			if again == 0 {
 				// Cut short at the ceiling already: no deadline; the
 				// master's task timeout alone ends it. Past it, the
@@ -838,7 +839,7 @@ func (e *engine) checkDeadlines() {
 			s.overdue = true
 			w.late = true
 			w.overran = max(w.overran, run)
-			if e.deadlines.AtCeiling(again) && int(s.task) < len(e.atCeiling) {
+			if e.deadlines.AtCeiling(d, n) && int(s.task) < len(e.atCeiling) {
 				e.atCeiling[s.task] = true
 			}
 			if int(s.task) < len(e.overran) && e.overran[s.task] < math.MaxUint8 {
