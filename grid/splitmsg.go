@@ -59,7 +59,7 @@ type Promote struct {
 	Window      int     `msgpack:"w,omitempty"`
 	MessageCost int64   `msgpack:"mc,omitempty"` // ns
 	GainMargin  float64 `msgpack:"gm,omitempty"`
-	// TaskTimeout and MaxRetries are the parent's (ns; negative: none,
+	// TaskTimeout and MaxRetries are the parent's (ns; -1: none,
 	// 0: not said, the child's default): a child with its own defaults
 	// dropped a task the run allows longer, and cut its deadlines at
 	// another ceiling than the parent's (sched.Deadlines.Ceiling).
@@ -306,10 +306,10 @@ func (pr *Promote) Check() error {
 		return fmt.Errorf("grid: promote: unknown policy %q", logx.Cut(pr.Policy, maxNameLog))
 	case pr.Depth < 0 || pr.Depth > sched.MaxDepth:
 		return fmt.Errorf("grid: promote: depth %d outside [0, %d]", pr.Depth, sched.MaxDepth)
-	case pr.MaxRetries < 0 || pr.MaxRetries > maxPromoteRetries:
-		return fmt.Errorf("grid: promote: max retries %d outside [0, %d]", pr.MaxRetries, maxPromoteRetries)
-	case pr.TaskTimeout < 0 || pr.TaskTimeout > int64(maxPromoteTimeout):
-		return fmt.Errorf("grid: promote: task timeout %v outside [0, %v]", time.Duration(pr.TaskTimeout), maxPromoteTimeout)
+	case pr.MaxRetries < -1 || pr.MaxRetries > maxPromoteRetries:
+		return fmt.Errorf("grid: promote: max retries %d outside [-1, %d]", pr.MaxRetries, maxPromoteRetries)
+	case pr.TaskTimeout < -1 || pr.TaskTimeout > int64(maxPromoteTimeout):
+		return fmt.Errorf("grid: promote: task timeout %v outside [-1ns, %v]", time.Duration(pr.TaskTimeout), maxPromoteTimeout)
 	}
 	if err := pr.split().check(); err != nil {
 		return fmt.Errorf("grid: promote: %w", err)

@@ -118,6 +118,13 @@ func TestPromoteCheck(t *testing.T) {
 	if err := ok.Check(); err != nil {
 		t.Errorf("%+v: %v", ok, err)
 	}
+	for _, lim := range [][2]int64{{-1, -1}, {0, 0}, {int64(maxPromoteTimeout), maxPromoteRetries}} {
+		pr := ok
+		pr.TaskTimeout, pr.MaxRetries = lim[0], int(lim[1])
+		if err := pr.Check(); err != nil {
+			t.Errorf("task timeout %d, max retries %d (-1: none, 0: not said): %v", lim[0], lim[1], err)
+		}
+	}
 	for _, name := range sched.Names {
 		if err := (&Promote{Policy: name}).Check(); err != nil {
 			t.Errorf("policy %q: %v", name, err)
@@ -145,6 +152,10 @@ func TestPromoteCheck(t *testing.T) {
 		{func(p *Promote) { p.N = sched.MaxTaskID + 2 }, "batch of"},
 		{func(p *Promote) { p.N = 0 }, "1 tasks in a batch of 0"},
 		{func(p *Promote) { p.Workers = make([]string, MaxPromoteWorkers+1) }, "workers moved"},
+		{func(p *Promote) { p.MaxRetries = -2 }, "max retries"},
+		{func(p *Promote) { p.MaxRetries = maxPromoteRetries + 1 }, "max retries"},
+		{func(p *Promote) { p.TaskTimeout = -2 }, "task timeout"},
+		{func(p *Promote) { p.TaskTimeout = int64(maxPromoteTimeout) + 1 }, "task timeout"},
 	} {
 		pr := ok
 		c.edit(&pr)
