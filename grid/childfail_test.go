@@ -50,15 +50,7 @@ func childTaskFailure(t *testing.T, cfg, want int, timeout time.Duration) {
 		if b == nil {
 			return false
 		}
-		p := root.proto()
-		c := &childMaster{token: 1, name: "c", batch: b.id, created: root.now(), progress: root.now(), masters: 1, inR: true}
-		tasks := root.takeTasks(1)
-		for _, tk := range tasks {
-			p.lent[tk.ID] = c
-			c.lent++
-		}
-		p.children[c.token] = c
-		p.order = append(p.order, c)
+		c, tasks := lendToChild(root, b, 1)
 		pr = root.promote(c, b, tasks, nil)
 		return true
 	}) || len(pr.Tasks) != 1 {

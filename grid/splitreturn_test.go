@@ -348,14 +348,7 @@ func TestStalledChildIsCutOff(t *testing.T) {
 		if b == nil {
 			return false
 		}
-		p := root.proto()
-		c := &childMaster{token: 1, name: "c", batch: b.id, created: root.now(), progress: root.now(), masters: 1, inR: true}
-		for _, tk := range root.takeTasks(2) {
-			p.lent[tk.ID] = c
-			c.lent++
-		}
-		p.children[c.token] = c
-		p.order = append(p.order, c)
+		c, _ := lendToChild(root, b, 2)
 		lent = c.lent
 		return true
 	}) || lent != 2 {
@@ -1072,4 +1065,20 @@ func setEndHeardWait(t *testing.T, d time.Duration) {
 	old := endHeardWait
 	endHeardWait = d
 	t.Cleanup(func() { endHeardWait = old })
+}
+
+// lendToChild has root lend n tasks of its batch b to a new child master
+// "c" (token 1), as a split would, and returns it and the tasks. It runs
+// on root's loop.
+func lendToChild(root *Master, b *batch, n int) (*childMaster, []Task) {
+	p := root.proto()
+	c := &childMaster{token: 1, name: "c", batch: b.id, created: root.now(), progress: root.now(), masters: 1, inR: true}
+	tasks := root.takeTasks(n)
+	for _, tk := range tasks {
+		p.lent[tk.ID] = c
+		c.lent++
+	}
+	p.children[c.token] = c
+	p.order = append(p.order, c)
+	return c, tasks
 }

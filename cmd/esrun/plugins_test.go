@@ -337,17 +337,7 @@ func TestInProcessTimeoutsNameTheFailedTask(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "task 0: failed 2 times (max retries 1): each ran past the task timeout of 1ns") {
 		t.Fatalf("exit %d, want 1 naming the timeout\n%s%s", code, out, errOut)
 	}
-	b, err := os.ReadFile(path + report.PartialSuffix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		FailedTask *report.FailedTask `json:"failed_task"`
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
-	ft := rep.FailedTask
+	ft, b := partialFailedTask(t, path)
 	if ft == nil || ft.Gen != 0 || ft.Task != 0 || ft.MaxRetries != 1 || len(ft.Failures) != 2 {
 		t.Fatalf("failed_task %+v, want generation 0, task 0, max retries 1 and 2 failures; the report:\n%s", ft, b)
 	}
@@ -373,6 +363,18 @@ func TestInProcessCrashNamesTheFailedTask(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "plugin process exited during an evaluation (exit status 3)") {
 		t.Fatalf("exit %d, want 1 naming the crash\n%s%s", code, out, errOut)
 	}
+	ft, _ := partialFailedTask(t, path)
+	if ft == nil || len(ft.Failures) != 1 || ft.Failures[0].Worker != "inprocess" ||
+		!strings.Contains(ft.Failures[0].Error, "exit status 3") ||
+		!strings.Contains(errOut, fmt.Sprintf("generation %d: task %d: ", ft.Gen, ft.Task)) {
+		t.Fatalf("failed_task %+v, want the task the error names, with its one crash; the error:\n%s", ft, errOut)
+	}
+}
+
+// partialFailedTask reads the failed_task of the partial report a failed
+// run left at path, and the report's bytes, to show.
+func partialFailedTask(t *testing.T, path string) (*report.FailedTask, []byte) {
+	t.Helper()
 	b, err := os.ReadFile(path + report.PartialSuffix)
 	if err != nil {
 		t.Fatal(err)
@@ -383,10 +385,5 @@ func TestInProcessCrashNamesTheFailedTask(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	ft := rep.FailedTask
-	if ft == nil || len(ft.Failures) != 1 || ft.Failures[0].Worker != "inprocess" ||
-		!strings.Contains(ft.Failures[0].Error, "exit status 3") ||
-		!strings.Contains(errOut, fmt.Sprintf("generation %d: task %d: ", ft.Gen, ft.Task)) {
-		t.Fatalf("failed_task %+v, want the task the error names, with its one crash; the error:\n%s", ft, errOut)
-	}
+	return rep.FailedTask, b
 }
