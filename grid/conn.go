@@ -404,7 +404,7 @@ func (c *Conn) readLoop(h Handler) {
 			}
 			continue
 		case *Reject:
-			c.closeWithError(&RejectError{Reason: logx.Cut(v.Reason, maxErrText)})
+			c.closeWithError(&RejectError{Reason: logx.Cut(v.Reason, logx.MaxErrText)})
 			return
 		}
 		h(m)

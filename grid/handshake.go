@@ -359,8 +359,8 @@ func (hs *handshake) receive(log *slog.Logger) (Message, error) {
 	}
 	if r, ok := m.(*Reject); ok {
 		// Returned, not logged: the caller says it once.
-		log.Debug("peer refused the connection", "reason", logx.Cut(r.Reason, maxErrText))
-		return nil, &RejectError{Reason: logx.Cut(r.Reason, maxErrText)}
+		log.Debug("peer refused the connection", "reason", logx.Cut(r.Reason, logx.MaxErrText))
+		return nil, &RejectError{Reason: logx.Cut(r.Reason, logx.MaxErrText)}
 	}
 	return m, nil
 }

@@ -696,7 +696,7 @@ func (m *Master) joined(w *mworker) {
 		// connection keeps it against another host, or a key holder
 		// could drop every worker in turn by taking their names.
 		w.left, w.refused = true, true
-		reason := fmt.Sprintf("worker name %q is in use by a connection from another host; try again once it ends", logx.Cut(w.name, maxErrText))
+		reason := fmt.Sprintf("worker name %q is in use by a connection from another host; try again once it ends", logx.Cut(w.name, logx.MaxErrText))
 		m.refusals.Add(RefusedOther, w.conn.RemoteAddr().String()+": "+reason)
 		w.conn.SendAndClose(&Reject{Reason: reason})
 		return
@@ -812,6 +812,7 @@ func (m *Master) drain(w *mworker, d *Drain) {
 // had work.
 func (m *Master) checkDeadlines() {
 	now := m.now()
+	d := m.cfg.deadlines()
 	for _, w := range m.order {
 		if w.left || len(w.out) == 0 {
 			continue
@@ -836,7 +837,6 @@ func (m *Master) checkDeadlines() {
 			}
 			// No deadline (0) for an instance of a task cut short at
 			// the ceiling already: it runs to the task timeout.
-			d := m.cfg.deadlines()
 			n := m.cur.overruns(o.task)
 			if again := d.Again(deadline, n, m.cur.ceilinged(o.task)); !o.overdue && again > 0 && run > again {
 				o.overdue = true
@@ -1186,7 +1186,7 @@ func (m *Master) failed(w *mworker, b *batch, r *Result, out bool) {
 		m.step(ev, 0) // a copy that lost anyway, or answered already: only its slot matters
 		return
 	}
-	errText := logx.Cut(r.Err, maxErrText)
+	errText := logx.Cut(r.Err, logx.MaxErrText)
 	b.passOver(r.ID, w.id)
 	fs := append(b.failures[r.ID], TaskFailure{Worker: w.name, Err: errText})
 	b.failures[r.ID] = fs
@@ -1299,7 +1299,7 @@ type TaskFailure struct {
 // Error names the generation, the task and its failures: each distinct
 // one once, in the order it first came, with how often it came when more
 // than once, and at most maxFailuresShown of them. With -max-retries 1000
-// the text was 1,001 copies of one worker's error, 100 KB on one line.
+// the text was 1,001 copies of one worker's error, 29 KB on one line.
 func (e *RetriesExhaustedError) Error() string {
 	var kinds []string
 	count := map[string]int{}
@@ -1318,7 +1318,7 @@ func (e *RetriesExhaustedError) Error() string {
 		fs = append(fs, k)
 	}
 	if more := len(kinds) - maxFailuresShown; more > 0 {
-		fs = append(fs, fmt.Sprintf("and %d other failures (the report's failed_task lists them all)", more))
+		fs = append(fs, fmt.Sprintf("and %d other distinct failures (the report's failed_task lists them all)", more))
 	}
 	return fmt.Sprintf("grid: generation %d, task %d failed %d times (max retries %d): %s",
 		e.Gen, e.Task, len(e.Failures), e.MaxRetries, strings.Join(fs, "; "))
@@ -1327,9 +1327,6 @@ func (e *RetriesExhaustedError) Error() string {
 // maxFailuresShown bounds the distinct failures a RetriesExhaustedError's
 // text names.
 const maxFailuresShown = 8
-
-// maxErrText bounds an error text from a worker in logs and errors.
-const maxErrText = 300
 
 // step applies ev to the policy and the ledger and carries out the
 // actions; f is the value of a ResultArrived. It reports whether a result

@@ -580,7 +580,7 @@ func (m *Master) acceptRelay(conn *Conn, h *Hello) {
 		// relay keeps it against another host (one whose link has
 		// ended, not yet struck off, does not).
 		m.relayReg.mu.Unlock()
-		reason := fmt.Sprintf("relay name %q is in use by a connection from another host; try again once it ends", logx.Cut(h.Name, maxErrText))
+		reason := fmt.Sprintf("relay name %q is in use by a connection from another host; try again once it ends", logx.Cut(h.Name, logx.MaxErrText))
 		m.refusals.Add(RefusedOther, conn.RemoteAddr().String()+": "+reason)
 		conn.SendAndClose(&Reject{Reason: reason})
 		return

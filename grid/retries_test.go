@@ -40,7 +40,7 @@ func TestRetriesExhaustedTextIsBounded(t *testing.T) {
 	if strings.Contains(got, fmt.Sprintf("w%d:", maxFailuresShown)) {
 		t.Errorf("error text %q names more than %d distinct failures", got, maxFailuresShown)
 	}
-	if want := fmt.Sprintf("and %d other failures", 20-maxFailuresShown); !strings.Contains(got, want) {
+	if want := fmt.Sprintf("and %d other distinct failures", 20-maxFailuresShown); !strings.Contains(got, want) {
 		t.Errorf("error text %q does not say %q", got, want)
 	}
 	if len(e.Failures) != 31 {

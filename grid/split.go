@@ -1108,7 +1108,7 @@ func (m *Master) childFailed(c *childMaster, b *batch, f *ChildFailed) {
 		if len(fs) > m.cfg.MaxRetries {
 			break
 		}
-		fs = append(fs, TaskFailure{Worker: logx.Cut(x.Worker, maxNameLog), Err: logx.Cut(x.Err, maxErrText)})
+		fs = append(fs, TaskFailure{Worker: logx.Cut(x.Worker, maxNameLog), Err: logx.Cut(x.Err, logx.MaxErrText)})
 	}
 	b.failures[f.ID] = fs
 	if len(fs) > m.cfg.MaxRetries {

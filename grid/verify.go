@@ -542,7 +542,7 @@ func (m *Master) checkResult(w *mworker, b *batch, r *Result, exec time.Duration
 	if r.Err != "" {
 		m.counts.Failed++
 		delete(c.asked, w.host) // it may be asked again, MaxRetries failures in all
-		c.fails = append(c.fails, w.name+": "+logx.Cut(r.Err, maxErrText))
+		c.fails = append(c.fails, w.name+": "+logx.Cut(r.Err, logx.MaxErrText))
 		m.failing(w, r.Err) // workers.go: set aside if it keeps failing
 		if !m.givenUp(b, c) {
 			m.dispatch(b, c)

@@ -101,7 +101,7 @@ func (m *Master) failing(w *mworker, why string) {
 	w.aside = true
 	m.counts.SetAside++
 	m.log.Warn(fmt.Sprintf("worker set aside: its last %d evaluations failed; it gets no more tasks while this connection lasts, and its tasks go to other workers", w.fails),
-		"worker", w.name, "worker_id", w.id, "host", w.host, "last_error", logx.Cut(why, maxErrText))
+		"worker", w.name, "worker_id", w.id, "host", w.host, "last_error", logx.Cut(why, logx.MaxErrText))
 	m.setSlots(w, 0)
 	if !other {
 		m.giveBack(w, "the only other worker open to tasks was set aside for failing")

@@ -141,10 +141,6 @@ func (e *TaskFailedError) Error() string { return fmt.Sprintf("task %d: %v", e.T
 // Unwrap returns the evaluation's error.
 func (e *TaskFailedError) Unwrap() error { return e.Err }
 
-// maxFailureText bounds each of a RetriesExhaustedError's Failures, as
-// the grid bounds a worker's error text.
-const maxFailureText = 300
-
 // evalLimited runs task i's evaluation within the pool's deadline,
 // trying again after each timeout, up to maxRetries times (see Limit).
 // Its error never wraps a context's error for a timeout, so that
@@ -162,7 +158,7 @@ func (pl *Pool) evalLimited(ctx context.Context, gen, i int, x []float64) (float
 		if !timedOut {
 			return f, err
 		}
-		fails = append(fails, logx.Cut(fmt.Sprintf("ran past the task timeout of %v: %v", pl.timeout, err), maxFailureText))
+		fails = append(fails, logx.Cut(fmt.Sprintf("ran past the task timeout of %v: %v", pl.timeout, err), logx.MaxErrText))
 		if try > pl.maxRetries {
 			return 0, &RetriesExhaustedError{Gen: gen, Task: i, MaxRetries: pl.maxRetries, Timeout: pl.timeout, Failures: fails, last: err}
 		}

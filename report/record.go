@@ -78,10 +78,6 @@ type TaskFailure struct {
 // evaluator the report's config calls so.
 const InProcessWorker = "inprocess"
 
-// maxFailureText bounds a failure's error in failed_task, as the grid
-// bounds a worker's error text.
-const maxFailureText = 300
-
 // failedTask is err's FailedTask, nil unless err is, or wraps, a
 // *grid.RetriesExhaustedError, a *problems.RetriesExhaustedError or a
 // *problems.TaskFailedError.
@@ -100,7 +96,7 @@ func failedTask(err error) *FailedTask {
 		// An in-process run's evaluation error, not retried: its one
 		// failure, cut as a grid cuts a worker's error.
 		return &FailedTask{Gen: tf.Gen, Task: tf.Task, MaxRetries: tf.MaxRetries,
-			Failures: []TaskFailure{{Worker: InProcessWorker, Error: logx.Cut(tf.Err.Error(), maxFailureText)}}}
+			Failures: []TaskFailure{{Worker: InProcessWorker, Error: logx.Cut(tf.Err.Error(), logx.MaxErrText)}}}
 	}
 	var rx *grid.RetriesExhaustedError
 	if !errors.As(err, &rx) {

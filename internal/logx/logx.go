@@ -126,6 +126,11 @@ func Printable(s string) string {
 
 func notGraphic(r rune) bool { return r != ' ' && !unicode.IsGraphic(r) }
 
+// MaxErrText bounds an error's text from elsewhere (a worker's, a
+// plugin's) where it is kept: in the master's failures of a task, an
+// in-process run's, and a report's failed_task, which must agree.
+const MaxErrText = 300
+
 // Cut cuts s to at most n bytes, on a rune boundary, marking a cut with
 // "…": the bound on text from elsewhere (a worker's error, a plugin's)
 // that goes into a log line or an error.
