@@ -294,13 +294,10 @@ func TestStopNoteOfATaskSentAgainKept(t *testing.T) {
 	if w.outN[first] != 1 {
 		t.Fatalf("task %d is out %d times on the worker after its overdue instance's cancel, want once (sent again)", first, w.outN[first])
 	}
-	cancels := func() int {
-		return len(slices.DeleteFunc(slices.Clone(w.cancels), func(c int32) bool { return c != first }))
-	}
-	before := cancels()
+	before := cancelsOf(w, first)
 	// The result of the cancelled instance, which crossed its cancel.
 	m.results(w, &Results{Items: []Result{{Gen: m.cur.id, ID: first, F: 1, Exec: int64(time.Millisecond), Token: tok}}})
-	if w.outN[first] == 0 && cancels() == before {
+	if w.outN[first] == 0 && cancelsOf(w, first) == before {
 		t.Fatalf("the result of task %d's cancelled instance was taken for the instance sent again, which the worker runs, now out of the books and never cancelled (notes: %d)", first, len(w.stopping))
 	}
 	// The worker answers both cancels of the task: the first found its
@@ -347,12 +344,9 @@ func TestStopNoteGoneBeforeTheTaskCameBack(t *testing.T) {
 	if w.outN[first] != 1 {
 		t.Fatalf("task %d is out %d times on the worker, want once (given again)", first, w.outN[first])
 	}
-	cancels := func() int {
-		return len(slices.DeleteFunc(slices.Clone(w.cancels), func(c int32) bool { return c != first }))
-	}
-	before := cancels()
+	before := cancelsOf(w, first)
 	m.results(w, &Results{Items: []Result{{Gen: m.cur.id, ID: first, F: 1, Exec: int64(time.Millisecond), Token: tok}}})
-	if w.outN[first] == 0 && cancels() == before {
+	if w.outN[first] == 0 && cancelsOf(w, first) == before {
 		t.Fatalf("the result of task %d's cancelled instance was taken for the instance given again, which the worker runs, now out of the books and never cancelled", first)
 	}
 }
@@ -401,4 +395,15 @@ func overdueOnePastShare(m *Master, w *mworker) (int32, uint64) {
 		w.tasks = w.tasks[:0]
 	}
 	return first, tok
+}
+
+// cancelsOf counts the cancels of task t queued for w.
+func cancelsOf(w *mworker, t int32) int {
+	n := 0
+	for _, c := range w.cancels {
+		if c == t {
+			n++
+		}
+	}
+	return n
 }
