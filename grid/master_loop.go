@@ -104,6 +104,15 @@ type mworker struct {
 	// the tasks sent meanwhile wait for it: their round trips are not
 	// measured, and the policy knows it as starting (sched.Event.Starting).
 	heard bool
+	// startBy: its session said it builds the run's problem, which may
+	// take up to startFor (Results.Starting, bounded by MaxStartBound),
+	// and it had not been heard by startBy (0: it said nothing of the
+	// kind). Until it is heard, the tasks sent to it wait for its start:
+	// they are neither timed nor found overdue, and its silence is its
+	// start's (checkDeadlines); heard, their clocks start then (results).
+	// Past startBy unheard, it is dropped and its running tries count as
+	// failed (startFailed).
+	startBy, startFor time.Duration
 
 	// Smoothed measurements (ns): execution time and round trip.
 	exec, rtt float64
@@ -637,6 +646,12 @@ func (m *Master) handle(lm loopMsg) {
 	case msgFrame:
 		switch v := lm.msg.(type) {
 		case *Results:
+			if v.Starting > 0 && len(v.Items) == 0 {
+				// Not yet a word that it can evaluate (refusals.go): its
+				// build may fail.
+				m.starting(lm.w, v.Starting)
+				break
+			}
 			m.canEvaluate(lm.w) // refusals.go
 			m.results(lm.w, v)
 		case *Drain:
@@ -817,6 +832,15 @@ func (m *Master) checkDeadlines() {
 		if w.left || len(w.out) == 0 {
 			continue
 		}
+		if !w.heard && w.startBy > 0 {
+			// It builds the run's problem: its tasks wait for it, and
+			// their clocks start once it is heard (results), unless its
+			// start outlasts the bound it gave.
+			if now > w.startBy {
+				m.startFailed(w)
+			}
+			continue
+		}
 		if silent := now - w.lastHeard; silent > m.cfg.IdleTimeout {
 			m.dropWorker(w, "its session sent nothing while it had tasks", "silent_for", silent.Round(time.Millisecond))
 			continue
@@ -949,10 +973,53 @@ func (m *Master) startBatch(req *evalReq) {
 	m.stepWith(sched.Event{Kind: sched.BatchStarted, N: len(req.xs)}, 0, prevID)
 }
 
+// starting notes w's word that its session builds the run's problem,
+// which may take up to d ns (Results.Starting): until its session is
+// heard, the tasks it holds wait for it untimed (checkDeadlines). Once per
+// session, and not once heard: the bound runs from its first word, which
+// a worker cannot push back by saying it again.
+func (m *Master) starting(w *mworker, d int64) {
+	if w.left || w.heard || w.startBy > 0 {
+		return
+	}
+	now := m.now()
+	w.lastHeard = now
+	w.startFor = min(time.Duration(d), MaxStartBound)
+	w.startBy = now + w.startFor
+	m.log.Debug("worker is starting the run's problem; its tasks wait for it", "worker", w.name, "worker_id", w.id, "bound", w.startFor)
+}
+
+// startFailed drops w, not heard within the start it said it needed
+// (starting), and counts each of its running tries as failed, as the task
+// timeout would have: a worker whose plugin starts and hangs, or that
+// says it starts and then nothing, still ends the run (MaxRetries).
+func (m *Master) startFailed(w *mworker) {
+	var ts []int32
+	for _, o := range w.out[:min(w.slots, len(w.out))] {
+		if o.started >= 0 {
+			ts = append(ts, o.task)
+		}
+	}
+	m.dropWorker(w, "its problem did not start within the bound it gave", "bound", w.startFor)
+	for _, t := range ts {
+		m.timedOutFor(w, t, fmt.Sprintf("its worker's problem did not start within %v", w.startFor))
+	}
+}
+
 // results handles one Results frame from w.
 func (m *Master) results(w *mworker, rs *Results) {
 	w.queued, w.running = rs.Queued, rs.Running
 	w.lastHeard = m.now()
+	if !w.heard && !w.left && w.startBy > 0 {
+		// Its problem built: the tasks that waited for it start their
+		// clocks now, as it starts running them.
+		now := m.now()
+		for i := range w.out[:min(w.slots, len(w.out))] {
+			if w.out[i].started >= 0 {
+				w.out[i].started = now
+			}
+		}
+	}
 	if !w.heard && !w.left {
 		// Its session serves: the policy learns that it started
 		// (WorkerJoined said Starting). Not for a late worker: what ends
@@ -1228,6 +1295,12 @@ func (m *Master) failTask(b *batch, err *RetriesExhaustedError) {
 // its id, which a new connection does not have). Each drop counted, and
 // one slow machine failed a generation a faster one would have ended.
 func (m *Master) timedOut(w *mworker, t int32) {
+	m.timedOutFor(w, t, fmt.Sprintf("ran past the task timeout of %v", m.cfg.TaskTimeout))
+}
+
+// timedOutFor is timedOut with the failure's text: why the try of t on
+// w, now dropped, failed.
+func (m *Master) timedOutFor(w *mworker, t int32, why string) {
 	b := m.cur
 	if b == nil || b.replied || t < 0 || int(t) >= len(b.done) || b.done[t] {
 		return
@@ -1243,7 +1316,7 @@ func (m *Master) timedOut(w *mworker, t int32) {
 	if !slices.Contains(b.timedOut[t], w.name) {
 		b.timedOut[t] = append(b.timedOut[t], w.name)
 	}
-	fs := append(b.failures[t], TaskFailure{Worker: w.name, Err: fmt.Sprintf("ran past the task timeout of %v", m.cfg.TaskTimeout)})
+	fs := append(b.failures[t], TaskFailure{Worker: w.name, Err: why})
 	b.failures[t] = fs
 	if len(fs) > m.cfg.MaxRetries {
 		m.failTask(b, &RetriesExhaustedError{Gen: b.gen, Task: int(t), MaxRetries: m.cfg.MaxRetries, Failures: slices.Clone(fs)})

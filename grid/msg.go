@@ -3,6 +3,8 @@
 // over real workers.
 package grid
 
+import "time"
+
 // ProtocolVersion is checked in the handshake; peers of different versions
 // refuse each other with a clear error. Version 2: frames after the
 // handshake are sealed, and tasks and results carry a token.
@@ -153,7 +155,24 @@ type Results struct {
 	Items   []Result `msgpack:"r"`
 	Queued  int32    `msgpack:"q"` // tasks held in the remote queue
 	Running int32    `msgpack:"run"`
+	// Starting, when > 0 (ns), says the worker's session is not serving
+	// yet: it builds the run's problem (a plugin's processes start), which
+	// may take this long. The worker sends it, without items, before it
+	// builds, and a plain status report once it serves (worker/agent.go
+	// serve): the master does not time the tasks it sent meanwhile until
+	// then, and drops it as failing to start past this bound (bounded by
+	// MaxStartBound). Appended to the wire's array only when set: a master
+	// that predates it skips it, and takes the report for the session's
+	// first word, timing the tasks from their send as it always did.
+	Starting int64 `msgpack:"st,omitempty"`
 }
+
+// MaxStartBound bounds what a worker may claim as its problem's start
+// (Results.Starting): twice esworker's longest -plugin-start-timeout (a
+// plugin's first process starts, then the others, each within it), so that
+// a worker that claims more, or starts and hangs, holds its tasks no
+// longer.
+const MaxStartBound = 20 * time.Minute
 
 // Heartbeat keeps an otherwise idle connection alive within the peer's read
 // deadline.

@@ -33,6 +33,7 @@ func allMessages() []Message {
 			{Gen: 7, ID: 4, Err: "boom", Cancelled: true, Exec: -1},
 		}, Queued: 5, Running: 2},
 		&Results{Items: []Result{}, Queued: 0, Running: 0},
+		&Results{Items: []Result{}, Starting: 61e9},
 		&Heartbeat{},
 		&Heartbeat{Echo: true},
 		&Drain{Gen: 9, Returned: []int32{4, 5}},
@@ -106,6 +107,41 @@ func TestHeartbeatEchoIsOptional(t *testing.T) {
 	var old struct{}
 	if err := msgpack.Unmarshal(body, &old); err != nil {
 		t.Errorf("a peer without Echo cannot decode an echo request: %v", err)
+	}
+}
+
+// TestResultsStartingIsOptional: a status report without Starting is the
+// three-element array it always was, and one with it decodes, as a plain
+// status report, where a peer reads three elements only (Results'
+// decoder skips what a later version appends).
+func TestResultsStartingIsOptional(t *testing.T) {
+	b, err := AppendFrame(nil, &Results{Items: []Result{}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0, 0, 0, 5, byte(MsgResults), 0x93, 0x90, 0, 0}; !bytes.Equal(b, want) {
+		t.Errorf("a plain status report's frame is % x, want % x", b, want)
+	}
+	b, err = AppendFrame(nil, &Results{Items: []Result{}, Queued: 1, Starting: 61e9}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Results' decoder before Starting: three elements read, the rest
+	// skipped.
+	body := bytes.NewReader(b[5:])
+	d := msgpack.NewDecoder(body)
+	n, err := decodeLen(d, 3, 16, "results")
+	if err != nil || n != 4 {
+		t.Fatalf("a starting report's body: array of %d (%v); want 4", n, err)
+	}
+	k, err := decodeLen(d, 0, maxItemsPerFrame, "results.items")
+	if err != nil || k != 0 {
+		t.Fatalf("items: %d, %v", k, err)
+	}
+	q, err1 := d.DecodeInt32()
+	_, err2 := d.DecodeInt32()
+	if err := errors.Join(err1, err2, skipRest(d, n-3)); err != nil || q != 1 || body.Len() != 0 {
+		t.Errorf("read as before Starting: queued %d, %v, %d bytes left", q, err, body.Len())
 	}
 }
 

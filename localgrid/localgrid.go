@@ -164,7 +164,8 @@ func Start(cfg Config) (*Grid, error) {
 	g := &Grid{master: m, gossip: ms, stopAgents: cancel, timeline: tl, catalog: cfg.Catalog}
 	g.agentExited, g.exit = context.WithCancelCause(context.Background())
 	// The local agents offer, and may run, the listed plugins too.
-	build := worker.PluginBuild(cfg.Catalog, worker.PluginOptions{Slots: cfg.PluginSlots, Logger: log})
+	plugins := worker.PluginOptions{Slots: cfg.PluginSlots, Logger: log}
+	build := worker.PluginBuild(cfg.Catalog, plugins)
 	agentLog := cfg.AgentLogger
 	if agentLog == nil {
 		agentLog = slog.New(minLevel{log.Handler(), slog.LevelWarn})
@@ -186,6 +187,7 @@ func Start(cfg Config) (*Grid, error) {
 			Slots:      slots,
 			Logger:     agentLog,
 			Problems:   worker.OfferedProblems(cfg.Catalog),
+			StartBound: plugins.StartBound(), // a plugin's start does not count against the task timeout
 			Build: func(spec grid.ProblemSpec) (problems.Problem, error) {
 				la.welcomed.Store(true)
 				return build(spec)

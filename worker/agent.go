@@ -14,6 +14,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -107,6 +108,14 @@ type Config struct {
 	// timeout) must not hold back a drain or an exit. PluginBuildContext
 	// is one.
 	BuildContext func(context.Context, grid.ProblemSpec) (problems.Problem, error)
+	// StartBound is how long building a problem that is not built-in may
+	// take (a plugin's processes start: PluginOptions.StartBound). When
+	// > 0, the agent tells the master so before such a build
+	// (grid.Results.Starting), and once it serves: the master then times
+	// the tasks it sent meanwhile from then, not from their send, so that
+	// a plugin slower to start than the task timeout does not fail the
+	// run. 0: the master times them from their send.
+	StartBound time.Duration
 	// Conn tunes the data connection (timeouts, frame cap). Its Delay is
 	// set from Delay.
 	Conn grid.ConnConfig
@@ -229,14 +238,19 @@ func BuildProblem(spec grid.ProblemSpec) (problems.Problem, error) {
 // admit checks the master's problem spec against the agent's limits and
 // builds it, on a connection configured as cc (the master's frame cap
 // taken): what the agent does with a Welcome before it serves it. The
-// error is the refusal the master is sent.
-func (a *Agent) admit(ctx context.Context, spec grid.ProblemSpec, cc grid.ConnConfig) (problems.Problem, admission, error) {
+// error is the refusal the master is sent. starting, if not nil, is
+// called with the build's bound before a build that may take long
+// (Config.StartBound).
+func (a *Agent) admit(ctx context.Context, spec grid.ProblemSpec, cc grid.ConnConfig, starting func(time.Duration)) (problems.Problem, admission, error) {
 	own := a.cfg.Conn.MaxFrame
 	if own <= 0 {
 		own = grid.DefaultMaxFrame
 	}
 	ad, err := a.cfg.Limits.admit(spec, a.cfg.Slots, cc, own, sysmem.Available)
 	if err == nil {
+		if a.cfg.StartBound > 0 && starting != nil && !slices.Contains(problems.Names(), spec.Name) {
+			starting(a.cfg.StartBound)
+		}
 		var p problems.Problem
 		if a.cfg.BuildContext != nil {
 			// Drain ends the build too.
@@ -574,11 +588,20 @@ func jitter(r *rand.Rand, d time.Duration) time.Duration {
 // session could not work at all: the problem did not build, and the
 // master was refused with the reason (Run logs it, rate-limited).
 func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (worked, served bool, err error) {
-	p, ad, err := a.admit(ctx, w.Problem, conn.Config())
+	// A build that may take long is announced, so that the master does
+	// not time the tasks it sends meanwhile (grid.Results.Starting), and
+	// its end too, before the session reads them.
+	starting := false
+	p, ad, err := a.admit(ctx, w.Problem, conn.Config(), func(bound time.Duration) {
+		starting = conn.Send(&grid.Results{Starting: int64(bound)}) == nil
+	})
 	if err != nil {
 		conn.SendAndClose(&grid.Reject{Reason: err.Error()})
 		<-conn.Done()
 		return false, false, err
+	}
+	if starting {
+		conn.Send(&grid.Results{}) // it serves: a status report, all slots idle
 	}
 	defer closeProblem(p) // a plugin's processes end with the session (worker/plugins.go)
 	a.log.Info("connected to the master", "addr", conn.RemoteAddr().String(), "worker_id", w.Worker,

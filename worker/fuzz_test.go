@@ -57,7 +57,7 @@ func fuzzAgent(t testing.TB) *Agent {
 func checkAdmit(t *testing.T, a *Agent, spec grid.ProblemSpec, cc grid.ConnConfig) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	p, ad, err := a.admit(context.Background(), spec, cc)
+	p, ad, err := a.admit(context.Background(), spec, cc, nil)
 	runtime.ReadMemStats(&after)
 	budget := a.cfg.Limits.budget().Bytes
 	if grew := float64(after.TotalAlloc - before.TotalAlloc); grew > budget+1<<20 {

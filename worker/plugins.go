@@ -42,6 +42,17 @@ type PluginOptions struct {
 	Logger *slog.Logger
 }
 
+// StartBound is how long a plugin's start in PluginBuild may take, for
+// Config.StartBound: its first process's, then the others' at once, each
+// within StartTimeout, and a second for the rest of the build.
+func (o PluginOptions) StartBound() time.Duration {
+	st := o.StartTimeout
+	if st <= 0 {
+		st = plugin.DefaultStartTimeout
+	}
+	return 2*st + time.Second
+}
+
 // PluginBuild returns a Config.Build that builds a built-in problem (as
 // BuildProblem does) or a plugin listed in cat, and nothing else: the
 // master's spec names a problem, and only this machine's own list turns a

@@ -387,3 +387,23 @@ func partialFailedTask(t *testing.T, path string) (*report.FailedTask, []byte) {
 	}
 	return rep.FailedTask, b
 }
+
+// A plugin slower to start than -task-timeout (three times, here) runs on
+// a local grid: the tasks sent while its processes start wait for them,
+// and their clocks start once the worker serves. They ran from their send,
+// and the run failed with no faulty evaluation ("task 0 failed 3 times
+// (max retries 2): … ran past the task timeout of 1s").
+func TestPluginSlowerToStartThanTheTaskTimeout(t *testing.T) {
+	leaktest.Check(t)
+	dir := t.TempDir()
+	slow := filepath.Join(dir, "slowstart")
+	script := "#!/bin/sh\nsleep 3\nexec " + strconv.Quote(testplugin.MustBuild(t, dir)) + "\n"
+	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := esrun(context.Background(), "-problem", "rastrigin-go", "-plugin", "rastrigin-go="+slow, "-local", "1", "-slots", "1",
+		"-dim", "3", "-mu", "2", "-lambda", "4", "-gens", "2", "-seed", "3", "-quiet", "-task-timeout", "1s", "-max-retries", "2")
+	if code != 0 {
+		t.Fatalf("a plugin 3 s to start under a task timeout of 1 s: exit %d, want 0\n%s%s", code, out, errOut)
+	}
+}

@@ -308,6 +308,7 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		}
 		o.master, o.join = relay.Addr(), ""
 	}
+	plugins := worker.PluginOptions{Slots: o.slots, StartTimeout: o.hello, Logger: log}
 	agent, err := worker.New(worker.Config{
 		Master:      o.master,
 		Join:        flagx.HostPorts(o.join, grid.DefaultGossipPort),
@@ -325,7 +326,8 @@ func run(ctx context.Context, args []string, drain <-chan struct{}, stdout, stde
 		Logger:      log,
 		// Built-ins and the listed plugins, and nothing else (config.go).
 		Problems:     worker.OfferedProblems(o.catalog),
-		BuildContext: worker.PluginBuildContext(o.catalog, worker.PluginOptions{Slots: o.slots, StartTimeout: o.hello, Logger: log}),
+		BuildContext: worker.PluginBuildContext(o.catalog, plugins),
+		StartBound:   plugins.StartBound(), // a plugin's start does not count against the task timeout
 	})
 	if err != nil {
 		refuse(err)
