@@ -606,9 +606,7 @@ func (m *Master) loop() {
 		case lm := <-m.in:
 			m.handle(lm)
 		case <-deadlines.C:
-			m.checkDeadlines()
-			m.checkRefusals() // refusals.go
-			m.checkProbes()   // probe.go
+			m.tick()
 		}
 		// Take what else is waiting before writing, so that several
 		// results from one worker become one frame back.
@@ -624,6 +622,14 @@ func (m *Master) loop() {
 		m.flush()
 		m.afterTurn() // split.go: splits, task requests, a child's return
 	}
+}
+
+// tick is the loop's turn of its clock, every checkEvery: the checks
+// of what is overdue.
+func (m *Master) tick() {
+	m.checkDeadlines()
+	m.checkRefusals() // refusals.go
+	m.checkProbes()   // probe.go
 }
 
 func (m *Master) handle(lm loopMsg) {
