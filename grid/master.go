@@ -384,6 +384,11 @@ type Master struct {
 	refusals *member.Tally
 
 	checkEvery time.Duration // how often the loop looks for overdue instances
+	// paused is the time the master itself did not run (ns), which now
+	// does not count; waitFrom is when its loop last began to wait,
+	// uncounted (resumed).
+	paused   atomic.Int64
+	waitFrom time.Duration
 
 	nextWorker atomic.Int32
 	minReached atomic.Bool

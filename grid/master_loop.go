@@ -599,7 +599,7 @@ func (s *loopState) init() {
 	s.v.init()
 }
 
-func (m *Master) now() time.Duration { return time.Since(m.start) }
+func (m *Master) now() time.Duration { return time.Since(m.start) - time.Duration(m.paused.Load()) }
 
 // loop is the master's single event loop.
 func (m *Master) loop() {
@@ -613,11 +613,10 @@ func (m *Master) loop() {
 			m.shutdownWorkers()
 			return
 		case lm := <-m.in:
+			m.resumed()
 			m.handle(lm)
 		case <-deadlines.C:
-			m.checkDeadlines()
-			m.checkRefusals() // refusals.go
-			m.checkProbes()   // probe.go
+			m.tick()
 		}
 		// Take what else is waiting before writing, so that several
 		// results from one worker become one frame back.
@@ -631,8 +630,40 @@ func (m *Master) loop() {
 			}
 		}
 		m.flush()
-		m.afterTurn() // split.go: splits, task requests, a child's return
+		m.afterTurn()                    // split.go: splits, task requests, a child's return
+		m.waitFrom = time.Since(m.start) // resumed
 	}
+}
+
+// pauseGap is how much longer than checkEvery the loop may wait for its
+// next turn before the wait counts as the master's own pause (resumed).
+const pauseGap = 2 * time.Second
+
+// tick is the loop's turn of its clock, every checkEvery: the checks
+// of what is overdue.
+func (m *Master) tick() {
+	m.resumed()
+	m.checkDeadlines()
+	m.checkRefusals() // refusals.go
+	m.checkProbes()   // probe.go
+}
+
+// resumed begins a turn of the loop. The loop waits checkEvery at most
+// (its clock ticks), so a turn that begins more than pauseGap later says
+// that the master itself did not run (its process stopped, its machine
+// suspended or starved): that time is not counted (now), since no
+// worker or child can be blamed for it. Counted, the first tick after a
+// pause past the task timeout dropped every worker with an instance out
+// and counted a failure against each task, before the results that came
+// meanwhile were read: one such pause failed a run under -max-retries 0.
+// Only the wait is taken out, so now never goes back.
+func (m *Master) resumed() {
+	raw := time.Since(m.start)
+	if gap := raw - m.waitFrom; m.waitFrom > 0 && gap > m.checkEvery+pauseGap {
+		m.paused.Add(int64(gap - m.checkEvery))
+		m.log.Warn("the master did not run for a while (stopped, or starved of CPU); that time does not count against its workers", "paused_for", gap.Round(time.Millisecond))
+	}
+	m.waitFrom = raw
 }
 
 func (m *Master) handle(lm loopMsg) {

@@ -54,7 +54,9 @@ import (
 //     its own children, within its parent's wait, which it asks to be
 //     longer while it awaits such a child's workers (Shutdown.Hold).
 //   - Stalls. A child that holds lent tasks yet returns none for two of
-//     the parent's task deadlines (stallDeadline) is cut off as lost: one left with workers that never answer (silent, their
+//     the parent's task deadlines, doubled up to half the task timeout,
+//     then, once one was cut off there, MaxRetries+3 task timeouts
+//     (stallDeadline), is cut off as lost: one left with workers that never answer (silent, their
 //     connections alive) cannot run its tasks, nor give them back (they
 //     are live on those workers, so not in its Q for a grant), nor
 //     finish. Cutting it off is always safe (the first result wins; its
@@ -101,7 +103,10 @@ type splitProto struct {
 	rflag     bool           // a task request is outstanding
 	reqChild  *childMaster   // ... to this child (nil: to the parent)
 	stalled   int            // children cut off for a stall (stallDeadline doubles each)
-	first     []sched.TaskID // scratch: a child's first sends that may be originals (addChildCounts)
+	// stallCeilinged: a child was cut off at the stall deadline's
+	// ceiling; later ones are bound by the task timeout (stallDeadline).
+	stallCeilinged bool
+	first          []sched.TaskID // scratch: a child's first sends that may be originals (addChildCounts)
 
 	parent *parentLink // this master is a child: its link up
 
@@ -765,9 +770,13 @@ func (m *Master) checkChildren() {
 			m.childLost(c)
 			continue
 		}
-		if c.link != nil && c.lent > 0 && now-c.progress > m.stallDeadline() {
+		if c.link == nil || c.lent == 0 {
+			continue
+		}
+		if stall, atCeiling := m.stallDeadline(); now-c.progress > stall {
 			m.log.Warn("child master returned none of its tasks for a deadline; cut off as lost", "child", c.name, "tasks", c.lent, "silent_for", (now - c.progress).Round(time.Millisecond))
 			p.stalled++
+			p.stallCeilinged = p.stallCeilinged || atCeiling
 			m.childLost(c)
 		}
 	}
@@ -778,10 +787,25 @@ func (m *Master) checkChildren() {
 // the child to find its own worker late, one for the task sent again),
 // doubled for each child cut off so before (sched.Deadlines.Doubled, up
 // to half the task timeout), so that a child merely slow is cut off only
-// so often.
-func (m *Master) stallDeadline() time.Duration {
+// so often; atCeiling says it is where the doubling stops
+// (sched.Deadlines.AtCeiling). Past the ceiling, once a child was cut off
+// there (stallCeilinged), the rule is a task's (sched.Deadlines.Again):
+// the master cannot tell a child running a long task from a stalled one,
+// and the task timeout decides, on the child. A child starts its own
+// deadlines afresh, so a task it runs ends or fails there within its
+// cuts (under 1.5 timeouts) and MaxRetries+1 timeouts; the stall deadline
+// is then MaxRetries+3 timeouts, half of one to spare. Cut at the
+// ceiling, every child holding a task between half the timeout and the
+// timeout was cut off, and the task run here. A child that goes silent
+// is still cut off within IdleTimeout: its link closes.
+func (m *Master) stallDeadline() (stall time.Duration, atCeiling bool) {
 	d := m.cfg.deadlines()
-	return d.Doubled(d.Of(0, m.exec, 0), 1+m.split.splitProto.stalled)
+	p := m.split.splitProto
+	if p.stallCeilinged && m.cfg.TaskTimeout > 0 {
+		return time.Duration(m.cfg.MaxRetries+3) * m.cfg.TaskTimeout, true
+	}
+	base, n := d.Of(0, m.exec, 0), 1+p.stalled
+	return d.Doubled(base, n), d.AtCeiling(base, n)
 }
 
 // promotedGone: w, a worker this master promoted, closed its connection
