@@ -37,16 +37,7 @@ func startingRun(t *testing.T, policy string, bound, start, took time.Duration) 
 	join := func() *mworker {
 		ids++
 		w := &mworker{id: ids, name: "w", host: "10.0.0.1", slots: 1, lastHeard: m.now()}
-		end, far := net.Pipe()
-		c, discard := NewConn(ctx, end, quietConfig()), NewConn(ctx, far, quietConfig())
-		discard.Start(func(Message) {})
-		w.conn = c
-		t.Cleanup(func() {
-			c.Close()
-			discard.Close()
-			<-c.Done()
-			<-discard.Done()
-		})
+		w.conn = discardConn(t, ctx)
 		m.byID[w.id], m.order, m.byName[w.name] = w, append(m.order, w), w
 		m.nLive++
 		m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)
