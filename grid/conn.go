@@ -108,8 +108,9 @@ func (e *RejectError) Error() string { return "grid: rejected by peer: " + e.Rea
 
 // Handler receives every message that arrives on a Conn, in order, on the
 // connection's reader goroutine. Heartbeats are absorbed by the Conn (one
-// with Echo set is answered with a plain one) and a Reject closes it, so
-// neither reaches the handler. The message is the handler's to keep.
+// with Echo set is answered with a plain one), but for one that says its
+// peer starts (Heartbeat.Starting), and a Reject closes it, so neither
+// reaches the handler. The message is the handler's to keep.
 //
 // A handler must never wait on its own connection: it may Send (which never
 // blocks) or hand the message to another goroutine; while it runs, the
@@ -402,7 +403,10 @@ func (c *Conn) readLoop(h Handler) {
 			if v.Echo {
 				c.send(Heartbeat{}, true) // plain: the peer does not answer it
 			}
-			continue
+			if v.Starting == 0 {
+				continue
+			}
+			// A worker's word that it starts: the master's to hear.
 		case *Reject:
 			c.closeWithError(&RejectError{Reason: logx.Cut(v.Reason, logx.MaxErrText)})
 			return

@@ -105,7 +105,7 @@ type mworker struct {
 	// measured, and the policy knows it as starting (sched.Event.Starting).
 	heard bool
 	// startBy: its session said it builds the run's problem, which may
-	// take up to startFor (Results.Starting, bounded by MaxStartBound),
+	// take up to startFor (Heartbeat.Starting, bounded by MaxStartBound),
 	// and it had not been heard by startBy (0: it said nothing of the
 	// kind). Until it is heard, the tasks sent to it wait for its start:
 	// they are neither timed nor found overdue, and its silence is its
@@ -677,14 +677,13 @@ func (m *Master) handle(lm loopMsg) {
 	case msgFrame:
 		switch v := lm.msg.(type) {
 		case *Results:
-			if v.Starting > 0 && len(v.Items) == 0 {
-				// Not yet a word that it can evaluate (refusals.go): its
-				// build may fail.
-				m.starting(lm.w, v.Starting)
-				break
-			}
 			m.canEvaluate(lm.w) // refusals.go
 			m.results(lm.w, v)
+		case *Heartbeat:
+			// Its word that it starts (the Conn hands no other
+			// heartbeat on): not yet a word that it can evaluate
+			// (refusals.go), as its build may fail.
+			m.starting(lm.w, v.Starting)
 		case *Drain:
 			m.drain(lm.w, v)
 		default:
@@ -1005,12 +1004,12 @@ func (m *Master) startBatch(req *evalReq) {
 }
 
 // starting notes w's word that its session builds the run's problem,
-// which may take up to d ns (Results.Starting): until its session is
+// which may take up to d ns (Heartbeat.Starting): until its session is
 // heard, the tasks it holds wait for it untimed (checkDeadlines). Once per
 // session, and not once heard: the bound runs from its first word, which
 // a worker cannot push back by saying it again.
 func (m *Master) starting(w *mworker, d int64) {
-	if w.left || w.heard || w.startBy > 0 {
+	if d <= 0 || w.left || w.heard || w.startBy > 0 {
 		return
 	}
 	now := m.now()

@@ -155,20 +155,10 @@ type Results struct {
 	Items   []Result `msgpack:"r"`
 	Queued  int32    `msgpack:"q"` // tasks held in the remote queue
 	Running int32    `msgpack:"run"`
-	// Starting, when > 0 (ns), says the worker's session is not serving
-	// yet: it builds the run's problem (a plugin's processes start), which
-	// may take this long. The worker sends it, without items, before it
-	// builds, and a plain status report once it serves (worker/agent.go
-	// serve): the master does not time the tasks it sent meanwhile until
-	// then, and drops it as failing to start past this bound (bounded by
-	// MaxStartBound). Appended to the wire's array only when set: a master
-	// that predates it skips it, and takes the report for the session's
-	// first word, timing the tasks from their send as it always did.
-	Starting int64 `msgpack:"st,omitempty"`
 }
 
 // MaxStartBound bounds what a worker may claim as its problem's start
-// (Results.Starting): twice esworker's longest -plugin-start-timeout (a
+// (Heartbeat.Starting): twice esworker's longest -plugin-start-timeout (a
 // plugin's first process starts, then the others, each within it), so that
 // a worker that claims more, or starts and hangs, holds its tasks no
 // longer.
@@ -181,6 +171,19 @@ type Heartbeat struct {
 	// the master's probe of a link that gossip declared dead. A peer that
 	// predates it ignores the field and does not answer.
 	Echo bool `msgpack:"e,omitempty"`
+	// Starting, when > 0 (ns), says the worker's session is not serving
+	// yet: it builds the run's problem (a plugin's processes start), which
+	// may take this long. The worker sends it before it builds, and a
+	// status report (Results) once it serves (worker/agent.go serve): the
+	// master does not time the tasks it sent meanwhile until then, and
+	// drops it as failing to start past this bound (bounded by
+	// MaxStartBound). The Conn hands such a Heartbeat to its handler. A
+	// Heartbeat, not a Results: a master that predates the field ignores
+	// it with the rest of the heartbeat, and times the tasks from their
+	// send as it always did, where it took any Results for a word that
+	// the worker can evaluate (refusals.go), and a plugin that never
+	// started cleared the worker's refusals at every session.
+	Starting int64 `msgpack:"st,omitempty"`
 }
 
 // Drain says the worker is going away gracefully: it gives back the tasks it

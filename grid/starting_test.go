@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/esgrid/esgrid/internal/leaktest"
 	"github.com/esgrid/esgrid/sched"
 )
 
@@ -16,7 +18,7 @@ import (
 // one task on a lone one-slot worker that builds the run's problem after
 // its join (a plugin's start), under a task timeout of 4 s and 2 retries.
 // The worker says it starts, within bound (0: it says nothing of the
-// kind, as a worker that predates Results.Starting), serves start after
+// kind, as a worker that predates Heartbeat.Starting), serves start after
 // its join (< 0: never), and then answers a task took after it began
 // running it (< 0: never, a hang; a cancel it answers at once). A worker
 // dropped connects again under its name and starts again. It returns the
@@ -35,21 +37,12 @@ func startingRun(t *testing.T, policy string, bound, start, took time.Duration) 
 	join := func() *mworker {
 		ids++
 		w := &mworker{id: ids, name: "w", host: "10.0.0.1", slots: 1, lastHeard: m.now()}
-		end, far := net.Pipe()
-		c, discard := NewConn(ctx, end, quietConfig()), NewConn(ctx, far, quietConfig())
-		discard.Start(func(Message) {})
-		w.conn = c
-		t.Cleanup(func() {
-			c.Close()
-			discard.Close()
-			<-c.Done()
-			<-discard.Done()
-		})
+		w.conn = discardConn(t, ctx)
 		m.byID[w.id], m.order, m.byName[w.name] = w, append(m.order, w), w
 		m.nLive++
 		m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)
 		if bound > 0 {
-			m.handle(loopMsg{kind: msgFrame, w: w, msg: &Results{Starting: int64(bound)}})
+			m.handle(loopMsg{kind: msgFrame, w: w, msg: &Heartbeat{Starting: int64(bound)}})
 		}
 		joinedAt, heardAt = m.now(), -1
 		return w
@@ -147,7 +140,7 @@ func TestStartBound(t *testing.T) {
 	w.heard = false
 	m.refused("w", "worker: cannot build problem p (dim 2): no hello within 30s")
 	before := m.now()
-	m.handle(loopMsg{kind: msgFrame, w: w, msg: &Results{Starting: int64(24 * time.Hour)}})
+	m.handle(loopMsg{kind: msgFrame, w: w, msg: &Heartbeat{Starting: int64(24 * time.Hour)}})
 	if from := w.startBy - MaxStartBound; w.startFor != MaxStartBound || from < before || from > m.now() {
 		t.Errorf("a start of a day claimed: bound %v, by %v; want MaxStartBound from now", w.startFor, w.startBy)
 	}
@@ -156,8 +149,35 @@ func TestStartBound(t *testing.T) {
 	}
 	by := w.startBy
 	m.start = m.start.Add(-time.Minute)
-	m.handle(loopMsg{kind: msgFrame, w: w, msg: &Results{Starting: int64(time.Hour)}})
+	m.handle(loopMsg{kind: msgFrame, w: w, msg: &Heartbeat{Starting: int64(time.Hour)}})
 	if w.startBy != by {
 		t.Errorf("said again a minute later, its start ends by %v; want %v, as first said", w.startBy, by)
+	}
+}
+
+// A Conn hands its handler a worker's word that it starts
+// (Heartbeat.Starting), and absorbs every other heartbeat, as before.
+func TestConnHandsOnTheWordThatAWorkerStarts(t *testing.T) {
+	leaktest.Check(t)
+	a, b := net.Pipe()
+	ca, cb := NewConn(t.Context(), a, quietConfig()), NewConn(t.Context(), b, quietConfig())
+	defer func() {
+		ca.Close()
+		cb.Close()
+		<-ca.Done()
+		<-cb.Done()
+	}()
+	got := make(chan Message, 8)
+	cb.Start(func(m Message) { got <- m })
+	for _, m := range []Message{&Heartbeat{}, &Heartbeat{Starting: 5e9}, &Heartbeat{Echo: true}, &Results{}} {
+		if err := ca.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := <-got; !reflect.DeepEqual(m, &Heartbeat{Starting: 5e9}) {
+		t.Errorf("first message handed on: %T %+v; want the word that it starts", m, m)
+	}
+	if m, ok := (<-got).(*Results); !ok {
+		t.Errorf("second message handed on: %T %+v; want the results, the other heartbeats absorbed", m, m)
 	}
 }

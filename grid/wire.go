@@ -534,14 +534,9 @@ func decodeAck(d *msgpack.Decoder) (CancelAck, error) {
 	return CancelAck(v), nil
 }
 
-// EncodeMsgpack writes rs as [[result...], queued, running], with
-// starting appended when set (Results.Starting).
+// EncodeMsgpack writes rs as [[result...], queued, running].
 func (rs Results) EncodeMsgpack(e *msgpack.Encoder) error {
-	n := 3
-	if rs.Starting != 0 {
-		n = 4
-	}
-	if err := e.EncodeArrayLen(n); err != nil {
+	if err := e.EncodeArrayLen(3); err != nil {
 		return err
 	}
 	if err := e.EncodeArrayLen(len(rs.Items)); err != nil {
@@ -555,10 +550,7 @@ func (rs Results) EncodeMsgpack(e *msgpack.Encoder) error {
 	if err := e.EncodeInt(int64(rs.Queued)); err != nil {
 		return err
 	}
-	if err := e.EncodeInt(int64(rs.Running)); err != nil || n == 3 {
-		return err
-	}
-	return e.EncodeInt(rs.Starting)
+	return e.EncodeInt(int64(rs.Running))
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.
@@ -582,13 +574,6 @@ func (rs *Results) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	if rs.Running, err = d.DecodeInt32(); err != nil {
 		return err
-	}
-	rs.Starting = 0
-	if n > 3 {
-		if rs.Starting, err = d.DecodeInt64(); err != nil {
-			return err
-		}
-		return skipRest(d, n-4)
 	}
 	return skipRest(d, n-3)
 }

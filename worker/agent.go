@@ -112,7 +112,7 @@ type Config struct {
 	// StartBound is how long building a problem that is not built-in may
 	// take (a plugin's processes start: PluginOptions.StartBound). When
 	// > 0, the agent tells the master so before such a build
-	// (grid.Results.Starting), and once it serves: the master then times
+	// (grid.Heartbeat.Starting), and once it serves: the master then times
 	// the tasks it sent meanwhile from then, not from their send, so that
 	// a plugin slower to start than the task timeout does not fail the
 	// run. 0: the master times them from their send.
@@ -631,11 +631,11 @@ func jitter(r *rand.Rand, d time.Duration) time.Duration {
 // master was refused with the reason (Run logs it, rate-limited).
 func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (worked, served bool, err error) {
 	// A build that may take long is announced, so that the master does
-	// not time the tasks it sends meanwhile (grid.Results.Starting), and
+	// not time the tasks it sends meanwhile (grid.Heartbeat.Starting), and
 	// its end too, before the session reads them.
 	starting := false
 	p, ad, err := a.admit(ctx, w.Problem, conn.Config(), func(bound time.Duration) {
-		starting = conn.Send(&grid.Results{Starting: int64(bound)}) == nil
+		starting = conn.Send(&grid.Heartbeat{Starting: int64(bound)}) == nil
 	})
 	if err != nil {
 		conn.SendAndClose(&grid.Reject{Reason: err.Error()})

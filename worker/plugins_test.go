@@ -48,10 +48,7 @@ func TestPluginBuildRunsOnlyListedPlugins(t *testing.T) {
 	dir := t.TempDir()
 	evil, marker := trap(t, dir)
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := rastriginCatalog(t, dir)
 	build := PluginBuild(cat, PluginOptions{Slots: 2, Logger: logger(io.Discard)})
 	for _, name := range []string{"evil", evil, "./evil", "../" + filepath.Base(dir) + "/evil", "rastrigin-go/../evil", "", "sh", "/bin/sh", "rastrigin-go "} {
 		_, err := build(grid.ProblemSpec{Name: name, Dim: 2})
@@ -216,10 +213,7 @@ func childProcesses(t *testing.T, comm string) int {
 func TestAgentEvaluatesWithPlugin(t *testing.T) {
 	leaktest.Check(t)
 	dir := t.TempDir()
-	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := rastriginCatalog(t, dir)
 	key, _ := grid.NewKey(testSecret)
 	ts := &grid.Tasks{Gen: 0}
 	for i := range 6 {
@@ -302,10 +296,7 @@ func TestMasterRefusesWorkersWithoutThePlugin(t *testing.T) {
 		t.Errorf("%d workers joined, want 0", n)
 	}
 
-	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := rastriginCatalog(t, dir)
 	_, wait2 := startAgent(t, ctx, Config{
 		Master: m.Addr(), Key: key, Name: "with", Slots: 1, Problems: OfferedProblems(cat),
 		Build: PluginBuild(cat, PluginOptions{Slots: 1, Logger: logger(io.Discard)}),
@@ -420,10 +411,7 @@ func TestDrainDuringPluginStart(t *testing.T) {
 func TestAgentKeepsPluginProcessAcrossSessions(t *testing.T) {
 	leaktest.Check(t)
 	dir := t.TempDir()
-	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := rastriginCatalog(t, dir)
 	key, _ := grid.NewKey(testSecret)
 	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "rastrigin-go", Dim: 3})
 	opts := PluginOptions{Slots: 1, Logger: logger(io.Discard)}
@@ -438,9 +426,13 @@ func TestAgentKeepsPluginProcessAcrossSessions(t *testing.T) {
 	for session := range 2 {
 		mc := fm.next()
 		mc.c.Send(&grid.Tasks{Gen: int32(session), Items: []grid.Task{{ID: 0, X: x}}})
-		rs := receive[*grid.Results](t, mc)
-		for len(rs.Items) == 0 {
-			rs = receive[*grid.Results](t, mc)
+		var rs *grid.Results
+		for rs == nil || len(rs.Items) == 0 {
+			// The first session's word that it starts (a Heartbeat)
+			// comes first.
+			if m, ok := receive[grid.Message](t, mc).(*grid.Results); ok {
+				rs = m
+			}
 		}
 		if rs.Items[0].Err != "" || rs.Items[0].F != f {
 			t.Fatalf("session %d: %+v; want %v", session, rs.Items[0], f)
@@ -463,4 +455,14 @@ func TestAgentKeepsPluginProcessAcrossSessions(t *testing.T) {
 	if n := childProcesses(t, "rastrigin-go"); n != 0 {
 		t.Errorf("%d plugin processes left after the run", n)
 	}
+}
+
+// rastriginCatalog lists the test plugin, built in dir, as rastrigin-go.
+func rastriginCatalog(t *testing.T, dir string) *plugin.Catalog {
+	t.Helper()
+	cat, err := plugin.NewCatalog(plugin.Entry{Name: "rastrigin-go", Path: testplugin.MustBuild(t, dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // An agent whose build may take long (Config.StartBound) says so before
-// it builds a problem that is not built in (grid.Results.Starting, the
+// it builds a problem that is not built in (grid.Heartbeat.Starting, the
 // bound), and once it serves (a plain status report), before any result:
 // the master times the tasks it sent meanwhile from then. A built-in
 // problem builds at once: nothing is said, the first frame is a result.
@@ -34,14 +34,14 @@ func TestAgentSaysItStarts(t *testing.T) {
 		mc := fm.next()
 		mc.c.Send(&grid.Tasks{Gen: 0, Items: []grid.Task{{ID: 0, X: []float64{1, 1, 1}}}}) // sent at once, as a master does
 		if spec.Name == "plug" {
-			if rs := receive[*grid.Results](t, mc); rs.Starting != int64(time.Minute) || len(rs.Items) != 0 {
-				t.Errorf("%s: first frame %+v; want Starting of a minute, no items", spec.Name, rs)
+			if hb := receive[*grid.Heartbeat](t, mc); hb.Starting != int64(time.Minute) {
+				t.Errorf("%s: first frame %+v; want Starting of a minute", spec.Name, hb)
 			}
-			if rs := receive[*grid.Results](t, mc); rs.Starting != 0 || len(rs.Items) != 0 {
+			if rs := receive[*grid.Results](t, mc); len(rs.Items) != 0 {
 				t.Errorf("%s: second frame %+v; want a plain status report", spec.Name, rs)
 			}
 		}
-		if rs := receive[*grid.Results](t, mc); len(rs.Items) != 1 || rs.Items[0].F != 3 || rs.Starting != 0 {
+		if rs := receive[*grid.Results](t, mc); len(rs.Items) != 1 || rs.Items[0].F != 3 {
 			t.Errorf("%s: got %+v; want the task's value", spec.Name, rs)
 		}
 		<-built
@@ -85,12 +85,18 @@ func TestAgentKeepsAPluginAcrossSessions(t *testing.T) {
 	for session := range 2 {
 		mc := fm.next()
 		mc.c.Send(&grid.Tasks{Gen: 0, Items: []grid.Task{{ID: 0, X: []float64{1, 1, 1}}}})
-		rs := receive[*grid.Results](t, mc)
-		for rs.Starting != 0 || len(rs.Items) == 0 {
-			if session > 0 {
-				t.Errorf("session %d: %+v; want no word of a start, its problem kept", session, rs)
+		var rs *grid.Results
+		for rs == nil || len(rs.Items) == 0 {
+			switch m := receive[grid.Message](t, mc).(type) {
+			case *grid.Heartbeat:
+				if session > 0 {
+					t.Errorf("session %d: %+v; want no word of a start, its problem kept", session, m)
+				}
+			case *grid.Results:
+				rs = m
+			default:
+				t.Fatalf("session %d: master got %T %+v", session, m, m)
 			}
-			rs = receive[*grid.Results](t, mc)
 		}
 		if rs.Items[0].F != 3 {
 			t.Fatalf("session %d: %+v; want the task's value", session, rs)
@@ -109,5 +115,75 @@ func TestAgentKeepsAPluginAcrossSessions(t *testing.T) {
 	}
 	if b, c := builds.Load(), closes.Load(); b != 1 || c != 1 {
 		t.Errorf("%d builds and %d closes over two sessions; want the problem built once, closed once, at the run's end", b, c)
+	}
+}
+
+// An agent whose plugin does not start sends no Results before its
+// refusal: a master older than the word that it starts drops a worker's
+// record of refusals at any Results (refusals.go), and a Results that
+// said the start cleared it at every session, so that with a plugin that
+// never starts such a master never found that no worker can evaluate,
+// and waited for ever. The word is a Heartbeat's field, which such a
+// master's connection absorbs.
+func TestAgentsStartWordIsNoResults(t *testing.T) {
+	leaktest.Check(t)
+	key, _ := grid.NewKey(testSecret)
+	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "plug", Dim: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	_, wait := startAgent(t, ctx, Config{
+		Master: fm.addr(), Key: key, Name: "w1", Slots: 1, StartBound: time.Minute,
+		Build: func(grid.ProblemSpec) (problems.Problem, error) {
+			return nil, errors.New("no hello within 30s")
+		},
+	})
+	mc := fm.next()
+	<-mc.c.Done() // its refusal closes the connection, every frame before it handled
+	var rej *grid.RejectError
+	if !errors.As(mc.c.Err(), &rej) {
+		t.Errorf("connection ended with %v; want the worker's refusal", mc.c.Err())
+	}
+	said := false
+	for len(mc.msgs) > 0 {
+		switch m := (<-mc.msgs).(type) {
+		case *grid.Results:
+			t.Errorf("before its refusal the worker sent results %+v, which a master older than its word that it starts takes for a word that it can evaluate", m)
+		case *grid.Heartbeat:
+			said = said || m.Starting == int64(time.Minute)
+		}
+	}
+	if !said {
+		t.Error("the worker did not say that it starts")
+	}
+	cancel()
+	wait()
+}
+
+// A worker promoted to a child master keeps its plugin's processes for
+// its return to the parent, and closes them when its child learns that
+// the run is over, as a session the master ends does: it may serve run
+// after run (esworker's default) and wait days for the next master.
+// They ran on, idle, until the agent's next session or its exit.
+func TestPromotedWorkerClosesItsPluginWhenTheRunIsOver(t *testing.T) {
+	for _, end := range []error{grid.ErrRunOver, grid.ErrParentInterrupted} {
+		a, err := New(Config{Master: "127.0.0.1:1", Key: testKey(t), Slots: 1, Serve: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var closes atomic.Int32
+		p, _ := BuildProblem(sphereSpec)
+		a.kept, a.keptSpec = countedCloser{p, &closes}, sphereSpec
+		pe := &promotedError{done: make(chan struct{}), cancel: func() {}, err: end}
+		close(pe.done)
+		var next redirect
+		err = pe
+		a.redirected(context.Background(), &err, "127.0.0.1:1", &next)
+		want := int32(1) // the run is over
+		if end == grid.ErrParentInterrupted {
+			want = 0 // the master will be back, with the same problem
+		}
+		if n := closes.Load(); n != want {
+			t.Errorf("child master ended with %v: the kept problem closed %d times, want %d", end, n, want)
+		}
+		a.dropKept()
 	}
 }
