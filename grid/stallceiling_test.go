@@ -168,3 +168,23 @@ func TestSilentChildPastTheCeilingIsCutOff(t *testing.T) {
 		t.Fatalf("after the silent child's link closed: %d lost, %d queued; want c lost and its task queued", lost, queued)
 	}
 }
+
+// TestStallDeadlinePastTheCeilingDoesNotWrap: MaxRetries+3 task
+// timeouts can be past what a time.Duration holds (a child keeps up to
+// 65536 retries and a week's timeout from its parent's Promote; a
+// MasterConfig has no bound); the stall deadline is then as long as it
+// can be, never a product wrapped negative. Before, 20003 weeks wrapped
+// to a negative deadline, and a child heard holding a task was cut off
+// as stalled within a second of being lent it.
+func TestStallDeadlinePastTheCeilingDoesNotWrap(t *testing.T) {
+	m, _ := stallBooks(t)
+	m.cfg.MaxRetries, m.cfg.TaskTimeout = 20000, 7*24*time.Hour
+	m.proto().stallCeilinged = true // a child was cut off at the ceiling
+	c := lendOnLink(t, m, 1)
+	if took, lost := stallFor(m, c, time.Hour); lost {
+		t.Fatalf("a child heard, under %d retries of a week's timeout, was cut off as stalled after %v", m.cfg.MaxRetries, took)
+	}
+	if d, _ := m.stallDeadline(); d <= 0 {
+		t.Fatalf("stall deadline %v; want the longest there is", d)
+	}
+}
