@@ -1,10 +1,8 @@
 package grid
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -37,23 +35,12 @@ func ceilingRunTimeout(t *testing.T, policy string, took, timeout time.Duration)
 		m.cfg.TaskTimeout = timeout
 	}
 	m.liveCh = make(chan struct{}) // a drop wakes WaitWorkers' waiters
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	var ids sched.WorkerID
 	join := func() *mworker {
 		ids++
 		w := joinBooks(m, ids, "w", "10.0.0.1", 1)
 		m.nLive++
-		end, far := net.Pipe()
-		c, discard := NewConn(ctx, end, quietConfig()), NewConn(ctx, far, quietConfig())
-		discard.Start(func(Message) {})
-		w.conn = c
-		t.Cleanup(func() {
-			c.Close()
-			discard.Close()
-			<-c.Done()
-			<-discard.Done()
-		})
+		w.conn = discardConn(t)
 		return w
 	}
 	w := join()

@@ -19,10 +19,11 @@ import (
 // failed 1 times (max retries 0): w1: ran past the task timeout of 3s",
 // of tasks of 50 ms). Time the master runs still counts: the instance
 // is overdue at its deadline after the pause.
-func TestMastersOwnPauseBlamesNoWorker(t *testing.T) {
-	m := policyBooks(t, "wq")
-	m.checkEvery = 250 * time.Millisecond
-	m.liveCh = make(chan struct{}) // a drop wakes WaitWorkers' waiters
+// discardConn is a connection over a pipe whose far end reads what it is
+// sent and drops it: the link of a worker or child alive, that says
+// nothing. Both ends close as the test ends.
+func discardConn(t *testing.T) *Conn {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	end, far := net.Pipe()
 	c, discard := NewConn(ctx, end, quietConfig()), NewConn(ctx, far, quietConfig())
@@ -34,8 +35,15 @@ func TestMastersOwnPauseBlamesNoWorker(t *testing.T) {
 		<-discard.Done()
 		cancel()
 	})
+	return c
+}
+
+func TestMastersOwnPauseBlamesNoWorker(t *testing.T) {
+	m := policyBooks(t, "wq")
+	m.checkEvery = 250 * time.Millisecond
+	m.liveCh = make(chan struct{}) // a drop wakes WaitWorkers' waiters
 	w := joinBooks(m, 1, "w", "10.0.0.1", 1)
-	w.conn = c
+	w.conn = discardConn(t)
 	m.nLive++
 	m.measured(w, time.Second)
 	reply := make(chan evalReply, 1)

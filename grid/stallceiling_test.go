@@ -2,7 +2,6 @@ package grid
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -38,18 +37,7 @@ func lendOnLink(t *testing.T, m *Master, token uint64) *childMaster {
 	if c.lent == 0 {
 		t.Fatal("setup: nothing queued to lend")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	end, far := net.Pipe()
-	link, discard := NewConn(ctx, end, quietConfig()), NewConn(ctx, far, quietConfig())
-	discard.Start(func(Message) {})
-	t.Cleanup(func() {
-		link.Close()
-		discard.Close()
-		<-link.Done()
-		<-discard.Done()
-		cancel()
-	})
-	c.link = link
+	c.link = discardConn(t)
 	p.children[c.token] = c
 	p.order = append(p.order, c)
 	return c
@@ -137,13 +125,7 @@ func TestSilentChildPastTheCeilingIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	evalCtx, stop := context.WithCancel(ctx)
-	evalDone := make(chan error, 1)
-	go func() {
-		_, err := root.Evaluate(evalCtx, 1, [][]float64{{1, 2}})
-		evalDone <- err
-	}()
-	defer func() { stop(); <-evalDone }()
+	defer evaluating(ctx, root, [][]float64{{1, 2}})()
 	if !waitLoop(ctx, root, func() bool {
 		b := root.cur
 		if b == nil {
