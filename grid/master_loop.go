@@ -678,7 +678,8 @@ func (m *Master) heartbeat() {
 	for {
 		select {
 		case <-m.loopCtx.Done():
-			m.clock.Store(&pauseClock{paused: m.clock.Load().paused}) // the clock runs on, unheld
+			m.beat()                                                  // a pause up to now is left out
+			m.clock.Store(&pauseClock{paused: m.clock.Load().paused}) // and the clock runs on, unheld
 			return
 		case <-t.C:
 			m.beat()

@@ -133,3 +133,26 @@ func TestMastersBusyTurnCounts(t *testing.T) {
 		t.Fatalf("a task of a worker of a second's tasks, 5 minutes on while the loop was busy: %d overdue; want it overdue", m.counts.Overdue)
 	}
 }
+
+// TestPauseAtTheLoopsEndLeftOut: the heartbeat stops with the loop, and a
+// pause up to then is left out of the clock that runs on (a report taken
+// after Close). Before, the clock let go of its hold at once, and the
+// pause counted ("the clock at 1h0m0s before a pause of 3h0m0s ended by
+// the loop's end, 4h0m0s after").
+func TestPauseAtTheLoopsEndLeftOut(t *testing.T) {
+	m := policyBooks(t, "wq")
+	m.checkEvery = time.Hour // no beat but the first, and the last
+	m.loopCtx, m.stopLoop = context.WithCancel(context.Background())
+	m.wg.Add(1)
+	go m.heartbeat()
+	for m.clock.Load() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	before := m.now()
+	m.start = m.start.Add(-3 * time.Hour)
+	m.stopLoop()
+	m.wg.Wait()
+	if after := m.now(); after < before || after > before+m.pauseLimit()+time.Minute {
+		t.Fatalf("the clock at %v before a pause of 3h0m0s ended by the loop's end, %v after; want at most %v on", before.Round(time.Second), after.Round(time.Second), m.pauseLimit())
+	}
+}
