@@ -1,10 +1,8 @@
 package grid
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -28,21 +26,6 @@ func ceilingRun(t *testing.T, policy string, took time.Duration) (r evalReply, e
 	return ceilingRunTimeout(t, policy, took, 0)
 }
 
-// discardConn is a worker's connection in the master's books whose frames
-// go into a pipe that discards them, closed when the test ends.
-func discardConn(t *testing.T, ctx context.Context) *Conn {
-	end, far := net.Pipe()
-	c, discard := NewConn(ctx, end, quietConfig()), NewConn(ctx, far, quietConfig())
-	discard.Start(func(Message) {})
-	t.Cleanup(func() {
-		c.Close()
-		discard.Close()
-		<-c.Done()
-		<-discard.Done()
-	})
-	return c
-}
-
 // ceilingRunTimeout is ceilingRun under the task timeout given (0: the
 // 10 minutes).
 func ceilingRunTimeout(t *testing.T, policy string, took, timeout time.Duration) (r evalReply, ended bool, cuts, timeouts int, elapsed time.Duration) {
@@ -52,14 +35,12 @@ func ceilingRunTimeout(t *testing.T, policy string, took, timeout time.Duration)
 		m.cfg.TaskTimeout = timeout
 	}
 	m.liveCh = make(chan struct{}) // a drop wakes WaitWorkers' waiters
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	var ids sched.WorkerID
 	join := func() *mworker {
 		ids++
 		w := joinBooks(m, ids, "w", "10.0.0.1", 1)
 		m.nLive++
-		w.conn = discardConn(t, ctx)
+		w.conn = discardConn(t)
 		return w
 	}
 	w := join()

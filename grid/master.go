@@ -384,11 +384,9 @@ type Master struct {
 	refusals *member.Tally
 
 	checkEvery time.Duration // how often the loop looks for overdue instances
-	// paused is the time the master itself did not run (ns), which now
-	// does not count; waitFrom is when its loop last began to wait,
-	// uncounted (resumed).
-	paused   atomic.Int64
-	waitFrom time.Duration
+	// clock is the master's own pauses, which now leaves out (heartbeat);
+	// nil: none counted.
+	clock atomic.Pointer[pauseClock]
 
 	nextWorker atomic.Int32
 	minReached atomic.Bool
@@ -468,8 +466,9 @@ func NewMaster(ctx context.Context, cfg MasterConfig) (*Master, error) {
 	m.excludeBefore(cfg.Excluded) // verify.go
 	m.loopCtx, m.stopLoop = context.WithCancel(context.Background())
 	m.connCtx, m.stopConn = context.WithCancel(context.Background())
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.loop()
+	go m.heartbeat() // master_loop.go
 	go m.acceptLoop()
 	m.stopCtx = context.AfterFunc(ctx, func() { m.Close() })
 	m.log.Debug("master listening for workers", "addr", m.Addr(), "policy", p.Name(), "problem", cfg.Problem.Name)

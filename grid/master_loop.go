@@ -599,7 +599,21 @@ func (s *loopState) init() {
 	s.v.init()
 }
 
-func (m *Master) now() time.Duration { return time.Since(m.start) - time.Duration(m.paused.Load()) }
+// now is the master's clock: the time since it started, less its own
+// pauses (heartbeat). While the heartbeat is later than pauseLimit, the
+// clock stands at its last beat plus pauseLimit: the master may run again
+// before its heartbeat does, and must not see the pause meanwhile.
+func (m *Master) now() time.Duration {
+	c := m.clock.Load() // before the time: a beat stored later is no sooner than it
+	raw := time.Since(m.start)
+	if c == nil {
+		return raw
+	}
+	if c.beat > 0 {
+		raw = min(raw, c.beat+m.pauseLimit())
+	}
+	return raw - c.paused
+}
 
 // loop is the master's single event loop.
 func (m *Master) loop() {
@@ -613,7 +627,6 @@ func (m *Master) loop() {
 			m.shutdownWorkers()
 			return
 		case lm := <-m.in:
-			m.resumed()
 			m.handle(lm)
 		case <-deadlines.C:
 			m.tick()
@@ -630,40 +643,72 @@ func (m *Master) loop() {
 			}
 		}
 		m.flush()
-		m.afterTurn()                    // split.go: splits, task requests, a child's return
-		m.waitFrom = time.Since(m.start) // resumed
+		m.afterTurn() // split.go: splits, task requests, a child's return
 	}
 }
-
-// pauseGap is how much longer than checkEvery the loop may wait for its
-// next turn before the wait counts as the master's own pause (resumed).
-const pauseGap = 2 * time.Second
 
 // tick is the loop's turn of its clock, every checkEvery: the checks
 // of what is overdue.
 func (m *Master) tick() {
-	m.resumed()
 	m.checkDeadlines()
 	m.checkRefusals() // refusals.go
 	m.checkProbes()   // probe.go
 }
 
-// resumed begins a turn of the loop. The loop waits checkEvery at most
-// (its clock ticks), so a turn that begins more than pauseGap later says
-// that the master itself did not run (its process stopped, its machine
-// suspended or starved): that time is not counted (now), since no
-// worker or child can be blamed for it. Counted, the first tick after a
-// pause past the task timeout dropped every worker with an instance out
-// and counted a failure against each task, before the results that came
-// meanwhile were read: one such pause failed a run under -max-retries 0.
-// Only the wait is taken out, so now never goes back.
-func (m *Master) resumed() {
-	raw := time.Since(m.start)
-	if gap := raw - m.waitFrom; m.waitFrom > 0 && gap > m.checkEvery+pauseGap {
-		m.paused.Add(int64(gap - m.checkEvery))
-		m.log.Warn("the master did not run for a while (stopped, or starved of CPU); that time does not count against its workers", "paused_for", gap.Round(time.Millisecond))
+// The master's own pauses. A master that does not run for a while (its
+// process stopped, its machine starved) cannot blame its workers or
+// children for that time: counted, the first tick after a pause past the
+// task timeout dropped every worker with an instance out and counted a
+// failure against each task, before the results that came meanwhile were
+// read, and one such pause failed a run under -max-retries 0. A
+// goroutine of its own, the heartbeat, beats every checkEvery; a beat
+// later than pauseLimit says the process did not run, whether the loop
+// was waiting or in a turn (a busy master is mostly in one), and the
+// time past pauseLimit does not count (now). A loop merely busy does not
+// stop the heartbeat, so its time counts: no input can stop the clock.
+
+// pauseGap is how much later than checkEvery the heartbeat may beat
+// before the wait counts as the master's own pause.
+const pauseGap = 2 * time.Second
+
+// pauseLimit is the longest wait between two beats that counts in full.
+func (m *Master) pauseLimit() time.Duration { return m.checkEvery + pauseGap }
+
+// pauseClock is the heartbeat's account: beat is when it last beat
+// (since start; 0: it beats no more), paused the time now leaves out.
+type pauseClock struct{ beat, paused time.Duration }
+
+// heartbeat beats every checkEvery until the loop ends.
+func (m *Master) heartbeat() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.checkEvery)
+	defer t.Stop()
+	m.beat()
+	for {
+		select {
+		case <-m.loopCtx.Done():
+			m.beat()                                                  // a pause up to now is left out
+			m.clock.Store(&pauseClock{paused: m.clock.Load().paused}) // and the clock runs on, unheld
+			return
+		case <-t.C:
+			m.beat()
+		}
 	}
-	m.waitFrom = raw
+}
+
+// beat notes that the heartbeat runs, and takes out of now the time
+// since the last beat past pauseLimit. The heartbeat alone calls it.
+func (m *Master) beat() {
+	raw := time.Since(m.start)
+	c := pauseClock{beat: raw}
+	if old := m.clock.Load(); old != nil {
+		c.paused = old.paused
+		if gap := raw - old.beat; old.beat > 0 && gap > m.pauseLimit() {
+			c.paused += gap - m.pauseLimit()
+			m.log.Warn("the master did not run for a while (stopped, or starved of CPU); that time does not count against its workers", "paused_for", gap.Round(time.Millisecond))
+		}
+	}
+	m.clock.Store(&c)
 }
 
 func (m *Master) handle(lm loopMsg) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -801,8 +802,13 @@ func (m *Master) checkChildren() {
 func (m *Master) stallDeadline() (stall time.Duration, atCeiling bool) {
 	d := m.cfg.deadlines()
 	p := m.split.splitProto
-	if p.stallCeilinged && m.cfg.TaskTimeout > 0 {
-		return time.Duration(m.cfg.MaxRetries+3) * m.cfg.TaskTimeout, true
+	if t := m.cfg.TaskTimeout; p.stallCeilinged && t > 0 {
+		// Saturated: a child's parent may give it 65536 retries of a
+		// week, whose product a Duration does not hold.
+		if n := time.Duration(m.cfg.MaxRetries); n > math.MaxInt64/t-3 {
+			return math.MaxInt64, true
+		}
+		return time.Duration(m.cfg.MaxRetries+3) * t, true
 	}
 	base, n := d.Of(0, m.exec, 0), 1+p.stalled
 	return d.Doubled(base, n), d.AtCeiling(base, n)

@@ -28,6 +28,19 @@ func waitLoop(ctx context.Context, m *Master, cond func() bool) bool {
 	}
 }
 
+// evaluating has root evaluate xs as generation 1 in the background
+// (bounded by ctx); the func it returns stops the evaluation and waits
+// for its end.
+func evaluating(ctx context.Context, root *Master, xs [][]float64) (stop func()) {
+	evalCtx, cancel := context.WithCancel(ctx)
+	evalDone := make(chan error, 1)
+	go func() {
+		_, err := root.Evaluate(evalCtx, 1, xs)
+		evalDone <- err
+	}()
+	return func() { cancel(); <-evalDone }
+}
+
 // frames starts c and hands its frames on.
 func frames(c *Conn) <-chan Message {
 	ch := make(chan Message, 64)
@@ -334,13 +347,7 @@ func TestStalledChildIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	evalCtx, stop := context.WithCancel(ctx)
-	evalDone := make(chan error, 1)
-	go func() {
-		_, err := root.Evaluate(evalCtx, 1, [][]float64{{1, 2}, {3, 4}})
-		evalDone <- err
-	}()
-	defer func() { stop(); <-evalDone }()
+	defer evaluating(ctx, root, [][]float64{{1, 2}, {3, 4}})()
 	// The root lends both tasks of its batch to c, as a split would.
 	lent := 0
 	if !waitLoop(ctx, root, func() bool {

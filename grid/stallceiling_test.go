@@ -2,7 +2,6 @@ package grid
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -38,18 +37,7 @@ func lendOnLink(t *testing.T, m *Master, token uint64) *childMaster {
 	if c.lent == 0 {
 		t.Fatal("setup: nothing queued to lend")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	end, far := net.Pipe()
-	link, discard := NewConn(ctx, end, quietConfig()), NewConn(ctx, far, quietConfig())
-	discard.Start(func(Message) {})
-	t.Cleanup(func() {
-		link.Close()
-		discard.Close()
-		<-link.Done()
-		<-discard.Done()
-		cancel()
-	})
-	c.link = link
+	c.link = discardConn(t)
 	p.children[c.token] = c
 	p.order = append(p.order, c)
 	return c
@@ -137,13 +125,7 @@ func TestSilentChildPastTheCeilingIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	evalCtx, stop := context.WithCancel(ctx)
-	evalDone := make(chan error, 1)
-	go func() {
-		_, err := root.Evaluate(evalCtx, 1, [][]float64{{1, 2}})
-		evalDone <- err
-	}()
-	defer func() { stop(); <-evalDone }()
+	defer evaluating(ctx, root, [][]float64{{1, 2}})()
 	if !waitLoop(ctx, root, func() bool {
 		b := root.cur
 		if b == nil {
@@ -166,5 +148,25 @@ func TestSilentChildPastTheCeilingIsCutOff(t *testing.T) {
 		return lost == 1
 	}) || queued != 1 {
 		t.Fatalf("after the silent child's link closed: %d lost, %d queued; want c lost and its task queued", lost, queued)
+	}
+}
+
+// TestStallDeadlinePastTheCeilingDoesNotWrap: MaxRetries+3 task
+// timeouts can be past what a time.Duration holds (a child keeps up to
+// 65536 retries and a week's timeout from its parent's Promote; a
+// MasterConfig has no bound); the stall deadline is then as long as it
+// can be, never a product wrapped negative. Before, 20003 weeks wrapped
+// to a negative deadline, and a child heard holding a task was cut off
+// as stalled within a second of being lent it.
+func TestStallDeadlinePastTheCeilingDoesNotWrap(t *testing.T) {
+	m, _ := stallBooks(t)
+	m.cfg.MaxRetries, m.cfg.TaskTimeout = 20000, 7*24*time.Hour
+	m.proto().stallCeilinged = true // a child was cut off at the ceiling
+	c := lendOnLink(t, m, 1)
+	if took, lost := stallFor(m, c, time.Hour); lost {
+		t.Fatalf("a child heard, under %d retries of a week's timeout, was cut off as stalled after %v", m.cfg.MaxRetries, took)
+	}
+	if d, _ := m.stallDeadline(); d <= 0 {
+		t.Fatalf("stall deadline %v; want the longest there is", d)
 	}
 }

@@ -1,7 +1,6 @@
 package grid
 
 import (
-	"context"
 	"errors"
 	"net"
 	"reflect"
@@ -30,14 +29,12 @@ func startingRun(t *testing.T, policy string, bound, start, took time.Duration) 
 	m.cfg.TaskTimeout, m.cfg.MaxRetries = 4*time.Second, 2
 	m.cfg.IdleTimeout = 30 * time.Second
 	m.liveCh = make(chan struct{}) // a drop wakes WaitWorkers' waiters
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	var ids sched.WorkerID
 	var joinedAt, heardAt time.Duration
 	join := func() *mworker {
 		ids++
 		w := &mworker{id: ids, name: "w", host: "10.0.0.1", slots: 1, lastHeard: m.now()}
-		w.conn = discardConn(t, ctx)
+		w.conn = discardConn(t)
 		m.byID[w.id], m.order, m.byName[w.name] = w, append(m.order, w), w
 		m.nLive++
 		m.step(sched.Event{Kind: sched.WorkerJoined, Worker: w.id, Slots: w.slots, Starting: true}, 0)

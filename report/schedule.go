@@ -197,10 +197,7 @@ func NewSchedule(policy string, r sched.Report, st grid.MasterStats, startGen in
 // Summary is the schedule in two lines: where the time went, and what
 // the policy did.
 func (s *Schedule) Summary() string {
-	slots := 0
-	for _, w := range s.PerWorker {
-		slots += w.Slots
-	}
+	slots := s.slots()
 	d := func(sec float64) time.Duration { return logx.Round(time.Duration(sec * float64(time.Second))) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "schedule %s on %s (%s): total %v = compute %v + sync wait %v + comm %v (the paper's comm: %v), and %v between generations; efficiency %s of LB %v\n",
@@ -209,6 +206,26 @@ func (s *Schedule) Summary() string {
 	fmt.Fprintf(&b, "tasks: %d originals, %d resends, %d replicas; cancels %d held, %d running, %d late; %d duplicate and %d stale results discarded\n",
 		s.Originals, s.Resends, s.Replicas, s.CancelsHeld, s.CancelsRunning, s.CancelsLate, s.Duplicates, s.Stale)
 	return b.String()
+}
+
+// slots is the workers' slots, each name's once (its most): a worker
+// that joins again (back from a child master, or reconnecting) is a new
+// entry under the same name, and Workers counts names. An entry with no
+// name counts on its own.
+func (s *Schedule) slots() int {
+	n := 0
+	most := make(map[string]int)
+	for _, w := range s.PerWorker {
+		if w.Name == "" {
+			n += w.Slots
+		} else {
+			most[w.Name] = max(most[w.Name], w.Slots)
+		}
+	}
+	for _, k := range most {
+		n += k
+	}
+	return n
 }
 
 // percent writes a ratio as a percentage precise enough to compare runs:

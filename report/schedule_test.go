@@ -42,3 +42,17 @@ func TestScheduleSummaryEfficiency(t *testing.T) {
 		t.Errorf("summary %q", line)
 	}
 }
+
+// The summary counts each worker's slots once, however often it joined:
+// under -split a worker moved to a child master and back joins again
+// each time. Before, six 1-slot workers were "6 workers (109 slots)".
+func TestScheduleSummaryCountsRejoinsOnce(t *testing.T) {
+	s := &Schedule{Policy: "r3q", Workers: 3, Joins: 6, PerWorker: []ScheduleWorker{
+		{Worker: 1, Name: "a", Slots: 1}, {Worker: 2, Name: "b", Slots: 2}, {Worker: 3, Name: "a", Slots: 1},
+		{Worker: 4, Name: "b", Slots: 2}, {Worker: 5, Name: "a", Slots: 1}, {Worker: 6, Slots: 4}, // unnamed: its own
+	}}
+	line, _, _ := strings.Cut(s.Summary(), "\n")
+	if !strings.HasPrefix(line, "schedule r3q on 3 workers (7 slots): ") {
+		t.Errorf("summary %q; want 3 workers of 1, 2 and 4 slots", line)
+	}
+}
