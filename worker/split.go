@@ -93,7 +93,6 @@ func (a *Agent) redirected(ctx context.Context, err *error, dialled string, next
 		switch {
 		case errors.Is(pe.err, grid.ErrRunOver):
 			a.log.Info("child master done: the run is over")
-			a.dropKept() // its plugin's processes end with the run, as at a Shutdown (keep)
 			*err = ErrShutdown
 			return false
 		case errors.Is(pe.err, grid.ErrParentInterrupted):

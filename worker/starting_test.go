@@ -157,33 +157,3 @@ func TestAgentsStartWordIsNoResults(t *testing.T) {
 	cancel()
 	wait()
 }
-
-// A worker promoted to a child master keeps its plugin's processes for
-// its return to the parent, and closes them when its child learns that
-// the run is over, as a session the master ends does: it may serve run
-// after run (esworker's default) and wait days for the next master.
-// They ran on, idle, until the agent's next session or its exit.
-func TestPromotedWorkerClosesItsPluginWhenTheRunIsOver(t *testing.T) {
-	for _, end := range []error{grid.ErrRunOver, grid.ErrParentInterrupted} {
-		a, err := New(Config{Master: "127.0.0.1:1", Key: testKey(t), Slots: 1, Serve: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var closes atomic.Int32
-		p, _ := BuildProblem(sphereSpec)
-		a.kept, a.keptSpec = countedCloser{p, &closes}, sphereSpec
-		pe := &promotedError{done: make(chan struct{}), cancel: func() {}, err: end}
-		close(pe.done)
-		var next redirect
-		err = pe
-		a.redirected(context.Background(), &err, "127.0.0.1:1", &next)
-		want := int32(1) // the run is over
-		if end == grid.ErrParentInterrupted {
-			want = 0 // the master will be back, with the same problem
-		}
-		if n := closes.Load(); n != want {
-			t.Errorf("child master ended with %v: the kept problem closed %d times, want %d", end, n, want)
-		}
-		a.dropKept()
-	}
-}
