@@ -405,58 +405,6 @@ func TestDrainDuringPluginStart(t *testing.T) {
 	}
 }
 
-// A real plugin's process serves the agent's next session after a lost
-// connection: no second start, one process the while, none once the run
-// is over. Each session started it again.
-func TestAgentKeepsPluginProcessAcrossSessions(t *testing.T) {
-	leaktest.Check(t)
-	dir := t.TempDir()
-	cat := rastriginCatalog(t, dir)
-	key, _ := grid.NewKey(testSecret)
-	fm := startFakeMaster(t, key, grid.ProblemSpec{Name: "rastrigin-go", Dim: 3})
-	opts := PluginOptions{Slots: 1, Logger: logger(io.Discard)}
-	_, wait := startAgent(t, context.Background(), Config{
-		Master: fm.addr(), Key: key, Name: "w", Slots: 1, Problems: OfferedProblems(cat),
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-		Build: PluginBuild(cat, opts), StartBound: opts.StartBound(),
-	})
-	want, _ := problems.New("rastrigin", 3)
-	x := []float64{0.5, -1, math.Pi}
-	f, _ := want.Eval(context.Background(), x)
-	for session := range 2 {
-		mc := fm.next()
-		mc.c.Send(&grid.Tasks{Gen: int32(session), Items: []grid.Task{{ID: 0, X: x}}})
-		var rs *grid.Results
-		for rs == nil || len(rs.Items) == 0 {
-			// The first session's word that it starts (a Heartbeat)
-			// comes first.
-			if m, ok := receive[grid.Message](t, mc).(*grid.Results); ok {
-				rs = m
-			}
-		}
-		if rs.Items[0].Err != "" || rs.Items[0].F != f {
-			t.Fatalf("session %d: %+v; want %v", session, rs.Items[0], f)
-		}
-		if n := childProcesses(t, "rastrigin-go"); n != 1 {
-			t.Errorf("session %d: %d plugin processes, want 1", session, n)
-		}
-		if session == 0 {
-			mc.c.Close() // lost: the agent connects again
-		} else {
-			mc.c.SendAndClose(&grid.Shutdown{Reason: "run over"})
-		}
-	}
-	if err := wait(); !errors.Is(err, ErrShutdown) {
-		t.Errorf("Run = %v, want ErrShutdown", err)
-	}
-	if c := cat.Counters("rastrigin-go").Counts(); c.Started != 1 {
-		t.Errorf("the plugin started %d times over two sessions, want 1 (%+v)", c.Started, c)
-	}
-	if n := childProcesses(t, "rastrigin-go"); n != 0 {
-		t.Errorf("%d plugin processes left after the run", n)
-	}
-}
-
 // rastriginCatalog lists the test plugin, built in dir, as rastrigin-go.
 func rastriginCatalog(t *testing.T, dir string) *plugin.Catalog {
 	t.Helper()
