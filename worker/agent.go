@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -248,14 +247,6 @@ func (a *Agent) admit(ctx context.Context, spec grid.ProblemSpec, cc grid.ConnCo
 		own = grid.DefaultMaxFrame
 	}
 	ad, err := a.cfg.Limits.admit(spec, a.cfg.Slots, cc, own, sysmem.Available)
-	if err == nil && a.kept != nil {
-		if a.keptSpec == spec {
-			p := a.kept // the last session's, its processes up
-			a.kept = nil
-			return p, ad, nil
-		}
-		a.dropKept()
-	}
 	if err == nil {
 		if a.cfg.StartBound > 0 && starting != nil && !slices.Contains(problems.Names(), spec.Name) {
 			starting(a.cfg.StartBound)
@@ -283,31 +274,6 @@ func (a *Agent) admit(ctx context.Context, spec grid.ProblemSpec, cc grid.ConnCo
 	return nil, admission{}, fmt.Errorf("worker: cannot build problem %s (dim %d): %w", clipName(spec.Name), spec.Dim, err)
 }
 
-// keep keeps p, of spec, a session's problem that holds processes (a
-// plugin's), for the next session, if the session that ended with err
-// leads to one: a lost connection, a move to a child master, a master
-// that will be back. Otherwise (the run over, a drain, ctx done) it
-// closes p.
-func (a *Agent) keep(ctx context.Context, p problems.Problem, spec grid.ProblemSpec, err error) {
-	if _, ok := p.(io.Closer); !ok {
-		return
-	}
-	if err == nil || errors.Is(err, ErrShutdown) || ctx.Err() != nil || a.draining() {
-		closeProblem(p)
-		return
-	}
-	a.dropKept()
-	a.kept, a.keptSpec = p, spec
-}
-
-// dropKept closes the problem kept for the next session, if any.
-func (a *Agent) dropKept() {
-	if a.kept != nil {
-		closeProblem(a.kept)
-		a.kept = nil
-	}
-}
-
 // ErrShutdown is what Run returns when the master ended the run (and the
 // agent does not Serve run after run).
 var ErrShutdown = errors.New("worker: the master ended the run")
@@ -329,13 +295,6 @@ type Agent struct {
 	odd   *slog.Logger // rate-limited: what a master should not have sent (grid.LimitLog)
 	drain chan struct{}
 	once  sync.Once
-
-	// kept is the last session's problem, a plugin's processes, kept for
-	// the next session if its spec is keptSpec (keep): a reconnection or
-	// a move to a child master then starts no plugin. Run's goroutine
-	// alone uses them.
-	kept     problems.Problem
-	keptSpec grid.ProblemSpec
 
 	mu        sync.Mutex
 	current   *session      // the live session, if any
@@ -447,7 +406,6 @@ func (a *Agent) Activity() Activity {
 // again, with backoff.
 func (a *Agent) Run(ctx context.Context) (err error) {
 	defer a.stopOnce.Do(func() { close(a.stop) })
-	defer a.dropKept() // after the last session, whatever ended it
 	if a.cfg.Faults.any() {
 		a.log.Warn("emulating faults", "faults", fmt.Sprintf("%+v", a.cfg.Faults))
 	}
@@ -645,7 +603,7 @@ func (a *Agent) serve(ctx context.Context, conn *grid.Conn, w *grid.Welcome) (wo
 	if starting {
 		conn.Send(&grid.Results{}) // it serves: a status report, all slots idle
 	}
-	defer func() { a.keep(ctx, p, w.Problem, err) }() // a plugin's processes end with the session, or are kept for the next
+	defer closeProblem(p) // a plugin's processes end with the session (worker/plugins.go)
 	a.log.Info("connected to the master", "addr", conn.RemoteAddr().String(), "worker_id", w.Worker,
 		"problem", w.Problem.Name, "dim", w.Problem.Dim, "load_n", w.Problem.LoadN, "slots", a.cfg.Slots)
 	s := newSession(ctx, a, conn, withFaults(p, a.cfg.Faults, &a.evals, a.stop))

@@ -58,8 +58,7 @@ func (o PluginOptions) StartBound() time.Duration {
 // master's spec names a problem, and only this machine's own list turns a
 // name into a program. A plugin runs up to o.Slots processes and is
 // closed, with its processes, when the session ends (the problem is an
-// io.Closer), unless the agent keeps it for its next session with the
-// same problem (Agent.keep). Each plugin's failed starts back off across sessions (one
+// io.Closer). Each plugin's failed starts back off across sessions (one
 // plugin.Starts per plugin): a plugin that fails at every start is not
 // started again at each session, and the session is refused at once
 // while the back-off lasts.

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,74 +46,6 @@ func TestAgentSaysItStarts(t *testing.T) {
 		<-built
 		cancel()
 		wait()
-	}
-}
-
-// countedCloser is a problem that holds processes, as a plugin does: it
-// counts its closes.
-type countedCloser struct {
-	problems.Problem
-	closes *atomic.Int32
-}
-
-func (c countedCloser) Close() error {
-	c.closes.Add(1)
-	return nil
-}
-
-// A plugin's processes outlive a lost connection: the agent's next
-// session, with the same problem, uses them, without a start (nor a word
-// that it starts), and they end with the run. Each session started them
-// again, which took a moved or reconnected worker seconds (2–8 s in -split
-// runs) before it served.
-func TestAgentKeepsAPluginAcrossSessions(t *testing.T) {
-	leaktest.Check(t)
-	key, _ := grid.NewKey(testSecret)
-	spec := grid.ProblemSpec{Name: "plug", Dim: 3}
-	fm := startFakeMaster(t, key, spec)
-	var builds, closes atomic.Int32
-	_, wait := startAgent(t, context.Background(), Config{
-		Master: fm.addr(), Key: key, Name: "w1", Slots: 1, StartBound: time.Minute,
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-		Build: func(grid.ProblemSpec) (problems.Problem, error) {
-			builds.Add(1)
-			p, err := BuildProblem(sphereSpec)
-			return countedCloser{p, &closes}, err
-		},
-	})
-	for session := range 2 {
-		mc := fm.next()
-		mc.c.Send(&grid.Tasks{Gen: 0, Items: []grid.Task{{ID: 0, X: []float64{1, 1, 1}}}})
-		var rs *grid.Results
-		for rs == nil || len(rs.Items) == 0 {
-			switch m := receive[grid.Message](t, mc).(type) {
-			case *grid.Heartbeat:
-				if session > 0 {
-					t.Errorf("session %d: %+v; want no word of a start, its problem kept", session, m)
-				}
-			case *grid.Results:
-				rs = m
-			default:
-				t.Fatalf("session %d: master got %T %+v", session, m, m)
-			}
-		}
-		if rs.Items[0].F != 3 {
-			t.Fatalf("session %d: %+v; want the task's value", session, rs)
-		}
-		if n := closes.Load(); n != 0 {
-			t.Errorf("session %d: the problem closed %d times while its session lasted", session, n)
-		}
-		if session == 0 {
-			mc.c.Close() // lost: the agent connects again
-			continue
-		}
-		mc.c.SendAndClose(&grid.Shutdown{Reason: "run over"})
-	}
-	if err := wait(); !errors.Is(err, ErrShutdown) {
-		t.Errorf("Run = %v, want ErrShutdown", err)
-	}
-	if b, c := builds.Load(), closes.Load(); b != 1 || c != 1 {
-		t.Errorf("%d builds and %d closes over two sessions; want the problem built once, closed once, at the run's end", b, c)
 	}
 }
 
