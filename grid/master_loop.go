@@ -754,6 +754,11 @@ func (m *Master) handle(lm loopMsg) {
 		case !w.left && w.moved:
 			m.log.Info("worker moved to another master", "worker", w.name, "worker_id", w.id)
 			m.workerLeft(w)
+		case !w.left && w.leaving && len(w.out) == 0:
+			// It said it stops (esworker told to exit), and closed with
+			// nothing out: it left as it said it would, no loss.
+			m.log.Info("worker left after its drain", "worker", w.name, "worker_id", w.id)
+			m.workerLeft(w)
 		case !w.left:
 			if !m.noteRefusal(w) { // refusals.go: it refused the problem
 				m.counts.Lost.Closed++
