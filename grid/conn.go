@@ -403,7 +403,7 @@ func (c *Conn) readLoop(h Handler) {
 			if v.Echo {
 				c.send(Heartbeat{}, true) // plain: the peer does not answer it
 			}
-			if v.Starting == 0 {
+			if v.Starting <= 0 {
 				continue
 			}
 			// A worker's word that it starts: the master's to hear.

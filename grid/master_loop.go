@@ -106,7 +106,7 @@ type mworker struct {
 	heard bool
 	// startBy: its session said it builds the run's problem, which may
 	// take up to startFor (Heartbeat.Starting, bounded by MaxStartBound),
-	// and it had not been heard by startBy (0: it said nothing of the
+	// and it must be heard by startBy (0: it said nothing of the
 	// kind). Until it is heard, the tasks sent to it wait for its start:
 	// they are neither timed nor found overdue, and its silence is its
 	// start's (checkDeadlines); heard, their clocks start then (results).
@@ -678,7 +678,7 @@ func (m *Master) pauseLimit() time.Duration { return m.checkEvery + pauseGap }
 // (since start; 0: it beats no more), paused the time now leaves out.
 type pauseClock struct{ beat, paused time.Duration }
 
-// heartbeat beats every checkEvery until the loop ends.
+// heartbeat beats every checkEvery until the loop is told to stop (Close).
 func (m *Master) heartbeat() {
 	defer m.wg.Done()
 	t := time.NewTicker(m.checkEvery)

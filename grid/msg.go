@@ -158,11 +158,11 @@ type Results struct {
 }
 
 // MaxStartBound bounds what a worker may claim as its problem's start
-// (Heartbeat.Starting): twice esworker's longest -plugin-start-timeout (a
-// plugin's first process starts, then the others, each within it), so that
-// a worker that claims more, or starts and hangs, holds its tasks no
-// longer.
-const MaxStartBound = 20 * time.Minute
+// (Heartbeat.Starting): what esworker claims with its longest
+// -plugin-start-timeout, twice it and a second (a plugin's first process
+// starts, then the others, each within it), so that a worker that claims
+// more, or starts and hangs, holds its tasks no longer.
+const MaxStartBound = 20*time.Minute + time.Second
 
 // Heartbeat keeps an otherwise idle connection alive within the peer's read
 // deadline.

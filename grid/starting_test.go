@@ -166,7 +166,7 @@ func TestConnHandsOnTheWordThatAWorkerStarts(t *testing.T) {
 	}()
 	got := make(chan Message, 8)
 	cb.Start(func(m Message) { got <- m })
-	for _, m := range []Message{&Heartbeat{}, &Heartbeat{Starting: 5e9}, &Heartbeat{Echo: true}, &Results{}} {
+	for _, m := range []Message{&Heartbeat{}, &Heartbeat{Starting: -1}, &Heartbeat{Starting: 5e9}, &Heartbeat{Echo: true}, &Results{}} {
 		if err := ca.Send(m); err != nil {
 			t.Fatal(err)
 		}
@@ -175,6 +175,6 @@ func TestConnHandsOnTheWordThatAWorkerStarts(t *testing.T) {
 		t.Errorf("first message handed on: %T %+v; want the word that it starts", m, m)
 	}
 	if m, ok := (<-got).(*Results); !ok {
-		t.Errorf("second message handed on: %T %+v; want the results, the other heartbeats absorbed", m, m)
+		t.Errorf("second message handed on: %T %+v; want the results, the other heartbeats (a negative Starting too) absorbed", m, m)
 	}
 }
